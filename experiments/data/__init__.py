@@ -1,0 +1,63 @@
+"""The data layer of ldhmm.
+
+* :class:`SequenceDatabase`: integer-coded sequences stored compactly, with vocabulary,
+  optional labels and ids, length statistics and a text format (``to_text``/``from_text``).
+* UCI loaders: :func:`load_msnbc`, :func:`load_entree`, :func:`load_splice`,
+  :func:`load_dataset`, and :func:`load_paper_subset` for the paper's length-filtered subsets.
+* :func:`kfold_indices`: deterministic (stratified) K-fold splits.
+* A user's own data: :class:`Vocabulary`, :func:`load_text`, :func:`load_event_log`.
+* :func:`fetch`: download a UCI data set with checksum verification.
+
+Errors in a file raise :class:`DataFormatError` (a ``ValueError``) naming file and line.
+"""
+
+from .database import DataFormatError, SequenceDatabase
+from .fetch import DATASETS, ChecksumError, DatasetSource, fetch
+from .splits import kfold_indices
+from .uci import (
+    DATA_ENV_VAR,
+    DATASET_NAMES,
+    ENTREE_CODEBOOK,
+    PAPER_SUBSET_COUNTS,
+    PAPER_SUBSETS,
+    SPLICE_CLASSES,
+    load_dataset,
+    load_entree,
+    load_msnbc,
+    load_paper_subset,
+    load_splice,
+    read_entree_sessions,
+    read_msnbc,
+    read_splice,
+    resolve_data_dir,
+)
+from .userdata import UNKNOWN, Vocabulary, load_event_log, load_text
+
+__all__ = [
+    "DataFormatError",
+    "SequenceDatabase",
+    "DATASETS",
+    "ChecksumError",
+    "DatasetSource",
+    "fetch",
+    "kfold_indices",
+    "DATA_ENV_VAR",
+    "DATASET_NAMES",
+    "ENTREE_CODEBOOK",
+    "PAPER_SUBSET_COUNTS",
+    "PAPER_SUBSETS",
+    "SPLICE_CLASSES",
+    "load_dataset",
+    "load_entree",
+    "load_msnbc",
+    "load_paper_subset",
+    "load_splice",
+    "read_entree_sessions",
+    "read_msnbc",
+    "read_splice",
+    "resolve_data_dir",
+    "UNKNOWN",
+    "Vocabulary",
+    "load_event_log",
+    "load_text",
+]

@@ -1,0 +1,319 @@
+"""Baseline "HMM": one categorical HMM shared by all sequences, fitted with hmmlearn.
+
+A plug-in around :class:`hmmlearn.hmm.CategoricalHMM`: Baum-Welch (EM) on the whole database
+with one set of parameters (start probabilities, transition matrix, emission matrix) for
+every sequence. The held-out score is the exact log-likelihood of each sequence under the
+fitted parameters, so ``score_kind = "exact"``.
+
+Maximum likelihood versus MAP
+-----------------------------
+Under pure maximum likelihood a symbol that never occurs in the training data gets emission
+probability 0 in every state, and a held-out sequence containing it gets log-likelihood
+``-inf`` (and a state never visited can leave a zero row in the transition matrix). So by
+default the fit is MAP with a weak symmetric Dirichlet prior: hmmlearn's
+``emissionprob_prior``, ``transmat_prior`` and ``startprob_prior`` are set to
+``1 + pseudocount``, which adds ``emission_pseudocount`` (default 0.01) to every expected
+emission count and ``transition_pseudocount`` (default 0.01) to every expected start and
+transition count in the M-step. Against a database of thousands of symbols this changes
+the fitted parameters by a negligible amount, but it keeps every probability positive.
+``emission_pseudocount=0, transition_pseudocount=0`` gives plain maximum likelihood
+(hmmlearn's default), with the ``-inf`` that implies.
+
+EM for MAP increases ``log p(X | theta) + log p(theta)``, not the log-likelihood alone, so
+the convergence monitor (``monitor_``, hmmlearn's ``ConvergenceMonitor``) tracks that
+objective, with the log prior taken up to its constant: ``sum c * log(theta)`` over all
+parameters with pseudocount ``c``. ``loglik_history_`` keeps the training log-likelihood
+of every iteration beside it (each value is computed at the parameters *before* that
+iteration's M-step, as in hmmlearn). With zero pseudocounts the two coincide.
+
+Scoring
+-------
+:meth:`HMM.score_samples` does not call hmmlearn per sequence: it runs one scaled forward
+pass over all sequences at once (sorted by length and cut into padded chunks, vectorized
+over sequences), which matches hmmlearn's ``score`` of each sequence to ~1e-12 and scores
+tens of thousands of sequences in well under a second.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+
+import numpy as np
+from hmmlearn.hmm import CategoricalHMM
+from scipy.special import xlogy
+
+from .base import SequenceModel, check_seed
+
+__all__ = ["HMM", "forward_log_likelihood"]
+
+_hmm_log = logging.getLogger("hmmlearn")
+
+
+@contextmanager
+def _quiet_hmmlearn(verbose: bool):
+    """Silence hmmlearn's logging warnings (degenerate-fit notes) unless verbose."""
+    if verbose:
+        yield
+        return
+    old = _hmm_log.level
+    _hmm_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        _hmm_log.setLevel(old)
+
+
+class _MAPCategoricalHMM(CategoricalHMM):
+    """CategoricalHMM whose monitor tracks the MAP objective of its M-step.
+
+    hmmlearn's ``BaseHMM`` reports the log-likelihood to its monitor, which MAP-EM does not
+    promise to increase. Here ``_compute_lower_bound`` (called once per iteration, at the
+    parameters the E-step used) adds the unnormalized log prior, so both the convergence
+    test and the history refer to the quantity EM actually increases. The plain
+    log-likelihoods go to ``loglik_history_``. The initial parameters are floored away from
+    exact zeros, which hmmlearn's M-step would otherwise keep at zero forever (a feature for
+    left-right models, an accident for random Dirichlet draws).
+    """
+
+    def _init(self, X, lengths=None):
+        super()._init(X, lengths)
+        tiny = 1e-12
+        for attr in ("startprob_", "transmat_", "emissionprob_"):
+            p = np.maximum(np.asarray(getattr(self, attr), dtype=np.float64), tiny)
+            setattr(self, attr, p / p.sum(axis=-1, keepdims=True))
+        self.loglik_history_ = []
+
+    def _log_prior(self) -> float:
+        return float(
+            np.sum(xlogy(np.asarray(self.startprob_prior) - 1.0, self.startprob_))
+            + np.sum(xlogy(np.asarray(self.transmat_prior) - 1.0, self.transmat_))
+            + np.sum(xlogy(np.asarray(self.emissionprob_prior) - 1.0, self.emissionprob_))
+        )
+
+    def _compute_lower_bound(self, curr_logprob):
+        self.loglik_history_.append(float(curr_logprob))
+        return curr_logprob + self._log_prior()
+
+
+def _length_chunks(lengths_sorted: np.ndarray, max_cells: int):
+    """Cut sequences sorted by length into [start, stop) chunks with n * max_len <= max_cells."""
+    n = len(lengths_sorted)
+    start = 0
+    while start < n:
+        # the longest sequence of a chunk is its last one (sorted ascending)
+        stop = start + 1
+        while stop < n and (stop + 1 - start) * lengths_sorted[stop] <= max_cells:
+            stop += 1
+        yield start, stop
+        start = stop
+
+
+def forward_log_likelihood(
+    startprob: np.ndarray,
+    transmat: np.ndarray,
+    emissionprob: np.ndarray,
+    sequences: list[np.ndarray],
+    max_cells: int = 1 << 19,
+) -> np.ndarray:
+    """Exact ``log p(x_m)`` of each sequence under one categorical HMM (scaled forward pass).
+
+    Parameters
+    ----------
+    startprob : (K,), transmat : (K, K), emissionprob : (K, V)
+        HMM parameters (rows sum to 1).
+    sequences : list of int64 arrays with symbols in ``0..V-1`` (validated)
+    max_cells : int
+        Padded ``n_sequences * length`` per chunk; memory is about ``16 * K * max_cells`` bytes.
+
+    Returns
+    -------
+    np.ndarray of shape (M,), float64; ``-inf`` for a sequence of probability zero.
+
+    Sequences are sorted by length and processed in padded chunks; inside a chunk the
+    forward recursion advances all sequences still running at step t at once, normalizing
+    the forward vector at every step and summing the logs of the normalizers.
+    """
+    startprob = np.asarray(startprob, dtype=np.float64)
+    transmat = np.asarray(transmat, dtype=np.float64)
+    emis_t = np.ascontiguousarray(np.asarray(emissionprob, dtype=np.float64).T)  # (V, K)
+    m = len(sequences)
+    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=m)
+    order = np.argsort(lengths, kind="stable")
+    lengths_sorted = lengths[order]
+    out = np.empty(m, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for start, stop in _length_chunks(lengths_sorted, max_cells):
+            idx = order[start:stop]
+            lens = lengths_sorted[start:stop]
+            width = int(lens[-1])
+            mask = np.arange(width)[None, :] < lens[:, None]
+            tokens = np.zeros((len(idx), width), dtype=np.int64)
+            tokens[mask] = np.concatenate([sequences[i] for i in idx])
+            frame = emis_t[tokens]  # (n, T, K)
+            alpha = startprob[None, :] * frame[:, 0, :]
+            c = alpha.sum(axis=1)
+            logp = np.log(c)
+            alpha /= np.where(c > 0, c, 1.0)[:, None]
+            # first row still running at step t: lens sorted ascending, so a suffix runs
+            first = np.searchsorted(lens, np.arange(width), side="right")
+            for t in range(1, width):
+                s = first[t]
+                a = (alpha[s:] @ transmat) * frame[s:, t, :]
+                c = a.sum(axis=1)
+                logp[s:] += np.log(c)
+                alpha[s:] = a / np.where(c > 0, c, 1.0)[:, None]
+            out[idx] = logp
+    return out
+
+
+class HMM(SequenceModel):
+    """Categorical HMM shared by all sequences (Baum-Welch via hmmlearn); exact held-out score.
+
+    Parameters
+    ----------
+    n_states : int >= 1
+        Number of hidden states K.
+    n_symbols : int, optional
+        Vocabulary size V; default max training symbol + 1. Symbols in ``0..V-1`` that never
+        occur in training are part of the model (hmmlearn's ``n_features = V``).
+    max_iter : int
+        Maximum number of EM iterations (hmmlearn's ``n_iter``).
+    tol : float
+        EM stops when the MAP objective gains less than ``tol`` nats *per training symbol*
+        in one iteration (hmmlearn's absolute ``tol`` is set to ``tol * total symbols``, so
+        one setting suits databases of any size).
+    n_init : int
+        Number of EM runs from different random initializations; the run with the highest
+        final MAP objective is kept. Run 0 uses ``seed`` itself as hmmlearn's
+        ``random_state``; the others use seeds drawn from ``seed``.
+    emission_pseudocount : float >= 0
+        Added to every expected emission count in the M-step (Dirichlet prior
+        ``1 + emission_pseudocount``, hmmlearn's ``emissionprob_prior``). Default 0.01:
+        MAP with a weak prior, so that symbols unseen in training get a small positive
+        probability instead of ``-inf`` held-out log-likelihood. 0 gives maximum likelihood.
+    transition_pseudocount : float >= 0
+        The same for start and transition counts (``startprob_prior``, ``transmat_prior``).
+    implementation : {"scaling", "log"}
+        hmmlearn's forward-backward implementation used in training. Both give the same
+        fit to ~1e-10; "scaling" is faster.
+    seed : int
+        Random seed of the initialization.
+    verbose : bool
+        Print hmmlearn's per-iteration report and keep its logging warnings.
+
+    Attributes
+    ----------
+    startprob_ : (K,) ndarray
+    transmat_ : (K, K) ndarray
+    emissionprob_ : (K, V) ndarray
+    n_symbols_ : int
+    n_iter_ : int
+        EM iterations of the kept run.
+    converged_ : bool
+        Whether the kept run met ``tol`` before ``max_iter``.
+    monitor_ : hmmlearn ``ConvergenceMonitor`` of the kept run; ``monitor_.history`` holds
+        the MAP objective (log-likelihood + unnormalized log prior) of every iteration.
+    loglik_history_ : list of float
+        Training log-likelihood of every iteration (before its M-step).
+    objective_history_ : list of float
+        ``list(monitor_.history)``.
+    train_log_likelihood_ : float
+        Training log-likelihood at the final parameters.
+    model_ : hmmlearn ``CategoricalHMM`` (a thin subclass) holding the fitted parameters.
+    """
+
+    name = "HMM"
+    score_kind = "exact"
+
+    def __init__(
+        self,
+        n_states: int,
+        n_symbols: int | None = None,
+        max_iter: int = 100,
+        tol: float = 1e-4,
+        n_init: int = 1,
+        emission_pseudocount: float = 1e-2,
+        transition_pseudocount: float = 1e-2,
+        implementation: str = "scaling",
+        seed: int = 0,
+        verbose: bool = False,
+    ):
+        super().__init__(n_states, seed)
+        self.n_symbols = n_symbols
+        if not isinstance(max_iter, (int, np.integer)) or isinstance(max_iter, bool) or max_iter < 1:
+            raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+        if not np.isfinite(tol) or tol < 0:
+            raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+        if not isinstance(n_init, (int, np.integer)) or isinstance(n_init, bool) or n_init < 1:
+            raise ValueError(f"n_init must be an integer >= 1, got {n_init!r}")
+        for nm, v in (("emission_pseudocount", emission_pseudocount),
+                      ("transition_pseudocount", transition_pseudocount)):
+            if not np.isfinite(v) or v < 0:
+                raise ValueError(f"{nm} must be a finite number >= 0, got {v!r}")
+        if implementation not in ("scaling", "log"):
+            raise ValueError(f"implementation must be 'scaling' or 'log', got {implementation!r}")
+        self.max_iter = int(max_iter)
+        self.tol = float(tol)
+        self.n_init = int(n_init)
+        self.emission_pseudocount = float(emission_pseudocount)
+        self.transition_pseudocount = float(transition_pseudocount)
+        self.implementation = implementation
+        self.verbose = bool(verbose)
+
+    # ------------------------------------------------------------------ fit
+    def _run_seeds(self) -> list[int]:
+        seed = check_seed(self.seed)
+        extra = np.random.RandomState(seed).randint(0, 2**31 - 1, size=self.n_init - 1)
+        return [seed] + [int(s) for s in extra]
+
+    def _make_hmmlearn(self, n_tokens: int, random_state: int) -> _MAPCategoricalHMM:
+        return _MAPCategoricalHMM(
+            n_components=self.n_states,
+            startprob_prior=1.0 + self.transition_pseudocount,
+            transmat_prior=1.0 + self.transition_pseudocount,
+            emissionprob_prior=1.0 + self.emission_pseudocount,
+            n_features=self.n_symbols_,
+            random_state=random_state,
+            n_iter=self.max_iter,
+            tol=self.tol * n_tokens,
+            verbose=self.verbose,
+            implementation=self.implementation,
+        )
+
+    def _fit(self, sequences, n_symbols):
+        lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+        X = np.concatenate(sequences).reshape(-1, 1)
+        best = None
+        with _quiet_hmmlearn(self.verbose):
+            for run_seed in self._run_seeds():
+                model = self._make_hmmlearn(int(lengths.sum()), run_seed)
+                model.fit(X, lengths)
+                ll = float(
+                    forward_log_likelihood(
+                        model.startprob_, model.transmat_, model.emissionprob_, sequences
+                    ).sum()
+                )
+                objective = ll + model._log_prior()
+                if best is None or objective > best[0]:
+                    best = (objective, ll, model)
+        _, ll, model = best
+        self.model_ = model
+        self.startprob_ = np.array(model.startprob_, dtype=np.float64)
+        self.transmat_ = np.array(model.transmat_, dtype=np.float64)
+        self.emissionprob_ = np.array(model.emissionprob_, dtype=np.float64)
+        self.monitor_ = model.monitor_
+        self.n_iter_ = int(model.monitor_.iter)
+        self.converged_ = bool(
+            len(model.monitor_.history) >= 2
+            and model.monitor_.history[-1] - model.monitor_.history[-2] < model.monitor_.tol
+        )
+        self.objective_history_ = [float(v) for v in model.monitor_.history]
+        self.loglik_history_ = list(model.loglik_history_)
+        self.train_log_likelihood_ = ll
+
+    # ---------------------------------------------------------------- score
+    def _score_samples(self, sequences):
+        return forward_log_likelihood(
+            self.startprob_, self.transmat_, self.emissionprob_, sequences
+        )

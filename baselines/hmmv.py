@@ -1,0 +1,55 @@
+"""HMMV (Blasiak & Rangwala, IJCAI 2011): per-sequence transition matrices, shared pi and B.
+
+A special case of LDHMM (:mod:`inference.variants`): A is ``"sequence"`` with a fixed Dirichlet
+prior, pi and B are database-level point estimates. The held-out score is the per-sequence ELBO
+(a lower bound: A_m is integrated out variationally).
+"""
+
+from __future__ import annotations
+
+from inference.variants import HMMV_SHARING, ParameterSharing
+from models.estimator import VariantHMM
+
+__all__ = ["HMMV"]
+
+
+class HMMV(VariantHMM):
+    """HMM variant with one transition matrix per sequence drawn from a Dirichlet prior.
+
+    Parameters
+    ----------
+    n_states : int
+    n_symbols : int, optional
+    prior_concentration : float
+        Entry of the fixed Dirichlet prior on each row of A_m.
+    learn_prior : bool
+        Learn the prior on A by Newton-Raphson as LDHMM does (an extension; the original HMMV
+        keeps it fixed).
+    pseudocount : float
+        MAP smoothing of the point estimates of pi and B (0 = maximum likelihood). A small
+        positive value keeps held-out symbols unseen in training from scoring -inf.
+    guide, max_iter, tol, seed, verbose, dtype : see :class:`models.estimator.VariantHMM`
+    """
+
+    name = "HMMV"
+    score_kind = "lower_bound"
+
+    def __init__(self, n_states, n_symbols=None, prior_concentration=1.0, learn_prior=False,
+                 pseudocount=1e-3, guide="pf", max_iter=100, tol=1e-4, seed=0, verbose=False,
+                 dtype="float64", sharing=None, **kwargs):
+        sharing = ParameterSharing(pi=HMMV_SHARING.pi, A=HMMV_SHARING.A, B=HMMV_SHARING.B,
+                                   learn_prior=learn_prior, pseudocount=pseudocount)
+        super().__init__(n_states, n_symbols, sharing, guide=guide, max_iter=max_iter, tol=tol,
+                         prior_concentration=prior_concentration, seed=seed, verbose=verbose,
+                         dtype=dtype, **kwargs)
+
+    @classmethod
+    def _from_config(cls, config, sharing, guide):
+        return cls(guide=guide, learn_prior=sharing.learn_prior, pseudocount=sharing.pseudocount,
+                   **config)
+
+    def _set_params(self, params):
+        super()._set_params(params)
+        self.startprob_ = params.log_point["pi"].exp().double().numpy()
+        self.emissionprob_ = params.log_point["B"].exp().double().numpy()
+        self.alpha_A_ = params.prior["A"].double().numpy()

@@ -1,0 +1,444 @@
+"""A user's own sequences: plain token files and event logs (CSV or Parquet).
+
+The vocabulary is built from training data (:class:`Vocabulary`). At score time pass that
+vocabulary back in: an unseen token is then an error naming the token, or, with
+``unknown="map"``, the reserved symbol ``<unk>`` (which exists only in a vocabulary built
+with ``reserve_unknown=True``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .database import DataFormatError, SequenceDatabase, _IntBuffer
+
+__all__ = ["UNKNOWN", "Vocabulary", "load_text", "load_event_log"]
+
+#: Name of the reserved unknown symbol.
+UNKNOWN = "<unk>"
+_SEPARATORS = re.compile(r"[\s,]+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+class Vocabulary:
+    """An ordered set of token names; symbol k is ``symbols[k]``.
+
+    Parameters
+    ----------
+    symbols : sequence of str
+        Distinct token names in code order. If :data:`UNKNOWN` (``"<unk>"``) is among them,
+        it is the reserved unknown symbol.
+    """
+
+    def __init__(self, symbols: Sequence[str]):
+        symbols = [str(s) for s in symbols]
+        if not symbols:
+            raise ValueError("a vocabulary needs at least one symbol")
+        self._index = {}
+        for k, s in enumerate(symbols):
+            if s in self._index:
+                raise ValueError(f"duplicate symbol {s!r} in the vocabulary")
+            self._index[s] = k
+        self._symbols = symbols
+
+    @classmethod
+    def build(cls, token_sequences: Iterable[Iterable[str]], reserve_unknown: bool = False) -> "Vocabulary":
+        """The vocabulary of the training tokens, sorted by name (so independent of order).
+
+        Parameters
+        ----------
+        token_sequences : iterable of iterables of str
+            The training sequences as token strings.
+        reserve_unknown : bool
+            Append the reserved :data:`UNKNOWN` symbol (last code) so that unseen tokens can
+            be mapped to it at score time.
+        """
+        seen = set()
+        for seq in token_sequences:
+            if isinstance(seq, str):
+                raise ValueError("token_sequences must be an iterable of token lists, not of strings")
+            seen.update(str(t) for t in seq)
+        seen.discard(UNKNOWN)
+        symbols = sorted(seen)
+        if reserve_unknown:
+            symbols.append(UNKNOWN)
+        if not symbols:
+            raise ValueError("no tokens to build a vocabulary from")
+        return cls(symbols)
+
+    @property
+    def symbols(self) -> list[str]:
+        """Token names in code order."""
+        return list(self._symbols)
+
+    @property
+    def unknown_index(self) -> int | None:
+        """Code of the reserved unknown symbol, or None when not reserved."""
+        return self._index.get(UNKNOWN)
+
+    def __len__(self) -> int:
+        return len(self._symbols)
+
+    def __contains__(self, token) -> bool:
+        return str(token) in self._index
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Vocabulary) and self._symbols == other._symbols
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"Vocabulary({len(self)} symbols{', with <unk>' if UNKNOWN in self._index else ''})"
+
+    def index(self, token: str) -> int:
+        """Code of ``token``; ValueError naming it if unseen."""
+        try:
+            return self._index[str(token)]
+        except KeyError:
+            raise ValueError(f"token {token!r} is not in the vocabulary") from None
+
+    def encode(self, tokens: Iterable[str], unknown: str = "error") -> np.ndarray:
+        """Codes of ``tokens``, shape (N,), int64.
+
+        Parameters
+        ----------
+        tokens : iterable of str
+        unknown : {"error", "map"}
+            ``"error"``: an unseen token raises a ValueError naming it. ``"map"``: an unseen
+            token becomes the reserved ``<unk>`` symbol (the vocabulary must have one).
+        """
+        unk = self._check_unknown_policy(unknown)
+        out = []
+        for t in tokens:
+            code = self._index.get(str(t))
+            if code is None:
+                if unk is None:
+                    raise ValueError(
+                        f"token {t!r} is not in the vocabulary built from the training data; "
+                        "pass unknown='map' with a vocabulary built with reserve_unknown=True to "
+                        f"map unseen tokens to {UNKNOWN}"
+                    )
+                code = unk
+            out.append(code)
+        return np.array(out, dtype=np.int64)
+
+    def decode(self, codes: Iterable[int]) -> list[str]:
+        """Token names of ``codes``."""
+        out = []
+        for c in codes:
+            c = int(c)
+            if not 0 <= c < len(self._symbols):
+                raise ValueError(f"code {c} is outside 0..{len(self._symbols) - 1}")
+            out.append(self._symbols[c])
+        return out
+
+    def _check_unknown_policy(self, unknown: str) -> int | None:
+        if unknown == "error":
+            return None
+        if unknown == "map":
+            if self.unknown_index is None:
+                raise ValueError(
+                    f"unknown='map' needs a vocabulary with the reserved {UNKNOWN} symbol; "
+                    "build it with reserve_unknown=True"
+                )
+            return self.unknown_index
+        raise ValueError(f"unknown must be 'error' or 'map', got {unknown!r}")
+
+
+def _as_vocabulary(vocabulary) -> Vocabulary | None:
+    if vocabulary is None or isinstance(vocabulary, Vocabulary):
+        return vocabulary
+    if isinstance(vocabulary, SequenceDatabase):
+        return Vocabulary(vocabulary.vocabulary)
+    return Vocabulary(list(vocabulary))
+
+
+def _open_text_bytes(path: Path):
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def load_text(path, vocabulary=None, unknown: str = "error", reserve_unknown: bool = False,
+              name: str | None = None) -> SequenceDatabase:
+    """Read a plain text file with one sequence per line.
+
+    Format: UTF-8 (optionally gzip-compressed); tokens are separated by white space and/or
+    commas (``a b c``, ``a,b,c`` and ``a, b, c`` are the same sequence). Blank lines and lines
+    whose first non-blank character is ``#`` are skipped, so the file may carry comments and
+    a trailing newline; ids record the physical line of each sequence (``"FILE:LINE"``).
+    Files written by :meth:`SequenceDatabase.to_text` without id or label columns read
+    back the same way (their header is comments).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    vocabulary : Vocabulary or sequence of str or SequenceDatabase, optional
+        The training vocabulary (score time). When None, it is built from this file (sorted
+        token names, plus ``<unk>`` if ``reserve_unknown``).
+    unknown : {"error", "map"}
+        What an unseen token does when a vocabulary is given (see :meth:`Vocabulary.encode`).
+    reserve_unknown : bool
+        When building the vocabulary, reserve ``<unk>``.
+    name : str, optional
+        Database name (default: the file's stem).
+
+    Raises
+    ------
+    DataFormatError
+        Undecodable bytes, a line of separators only, a control character, an unseen token
+        (with ``unknown="error"``), or no sequences at all (empty file); names file and line.
+    """
+    path = Path(path)
+    vocab = _as_vocabulary(vocabulary)
+    unk = None if vocab is None else vocab._check_unknown_policy(unknown)
+    raw_sequences: list[list[str]] = []
+    line_numbers: list[int] = []
+    tokens = _IntBuffer(np.int64)
+    lengths = _IntBuffer(np.int64)
+    lineno = 0
+    try:
+        with _open_text_bytes(path) as f:
+            for lineno, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise DataFormatError(path, lineno, f"not UTF-8 text ({err.reason})") from None
+                if lineno == 1 and line.startswith("\ufeff"):
+                    line = line[1:]  # byte-order mark
+                stripped = line.strip()
+                if not stripped or stripped.startswith("#"):
+                    continue
+                bad = _CONTROL.search(stripped)
+                if bad:
+                    raise DataFormatError(path, lineno, f"control character {bad.group()!r} in the line")
+                fields = [t for t in _SEPARATORS.split(stripped) if t]
+                if not fields:
+                    raise DataFormatError(path, lineno, "the line holds separators but no tokens")
+                line_numbers.append(lineno)
+                if vocab is None:
+                    raw_sequences.append(fields)
+                    continue
+                codes = []
+                for t in fields:
+                    code = vocab._index.get(t)
+                    if code is None:
+                        if unk is None:
+                            raise DataFormatError(
+                                path, lineno,
+                                f"token {t!r} is not in the vocabulary (pass unknown='map' with a "
+                                f"vocabulary built with reserve_unknown=True to map it to {UNKNOWN})",
+                            )
+                        code = unk
+                    codes.append(code)
+                tokens.extend(codes)
+                lengths.append(len(codes))
+    except (EOFError, OSError) as err:
+        if isinstance(err, FileNotFoundError):
+            raise
+        raise DataFormatError(path, lineno + 1, f"cannot read the file ({err})") from None
+    if not line_numbers:
+        raise DataFormatError(path, None, "no sequences (the file is empty or holds only blank and comment lines)")
+    if vocab is None:
+        vocab = Vocabulary.build(raw_sequences, reserve_unknown=reserve_unknown)
+        for seq in raw_sequences:
+            tokens.extend(vocab.encode(seq))
+            lengths.append(len(seq))
+    lens = lengths.array()
+    offsets = np.zeros(lens.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    base = path.name
+    return SequenceDatabase(
+        tokens.array(), offsets, vocab.symbols,
+        ids=[f"{base}:{n}" for n in line_numbers],
+        name=path.stem if name is None else name,
+        meta={"source": str(path)},
+    )
+
+
+# ---------------------------------------------------------------------------- event logs
+def _event_log_format(path: Path, format: str | None) -> str:
+    if format is not None:
+        if format not in ("csv", "parquet"):
+            raise ValueError(f"format must be 'csv' or 'parquet', got {format!r}")
+        return format
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in (".parquet", ".pq"):
+        return "parquet"
+    return "csv"
+
+
+def _missing_columns_error(path, wanted: dict, present: Sequence[str]):
+    missing = [f"{role} column {col!r}" for role, col in wanted.items() if col not in present]
+    return DataFormatError(
+        path, None,
+        f"missing {', '.join(missing)}; the file has columns: {', '.join(map(str, present)) or '(none)'}",
+    )
+
+
+def _read_event_frame(path: Path, fmt: str, wanted: dict):
+    import pandas as pd
+
+    columns = list(dict.fromkeys(wanted.values()))
+    if fmt == "parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            present = pq.read_schema(path).names
+        except FileNotFoundError:
+            raise
+        except Exception as err:  # pyarrow raises ArrowInvalid/OSError on garbage
+            raise DataFormatError(path, None, f"not a readable Parquet file ({err})") from None
+        if any(c not in present for c in columns):
+            raise _missing_columns_error(path, wanted, present)
+        try:
+            frame = pd.read_parquet(path, columns=columns)
+        except Exception as err:
+            raise DataFormatError(path, None, f"cannot read the Parquet file ({err})") from None
+        return frame, False
+    try:
+        head = pd.read_csv(path, nrows=0)
+        present = list(head.columns)
+        if any(c not in present for c in columns):
+            raise _missing_columns_error(path, wanted, present)
+        # all columns are read (not usecols) so that a row with extra fields is an error
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""],
+                            skip_blank_lines=True)[columns]
+    except FileNotFoundError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise DataFormatError(path, None, "empty file (no header line with column names)") from None
+    except pd.errors.ParserError as err:
+        match = re.search(r"line (\d+)", str(err))
+        raise DataFormatError(path, int(match.group(1)) if match else None,
+                              f"malformed CSV ({str(err).strip().splitlines()[-1]})") from None
+    except UnicodeDecodeError as err:
+        raise DataFormatError(path, None, f"not UTF-8 text ({err.reason})") from None
+    return frame, True
+
+
+def load_event_log(path, sequence_col: str, event_col: str, time_col: str | None = None,
+                   vocabulary=None, unknown: str = "error", reserve_unknown: bool = False,
+                   format: str | None = None, name: str | None = None) -> SequenceDatabase:
+    """Read an event log (one event per row) and group it into sequences.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A CSV file (with a header line; ``.csv`` or ``.csv.gz``) or a Parquet file
+        (``.parquet`` / ``.pq``).
+    sequence_col : str
+        Column holding the sequence id (user, session...). Sequences come out in order of
+        first appearance of their id; ``ids`` are the ids as strings.
+    event_col : str
+        Column holding the event (token); values are compared as strings.
+    time_col : str, optional
+        Column to order events within a sequence: numbers, or date/time strings that pandas
+        parses. Ties keep file order. Without it, events keep file order.
+    vocabulary, unknown, reserve_unknown
+        As in :func:`load_text`.
+    format : {"csv", "parquet"}, optional
+        Overrides the guess from the file name.
+    name : str, optional
+        Database name (default: the file's stem).
+
+    Raises
+    ------
+    DataFormatError
+        Missing columns (the message names them and lists the columns present), an empty
+        file, a malformed CSV line, an empty sequence id or event, a time that cannot be
+        parsed, or an unseen event with ``unknown="error"``. Row numbers are given as CSV
+        line numbers (header = line 1, assuming no quoted multi-line fields).
+    """
+    import pandas as pd
+
+    path = Path(path)
+    fmt = _event_log_format(path, format)
+    vocab = _as_vocabulary(vocabulary)
+    unk = None if vocab is None else vocab._check_unknown_policy(unknown)
+    wanted = {"sequence": sequence_col, "event": event_col}
+    if time_col is not None:
+        wanted["time"] = time_col
+    frame, is_csv = _read_event_frame(path, fmt, wanted)
+
+    def where(row: int):
+        return (row + 2, "") if is_csv else (None, f"row {row}: ")
+
+    if len(frame) == 0:
+        raise DataFormatError(path, None, "no events (the file has a header but no rows)")
+    for role in ("sequence", "event"):
+        col = frame[wanted[role]]
+        null = col.isna().to_numpy()
+        if null.any():
+            line, prefix = where(int(np.flatnonzero(null)[0]))
+            raise DataFormatError(path, line, f"{prefix}empty {role} value in column {wanted[role]!r}")
+    seq_values = frame[sequence_col].astype(str).to_numpy()
+    events = frame[event_col].astype(str).to_numpy()
+
+    group, uniques = pd.factorize(seq_values, sort=False)
+    row = np.arange(len(frame), dtype=np.int64)
+    if time_col is not None:
+        times = _parse_times(path, frame[time_col], where)
+        order = np.lexsort((row, times, group))
+    else:
+        order = np.lexsort((row, group))
+
+    if vocab is None:
+        vocab = Vocabulary.build([np.unique(events).tolist()], reserve_unknown=reserve_unknown)
+    lookup = pd.Series(np.arange(len(vocab), dtype=np.int64), index=vocab.symbols)
+    codes = lookup.reindex(events).to_numpy()
+    unseen = np.isnan(codes) if codes.dtype.kind == "f" else np.zeros(len(codes), bool)
+    if unseen.any():
+        if unk is None:
+            first = int(np.flatnonzero(unseen)[0])
+            line, prefix = where(first)
+            raise DataFormatError(
+                path, line,
+                f"{prefix}event {events[first]!r} is not in the vocabulary (pass unknown='map' with "
+                f"a vocabulary built with reserve_unknown=True to map it to {UNKNOWN})",
+            )
+        codes = np.where(unseen, unk, codes)
+    codes = codes.astype(np.int64)
+
+    lens = np.bincount(group, minlength=len(uniques)).astype(np.int64)
+    offsets = np.zeros(lens.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    return SequenceDatabase(
+        codes[order], offsets, vocab.symbols,
+        ids=[str(u) for u in uniques],
+        name=path.stem.split(".")[0] if name is None else name,
+        meta={"source": str(path), "sequence_col": sequence_col, "event_col": event_col, "time_col": time_col},
+    )
+
+
+def _parse_times(path, column, where) -> np.ndarray:
+    """Sort keys of a time column: float64 for numbers, int64 nanoseconds for date/times."""
+    import pandas as pd
+
+    if column.isna().any():
+        line, prefix = where(int(np.flatnonzero(column.isna().to_numpy())[0]))
+        raise DataFormatError(path, line, f"{prefix}empty time value in column {column.name!r}")
+    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+        return column.to_numpy(dtype=np.float64)
+    if pd.api.types.is_datetime64_any_dtype(column):
+        return column.to_numpy().astype("datetime64[ns]").astype(np.int64)
+    numeric = pd.to_numeric(column, errors="coerce")
+    if not numeric.isna().any():
+        return numeric.to_numpy(dtype=np.float64)
+    parsed = pd.to_datetime(column, errors="coerce", format="mixed")
+    if parsed.isna().any():
+        # the first row decides whether the column holds numbers or date/times
+        expected = parsed if numeric.isna().iloc[0] else numeric
+        bad = int(np.flatnonzero(expected.isna().to_numpy())[0])
+        kind = "a date/time" if expected is parsed else "a number"
+        line, prefix = where(bad)
+        raise DataFormatError(
+            path, line,
+            f"{prefix}time {column.iloc[bad]!r} in column {column.name!r} is not {kind} like the first row's",
+        )
+    return parsed.to_numpy().astype("datetime64[ns]").astype(np.int64)

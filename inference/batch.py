@@ -1,0 +1,193 @@
+"""Validation of user sequences and their packing into padded, length-bucketed tensors.
+
+Every estimator in the project (LDHMM, its variants and the baselines) takes a database as a
+list of 1-D integer arrays. :func:`validate_sequences` turns whatever the user passed into a
+list of ``int64`` numpy arrays or raises a ``ValueError`` that names the problem.
+:func:`make_buckets` groups sequences of similar length so that the E-step pads little.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["validate_sequences", "infer_n_symbols", "Bucket", "make_buckets"]
+
+
+def _as_int_array(seq, index: int) -> np.ndarray:
+    if isinstance(seq, torch.Tensor):
+        seq = seq.detach().cpu().numpy()
+    if isinstance(seq, (str, bytes)):
+        raise ValueError(
+            f"sequence {index} is a string ({seq[:20]!r}); encode tokens as integers "
+            "0..V-1 first (see experiments.data for vocabularies)"
+        )
+    arr = np.asarray(seq)
+    if arr.ndim == 0:
+        raise ValueError(f"sequence {index} is a scalar, expected a 1-D array of integer symbols")
+    if arr.ndim != 1:
+        raise ValueError(f"sequence {index} has shape {arr.shape}, expected a 1-D array of symbols")
+    if arr.size == 0:
+        raise ValueError(f"sequence {index} is empty; every sequence needs at least one symbol")
+    if arr.dtype == bool or not (
+        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+    ):
+        raise ValueError(
+            f"sequence {index} has non-integer tokens (dtype {arr.dtype}); "
+            "symbols must be integers 0..V-1"
+        )
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            bad = arr[~(np.isfinite(arr) & (arr == np.round(arr)))][0]
+            raise ValueError(
+                f"sequence {index} has a non-integer token {bad!r}; symbols must be integers 0..V-1"
+            )
+    arr = arr.astype(np.int64, copy=False)
+    if arr.min() < 0:
+        raise ValueError(f"sequence {index} has a negative symbol {int(arr.min())}; symbols are 0..V-1")
+    return arr
+
+
+def validate_sequences(sequences, n_symbols: int | None = None) -> list[np.ndarray]:
+    """Check a database and return it as a list of ``int64`` arrays.
+
+    Parameters
+    ----------
+    sequences : iterable of 1-D integer array-likes
+        The database; numpy arrays, torch tensors or lists.
+    n_symbols : int, optional
+        Vocabulary size V. When given, every symbol must lie in ``0..V-1``.
+
+    Returns
+    -------
+    list of np.ndarray, each of shape (N_m,) and dtype int64
+
+    Raises
+    ------
+    ValueError
+        For an empty database, an empty sequence, non-integer or negative tokens, or a symbol
+        ``>= n_symbols``; the message names the sequence index.
+    """
+    if sequences is None:
+        raise ValueError("the database is None; expected a list of 1-D integer arrays")
+    if isinstance(sequences, np.ndarray) and sequences.ndim == 1 and sequences.dtype != object:
+        raise ValueError(
+            "expected a list of sequences, got a single 1-D array; wrap it as [sequence]"
+        )
+    if isinstance(sequences, torch.Tensor):
+        if sequences.ndim != 2:
+            raise ValueError("a tensor database must be 2-D (n_sequences, length); pass a list for ragged data")
+        sequences = list(sequences)
+    elif isinstance(sequences, np.ndarray) and sequences.ndim == 2:
+        sequences = list(sequences)
+    out = [_as_int_array(s, i) for i, s in enumerate(sequences)]
+    if not out:
+        raise ValueError("the database is empty; expected at least one sequence")
+    if n_symbols is not None:
+        if int(n_symbols) < 1:
+            raise ValueError(f"n_symbols must be >= 1, got {n_symbols}")
+        for i, s in enumerate(out):
+            top = int(s.max())
+            if top >= n_symbols:
+                raise ValueError(
+                    f"sequence {i} has symbol {top} out of range: the model knows "
+                    f"{n_symbols} symbols (0..{n_symbols - 1})"
+                )
+    return out
+
+
+def infer_n_symbols(sequences: Sequence[np.ndarray]) -> int:
+    """Vocabulary size implied by a validated database: ``max symbol + 1``."""
+    return int(max(int(s.max()) for s in sequences)) + 1
+
+
+@dataclass
+class Bucket:
+    """Sequences of similar length, padded to a common length.
+
+    Attributes
+    ----------
+    index : LongTensor, shape (M_b,)
+        Positions of these sequences in the database.
+    tokens : LongTensor, shape (M_b, T_b)
+        Symbols, padded with 0 beyond each length.
+    lengths : LongTensor, shape (M_b,)
+    mask : BoolTensor, shape (M_b, T_b)
+        True on real positions.
+    """
+
+    index: torch.Tensor
+    tokens: torch.Tensor
+    lengths: torch.Tensor
+    mask: torch.Tensor
+
+    @property
+    def n_sequences(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def max_length(self) -> int:
+        return int(self.tokens.shape[1])
+
+
+def make_buckets(
+    sequences: Sequence[np.ndarray],
+    max_cells: int = 1 << 20,
+    max_padding_ratio: float = 1.25,
+) -> list[Bucket]:
+    """Sort sequences by length and cut them into padded buckets.
+
+    A bucket closes when its padded size ``n_sequences * max_length`` would exceed
+    ``max_cells`` or when its longest sequence would exceed ``max_padding_ratio`` times its
+    shortest (plus one), so padding wastes at most about 25% of the work.
+
+    Parameters
+    ----------
+    sequences : list of int64 arrays (validated)
+    max_cells : int
+        Upper bound on ``n_sequences * max_length`` for one bucket (memory of one E-step pass
+        is a small multiple of ``max_cells * K``). A single sequence longer than this gets a
+        bucket of its own.
+    max_padding_ratio : float
+
+    Returns
+    -------
+    list of Bucket
+    """
+    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+    order = np.argsort(lengths, kind="stable")
+    buckets: list[Bucket] = []
+    start = 0
+    n = len(order)
+    while start < n:
+        shortest = lengths[order[start]]
+        stop = start + 1
+        while stop < n:
+            longest = lengths[order[stop]]
+            if (stop + 1 - start) * longest > max_cells or longest > max_padding_ratio * shortest + 1:
+                break
+            stop += 1
+        idx = order[start:stop]
+        width = int(lengths[idx].max())
+        tokens = np.zeros((len(idx), width), dtype=np.int64)
+        for row, i in enumerate(idx):
+            tokens[row, : lengths[i]] = sequences[i]
+        lens = torch.from_numpy(lengths[idx].copy())
+        buckets.append(
+            Bucket(
+                index=torch.from_numpy(idx.copy()),
+                tokens=torch.from_numpy(tokens),
+                lengths=lens,
+                mask=torch.arange(width)[None, :] < lens[:, None],
+            )
+        )
+        start = stop
+    return buckets
+
+
+def iter_lengths(sequences: Iterable[np.ndarray]) -> np.ndarray:
+    """Lengths of the sequences as an int64 array."""
+    return np.array([len(s) for s in sequences], dtype=np.int64)

@@ -1,0 +1,285 @@
+"""Variational families for LDHMM: the FF and PF guides.
+
+A guide is two things at once.
+
+1. A **Pyro guide**: called with the model's arguments, it samples the sites ``pi``, ``A``, ``B``
+   (per-sequence Dirichlets with parameters ``g_pi``, ``g_A``, ``g_B``) and ``z_0 .. z_(T-1)`` from
+   its ``q(Z)``, so Pyro's ``Trace_ELBO`` and ``SVI`` work on it (:mod:`inference.svi`).
+2. A **closed-form q(Z) update** for coordinate ascent (:mod:`inference.variational_em`): given the
+   expected log-parameters, replace q(Z) by its optimum within the family and report its state
+   marginals, summed pairwise marginals and entropy.
+
+The protocol a user-written guide follows (duck-typed; subclass :class:`ChainGuide` for the
+Pyro half for free):
+
+``name``
+    short string, used in saved models and result tables.
+``init_state(log_initial, log_transition, log_obs, mask) -> state``
+    per-batch state carried between E-step sweeps (``None`` if the family needs none).
+``update_hidden(state, log_initial, log_transition, log_obs, mask) -> (HiddenUpdate, state)``
+    one coordinate-ascent step on q(Z); must not decrease the ELBO. Shapes: ``log_initial``
+    (M or 1, K), ``log_transition`` (M or 1, K, K), ``log_obs`` (M, T, K), ``mask`` (M, T).
+``select_state(state, index)`` / ``scatter_state(state, index, part)``
+    restrict a state to the sequences ``index`` and write such a part back (the E-step stops
+    updating sequences that have converged).
+``pyro_hidden_params(state, log_initial, log_transition, log_obs, mask) -> dict``
+    the values of the guide's Pyro parameters for q(Z) (besides ``g_pi``, ``g_A``, ``g_B``) that
+    reproduce a closed-form fit, so that Pyro's ELBO can be compared with the closed form.
+``sample_hidden(params, mask)``
+    inside the Pyro guide: sample the sites ``z_t``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+import pyro
+import pyro.distributions as dist
+from pyro import poutine
+from torch.distributions import constraints
+
+from .forward_backward import forward_backward, forward_backward_log
+from .mean_field import init_mean_field, mean_field_stats, mean_field_sweep
+
+__all__ = ["HiddenUpdate", "ChainGuide", "PFGuide", "FFGuide", "resolve_guide", "expected_complete_log_lik"]
+
+
+class HiddenUpdate(NamedTuple):
+    """What the E-step needs from a q(Z) update.
+
+    Attributes
+    ----------
+    state_marginals : Tensor, shape (M, T, K)
+    transition_counts : Tensor, shape (M, K, K)
+    entropy : Tensor, shape (M,)
+        ``H[q(Z)]``.
+    """
+
+    state_marginals: torch.Tensor
+    transition_counts: torch.Tensor
+    entropy: torch.Tensor
+
+
+def _weighted_sum(weights: torch.Tensor, log_values: torch.Tensor, dims) -> torch.Tensor:
+    # 0 * log 0 = 0: point estimates can hold exact zeros (log = -inf) where no mass goes.
+    return torch.where(weights > 0, weights * log_values, torch.zeros_like(weights)).sum(dims)
+
+
+def expected_complete_log_lik(marginals, transition_counts, log_initial, log_transition, log_obs):
+    """``E_q[log p(X, Z | theta)]`` with expected logs plugged in, per sequence.
+
+    Parameters
+    ----------
+    marginals : Tensor, shape (M, T, K)
+    transition_counts : Tensor, shape (M, K, K)
+    log_initial : Tensor, shape (M or 1, K)
+    log_transition : Tensor, shape (M or 1, K, K)
+    log_obs : Tensor, shape (M, T, K)
+
+    Returns
+    -------
+    Tensor, shape (M,)
+    """
+    M, T, K = marginals.shape
+    return (
+        _weighted_sum(marginals[:, 0], log_initial.expand(M, K), -1)
+        + _weighted_sum(transition_counts, log_transition.expand(M, K, K), (-1, -2))
+        + _weighted_sum(marginals, log_obs, (1, 2))
+    )
+
+
+class ChainGuide:
+    """Base class: the Pyro guide over ``pi``, ``A``, ``B`` and the hidden chain.
+
+    Subclasses define the q(Z) family through :meth:`update_hidden`, :meth:`pyro_hidden_params`
+    and :meth:`sample_hidden`.
+    """
+
+    name = "chain"
+
+    # ---- closed-form protocol -------------------------------------------------------------
+    def init_state(self, log_initial, log_transition, log_obs, mask) -> Any:
+        return None
+
+    def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
+        raise NotImplementedError
+
+    def select_state(self, state, index):
+        return None if state is None else state[index]
+
+    def scatter_state(self, state, index, part):
+        if state is None:
+            return None
+        state = state.clone()
+        state[index] = part
+        return state
+
+    # ---- Pyro guide -----------------------------------------------------------------------
+    def pyro_hidden_params(self, state, log_initial, log_transition, log_obs, mask) -> dict:
+        raise NotImplementedError
+
+    def init_pyro_hidden_params(self, M: int, T: int, K: int, dtype) -> dict:
+        raise NotImplementedError
+
+    def sample_hidden(self, params: dict, mask: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def __call__(self, tokens, lengths, alpha_pi, alpha_A, beta, init: dict | None = None):
+        """Pyro guide with the signature of :func:`models.pyro_model.ldhmm_model`.
+
+        Parameters live in Pyro's param store under ``g_pi`` (M, K), ``g_A`` (M, K, K),
+        ``g_B`` (M, K, V) and the family's own names; ``init`` gives their starting values
+        (e.g. a closed-form fit, see :func:`inference.svi.guide_init_from_posterior`).
+        """
+        M, T = tokens.shape
+        K, V = beta.shape
+        dtype = beta.dtype
+        init = init or {}
+        positive = constraints.positive
+        g_pi = pyro.param("g_pi", lambda: init.get("g_pi", alpha_pi.detach().expand(M, K).clone()),
+                          constraint=positive)
+        g_A = pyro.param("g_A", lambda: init.get("g_A", alpha_A.detach().expand(M, K, K).clone()),
+                         constraint=positive)
+        g_B = pyro.param("g_B", lambda: init.get("g_B", beta.detach().expand(M, K, V).clone()),
+                         constraint=positive)
+        defaults = self.init_pyro_hidden_params(M, T, K, dtype)
+        hidden = {}
+        for name, (default, constraint) in defaults.items():
+            hidden[name] = pyro.param(name, lambda n=name, d=default: init.get(n, d), constraint=constraint)
+        mask = torch.arange(T)[None, :] < torch.as_tensor(lengths)[:, None]
+        with pyro.plate("sequences", M, dim=-1):
+            pyro.sample("pi", dist.Dirichlet(g_pi))
+            pyro.sample("A", dist.Dirichlet(g_A).to_event(1))
+            pyro.sample("B", dist.Dirichlet(g_B).to_event(1))
+            self.sample_hidden(hidden, mask)
+
+
+class PFGuide(ChainGuide):
+    """Partially factorized family: ``q(pi) q(A) q(B) q(Z)`` with q(Z) a Markov chain.
+
+    The optimal q(Z) is the chain with potentials ``exp(E log pi)``, ``exp(E log A)``,
+    ``exp(E log B)``, found by forward-backward; then ``E_q[log p(X,Z|theta)] + H[q(Z)] = log Z*``.
+
+    In Pyro, q(Z) is a general chain with free log-potentials ``chain_initial`` (M, K) and
+    ``chain_transition`` (M, T, K, K) (entry ``[m, n, j, k]`` scores ``z_(n-1)=j, z_n=k``, plus the
+    emission of position n; entry n = 0 is unused), sampled forward from its exact conditionals.
+
+    Parameters
+    ----------
+    reference : bool
+        Use the log-space forward-backward instead of the fast scaled one (slower; for testing).
+    """
+
+    name = "pf"
+
+    def __init__(self, reference: bool = False):
+        self.reference = reference
+
+    def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
+        run = forward_backward_log if self.reference else forward_backward
+        post = run(log_initial, log_transition, log_obs, mask)
+        expected = expected_complete_log_lik(
+            post.state_marginals, post.transition_counts, log_initial, log_transition, log_obs
+        )
+        entropy = post.log_normalizer - expected
+        return HiddenUpdate(post.state_marginals, post.transition_counts, entropy), state
+
+    def pyro_hidden_params(self, state, log_initial, log_transition, log_obs, mask):
+        M, T, K = log_obs.shape
+        chain_initial = (log_initial.expand(M, K) + log_obs[:, 0]).clone()
+        chain_transition = log_transition.expand(M, K, K)[:, None] + log_obs[:, :, None, :]
+        return {"chain_initial": chain_initial, "chain_transition": chain_transition.clone()}
+
+    def init_pyro_hidden_params(self, M, T, K, dtype):
+        return {
+            "chain_initial": (torch.zeros(M, K, dtype=dtype), constraints.real),
+            "chain_transition": (torch.zeros(M, T, K, K, dtype=dtype), constraints.real),
+        }
+
+    def sample_hidden(self, params, mask):
+        initial, transition = params["chain_initial"], params["chain_transition"]
+        M, T, K = initial.shape[0], transition.shape[1], initial.shape[1]
+        # Backward messages log b_n(j) = log sum_k exp(W_(n+1)[j,k] + log b_(n+1)(k)); beyond a
+        # sequence's end they are zero, so q(z_n | z_(n-1)) is exactly the chain's conditional.
+        log_b = [initial.new_zeros(M, K) for _ in range(T)]
+        for n in range(T - 2, -1, -1):
+            step = torch.logsumexp(transition[:, n + 1] + log_b[n + 1][:, None, :], dim=-1)
+            log_b[n] = torch.where(mask[:, n + 1, None], step, torch.zeros_like(step))
+        z = None
+        for n in pyro.markov(range(T)):
+            if n == 0:
+                logits = initial + log_b[0]
+            else:
+                rows = transition[:, n].gather(1, z[:, None, None].expand(M, 1, K))[:, 0]
+                logits = rows + log_b[n]
+            with poutine.mask(mask=mask[:, n]):
+                z = pyro.sample(f"z_{n}", dist.Categorical(logits=logits))
+
+
+class FFGuide(ChainGuide):
+    """Fully factorized family: ``q(pi) q(A) q(B) prod_n Cat(phi_n)``.
+
+    The state carried between sweeps is ``phi`` (M, T, K). Each :meth:`update_hidden` is one exact
+    coordinate-ascent pass (even positions, then odd), followed by ``extra_sweeps`` more.
+
+    Parameters
+    ----------
+    extra_sweeps : int
+        Additional passes over q(Z) before the Dirichlets are updated again.
+    """
+
+    name = "ff"
+
+    def __init__(self, extra_sweeps: int = 0):
+        if extra_sweeps < 0:
+            raise ValueError(f"extra_sweeps must be >= 0, got {extra_sweeps}")
+        self.extra_sweeps = extra_sweeps
+
+    def init_state(self, log_initial, log_transition, log_obs, mask):
+        return init_mean_field(log_obs, mask)
+
+    def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
+        phi = state if state is not None else init_mean_field(log_obs, mask)
+        for _ in range(1 + self.extra_sweeps):
+            phi = mean_field_sweep(phi, log_initial, log_transition, log_obs, mask)
+        stats = mean_field_stats(phi, log_initial, log_transition, log_obs, mask)
+        return HiddenUpdate(phi, stats.transition_counts, stats.entropy), phi
+
+    def pyro_hidden_params(self, state, log_initial, log_transition, log_obs, mask):
+        phi = state if state is not None else init_mean_field(log_obs, mask)
+        # Padded positions hold zeros; Pyro's simplex needs a distribution there (masked out).
+        M, T, K = phi.shape
+        filler = torch.full_like(phi, 1.0 / K)
+        return {"phi": torch.where(mask[..., None], phi, filler).clamp_min(1e-300)}
+
+    def init_pyro_hidden_params(self, M, T, K, dtype):
+        return {"phi": (torch.full((M, T, K), 1.0 / K, dtype=dtype), constraints.simplex)}
+
+    def sample_hidden(self, params, mask):
+        phi = params["phi"]
+        for n in pyro.markov(range(phi.shape[1])):
+            with poutine.mask(mask=mask[:, n]):
+                pyro.sample(f"z_{n}", dist.Categorical(probs=phi[:, n]))
+
+
+def resolve_guide(guide) -> ChainGuide:
+    """Turn ``"pf"`` / ``"ff"`` into guide objects; pass guide objects through.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, or an object that lacks ``update_hidden``.
+    """
+    if isinstance(guide, str):
+        key = guide.lower()
+        if key == "pf":
+            return PFGuide()
+        if key == "ff":
+            return FFGuide()
+        raise ValueError(f"unknown guide {guide!r}: use 'pf', 'ff' or a guide object")
+    if not hasattr(guide, "update_hidden") or not hasattr(guide, "init_state"):
+        raise ValueError(
+            f"{guide!r} is not a guide: it needs init_state and update_hidden (see inference.guides)"
+        )
+    return guide

@@ -1,0 +1,377 @@
+"""scikit-learn style estimator over any parameter-sharing variant of the LDHMM family.
+
+:class:`VariantHMM` holds configuration and learned state; the math lives in :mod:`inference`.
+:class:`models.ldhmm.LDHMM`, :class:`baselines.vbhmm.VBHMM` and :class:`baselines.hmmv.HMMV` are
+this class with a different :class:`inference.variants.ParameterSharing`.
+
+Saved models are JSON (see :meth:`VariantHMM.save`): human-readable, exact for float64 (Python's
+float repr round-trips), and never executable.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from inference.batch import infer_n_symbols, make_buckets, validate_sequences
+from inference.dirichlet import dirichlet_log_density, expected_log_dirichlet, sample_dirichlet
+from inference.forward_backward import emission_potentials, forward_log_normalizer
+from inference.guides import resolve_guide
+from inference.variants import GROUPS, POINT, SEQUENCE, SHARED, ParameterSharing
+from inference.variational_em import VariantParameters, VariationalEM, init_parameters
+
+__all__ = ["VariantHMM", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+_DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+class VariantHMM:
+    """Variational EM estimator for a member of the LDHMM family.
+
+    Parameters
+    ----------
+    n_states : int
+        K >= 1.
+    n_symbols : int, optional
+        V; inferred from the training data (max symbol + 1) when omitted.
+    sharing : ParameterSharing
+        Which of pi, A, B is per-sequence, shared or a point estimate.
+    guide : "pf", "ff" or a guide object
+        Variational family of q(Z) (see :mod:`inference.guides`).
+    max_iter, tol : int, float
+        EM iterations at most; stop at a relative change of the total ELBO below ``tol``.
+    e_step_max_iter, e_step_tol : int, float
+        Coordinate-ascent sweeps per sequence and their relative tolerance.
+    prior_concentration : float
+        Entry of fixed Dirichlet priors (shared groups; per-sequence groups if not learned).
+    seed : int
+    verbose : bool
+        Progress bar over EM iterations.
+    dtype : {"float64", "float32"}
+    bucket_cells : int
+        Padded cells (sequences x length) per E-step batch.
+    """
+
+    name = "variant"
+    score_kind = "lower_bound"
+
+    def __init__(
+        self,
+        n_states: int,
+        n_symbols: int | None = None,
+        sharing: ParameterSharing | None = None,
+        guide="pf",
+        max_iter: int = 100,
+        tol: float = 1e-4,
+        e_step_max_iter: int = 100,
+        e_step_tol: float = 1e-6,
+        prior_concentration: float = 1.0,
+        seed: int = 0,
+        verbose: bool = False,
+        dtype: str = "float64",
+        bucket_cells: int = 1 << 20,
+    ):
+        if isinstance(n_states, bool) or not isinstance(n_states, (int, np.integer)) or n_states < 1:
+            raise ValueError(f"n_states must be an integer >= 1, got {n_states!r}")
+        if n_symbols is not None and (not isinstance(n_symbols, (int, np.integer)) or n_symbols < 1):
+            raise ValueError(f"n_symbols must be an integer >= 1, got {n_symbols!r}")
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+        for label, value in (("max_iter", max_iter), ("e_step_max_iter", e_step_max_iter)):
+            if value < 1:
+                raise ValueError(f"{label} must be >= 1, got {value}")
+        if prior_concentration <= 0:
+            raise ValueError(f"prior_concentration must be > 0, got {prior_concentration}")
+        self.n_states = int(n_states)
+        self.n_symbols = n_symbols
+        self.sharing = sharing if sharing is not None else ParameterSharing()
+        self.guide = resolve_guide(guide)
+        self.max_iter = max_iter
+        self.tol = tol
+        self.e_step_max_iter = e_step_max_iter
+        self.e_step_tol = e_step_tol
+        self.prior_concentration = prior_concentration
+        self.seed = seed
+        self.verbose = verbose
+        self.dtype = dtype
+        self.bucket_cells = bucket_cells
+
+    # ---- helpers -------------------------------------------------------------------------
+    @property
+    def _torch_dtype(self):
+        return _DTYPES[self.dtype]
+
+    def _engine(self, progress=False) -> VariationalEM:
+        return VariationalEM(self.guide, max_iter=self.max_iter, tol=self.tol,
+                             e_step_max_iter=self.e_step_max_iter, e_step_tol=self.e_step_tol,
+                             progress=progress)
+
+    def _check_fitted(self):
+        if not hasattr(self, "params_"):
+            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def _validated(self, sequences):
+        self._check_fitted()
+        return validate_sequences(sequences, n_symbols=self.n_symbols_)
+
+    def _buckets(self, seqs):
+        return make_buckets(seqs, max_cells=self.bucket_cells)
+
+    def _set_params(self, params: VariantParameters):
+        self.params_ = params
+        self.n_symbols_ = params.n_symbols
+        self.n_features_in_ = self.n_symbols_
+
+    # ---- fitting -------------------------------------------------------------------------
+    def initial_parameters(self, seqs) -> VariantParameters:
+        """The seeded, asymmetric starting point of :meth:`fit` for a validated database."""
+        V = self.n_symbols_
+        freq = np.bincount(np.concatenate(seqs), minlength=V).astype(np.float64)
+        return init_parameters(
+            self.sharing, self.n_states, V, symbol_frequencies=freq / freq.sum(), seed=self.seed,
+            prior_concentration=self.prior_concentration, n_tokens=float(freq.sum()),
+            dtype=self._torch_dtype,
+        )
+
+    def fit(self, sequences, init_params: VariantParameters | None = None):
+        """Learn the database-level parameters by variational EM.
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays, symbols in 0..V-1
+        init_params : VariantParameters, optional
+            Starting point (default: :meth:`initial_parameters`).
+
+        Returns
+        -------
+        self
+        """
+        seqs = validate_sequences(sequences, n_symbols=self.n_symbols)
+        self.n_symbols_ = self.n_symbols if self.n_symbols is not None else infer_n_symbols(seqs)
+        params = init_params if init_params is not None else self.initial_parameters(seqs)
+        buckets = self._buckets(seqs)
+        result = self._engine(progress=self.verbose).fit(buckets, params)
+        self._set_params(result.params)
+        self.elbo_history_ = np.asarray(result.elbo_history)
+        self.e_step_elbo_history_ = np.asarray(result.e_step_elbo_history)
+        self.elbo_trace_ = list(result.trace)
+        self.n_iter_ = result.n_iter
+        self.converged_ = result.converged
+        self.prior_capped_ = result.capped
+        return self
+
+    # ---- scoring -------------------------------------------------------------------------
+    def _e_step(self, seqs):
+        buckets = self._buckets(seqs)
+        return buckets, self._engine().score(buckets, self.params_)
+
+    def score_samples(self, sequences) -> np.ndarray:
+        """Per-sequence held-out ELBO in nats (the paper's measure; a lower bound on log p(x)).
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays
+
+        Returns
+        -------
+        np.ndarray, shape (M,), in the input order
+        """
+        seqs = self._validated(sequences)
+        buckets, states = self._e_step(seqs)
+        out = np.empty(len(seqs))
+        for b, st in zip(buckets, states):
+            out[b.index.numpy()] = st.elbo.double().numpy()
+        return out
+
+    def score(self, sequences) -> float:
+        """Sum of :meth:`score_samples`."""
+        return float(self.score_samples(sequences).sum())
+
+    def posterior(self, sequences) -> dict:
+        """Per-sequence variational parameters after the E-step.
+
+        Returns
+        -------
+        dict with, for every per-sequence group, ``g_pi`` (M, K), ``g_A`` (M, K, K), ``g_B``
+        (M, K, V) (Dirichlet parameters of q), ``state_marginals`` (list of (N_m, K) arrays),
+        and ``elbo`` (M,).
+        """
+        seqs = self._validated(sequences)
+        buckets, states = self._e_step(seqs)
+        M, K = len(seqs), self.n_states
+        out = {"elbo": np.empty(M), "state_marginals": [None] * M}
+        for g in self.sharing.groups(SEQUENCE):
+            out[f"g_{g}"] = np.empty((M,) + tuple(self.params_.prior[g].shape))
+        for b, st in zip(buckets, states):
+            idx = b.index.numpy()
+            out["elbo"][idx] = st.elbo.numpy()
+            for g in self.sharing.groups(SEQUENCE):
+                out[f"g_{g}"][idx] = (self.params_.prior[g] + st.counts[g]).numpy()
+            marg = self._state_marginals(b, st)
+            for row, i in enumerate(idx):
+                out["state_marginals"][i] = marg[row, : int(b.lengths[row])].numpy()
+        return out
+
+    def _state_marginals(self, bucket, state):
+        """q(z_n) of a bucket at the fitted q(theta): one more q(Z) update from its Elogs."""
+        seq_groups = self.sharing.groups(SEQUENCE)
+        elog = {}
+        for g in GROUPS:
+            if g in seq_groups:
+                elog[g] = expected_log_dirichlet(self.params_.prior[g] + state.counts[g])
+            else:
+                elog[g] = self.params_.fixed_expected_log(g)
+        update, _ = self.guide.update_hidden(
+            state.guide_state, elog["pi"], elog["A"], emission_potentials(elog["B"], bucket.tokens),
+            bucket.mask,
+        )
+        return update.state_marginals
+
+    def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0) -> np.ndarray:
+        """Importance-sampled estimate of ``log p(x_m)`` per sequence (MODEL.md, held-out scoring).
+
+        The proposal is the fitted ``q(theta_m)``; ``log p(x | theta_s)`` is exact (forward
+        algorithm). Its expectation is a lower bound on ``log p(x)`` that tightens with
+        ``n_samples`` and is at least the ELBO on average. Point-estimate groups enter at their
+        value; shared groups (VBHMM) are sampled from their posterior, which makes the estimate
+        one of the predictive ``log p(x | training data)``.
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays
+        n_samples : int
+        seed : int
+
+        Returns
+        -------
+        np.ndarray, shape (M,)
+        """
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        seqs = self._validated(sequences)
+        buckets, states = self._e_step(seqs)
+        with torch.random.fork_rng():
+            torch.manual_seed(int(seed))
+            return self._log_marginal_is(seqs, buckets, states, n_samples)
+
+    def _log_marginal_is(self, seqs, buckets, states, n_samples):
+        out = np.empty(len(seqs))
+        seq_groups = self.sharing.groups(SEQUENCE)
+        for b, st in zip(buckets, states):
+            Mb = b.n_sequences
+            proposal, prior = {}, {}
+            for g in GROUPS:
+                if g in seq_groups:
+                    proposal[g] = self.params_.prior[g] + st.counts[g]
+                    prior[g] = self.params_.prior[g].expand_as(proposal[g])
+                elif self.sharing.kind(g) == SHARED:
+                    proposal[g] = self.params_.posterior[g].expand((Mb,) + self.params_.posterior[g].shape)
+            log_w = []
+            for _ in range(n_samples):
+                log_theta, log_ratio = {}, torch.zeros(Mb, dtype=self._torch_dtype)
+                for g in GROUPS:
+                    if g in proposal:
+                        theta = sample_dirichlet(proposal[g])
+                        log_theta[g] = torch.log(theta)
+                        if g in prior:
+                            log_ratio = log_ratio + dirichlet_log_density(theta, prior[g]) \
+                                - dirichlet_log_density(theta, proposal[g])
+                    else:
+                        log_theta[g] = self.params_.log_point[g][None]
+                log_lik = forward_log_normalizer(
+                    log_theta["pi"], log_theta["A"], emission_potentials(log_theta["B"], b.tokens), b.mask
+                )
+                log_w.append(log_lik + log_ratio)
+            stacked = torch.stack(log_w)
+            out[b.index.numpy()] = (torch.logsumexp(stacked, 0) - math.log(n_samples)).numpy()
+        return out
+
+    # ---- persistence ---------------------------------------------------------------------
+    def get_config(self) -> dict:
+        return {
+            "n_states": self.n_states,
+            "n_symbols": self.n_symbols,
+            "guide": getattr(self.guide, "name", "custom"),
+            "max_iter": self.max_iter,
+            "tol": self.tol,
+            "e_step_max_iter": self.e_step_max_iter,
+            "e_step_tol": self.e_step_tol,
+            "prior_concentration": self.prior_concentration,
+            "seed": self.seed,
+            "dtype": self.dtype,
+            "bucket_cells": self.bucket_cells,
+        }
+
+    def save(self, path) -> None:
+        """Write the fitted model as JSON.
+
+        Format (version 1)::
+
+            {"format": "ldhmm", "version": 1, "class": "LDHMM", "config": {...},
+             "sharing": {"pi": ..., "A": ..., "B": ..., "learn_prior": ..., "pseudocount": ...},
+             "prior": {"pi": [...], "A": [[...]], "B": [[...]]},      # Dirichlet concentrations
+             "posterior": {...},                                     # shared groups
+             "log_point": {...},                                     # point groups, log-probs
+             "elbo_history": [...]}
+
+        Arrays are nested lists of float64 (exact round trip).
+        """
+        self._check_fitted()
+        doc = {
+            "format": "ldhmm",
+            "version": FORMAT_VERSION,
+            "class": type(self).__name__,
+            "config": self.get_config(),
+            "sharing": self.sharing.to_dict(),
+            "prior": {k: v.double().tolist() for k, v in self.params_.prior.items()},
+            "posterior": {k: v.double().tolist() for k, v in self.params_.posterior.items()},
+            "log_point": {k: v.double().tolist() for k, v in self.params_.log_point.items()},
+            "elbo_history": [float(x) for x in getattr(self, "elbo_history_", [])],
+        }
+        Path(path).write_text(json.dumps(doc, allow_nan=True))
+
+    @classmethod
+    def load(cls, path, guide=None):
+        """Read a model written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or Path
+        guide : guide object, optional
+            Needed when the model was fitted with a custom guide (saved as its name only).
+        """
+        try:
+            doc = json.loads(Path(path).read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not an ldhmm model file ({exc})") from None
+        if doc.get("format") != "ldhmm":
+            raise ValueError(f"{path}: not an ldhmm model file")
+        if doc.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: unsupported format version {doc.get('version')}")
+        config = dict(doc["config"])
+        saved_guide = config.pop("guide")
+        if guide is None:
+            if saved_guide not in ("pf", "ff"):
+                raise ValueError(f"{path}: saved with custom guide {saved_guide!r}; pass guide=")
+            guide = saved_guide
+        sharing = ParameterSharing(**doc["sharing"])
+        model = cls._from_config(config, sharing, guide)
+        dtype = _DTYPES[model.dtype]
+        params = VariantParameters(
+            sharing,
+            {k: torch.tensor(v, dtype=dtype) for k, v in doc["prior"].items()},
+            {k: torch.tensor(v, dtype=dtype) for k, v in doc["posterior"].items()},
+            {k: torch.tensor(v, dtype=dtype) for k, v in doc["log_point"].items()},
+        )
+        model._set_params(params)
+        model.elbo_history_ = np.asarray(doc.get("elbo_history", []))
+        return model
+
+    @classmethod
+    def _from_config(cls, config, sharing, guide):
+        return cls(sharing=sharing, guide=guide, **config)

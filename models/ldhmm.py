@@ -1,0 +1,203 @@
+"""The LDHMM estimator users call (scikit-learn conventions).
+
+>>> from models import LDHMM
+>>> model = LDHMM(n_states=3, guide="pf", seed=0).fit(train)       # doctest: +SKIP
+>>> model.score_samples(test)        # per-sequence held-out ELBO, nats   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from inference.variants import LDHMM_SHARING, ParameterSharing
+from inference.variational_em import VariantParameters
+
+from .estimator import VariantHMM
+from .pyro_model import sample_database
+
+__all__ = ["LDHMM"]
+
+
+class LDHMM(VariantHMM):
+    """Latent Dirichlet HMM: per-sequence pi, A, B drawn from learned Dirichlet priors.
+
+    Parameters
+    ----------
+    n_states : int
+        K >= 1.
+    n_symbols : int, optional
+        V; inferred from the training data when omitted.
+    guide : "pf", "ff" or a guide object
+        ``"pf"``: q(Z) a Markov chain by forward-backward; ``"ff"``: fully factorized q(Z).
+    max_iter : int
+        EM iterations at most.
+    tol : float
+        Stop at a relative change of the total training ELBO below ``tol``.
+    e_step_max_iter, e_step_tol : int, float
+        Coordinate-ascent sweeps per sequence in each E-step, and their relative tolerance.
+    seed : int
+        Seeds the asymmetric initialization.
+    verbose : bool
+        Progress bar.
+    optimizer : {"cavi", "svi"}
+        ``"cavi"``: closed-form variational EM (default). ``"svi"``: gradient steps of Pyro's
+        ``SVI`` on the same model and guide (:func:`inference.svi.fit_svi`); for small data.
+    svi_steps, svi_lr : int, float
+        Settings of the SVI path.
+    dtype : {"float64", "float32"}
+    bucket_cells : int
+        Padded cells per E-step batch (memory/speed trade-off).
+
+    Attributes
+    ----------
+    alpha_pi_ : ndarray, shape (K,)
+    alpha_A_ : ndarray, shape (K, K)
+    beta_ : ndarray, shape (K, V)
+    elbo_history_ : ndarray
+        Total training ELBO after each EM iteration.
+    n_iter_ : int
+    """
+
+    name = "LDHMM"
+    score_kind = "lower_bound"
+
+    def __init__(
+        self,
+        n_states: int,
+        n_symbols: int | None = None,
+        guide="pf",
+        max_iter: int = 100,
+        tol: float = 1e-4,
+        e_step_max_iter: int = 100,
+        e_step_tol: float = 1e-6,
+        seed: int = 0,
+        verbose: bool = False,
+        optimizer: str = "cavi",
+        svi_steps: int = 500,
+        svi_lr: float = 0.05,
+        dtype: str = "float64",
+        bucket_cells: int = 1 << 20,
+    ):
+        super().__init__(
+            n_states, n_symbols, LDHMM_SHARING, guide=guide, max_iter=max_iter, tol=tol,
+            e_step_max_iter=e_step_max_iter, e_step_tol=e_step_tol, seed=seed, verbose=verbose,
+            dtype=dtype, bucket_cells=bucket_cells,
+        )
+        if optimizer not in ("cavi", "svi"):
+            raise ValueError(f"optimizer must be 'cavi' or 'svi', got {optimizer!r}")
+        self.optimizer = optimizer
+        self.svi_steps = svi_steps
+        self.svi_lr = svi_lr
+
+    @property
+    def name_with_guide(self) -> str:
+        return f"LDHMM-{getattr(self.guide, 'name', 'custom').upper()}"
+
+    def fit(self, sequences, init_params: VariantParameters | None = None):
+        if self.optimizer == "svi":
+            from inference.svi import fit_svi
+            from inference.batch import infer_n_symbols, validate_sequences
+
+            seqs = validate_sequences(sequences, n_symbols=self.n_symbols)
+            self.n_symbols_ = self.n_symbols if self.n_symbols is not None else infer_n_symbols(seqs)
+            params = init_params if init_params is not None else self.initial_parameters(seqs)
+            result = fit_svi(seqs, params, self.guide, n_steps=self.svi_steps, lr=self.svi_lr,
+                             seed=self.seed, progress=self.verbose)
+            self._set_params(result.params)
+            self.elbo_history_ = np.asarray(result.elbo_history)
+            self.n_iter_ = self.svi_steps
+            self.converged_ = False
+            return self
+        return super().fit(sequences, init_params)
+
+    def _set_params(self, params):
+        super()._set_params(params)
+        self.alpha_pi_ = params.prior["pi"].double().numpy()
+        self.alpha_A_ = params.prior["A"].double().numpy()
+        self.beta_ = params.prior["B"].double().numpy()
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.pop("prior_concentration")
+        config.update(optimizer=self.optimizer, svi_steps=self.svi_steps, svi_lr=self.svi_lr)
+        return config
+
+    @classmethod
+    def _from_config(cls, config, sharing, guide):
+        if sharing != LDHMM_SHARING:
+            raise ValueError("the file holds a model variant that is not LDHMM; load it with its class")
+        return cls(guide=guide, **config)
+
+    @classmethod
+    def from_hyperparameters(cls, alpha_pi, alpha_A, beta, guide="pf", **kwargs) -> "LDHMM":
+        """A model ready to score or sample, with given hyper-parameters.
+
+        Parameters
+        ----------
+        alpha_pi : array, shape (K,)
+        alpha_A : array, shape (K, K)
+        beta : array, shape (K, V)
+        guide : "pf", "ff" or guide object
+        **kwargs : other constructor arguments
+
+        Raises
+        ------
+        ValueError
+            On inconsistent shapes or non-positive / non-finite entries.
+        """
+        a_pi = np.asarray(alpha_pi, dtype=np.float64)
+        a_A = np.asarray(alpha_A, dtype=np.float64)
+        b = np.asarray(beta, dtype=np.float64)
+        if a_pi.ndim != 1 or a_A.shape != (a_pi.size, a_pi.size) or b.ndim != 2 or b.shape[0] != a_pi.size:
+            raise ValueError(
+                f"shapes do not fit: alpha_pi {a_pi.shape}, alpha_A {a_A.shape}, beta {b.shape}; "
+                "expected (K,), (K, K), (K, V)"
+            )
+        for label, arr in (("alpha_pi", a_pi), ("alpha_A", a_A), ("beta", b)):
+            if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+                raise ValueError(f"{label} must be finite and > 0")
+        model = cls(a_pi.size, n_symbols=b.shape[1], guide=guide, **kwargs)
+        dtype = model._torch_dtype
+        params = VariantParameters(
+            LDHMM_SHARING,
+            prior={"pi": torch.tensor(a_pi, dtype=dtype), "A": torch.tensor(a_A, dtype=dtype),
+                   "B": torch.tensor(b, dtype=dtype)},
+        )
+        model._set_params(params)
+        return model
+
+    def sample(self, n_sequences: int, length=None, lengths=None, seed: int = 0,
+               return_latents: bool = False):
+        """Draw a synthetic database from the fitted (or given) hyper-parameters.
+
+        Parameters
+        ----------
+        n_sequences : int
+        length : int, optional
+            One length for every sequence.
+        lengths : array of int, optional
+            A length per sequence (``len(lengths) == n_sequences``).
+        seed : int
+        return_latents : bool
+            Also return per-sequence ``pi``, ``A``, ``B`` and hidden states.
+
+        Returns
+        -------
+        list of np.ndarray (and a dict of latents when asked)
+        """
+        self._check_fitted()
+        if n_sequences < 1:
+            raise ValueError(f"n_sequences must be >= 1, got {n_sequences}")
+        if (length is None) == (lengths is None):
+            raise ValueError("give exactly one of length= or lengths=")
+        if lengths is None:
+            if int(length) < 1:
+                raise ValueError(f"length must be >= 1, got {length}")
+            lengths = np.full(n_sequences, int(length))
+        lengths = np.asarray(lengths)
+        if lengths.shape != (n_sequences,):
+            raise ValueError(f"lengths has shape {lengths.shape}, expected ({n_sequences},)")
+        p = self.params_.prior
+        return sample_database(p["pi"].double(), p["A"].double(), p["B"].double(), lengths,
+                               seed=seed, return_latents=return_latents)
