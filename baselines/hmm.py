@@ -26,12 +26,17 @@ parameters with pseudocount ``c``. ``loglik_history_`` keeps the training log-li
 of every iteration beside it (each value is computed at the parameters *before* that
 iteration's M-step, as in hmmlearn). With zero pseudocounts the two coincide.
 
-Scoring
--------
-:meth:`HMM.score_samples` does not call hmmlearn per sequence: it runs one scaled forward
-pass over all sequences at once (sorted by length and cut into padded chunks, vectorized
-over sequences), which matches hmmlearn's ``score`` of each sequence to ~1e-12 and scores
-tens of thousands of sequences in well under a second.
+Speed
+-----
+hmmlearn runs its forward-backward once per sequence from Python, which costs more than
+the arithmetic for databases of many short sequences. So :meth:`HMM.score_samples` runs
+one scaled forward pass over all sequences at once (:func:`forward_log_likelihood`:
+sorted by length, cut into padded time-major chunks, vectorized over sequences); it matches
+hmmlearn's ``score`` of each sequence to ~1e-13. Training uses hmmlearn's ``fit`` (its
+initialization, M-step, convergence monitor) with, by default, the E-step statistics
+computed the same vectorized way (:func:`forward_backward_stats`, ``fast_estep=True``);
+``fast_estep=False`` runs hmmlearn's own per-sequence E-step, and the tests check that
+both give the same EM trajectory.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from scipy.special import xlogy
 
 from .base import SequenceModel, check_seed
 
-__all__ = ["HMM", "forward_log_likelihood"]
+__all__ = ["HMM", "forward_log_likelihood", "forward_backward_stats"]
 
 _hmm_log = logging.getLogger("hmmlearn")
 
@@ -94,6 +99,24 @@ class _MAPCategoricalHMM(CategoricalHMM):
     def _compute_lower_bound(self, curr_logprob):
         self.loglik_history_.append(float(curr_logprob))
         return curr_logprob + self._log_prior()
+
+    #: set to True (after construction) to run :func:`forward_backward_stats` as the E-step
+    fast_estep = False
+
+    def _do_estep(self, X, lengths):
+        if not self.fast_estep or self.params != "ste":
+            return super()._do_estep(X, lengths)
+        self._estep_begin()
+        sequences = np.split(np.asarray(X).reshape(-1), np.cumsum(lengths)[:-1])
+        log_prob, start, trans, obs = forward_backward_stats(
+            self.startprob_, self.transmat_, self.emissionprob_, sequences
+        )
+        stats = self._initialize_sufficient_statistics()
+        stats["nobs"] = len(sequences)
+        stats["start"] += start
+        stats["trans"] += trans
+        stats["obs"] += obs
+        return stats, log_prob
 
 
 def _length_chunks(lengths_sorted: np.ndarray, max_cells: int):
@@ -150,8 +173,8 @@ def forward_log_likelihood(
             mask = np.arange(width)[None, :] < lens[:, None]
             tokens = np.zeros((len(idx), width), dtype=np.int64)
             tokens[mask] = np.concatenate([sequences[i] for i in idx])
-            frame = emis_t[tokens]  # (n, T, K)
-            alpha = startprob[None, :] * frame[:, 0, :]
+            frame = emis_t[tokens.T]  # (T, n, K): time-major, each step contiguous
+            alpha = startprob[None, :] * frame[0]
             c = alpha.sum(axis=1)
             logp = np.log(c)
             alpha /= np.where(c > 0, c, 1.0)[:, None]
@@ -159,12 +182,84 @@ def forward_log_likelihood(
             first = np.searchsorted(lens, np.arange(width), side="right")
             for t in range(1, width):
                 s = first[t]
-                a = (alpha[s:] @ transmat) * frame[s:, t, :]
+                a = (alpha[s:] @ transmat) * frame[t, s:]
                 c = a.sum(axis=1)
                 logp[s:] += np.log(c)
                 alpha[s:] = a / np.where(c > 0, c, 1.0)[:, None]
             out[idx] = logp
     return out
+
+
+def forward_backward_stats(
+    startprob: np.ndarray,
+    transmat: np.ndarray,
+    emissionprob: np.ndarray,
+    sequences: list[np.ndarray],
+    max_cells: int = 1 << 18,
+):
+    """Baum-Welch expected sufficient statistics of a database, vectorized over sequences.
+
+    The same quantities hmmlearn's E-step accumulates sequence by sequence
+    (``implementation="scaling"``): scaled forward-backward gives the state posteriors
+    ``gamma_t`` and pairwise posteriors ``xi_t``, summed over sequences and positions.
+
+    Returns
+    -------
+    log_prob : float
+        ``sum_m log p(x_m)``.
+    start : (K,)   sum_m gamma_m1
+    trans : (K, K) sum_m sum_{t>=2} xi_mt
+    obs : (K, V)   sum_m sum_t gamma_mt[k] [x_mt = v]
+    """
+    startprob = np.asarray(startprob, dtype=np.float64)
+    transmat = np.asarray(transmat, dtype=np.float64)
+    emissionprob = np.asarray(emissionprob, dtype=np.float64)
+    k, v = emissionprob.shape
+    emis_t = np.ascontiguousarray(emissionprob.T)
+    m = len(sequences)
+    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=m)
+    order = np.argsort(lengths, kind="stable")
+    lengths_sorted = lengths[order]
+    log_prob = 0.0
+    start = np.zeros(k)
+    xi_sum = np.zeros((k, k))
+    obs = np.zeros((k, v))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for lo, hi in _length_chunks(lengths_sorted, max_cells):
+            idx = order[lo:hi]
+            lens = lengths_sorted[lo:hi]
+            n, width = len(idx), int(lens[-1])
+            mask = np.arange(width)[None, :] < lens[:, None]
+            tokens = np.zeros((n, width), dtype=np.int64)
+            tokens[mask] = np.concatenate([sequences[i] for i in idx])
+            frame = emis_t[tokens.T]  # (T, n, K): time-major, each step contiguous
+            first = np.searchsorted(lens, np.arange(width), side="right")
+            fwd = np.empty((width, n, k))
+            scale = np.ones((width, n))
+            a = startprob[None, :] * frame[0]
+            c = a.sum(axis=1)
+            scale[0] = c
+            fwd[0] = a / np.where(c > 0, c, 1.0)[:, None]
+            for t in range(1, width):
+                s = first[t]
+                a = (fwd[t - 1, s:] @ transmat) * frame[t, s:]
+                c = a.sum(axis=1)
+                scale[t, s:] = c
+                fwd[t, s:] = a / np.where(c > 0, c, 1.0)[:, None]
+            bwd = np.ones((width, n, k))
+            for t in range(width - 2, -1, -1):
+                s = first[t + 1]  # sequences that reach position t + 1
+                b = frame[t + 1, s:] * bwd[t + 1, s:] / scale[t + 1, s:, None]
+                bwd[t, s:] = b @ transmat.T
+                xi_sum += fwd[t, s:].T @ b
+            mask_t = mask.T
+            log_prob += float(np.log(scale[mask_t]).sum())
+            post = fwd * bwd  # sums to 1 over states at every real position
+            start += post[0].sum(axis=0)
+            tok, pst = tokens.T[mask_t], post[mask_t]
+            for j in range(k):
+                obs[j] += np.bincount(tok, weights=pst[:, j], minlength=v)
+    return log_prob, start, xi_sum * transmat, obs
 
 
 class HMM(SequenceModel):
@@ -195,8 +290,14 @@ class HMM(SequenceModel):
     transition_pseudocount : float >= 0
         The same for start and transition counts (``startprob_prior``, ``transmat_prior``).
     implementation : {"scaling", "log"}
-        hmmlearn's forward-backward implementation used in training. Both give the same
-        fit to ~1e-10; "scaling" is faster.
+        hmmlearn's forward-backward implementation used in training when
+        ``fast_estep=False``. Both give the same fit to ~1e-12; "scaling" is ~5-10x faster.
+    fast_estep : bool
+        Compute the E-step statistics with :func:`forward_backward_stats` (scaled
+        forward-backward vectorized over all sequences) instead of hmmlearn's loop over
+        sequences; hmmlearn's fit loop, initialization, M-step and convergence monitor are
+        used either way, and the two E-steps agree to ~1e-14 (tested). Default True
+        (~2-3x faster per iteration on tens of thousands of short sequences).
     seed : int
         Random seed of the initialization.
     verbose : bool
@@ -236,6 +337,7 @@ class HMM(SequenceModel):
         emission_pseudocount: float = 1e-2,
         transition_pseudocount: float = 1e-2,
         implementation: str = "scaling",
+        fast_estep: bool = True,
         seed: int = 0,
         verbose: bool = False,
     ):
@@ -259,6 +361,7 @@ class HMM(SequenceModel):
         self.emission_pseudocount = float(emission_pseudocount)
         self.transition_pseudocount = float(transition_pseudocount)
         self.implementation = implementation
+        self.fast_estep = bool(fast_estep)
         self.verbose = bool(verbose)
 
     # ------------------------------------------------------------------ fit
@@ -268,7 +371,7 @@ class HMM(SequenceModel):
         return [seed] + [int(s) for s in extra]
 
     def _make_hmmlearn(self, n_tokens: int, random_state: int) -> _MAPCategoricalHMM:
-        return _MAPCategoricalHMM(
+        model = _MAPCategoricalHMM(
             n_components=self.n_states,
             startprob_prior=1.0 + self.transition_pseudocount,
             transmat_prior=1.0 + self.transition_pseudocount,
@@ -280,6 +383,8 @@ class HMM(SequenceModel):
             verbose=self.verbose,
             implementation=self.implementation,
         )
+        model.fast_estep = self.fast_estep
+        return model
 
     def _fit(self, sequences, n_symbols):
         lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))

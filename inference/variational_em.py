@@ -34,6 +34,7 @@ from .guides import _weighted_sum
 from .variants import GROUPS, POINT, SEQUENCE, SHARED, ParameterSharing
 
 __all__ = [
+    "log_multivariate_beta",
     "VariantParameters",
     "BucketState",
     "EStepTotals",
@@ -220,16 +221,23 @@ class BucketState:
     n_sweeps: int
 
 
-def _sequence_terms(counts, posteriors, params, seq_groups):
-    elog = {}
+def log_multivariate_beta(concentration: torch.Tensor) -> torch.Tensor:
+    """``log B(g) = sum_d lgamma(g_d) - lgamma(sum_d g_d)`` over the last dimension."""
+    return torch.lgamma(concentration).sum(-1) - torch.lgamma(concentration.sum(-1))
+
+
+def _collapsed_terms(counts, params, seq_groups, prior_log_beta):
+    """``E_q[log p(counts | theta)] - KL(q(theta) || p(theta))`` at the optimal q(theta).
+
+    With ``g = prior + counts`` the expected-log terms cancel against the KL's
+    ``(g - prior) . E log theta``, leaving ``log B(g) - log B(prior)`` per Dirichlet row: the
+    ELBO needs no digamma, only the next q(Z) update does.
+    """
     terms = 0.0
     for g in seq_groups:
-        elog[g] = expected_log_dirichlet(posteriors[g])
-        dims = _EVENT_DIMS[g]
-        kl = kl_dirichlet(posteriors[g], params.prior[g])
-        kl = kl if g == "pi" else kl.sum(-1)
-        terms = terms + _weighted_sum(counts[g], elog[g], dims) - kl
-    return terms, elog
+        value = log_multivariate_beta(params.prior[g] + counts[g]) - prior_log_beta[g]
+        terms = terms + (value if g == "pi" else value.sum(-1))
+    return terms
 
 
 def e_step_bucket(
@@ -243,6 +251,10 @@ def e_step_bucket(
 ) -> BucketState:
     """Coordinate ascent for every sequence of one bucket until its ELBO converges.
 
+    One sweep is: q(Z) update from the current ``E log theta``, then ``g = prior + counts`` for
+    every per-sequence group. Sequences whose ELBO changed by at most ``tol * |ELBO|`` leave the
+    batch.
+
     Parameters
     ----------
     bucket : Bucket
@@ -252,9 +264,8 @@ def e_step_bucket(
     state : BucketState, optional
         Warm start: the counts and guide state of the previous EM iteration.
     max_iter : int
-        Sweeps (q(Z) update + Dirichlet update) at most.
+        Sweeps at most.
     tol : float
-        A sequence stops when ``|ELBO change| <= tol * |ELBO|``.
     history : list, optional
         If given, the bucket's summed ELBO after every sweep is appended (for tests).
 
@@ -270,6 +281,7 @@ def e_step_bucket(
     K, V = params.n_states, params.n_symbols
     dtype = next(iter({**params.prior, **params.log_point, **params.posterior}.values())).dtype
     fixed_elog = {g: params.fixed_expected_log(g) for g in fixed_groups}
+    prior_log_beta = {g: log_multivariate_beta(params.prior[g]) for g in seq_groups}
 
     if state is None:
         counts = {g: torch.zeros((Mb,) + _group_shape(g, K, V), dtype=dtype) for g in GROUPS}
@@ -278,14 +290,13 @@ def e_step_bucket(
         counts = {g: c.clone() for g, c in state.counts.items()}
         guide_state = state.guide_state
 
-    def elog_of(index, sub_counts):
-        posteriors = {g: params.prior[g] + sub_counts[g] for g in seq_groups}
-        elog = {g: expected_log_dirichlet(posteriors[g]) for g in seq_groups}
+    def expected_logs(sub_counts):
+        elog = {g: expected_log_dirichlet(params.prior[g] + sub_counts[g]) for g in seq_groups}
         elog.update(fixed_elog)
         return elog
 
+    elog = expected_logs(counts)
     if guide_state is None:
-        elog = elog_of(None, counts)
         guide_state = guide.init_state(
             elog["pi"], elog["A"], emission_potentials(elog["B"], tokens), mask
         )
@@ -298,15 +309,11 @@ def e_step_bucket(
         full = active.numel() == Mb
         sub_tokens = tokens if full else tokens[active]
         sub_mask = mask if full else mask[active]
-        sub_counts = {g: (c if full else c[active]) for g, c in counts.items()}
-        elog = elog_of(active, sub_counts)
         log_obs = emission_potentials(elog["B"], sub_tokens)
         sub_state = guide_state if full else guide.select_state(guide_state, active)
         update, sub_state = guide.update_hidden(sub_state, elog["pi"], elog["A"], log_obs, sub_mask)
         new_counts = expected_counts(update.state_marginals, update.transition_counts, sub_tokens, V)
-        posteriors = {g: params.prior[g] + new_counts[g] for g in seq_groups}
-        local, _ = _sequence_terms(new_counts, posteriors, params, seq_groups)
-        new_elbo = update.entropy + local
+        new_elbo = update.entropy + _collapsed_terms(new_counts, params, seq_groups, prior_log_beta)
         for g in fixed_groups:
             new_elbo = new_elbo + _weighted_sum(new_counts[g], fixed_elog[g], _EVENT_DIMS[g])
         old_elbo = elbo if full else elbo[active]
@@ -325,21 +332,23 @@ def e_step_bucket(
             history.append(float(elbo.sum()))
         if not seq_groups:
             break  # q(Z) given database-level parameters is exact after one update
-        change = (new_elbo - old_elbo).abs()
-        converged = change <= tol * new_elbo.abs()
-        active = active[~converged]
-        if active.numel() == 0:
+        converged = (new_elbo - old_elbo).abs() <= tol * new_elbo.abs()
+        keep = ~converged
+        if not bool(keep.any()):
             break
+        if n_sweeps < max_iter:
+            active = active[keep]
+            elog = expected_logs({g: new_counts[g][keep] for g in seq_groups})
 
-    posteriors = {g: params.prior[g] + counts[g] for g in seq_groups}
-    local, elog = _sequence_terms(counts, posteriors, params, seq_groups)
+    local = _collapsed_terms(counts, params, seq_groups, prior_log_beta)
+    final_elog = {g: expected_log_dirichlet(params.prior[g] + counts[g]) for g in seq_groups}
     return BucketState(
         counts=counts,
         entropy=entropy,
         guide_state=guide_state,
         elbo=elbo,
         local_elbo=entropy + local,
-        sum_expected_log={g: elog[g].sum(0) for g in seq_groups},
+        sum_expected_log={g: final_elog[g].sum(0) for g in seq_groups},
         n_sweeps=n_sweeps,
     )
 

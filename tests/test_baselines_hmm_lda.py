@@ -1,0 +1,356 @@
+"""Tests of the HMM and LDA baselines and of the shared protocol (baselines.base)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from gensim.models import LdaModel
+from hmmlearn.hmm import CategoricalHMM
+from scipy.special import digamma, gammaln, logsumexp
+
+from baselines.base import NotFittedError, SequenceModel, SequenceModelProtocol
+from baselines.hmm import HMM, forward_log_likelihood
+from baselines.lda import LDA, _vectorized_inference, to_bow_corpus, to_bow_matrix
+
+
+# ---------------------------------------------------------------- data helpers
+def sample_hmm(rng, n_seq, k, v, min_len, max_len):
+    pi = rng.dirichlet(np.ones(k))
+    a = rng.dirichlet(np.ones(k) * 0.5, size=k)
+    b = rng.dirichlet(np.ones(v) * 0.5, size=k)
+    seqs = []
+    for _ in range(n_seq):
+        n = int(rng.integers(min_len, max_len + 1))
+        z = rng.choice(k, p=pi)
+        x = np.empty(n, dtype=np.int64)
+        for t in range(n):
+            x[t] = rng.choice(v, p=b[z])
+            z = rng.choice(k, p=a[z])
+        seqs.append(x)
+    return seqs
+
+
+def brute_force_loglik(startprob, transmat, emissionprob, x):
+    """log p(x) by enumerating all K^N hidden paths (no forward algorithm, no hmmlearn)."""
+    k = len(startprob)
+    terms = []
+    for path in itertools.product(range(k), repeat=len(x)):
+        lp = np.log(startprob[path[0]]) + np.log(emissionprob[path[0], x[0]])
+        for t in range(1, len(x)):
+            lp += np.log(transmat[path[t - 1], path[t]]) + np.log(emissionprob[path[t], x[t]])
+        terms.append(lp)
+    return logsumexp(terms)
+
+
+def two_topic_docs(rng, n_docs, v=10, min_len=20, max_len=40):
+    """Documents from two topics on disjoint halves of the vocabulary, mostly one topic each."""
+    half = v // 2
+    topics = np.zeros((2, v))
+    topics[0, :half] = rng.dirichlet(np.ones(half) * 2)
+    topics[1, half:] = rng.dirichlet(np.ones(v - half) * 2)
+    docs = []
+    for _ in range(n_docs):
+        theta = rng.dirichlet([0.1, 0.1])
+        n = int(rng.integers(min_len, max_len + 1))
+        z = rng.choice(2, size=n, p=theta)
+        docs.append(np.array([rng.choice(v, p=topics[zi]) for zi in z], dtype=np.int64))
+    return docs
+
+
+@pytest.fixture(scope="module")
+def hmm_data():
+    rng = np.random.default_rng(1)
+    return sample_hmm(rng, 60, k=3, v=5, min_len=1, max_len=30)
+
+
+# ----------------------------------------------------------------- protocol
+@pytest.mark.parametrize("cls, name, kind", [(HMM, "HMM", "exact"), (LDA, "LDA", "lower_bound")])
+def test_protocol_attributes(cls, name, kind):
+    assert cls.name == name
+    assert cls.score_kind == kind
+    model = cls(2, seed=3)
+    assert model.n_states == 2 and model.seed == 3
+    assert isinstance(model, SequenceModel)
+    assert isinstance(model, SequenceModelProtocol)
+
+
+def test_subclass_with_bad_score_kind_is_rejected():
+    with pytest.raises(TypeError, match="score_kind"):
+        class Bad(SequenceModel):  # noqa: F841
+            name = "Bad"
+            score_kind = "exactish"
+
+            def _fit(self, sequences, n_symbols):
+                pass
+
+            def _score_samples(self, sequences):
+                return np.zeros(len(sequences))
+
+
+# ---------------------------------------------------------------------- HMM
+@pytest.mark.parametrize("k", [2, 3])
+def test_hmm_score_samples_equals_brute_force_enumeration(k):
+    rng = np.random.default_rng(10 + k)
+    train = sample_hmm(rng, 40, k=k, v=4, min_len=1, max_len=12)
+    model = HMM(k, n_symbols=4, max_iter=20, seed=k).fit(train)
+    test = [rng.integers(0, 4, size=n) for n in (1, 2, 3, 4, 5, 5, 3)]
+    got = model.score_samples(test)
+    want = np.array(
+        [brute_force_loglik(model.startprob_, model.transmat_, model.emissionprob_, x) for x in test]
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-11)
+    # and hmmlearn's own score of each sequence with the same parameters
+    ref = np.array([model.model_.score(np.asarray(x).reshape(-1, 1)) for x in test])
+    np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-11)
+
+
+def test_forward_log_likelihood_matches_hmmlearn_across_chunks():
+    rng = np.random.default_rng(2)
+    k, v = 4, 6
+    hl = CategoricalHMM(n_components=k, n_features=v)
+    hl.startprob_ = rng.dirichlet(np.ones(k))
+    hl.transmat_ = rng.dirichlet(np.ones(k), size=k)
+    hl.emissionprob_ = rng.dirichlet(np.ones(v), size=k)
+    seqs = [rng.integers(0, v, size=n) for n in rng.integers(1, 300, size=80)]
+    ref = np.array([hl.score(s.reshape(-1, 1)) for s in seqs])
+    for max_cells in (1, 500, 1 << 19):  # many tiny chunks ... one chunk
+        got = forward_log_likelihood(hl.startprob_, hl.transmat_, hl.emissionprob_, seqs, max_cells)
+        np.testing.assert_allclose(got, ref, rtol=1e-10)
+
+
+def test_hmm_map_objective_and_ml_loglik_never_decrease(hmm_data):
+    model = HMM(3, max_iter=40, tol=0.0, seed=0).fit(hmm_data)
+    obj = np.array(model.objective_history_)
+    assert len(obj) == 40 == model.n_iter_
+    assert np.all(np.diff(obj) >= -1e-9 * np.abs(obj[1:])), np.diff(obj).min()
+    assert obj[-1] > obj[0] + 1.0  # it actually learned something
+    assert list(model.monitor_.history) == model.objective_history_
+
+    ml = HMM(3, max_iter=40, tol=0.0, seed=0, emission_pseudocount=0,
+             transition_pseudocount=0).fit(hmm_data)
+    ll = np.array(ml.loglik_history_)
+    assert np.all(np.diff(ll) >= -1e-9 * np.abs(ll[1:])), np.diff(ll).min()
+    # with zero pseudocounts the monitored objective is the log-likelihood itself
+    np.testing.assert_allclose(ml.objective_history_, ml.loglik_history_, rtol=1e-12)
+    # the training log-likelihood at the final parameters beats every iterate's
+    assert ml.train_log_likelihood_ >= ll.max() - 1e-9
+
+
+def test_hmm_is_seeded_and_reproducible(hmm_data):
+    a = HMM(3, max_iter=15, seed=7).fit(hmm_data)
+    b = HMM(3, max_iter=15, seed=7).fit(hmm_data)
+    c = HMM(3, max_iter=15, seed=8).fit(hmm_data)
+    for attr in ("startprob_", "transmat_", "emissionprob_"):
+        np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
+    assert not np.allclose(a.emissionprob_, c.emissionprob_)
+    np.testing.assert_array_equal(a.score_samples(hmm_data), b.score_samples(hmm_data))
+
+
+def test_hmm_scaling_and_log_implementations_agree(hmm_data):
+    s = HMM(3, max_iter=25, tol=0.0, seed=1, implementation="scaling", fast_estep=False).fit(hmm_data)
+    lg = HMM(3, max_iter=25, tol=0.0, seed=1, implementation="log", fast_estep=False).fit(hmm_data)
+    for attr in ("startprob_", "transmat_", "emissionprob_"):
+        np.testing.assert_allclose(getattr(s, attr), getattr(lg, attr), rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(s.objective_history_, lg.objective_history_, rtol=1e-10)
+
+
+def test_hmm_n_init_keeps_the_best_run(hmm_data):
+    one = HMM(3, max_iter=10, seed=4).fit(hmm_data)
+    three = HMM(3, max_iter=10, seed=4, n_init=3).fit(hmm_data)
+    # run 0 of n_init=3 is the n_init=1 run, so the kept objective cannot be lower
+    def objective(m):
+        return m.train_log_likelihood_ + m.model_._log_prior()
+    assert objective(three) >= objective(one) - 1e-9
+
+
+def test_hmm_score_is_sum_of_score_samples(hmm_data):
+    model = HMM(2, max_iter=10).fit(hmm_data)
+    s = model.score_samples(hmm_data[:25])
+    assert s.shape == (25,) and s.dtype == np.float64
+    assert np.all(np.isfinite(s)) and np.all(s < 0)
+    assert model.score(hmm_data[:25]) == pytest.approx(s.sum(), rel=1e-12)
+
+
+def test_hmm_symbol_unseen_in_training_scores_finitely():
+    rng = np.random.default_rng(5)
+    train = [rng.integers(0, 5, size=20) for _ in range(30)]  # symbols 0..4 only
+    model = HMM(2, n_symbols=6, max_iter=10).fit(train)
+    assert model.n_symbols_ == 6 and model.emissionprob_.shape == (2, 6)
+    assert np.all(model.emissionprob_[:, 5] > 0)
+    s = model.score_samples([np.array([0, 5, 1]), np.array([5])])
+    assert np.all(np.isfinite(s))
+    # a symbol costs more when it was never seen
+    assert s[1] < model.score_samples([np.array([0])])[0]
+    # pure maximum likelihood is honest about it: probability zero
+    ml = HMM(2, n_symbols=6, max_iter=10, emission_pseudocount=0).fit(train)
+    assert ml.score_samples([np.array([0, 5, 1])])[0] == -np.inf
+
+
+def test_hmm_vocabulary_defaults_to_max_symbol_plus_one(hmm_data):
+    model = HMM(2, max_iter=3).fit(hmm_data)
+    assert model.n_symbols_ == int(max(s.max() for s in hmm_data)) + 1
+
+
+# --------------------------------------------------------------- bad input
+@pytest.mark.parametrize("cls", [HMM, LDA])
+def test_bad_input_raises_clear_value_errors(cls):
+    good = [np.array([0, 1, 2, 1]), np.array([2, 2, 0])]
+    with pytest.raises(ValueError, match="n_states"):
+        cls(0)
+    with pytest.raises(ValueError, match="n_states"):
+        cls(2.5)
+    with pytest.raises(ValueError, match="seed"):
+        cls(2, seed=-1)
+    with pytest.raises(ValueError, match="empty"):
+        cls(2).fit([])
+    with pytest.raises(ValueError, match="sequence 1 is empty"):
+        cls(2).fit([np.array([0, 1]), np.array([], dtype=int)])
+    with pytest.raises(ValueError, match="negative"):
+        cls(2).fit([np.array([0, -1, 2])])
+    with pytest.raises(ValueError, match="string"):
+        cls(2).fit(["abc", "bca"])
+    with pytest.raises(ValueError, match="n_symbols"):
+        cls(2, n_symbols=0).fit(good)
+    with pytest.raises(ValueError, match="out of range"):
+        cls(2, n_symbols=2).fit(good)
+    with pytest.raises(NotFittedError):
+        cls(2).score_samples(good)
+    model = cls(2, seed=0).fit(good)
+    assert model.n_symbols_ == 3
+    with pytest.raises(ValueError, match="symbol 3 out of range"):
+        model.score_samples([np.array([0, 3])])
+    with pytest.raises(ValueError, match="sequence 0 is empty"):
+        model.score([np.array([], dtype=int)])
+    with pytest.raises(ValueError):
+        model.score_samples(["ab"])
+
+
+# ---------------------------------------------------------------------- LDA
+@pytest.fixture(scope="module")
+def lda_fitted():
+    rng = np.random.default_rng(3)
+    train = two_topic_docs(rng, 150)
+    test = two_topic_docs(rng, 40)
+    model = LDA(2, passes=20, seed=0).fit(train)
+    return model, train, test
+
+
+def dirichlet_kl(a, b):
+    """KL(Dir(a) || Dir(b)) row-wise, from the textbook formula."""
+    a0, b0 = a.sum(-1), b.sum(-1)
+    return (
+        gammaln(a0) - gammaln(a).sum(-1) - gammaln(b0) + gammaln(b).sum(-1)
+        + ((a - b) * (digamma(a) - digamma(a0)[..., None])).sum(-1)
+    )
+
+
+def test_lda_per_document_bounds_sum_to_gensim_bound_minus_topic_term(lda_fitted):
+    model, _, test = lda_fitted
+    bows = to_bow_corpus(to_bow_matrix(test, model.n_symbols_))
+    gamma = model.variational_gamma(test)
+    assert gamma.shape == (len(test), 2)
+    # gensim's bound wants gamma[d] 2-D (its Cython logsumexp takes 2-D input only)
+    gensim_total = model.model_.bound(bows, gamma=gamma[:, None, :])
+    lam = model.model_.state.get_lambda()
+    eta = np.broadcast_to(model.model_.eta, lam.shape)
+    topic_term = -dirichlet_kl(lam, eta).sum()
+    assert model.topic_term() == pytest.approx(topic_term, rel=1e-10)
+    scores = model.score_samples(test)
+    assert scores.sum() == pytest.approx(gensim_total - topic_term, rel=1e-10)
+    # and document by document
+    for d in (0, 7, 21):
+        one = model.model_.bound([bows[d]], gamma=gamma[d : d + 1, None, :]) - topic_term
+        assert scores[d] == pytest.approx(one, rel=1e-10)
+    # a bound on a log-probability of discrete data is negative
+    assert np.all(scores < 0)
+
+
+def test_lda_vectorized_inference_matches_gensim_inference(lda_fitted):
+    model, train, test = lda_fitted
+    bows = to_bow_corpus(to_bow_matrix(test + train[:30], model.n_symbols_))
+    gm = model.model_
+    gm.random_state = np.random.RandomState(11)
+    g_ref, s_ref = LdaModel.inference(gm, bows, collect_sstats=True)
+    gm.random_state = np.random.RandomState(11)
+    g_vec, s_vec = _vectorized_inference(gm, bows, collect_sstats=True)
+    np.testing.assert_allclose(g_vec, g_ref, rtol=1e-9)
+    np.testing.assert_allclose(s_vec, s_ref, rtol=1e-9)
+
+
+def test_lda_fast_and_gensim_inference_fit_the_same_model(lda_fitted):
+    _, train, test = lda_fitted
+    fast = LDA(2, passes=2, seed=5).fit(train[:60])
+    slow = LDA(2, passes=2, seed=5, fast_inference=False).fit(train[:60])
+    np.testing.assert_allclose(fast.lambda_, slow.lambda_, rtol=1e-8)
+    np.testing.assert_allclose(fast.alpha_, slow.alpha_, rtol=1e-8)
+    np.testing.assert_allclose(fast.score_samples(test), slow.score_samples(test), rtol=1e-8)
+
+
+def test_lda_is_reproducible_and_scores_deterministically(lda_fitted):
+    model, train, test = lda_fitted
+    again = LDA(2, passes=20, seed=0).fit(train)
+    np.testing.assert_array_equal(model.lambda_, again.lambda_)
+    np.testing.assert_array_equal(model.alpha_, again.alpha_)
+    np.testing.assert_array_equal(model.score_samples(test), again.score_samples(test))
+    np.testing.assert_array_equal(model.score_samples(test), model.score_samples(test))
+    other = LDA(2, passes=20, seed=1).fit(train)
+    assert not np.array_equal(model.lambda_, other.lambda_)
+
+
+def test_lda_learned_attributes(lda_fitted):
+    model, _, _ = lda_fitted
+    assert model.topic_word_.shape == (2, 10) and model.topic_word_.dtype == np.float64
+    np.testing.assert_allclose(model.topic_word_.sum(axis=1), 1.0)
+    assert model.alpha_.shape == (2,) and np.all(model.alpha_ > 0)
+    assert not np.allclose(model.alpha_, 0.5)  # alpha was learned, not left at 1/K
+    # the two topics found live on the two halves of the vocabulary
+    halves = np.stack([model.topic_word_[:, :5].sum(1), model.topic_word_[:, 5:].sum(1)], axis=1)
+    assert sorted(halves.max(axis=1)) > [0.9, 0.9]
+
+
+def test_lda_score_is_sum_and_two_topics_beat_one(lda_fitted):
+    model, train, test = lda_fitted
+    s = model.score_samples(test)
+    assert s.shape == (len(test),)
+    assert model.score(test) == pytest.approx(s.sum(), rel=1e-12)
+    one = LDA(1, passes=20, seed=0).fit(train)
+    per_token = sum(len(x) for x in test)
+    gain = (model.score(test) - one.score(test)) / per_token
+    assert gain > 0.3, gain  # nats per symbol: two disjoint topics are easy to tell apart
+
+
+def test_lda_symbol_unseen_in_training_scores_finitely(lda_fitted):
+    _, train, _ = lda_fitted
+    small = [np.asarray(x) % 5 for x in train[:40]]  # only symbols 0..4
+    model = LDA(2, n_symbols=10, passes=2).fit(small)
+    assert model.topic_word_.shape == (2, 10)
+    s = model.score_samples([np.array([0, 9, 9, 1]), np.array([0, 1, 1, 0])])
+    assert np.all(np.isfinite(s)) and s[0] < s[1]
+
+
+def test_hmm_vectorized_estep_reproduces_hmmlearn_em_trajectory(hmm_data):
+    fast = HMM(3, max_iter=25, tol=0.0, seed=2, fast_estep=True).fit(hmm_data)
+    ref = HMM(3, max_iter=25, tol=0.0, seed=2, fast_estep=False).fit(hmm_data)
+    np.testing.assert_allclose(fast.loglik_history_, ref.loglik_history_, rtol=1e-11)
+    for attr in ("startprob_", "transmat_", "emissionprob_"):
+        np.testing.assert_allclose(getattr(fast, attr), getattr(ref, attr), rtol=1e-8, atol=1e-12)
+
+
+def test_forward_backward_stats_match_hmmlearn_estep_across_chunks():
+    from baselines.hmm import forward_backward_stats
+
+    rng = np.random.default_rng(4)
+    seqs = sample_hmm(rng, 50, k=3, v=5, min_len=1, max_len=60)
+    model = HMM(3, max_iter=3, seed=0, fast_estep=False).fit(seqs)
+    X = np.concatenate(seqs).reshape(-1, 1)
+    stats, lp = model.model_._do_estep(X, np.array([len(s) for s in seqs]))
+    for max_cells in (1, 300, 1 << 18):
+        lp2, start, trans, obs = forward_backward_stats(
+            model.startprob_, model.transmat_, model.emissionprob_, seqs, max_cells
+        )
+        assert lp2 == pytest.approx(lp, rel=1e-12)
+        np.testing.assert_allclose(start, stats["start"], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(trans, stats["trans"], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(obs, stats["obs"], rtol=1e-10, atol=1e-12)

@@ -1,0 +1,175 @@
+"""Math kernels against independent routes: brute force, torch.distributions, scipy."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from scipy import optimize, special
+
+from inference.dirichlet import (
+    dirichlet_prior_objective,
+    expected_log_dirichlet,
+    kl_dirichlet,
+    newton_dirichlet,
+)
+from inference.forward_backward import (
+    forward_backward,
+    forward_backward_log,
+    forward_log_normalizer,
+)
+from inference.mean_field import init_mean_field, mean_field_stats, mean_field_sweep
+
+
+def random_chain(M, T, K, seed, lengths=None, shared=False):
+    g = torch.Generator().manual_seed(seed)
+    log_initial = torch.randn(1 if shared else M, K, generator=g)
+    log_transition = torch.randn(1 if shared else M, K, K, generator=g) * 2
+    log_obs = torch.randn(M, T, K, generator=g) * 2
+    if lengths is None:
+        lengths = torch.randint(1, T + 1, (M,), generator=g)
+        lengths[0] = T
+    mask = torch.arange(T)[None] < torch.as_tensor(lengths)[:, None]
+    return log_initial, log_transition, log_obs, mask
+
+
+def brute_force(log_initial, log_transition, log_obs, L):
+    """log Z, marginals and summed pair marginals by enumerating all K^L paths."""
+    K = log_obs.shape[-1]
+    paths = list(itertools.product(range(K), repeat=L))
+    scores = []
+    for p in paths:
+        s = log_initial[p[0]] + log_obs[0, p[0]]
+        for n in range(1, L):
+            s = s + log_transition[p[n - 1], p[n]] + log_obs[n, p[n]]
+        scores.append(s)
+    scores = torch.stack(scores)
+    log_z = torch.logsumexp(scores, 0)
+    w = torch.exp(scores - log_z)
+    marg = torch.zeros(L, K)
+    pair = torch.zeros(K, K)
+    for weight, p in zip(w, paths):
+        for n in range(L):
+            marg[n, p[n]] += weight
+        for n in range(1, L):
+            pair[p[n - 1], p[n]] += weight
+    return log_z, marg, pair
+
+
+@pytest.mark.parametrize("impl", [forward_backward, forward_backward_log])
+@pytest.mark.parametrize("shared", [False, True])
+def test_forward_backward_equals_brute_force(impl, shared):
+    M, T, K = 5, 5, 3
+    li, lt, lo, mask = random_chain(M, T, K, seed=3, lengths=[5, 1, 3, 4, 2], shared=shared)
+    post = impl(li, lt, lo, mask)
+    for m in range(M):
+        L = int(mask[m].sum())
+        log_z, marg, pair = brute_force(li[0 if shared else m], lt[0 if shared else m], lo[m], L)
+        assert torch.allclose(post.log_normalizer[m], log_z, atol=1e-10, rtol=0)
+        assert torch.allclose(post.state_marginals[m, :L], marg, atol=1e-10)
+        assert torch.all(post.state_marginals[m, L:] == 0)
+        assert torch.allclose(post.transition_counts[m], pair, atol=1e-10)
+
+
+def test_forward_only_normalizer_matches():
+    li, lt, lo, mask = random_chain(7, 9, 4, seed=5)
+    full = forward_backward(li, lt, lo, mask)
+    assert torch.allclose(forward_log_normalizer(li, lt, lo, mask), full.log_normalizer, atol=1e-10)
+
+
+def test_fast_path_survives_extreme_potentials():
+    # Potentials spanning > 1e4 nats underflow a naive scaled recursion; the result must stay
+    # finite and agree with the log-space path.
+    li, lt, lo, mask = random_chain(6, 12, 3, seed=7)
+    lt = lt * 800.0
+    lo = lo * 900.0
+    fast = forward_backward(li, lt, lo, mask)
+    ref = forward_backward_log(li, lt, lo, mask)
+    assert torch.isfinite(fast.log_normalizer).all()
+    assert torch.allclose(fast.log_normalizer, ref.log_normalizer, rtol=1e-10)
+    assert torch.allclose(fast.state_marginals, ref.state_marginals, atol=1e-8)
+
+
+def test_very_long_sequence_has_normalized_marginals():
+    li, lt, lo, mask = random_chain(1, 100_000, 3, seed=11, lengths=[100_000])
+    post = forward_backward(li, lt, lo, mask)
+    assert torch.isfinite(post.log_normalizer).all()
+    sums = post.state_marginals.sum(-1)
+    assert torch.allclose(sums, torch.ones_like(sums), atol=1e-9)
+    assert abs(float(post.transition_counts.sum()) - (100_000 - 1)) < 1e-6
+
+
+def test_ff_fixed_point_satisfies_its_update_equations():
+    M, T, K = 4, 7, 3
+    li, lt, lo, mask = random_chain(M, T, K, seed=2, lengths=[7, 1, 4, 6])
+    phi = init_mean_field(lo, mask)
+    previous = -np.inf
+    for _ in range(500):
+        phi = mean_field_sweep(phi, li, lt, lo, mask)
+        stats = mean_field_stats(phi, li, lt, lo, mask)
+        value = float((stats.expected_complete_log_lik + stats.entropy).sum())
+        assert value >= previous - 1e-10  # coordinate ascent never decreases
+        previous = value
+    # MODEL.md's corrected update, written out independently position by position.
+    for m in range(M):
+        L = int(mask[m].sum())
+        for n in range(L):
+            logits = lo[m, n].clone()
+            if n == 0:
+                logits += li[m]
+            if n > 0:
+                logits += phi[m, n - 1] @ lt[m]
+            if n < L - 1:
+                logits += lt[m] @ phi[m, n + 1]
+            assert torch.allclose(phi[m, n], torch.softmax(logits, 0), atol=1e-8)
+
+
+def test_expected_log_and_kl_against_torch_distributions():
+    g = torch.Generator().manual_seed(0)
+    post = torch.rand(5, 4, generator=g) * 3 + 0.1
+    prior = torch.rand(5, 4, generator=g) * 3 + 0.1
+    ref_kl = torch.distributions.kl_divergence(
+        torch.distributions.Dirichlet(post), torch.distributions.Dirichlet(prior)
+    )
+    assert torch.allclose(kl_dirichlet(post, prior), ref_kl, atol=1e-12)
+    samples = torch.distributions.Dirichlet(post).sample((200_000,))
+    mc = torch.log(samples).mean(0)
+    assert torch.allclose(expected_log_dirichlet(post), mc, atol=0.05)
+
+
+@pytest.mark.parametrize("D", [2, 5, 17])
+def test_newton_matches_scipy(D):
+    rng = np.random.default_rng(D)
+    M = 50
+    true_a = rng.uniform(0.3, 5.0, size=(3, D))
+    theta = np.stack([rng.dirichlet(a, size=M) for a in true_a])  # (3, M, D)
+    t = np.log(theta).sum(1)
+    res = newton_dirichlet(torch.ones(3, D), torch.tensor(t), M)
+    for row in range(3):
+        def neg_f(log_a):
+            a = np.exp(log_a)
+            return -(M * (special.gammaln(a.sum()) - special.gammaln(a).sum()) + ((a - 1) * t[row]).sum())
+
+        opt = optimize.minimize(neg_f, np.zeros(D), method="L-BFGS-B", options={"ftol": 1e-14, "gtol": 1e-10})
+        assert np.allclose(res.concentration[row].numpy(), np.exp(opt.x), rtol=1e-4)
+        assert float(res.objective[row]) >= -opt.fun - 1e-8
+    assert torch.all(res.concentration > 0) and torch.isfinite(res.concentration).all()
+
+
+def test_newton_never_decreases_and_caps_degenerate_groups():
+    # Identical sequences: the optimum is at infinity; Newton must cap, not diverge.
+    D, M = 3, 20
+    t = torch.log(torch.tensor([[0.2, 0.3, 0.5]])) * M
+    start = torch.ones(1, D)
+    f0 = dirichlet_prior_objective(start, t, M)
+    res = newton_dirichlet(start, t, M, max_iter=500)
+    assert torch.isfinite(res.concentration).all() and torch.all(res.concentration > 0)
+    assert float(res.objective[0]) >= float(f0[0])
+    assert res.capped
+
+
+def test_newton_rejects_bad_statistics():
+    with pytest.raises(ValueError, match="non-finite"):
+        newton_dirichlet(torch.ones(1, 2), torch.tensor([[float("nan"), 0.0]]), 3)
+    with pytest.raises(ValueError, match="at least one sequence"):
+        newton_dirichlet(torch.ones(1, 2), torch.zeros(1, 2), 0)
