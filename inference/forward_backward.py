@@ -7,10 +7,11 @@ The same kernel computes an ordinary HMM's posterior when the potentials are log
 Two implementations with one contract:
 
 - :func:`forward_backward` (fast path): probability space with per-step normalization
-  (Rabiner's scaling), the transition product as a batched matmul, and the pairwise
-  marginals summed over time in one batched matmul. Potentials are max-shifted per row and per
-  position before exponentiation, and any sequence whose scaled recursion underflows is
-  recomputed by the log-space path, so the result is always finite.
+  (Rabiner's scaling). On CPU it runs a compiled per-sequence loop (numba,
+  :mod:`inference._numba_kernels`); :func:`forward_backward_torch` is the same recursion in torch
+  (one batched matmul per time step), used on other devices. Potentials are max-shifted per
+  matrix and per position before exponentiation, and any sequence whose scaled recursion
+  underflows is recomputed by the log-space path, so the result is always finite.
 - :func:`forward_backward_log` (reference path): log-sum-exp recursions throughout.
 
 Both take padded batches with a mask and handle length-1 sequences.
@@ -20,9 +21,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
-__all__ = ["ChainPosterior", "forward_backward", "forward_backward_log", "forward_log_normalizer",
+from . import _numba_kernels
+
+# Set to False to force the torch implementation (benchmarks compare both).
+USE_COMPILED = True
+
+__all__ = ["ChainPosterior", "forward_backward", "forward_backward_torch", "forward_backward_log",
+           "forward_log_normalizer",
            "emission_potentials"]
 
 
@@ -130,7 +138,48 @@ def forward_backward(
     log_obs: torch.Tensor,
     mask: torch.Tensor,
 ) -> ChainPosterior:
-    """Fast forward-backward with per-step scaling; same contract as :func:`forward_backward_log`.
+    """Fast forward-backward; same contract as :func:`forward_backward_log`.
+
+    On CPU tensors this runs the compiled kernel of :mod:`inference._numba_kernels` (a loop per
+    sequence, parallel over sequences); elsewhere, or without numba, :func:`forward_backward_torch`.
+    Sequences whose scaled recursion underflows are recomputed in log space.
+    """
+    M, T, K = _check_shapes(log_initial, log_transition, log_obs, mask)
+    if not (_numba_kernels.AVAILABLE and log_obs.device.type == "cpu" and USE_COMPILED):
+        return forward_backward_torch(log_initial, log_transition, log_obs, mask)
+    lengths = mask.sum(1)
+    log_z, marginals, counts, failed = _numba_kernels.scaled_forward_backward(
+        log_initial.detach().numpy(), log_transition.detach().numpy(), log_obs.detach().numpy(),
+        lengths.numpy(),
+    )
+    post = ChainPosterior(torch.from_numpy(log_z), torch.from_numpy(marginals), torch.from_numpy(counts))
+    if failed.any():
+        idx = torch.from_numpy(np.flatnonzero(failed))
+        return _patch_with_log_space(post, idx, log_initial, log_transition, log_obs, mask)
+    return post
+
+
+def _patch_with_log_space(post, idx, log_initial, log_transition, log_obs, mask) -> ChainPosterior:
+    fallback = forward_backward_log(
+        log_initial if log_initial.shape[0] == 1 else log_initial[idx],
+        log_transition if log_transition.shape[0] == 1 else log_transition[idx],
+        log_obs[idx],
+        mask[idx],
+    )
+    log_z, marginals, counts = (t.clone() for t in post)
+    log_z[idx] = fallback.log_normalizer
+    marginals[idx] = fallback.state_marginals
+    counts[idx] = fallback.transition_counts
+    return ChainPosterior(log_z, marginals, counts)
+
+
+def forward_backward_torch(
+    log_initial: torch.Tensor,
+    log_transition: torch.Tensor,
+    log_obs: torch.Tensor,
+    mask: torch.Tensor,
+) -> ChainPosterior:
+    """Forward-backward in torch with per-step scaling; same contract as :func:`forward_backward_log`.
 
     The recursion over time is the only Python loop; each step is one batched matmul and a
     handful of elementwise kernels over all M sequences. Padded positions carry the last
@@ -185,20 +234,11 @@ def forward_backward(
         + trans_shift.reshape(-1).expand(M) * n_transitions
         + (obs_shift[..., 0] * maskf).sum(1)
     )
-    bad = ~torch.isfinite(log_z) | ~torch.isfinite(marginals).all((1, 2)) | (scale <= 0).any(1)
+    post = ChainPosterior(log_z, marginals, transition_counts)
+    bad = ~torch.isfinite(log_z) | ~torch.isfinite(marginals).all((1, 2)) | ~(scale > 0).all(1)
     if bool(bad.any()):
-        idx = bad.nonzero()[:, 0]
-        fallback = forward_backward_log(
-            log_initial if log_initial.shape[0] == 1 else log_initial[idx],
-            log_transition if log_transition.shape[0] == 1 else log_transition[idx],
-            log_obs[idx],
-            mask[idx],
-        )
-        log_z = log_z.clone()
-        log_z[idx] = fallback.log_normalizer
-        marginals[idx] = fallback.state_marginals
-        transition_counts[idx] = fallback.transition_counts
-    return ChainPosterior(log_z, marginals, transition_counts)
+        return _patch_with_log_space(post, bad.nonzero()[:, 0], log_initial, log_transition, log_obs, mask)
+    return post
 
 
 def forward_log_normalizer(

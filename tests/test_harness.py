@@ -1,0 +1,227 @@
+"""Fast tests of the comparison harness and the ``ldhmm`` experiment commands (tiny settings)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from experiments import compare as compare_mod
+from experiments import harness as H
+from experiments.cli import main
+
+TINY = ["--dataset", "synthetic", "--n-sequences", "24", "--states", "2", "--folds", "2",
+        "--max-iter", "2", "--quiet"]
+
+
+def run_cli(argv, capsys):
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def compare_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compare")
+    code = main(["compare", *TINY, "--models", "all", "--is-samples", "3", "--out", str(out)])
+    assert code == 0
+    return out
+
+
+# ------------------------------------------------------------------------ registry and helpers
+def test_registry_names_and_factories():
+    assert H.MODEL_NAMES == ("LDHMM-FF", "LDHMM-PF", "HMM", "LDA", "VBHMM", "HMMV")
+    assert set(H.MODELS) == set(H.MODEL_NAMES)
+    for name in H.MODEL_NAMES:
+        model = H.make_model(name, 2, 5, seed=3, max_iter=4, tol=1e-3)
+        assert model.n_states == 2 and model.seed == 3
+        assert model.score_kind == H.model_score_kind(name)
+        if name != "LDA":
+            assert model.max_iter == 4
+    assert H.make_model("LDHMM-FF", 2, 5).guide.name == "ff"
+    assert H.make_model("LDHMM-PF", 2, 5).guide.name == "pf"
+    assert H.resolve_models(["all"]) == list(H.MODEL_NAMES)
+    assert H.resolve_models(["hmm", "LDHMM-PF"]) == ["LDHMM-PF", "HMM"]
+    with pytest.raises(ValueError, match="unknown model"):
+        H.resolve_models(["nope"])
+
+
+def test_parse_states():
+    assert H.parse_states(["2..6"]) == [2, 3, 4, 5, 6]
+    assert H.parse_states(["4", "2", "3-3"]) == [2, 3, 4]
+    for bad in (["x"], ["0"], ["5..2"]):
+        with pytest.raises(ValueError):
+            H.parse_states(bad)
+
+
+def test_synthetic_database_is_seeded():
+    a, b = H.synthetic_database(20, seed=1), H.synthetic_database(20, seed=1)
+    assert a == b and len(a) == 20 and a.n_symbols == 6
+    lab = H.labelled_synthetic_database(5)
+    assert lab.label_names == ["A", "B"] and len(lab) == 10
+
+
+# ------------------------------------------------------------------------ compare
+def test_compare_outputs(compare_run):
+    out = compare_run
+    for f in ("folds.csv", "summary.md", "ttests.csv", "loglik_vs_K.png", "config.json"):
+        assert (out / f).is_file(), f
+    df = pd.read_csv(out / "folds.csv")
+    for col in ["model", "K", "fold", "score_kind", "heldout_elbo", "heldout_elbo_per_seq",
+                "heldout_elbo_per_token", "heldout_is", "fit_seconds", "n_iter", "n_train", "n_test"]:
+        assert col in df.columns, col
+    assert set(df["model"]) == set(H.MODEL_NAMES)
+    assert len(df) == 6 * 2
+    assert set(df[df["model"] == "HMM"]["score_kind"]) == {"exact"}
+    assert set(df[df["model"] != "HMM"]["score_kind"]) == {"lower_bound"}
+    # IS only for the models that have it
+    has_is = df.groupby("model")["heldout_is"].apply(lambda s: bool(np.isfinite(s).all()))
+    assert {m for m, v in has_is.items() if v} == set(H.IS_MODELS)
+    assert np.isfinite(df["heldout_elbo"]).all()
+    assert (df["n_train"] + df["n_test"] == 24).all()
+    summary = (out / "summary.md").read_text()
+    assert "exact" in summary and "lower bound" in summary and "Best by" in summary
+    tt = pd.read_csv(out / "ttests.csv")
+    assert {"K", "model_a", "model_b", "measure", "t", "p_value"} <= set(tt.columns)
+    assert set(tt["model_a"]) == {"LDHMM-FF", "LDHMM-PF"}
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["command"] == "compare" and cfg["settings"]["folds"] == 2
+
+
+def test_compare_is_resumable(compare_run, capsys, monkeypatch):
+    out = compare_run
+    tasks = sorted((out / "tasks").glob("*.json"))
+    assert len(tasks) == 12
+    mtimes = {p: p.stat().st_mtime_ns for p in tasks}
+    victim = out / "tasks" / "HMM__K2__fold1.json"
+    victim.unlink()
+    calls = []
+    real = compare_mod.compare_task
+
+    def counting(task, payload):
+        calls.append(task["key"])
+        return real(task, payload)
+
+    monkeypatch.setattr(compare_mod, "compare_task", counting)
+    code, stdout, _ = run_cli(["compare", *TINY, "--models", "all", "--is-samples", "3", "--out", str(out)], capsys)
+    assert code == 0
+    assert calls == ["HMM__K2__fold1"]  # only the missing fold is recomputed
+    for p, t in mtimes.items():
+        if p != victim:
+            assert p.stat().st_mtime_ns == t
+    assert "resumed: 11 of 12" in stdout
+    assert stdout.rstrip().splitlines()[-1].startswith("Best by")
+
+
+def test_compare_refuses_other_configuration(compare_run, capsys):
+    code, _, err = run_cli(["compare", *TINY, "--seed", "7", "--out", str(compare_run)], capsys)
+    assert code != 0
+    assert len(err.strip().splitlines()) == 1 and "another configuration" in err and "--force" in err
+
+
+def test_jobs2_matches_jobs1(compare_run, tmp_path, capsys):
+    out = tmp_path / "j2"
+    code, _, _ = run_cli(["compare", *TINY, "--models", "LDHMM-FF", "HMM", "--is-samples", "3",
+                          "--jobs", "2", "--out", str(out)], capsys)
+    assert code == 0
+    a = pd.read_csv(compare_run / "folds.csv").set_index(["model", "K", "fold"])
+    b = pd.read_csv(out / "folds.csv").set_index(["model", "K", "fold"])
+    for col in ("heldout_elbo", "heldout_is", "n_iter"):
+        np.testing.assert_array_equal(a.loc[b.index, col].to_numpy(), b[col].to_numpy())
+
+
+# ------------------------------------------------------------------------ classify
+def test_classify_tiny(tmp_path, capsys):
+    out = tmp_path / "cls"
+    code, stdout, _ = run_cli(["classify", "--dataset", "synthetic", "--n-sequences", "24", "--states", "2",
+                               "--folds", "2", "--models", "LDHMM-PF", "HMM", "--max-iter", "2", "--quiet",
+                               "--out", str(out)], capsys)
+    assert code == 0
+    df = pd.read_csv(out / "folds.csv")
+    assert {"task", "model", "K", "fold", "auc"} <= set(df.columns)
+    assert set(df["model"]) == {"LDHMM-PF", "HMM", "LDHMM-PF+LR"}
+    assert set(df["task"]) == {"A-B"}
+    assert len(df) == 3 * 2
+    assert ((df["auc"] >= 0) & (df["auc"] <= 1)).all()
+    summary = (out / "summary.md").read_text()
+    assert "| task | K | LDHMM-PF | HMM | LDHMM-PF+LR |" in summary
+    assert "A-B" in stdout
+
+
+def test_classify_task_parsing():
+    from experiments.classify import parse_tasks
+
+    assert parse_tasks(None, ["EI", "IE", "N"]) == [("EI", "IE"), ("EI", "N"), ("IE", "N")]
+    assert parse_tasks(["IE-N"], ["EI", "IE", "N"]) == [("IE", "N")]
+    with pytest.raises(ValueError):
+        parse_tasks(["EI-XX"], ["EI", "IE", "N"])
+
+
+# ------------------------------------------------------------------------ timing, hinton
+def test_timing_and_hinton_tiny(tmp_path, capsys):
+    code, _, _ = run_cli(["timing", "--dataset", "synthetic", "--n-sequences", "12", "--states", "2",
+                          "--max-iter", "2", "--quiet", "--out", str(tmp_path / "t")], capsys)
+    assert code == 0
+    df = pd.read_csv(tmp_path / "t" / "timing.csv")
+    assert set(df["model"]) == {"LDHMM-FF", "LDHMM-PF"} and (df["fit_seconds"] > 0).all()
+    assert (tmp_path / "t" / "timing_vs_K.png").is_file() and (tmp_path / "t" / "timing.md").is_file()
+    code, _, _ = run_cli(["hinton", "--dataset", "synthetic", "--n-sequences", "12", "--states", "2",
+                          "--max-iter", "2", "--quiet", "--out", str(tmp_path / "h")], capsys)
+    assert code == 0
+    assert (tmp_path / "h" / "hinton.png").stat().st_size > 1000
+    params = json.loads((tmp_path / "h" / "parameters.json").read_text())
+    assert np.asarray(params["alpha_A"]).shape == (2, 2)
+    assert np.asarray(params["sequence"]["g_B"]).shape == (2, 6)
+
+
+# ------------------------------------------------------------------------ CLI errors, data info
+@pytest.mark.parametrize("argv, code", [
+    (["compare", "--folds", "0"], 2),
+    (["compare", "--states"], 2),
+    (["compare", "--jobs", "x"], 2),
+    (["compare", "--dataset", "nope"], 2),
+    (["nosuch-command"], 2),
+    (["compare", "--dataset", "synthetic", "--models", "FOO"], 1),
+    (["compare", "--dataset", "synthetic", "--states", "0"], 1),
+])
+def test_cli_bad_arguments(argv, code, capsys, tmp_path):
+    got, _, err = run_cli(argv + ["--out", str(tmp_path / "o")] if argv[0] == "compare" else argv, capsys)
+    assert got == code
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "error" in lines[0]
+
+
+def test_cli_missing_data_dir(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("LDHMM_DATA", raising=False)
+    code, _, err = run_cli(["classify", "--data-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "o")],
+                           capsys)
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1 and "does not exist" in err
+    code, _, err = run_cli(["compare", "--dataset", "entree", "--out", str(tmp_path / "o2")], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "LDHMM_DATA" in err
+
+
+def test_compare_default_falls_back_to_synthetic(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("LDHMM_DATA", raising=False)
+    db, what = H.select_database(None, None, None, n_sequences=10)
+    assert db.name == "synthetic" and "synthetic" in what and "not found" in what
+
+
+def test_data_info_wired(capsys, tmp_path):
+    path = tmp_path / "seqs.txt"
+    path.write_text("a b c\nb b a c\n")
+    code, stdout, _ = run_cli(["data", "info", str(path)], capsys)
+    assert code == 0 and "2 sequences" in stdout
+    code, _, err = run_cli(["data", "info", str(tmp_path / "missing.txt")], capsys)
+    assert code != 0 and len(err.strip().splitlines()) == 1
+
+
+def test_atomic_write_and_mean_std(tmp_path):
+    H.atomic_write_json(tmp_path / "x.json", {"a": np.float64(1.5), "b": math.nan})
+    assert json.loads((tmp_path / "x.json").read_text())["a"] == 1.5
+    assert not list(tmp_path.glob(".*tmp"))
+    m, s, n = H.mean_std([1.0, 3.0, math.nan])
+    assert (m, n) == (2.0, 2) and abs(s - math.sqrt(2)) < 1e-12
