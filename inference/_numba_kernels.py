@@ -8,6 +8,8 @@ recursion fails (a zero or non-finite scale) is flagged so the caller recomputes
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 try:
@@ -18,7 +20,7 @@ try:
 except ImportError:  # pragma: no cover - numba is a declared dependency
     AVAILABLE = False
 
-__all__ = ["AVAILABLE", "scaled_forward_backward"]
+__all__ = ["AVAILABLE", "scaled_forward_backward", "fused_pf_e_step", "digamma"]
 
 if AVAILABLE:
 
@@ -151,3 +153,335 @@ def scaled_forward_backward(log_initial, log_transition, log_obs, lengths):
         log_z, marginals, transition_counts, failed,
     )
     return log_z, marginals, transition_counts, failed
+
+
+if AVAILABLE:
+
+    @njit(cache=True, nogil=True)
+    def digamma(x):  # pragma: no cover - compiled
+        """psi(x) for x > 0: recurrence up to x >= 10, then the asymptotic series (error < 1e-14)."""
+        result = 0.0
+        while x < 10.0:
+            result -= 1.0 / x
+            x += 1.0
+        f = 1.0 / (x * x)
+        series = f * (-1.0 / 12 + f * (1.0 / 120 + f * (-1.0 / 252 + f * (1.0 / 240 + f * (-1.0 / 132)))))
+        return result + np.log(x) - 0.5 / x + series
+
+    @njit(cache=True, nogil=True)
+    def _expected_log_rows(prior, counts, out):  # pragma: no cover - compiled
+        """out[i] = psi(prior[i] + counts[i]) - psi(sum_j prior[i, j] + counts[i, j])."""
+        R, D = prior.shape
+        for i in range(R):
+            total = 0.0
+            for d in range(D):
+                total += prior[i, d] + counts[i, d]
+            psi_total = digamma(total)
+            for d in range(D):
+                out[i, d] = digamma(prior[i, d] + counts[i, d]) - psi_total
+
+    @njit(cache=True, nogil=True)
+    def _log_beta_rows(prior, counts):  # pragma: no cover - compiled
+        """sum_i [sum_d lgamma(g_id) - lgamma(sum_d g_id)] with g = prior + counts."""
+        R, D = prior.shape
+        value = 0.0
+        for i in range(R):
+            total = 0.0
+            for d in range(D):
+                g = prior[i, d] + counts[i, d]
+                total += g
+                value += math.lgamma(g)
+            value -= math.lgamma(total)
+        return value
+
+    @njit(cache=True, nogil=True)
+    def _weighted(counts, log_values):  # pragma: no cover - compiled
+        R, D = counts.shape
+        value = 0.0
+        for i in range(R):
+            for d in range(D):
+                if counts[i, d] > 0.0:
+                    value += counts[i, d] * log_values[i, d]
+        return value
+
+    # Reassociation lets LLVM vectorize the K-long reductions; no 'nnan'/'ninf' flags, so the
+    # finiteness checks that route underflows to the log-space path stay.
+    _FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
+
+    @njit(parallel=True, cache=True, nogil=True, fastmath=_FASTMATH)
+    def _pf_e_step(tokens, lengths, prior_pi, prior_A, prior_B, fixed_pi, fixed_A, fixed_B,
+                   sequence_groups, prior_log_beta_piA, lgamma_prior_B, prior_B_rowsum,
+                   psi_prior_B, counts_pi, counts_A, counts_B, entropy, elbo, local, sweeps,
+                   failed, trace, elog_pi_out, elog_A_out, delta_B_out, psi_rowsum_B_out,
+                   max_iter, tol):  # pragma: no cover - compiled
+        M = tokens.shape[0]
+        K, V = prior_B.shape
+        seq_pi, seq_A, seq_B = sequence_groups[0], sequence_groups[1], sequence_groups[2]
+        any_sequence = seq_pi or seq_A or seq_B
+        for m in prange(M):
+            L = lengths[m]
+            elog_pi = np.empty((1, K))
+            elog_A = np.empty((K, K))
+            elog_B = np.empty((K, V))  # only the columns of symbols present in the sequence
+            A = np.empty((K, K))
+            obs = np.empty((L, K))
+            alpha = np.empty((L, K))
+            scale = np.empty(L)
+            beta = np.empty(K)
+            w = np.empty(K)
+            obs_table = np.empty((K, V))
+            slot = np.full(V, -1, dtype=np.int64)
+            present = np.empty(min(L, V), dtype=np.int64)
+            symbol_count = np.zeros(min(L, V))
+            n_present = 0
+            for n in range(L):
+                x = tokens[m, n]
+                if slot[x] < 0:
+                    slot[x] = n_present
+                    present[n_present] = x
+                    n_present += 1
+                symbol_count[slot[x]] += 1.0
+            c_pi = counts_pi[m].reshape((1, K))
+            c_A = counts_A[m]
+            c_B = counts_B[m]  # zero outside the present columns, and kept so
+            previous = -np.inf
+            for it in range(max_iter):
+                # E log theta: from q(theta) = Dir(prior + counts), or the database-level value.
+                if seq_pi:
+                    _expected_log_rows(prior_pi.reshape((1, K)), c_pi, elog_pi)
+                else:
+                    elog_pi[0, :] = fixed_pi
+                if seq_A:
+                    _expected_log_rows(prior_A, c_A, elog_A)
+                else:
+                    elog_A[:, :] = fixed_A
+                for k in range(K):
+                    if seq_B:
+                        rowsum = prior_B_rowsum[k]
+                        for j in range(n_present):
+                            rowsum += c_B[k, present[j]]
+                        psi_rowsum = digamma(rowsum)
+                        for j in range(n_present):
+                            v = present[j]
+                            elog_B[k, v] = digamma(prior_B[k, v] + c_B[k, v]) - psi_rowsum
+                    else:
+                        for j in range(n_present):
+                            elog_B[k, present[j]] = fixed_B[k, present[j]]
+                # Forward pass on shifted potentials (largest entry exp(0) = 1).
+                init_shift = elog_pi[0, 0]
+                for k in range(1, K):
+                    init_shift = max(init_shift, elog_pi[0, k])
+                trans_shift = elog_A[0, 0]
+                for i in range(K):
+                    for k in range(K):
+                        trans_shift = max(trans_shift, elog_A[i, k])
+                for i in range(K):
+                    for k in range(K):
+                        A[i, k] = np.exp(elog_A[i, k] - trans_shift)
+                log_z = init_shift + trans_shift * (L - 1)
+                # Emission potentials per distinct symbol (not per position): one exp per
+                # (state, symbol), each column shifted so its largest entry is 1.
+                for j in range(n_present):
+                    v = present[j]
+                    s = elog_B[0, v]
+                    for k in range(1, K):
+                        s = max(s, elog_B[k, v])
+                    log_z += s * symbol_count[j]
+                    for k in range(K):
+                        obs_table[k, v] = np.exp(elog_B[k, v] - s)
+                for n in range(L):
+                    x = tokens[m, n]
+                    for k in range(K):
+                        obs[n, k] = obs_table[k, x]
+                c = 0.0
+                for k in range(K):
+                    alpha[0, k] = np.exp(elog_pi[0, k] - init_shift) * obs[0, k]
+                    c += alpha[0, k]
+                scale[0] = c
+                ok = c > 0.0 and np.isfinite(c)
+                n = 1
+                while ok and n < L:
+                    for k in range(K):
+                        alpha[n - 1, k] /= scale[n - 1]
+                    # i outer, k inner: contiguous rows of A, vectorizable over k.
+                    for k in range(K):
+                        alpha[n, k] = 0.0
+                    for i in range(K):
+                        ai = alpha[n - 1, i]
+                        for k in range(K):
+                            alpha[n, k] += ai * A[i, k]
+                    c = 0.0
+                    for k in range(K):
+                        alpha[n, k] *= obs[n, k]
+                        c += alpha[n, k]
+                    scale[n] = c
+                    ok = c > 0.0 and np.isfinite(c)
+                    n += 1
+                if not ok:
+                    failed[m] = True
+                    break
+                for k in range(K):
+                    alpha[L - 1, k] /= scale[L - 1]
+                for n in range(L):
+                    log_z += np.log(scale[n])
+                # Backward pass, accumulating the new expected counts.
+                for k in range(K):
+                    beta[k] = 1.0
+                    for j in range(K):
+                        c_A[k, j] = 0.0
+                    for j in range(n_present):
+                        c_B[k, present[j]] = 0.0
+                for n in range(L - 1, -1, -1):
+                    x = tokens[m, n]
+                    for k in range(K):
+                        c_B[k, x] += alpha[n, k] * beta[k]
+                    if n == 0:
+                        break
+                    for k in range(K):
+                        w[k] = obs[n, k] * beta[k] / scale[n]
+                    for i in range(K):
+                        ai = alpha[n - 1, i]
+                        b = 0.0
+                        for k in range(K):
+                            c_A[i, k] += ai * A[i, k] * w[k]
+                            b += A[i, k] * w[k]
+                        beta[i] = b
+                for k in range(K):
+                    c_pi[0, k] = alpha[0, k] * beta[k]
+                # H[q(Z)] = log Z* - E_q[log p(X, Z | E log theta)].
+                expected = _weighted(c_pi, elog_pi) + _weighted(c_A, elog_A)
+                for k in range(K):
+                    for j in range(n_present):
+                        v = present[j]
+                        if c_B[k, v] > 0.0:
+                            expected += c_B[k, v] * elog_B[k, v]
+                h = log_z - expected
+                # Per-sequence groups: log B(prior + counts) - log B(prior) (collapsed form).
+                collapsed = 0.0
+                if seq_pi:
+                    collapsed += _log_beta_rows(prior_pi.reshape((1, K)), c_pi)
+                if seq_A:
+                    collapsed += _log_beta_rows(prior_A, c_A)
+                collapsed -= prior_log_beta_piA
+                database = 0.0
+                if not seq_pi:
+                    database += _weighted(c_pi, fixed_pi.reshape((1, K)))
+                if not seq_A:
+                    database += _weighted(c_A, fixed_A)
+                for k in range(K):
+                    if seq_B:
+                        rowsum = prior_B_rowsum[k]
+                        for j in range(n_present):
+                            v = present[j]
+                            g = prior_B[k, v] + c_B[k, v]
+                            rowsum += c_B[k, v]
+                            collapsed += math.lgamma(g) - lgamma_prior_B[k, v]
+                        collapsed += math.lgamma(prior_B_rowsum[k]) - math.lgamma(rowsum)
+                    else:
+                        for j in range(n_present):
+                            v = present[j]
+                            if c_B[k, v] > 0.0:
+                                database += c_B[k, v] * fixed_B[k, v]
+                entropy[m] = h
+                local[m] = h + collapsed
+                value = h + collapsed + database
+                elbo[m] = value
+                sweeps[m] = it + 1
+                if it < trace.shape[1]:
+                    trace[m, it] = value
+                if not any_sequence:
+                    break
+                if abs(value - previous) <= tol * abs(value):
+                    break
+                previous = value
+            if failed[m]:
+                continue
+            # Sufficient statistics of the M-step at the final q(theta).
+            if seq_pi:
+                _expected_log_rows(prior_pi.reshape((1, K)), c_pi, elog_pi)
+                elog_pi_out[m, :] = elog_pi[0, :]
+            if seq_A:
+                _expected_log_rows(prior_A, c_A, elog_A_out[m])
+            if seq_B:
+                for k in range(K):
+                    rowsum = prior_B_rowsum[k]
+                    for j in range(n_present):
+                        rowsum += c_B[k, present[j]]
+                    psi_rowsum_B_out[m, k] = digamma(rowsum)
+                    for j in range(n_present):
+                        v = present[j]
+                        delta_B_out[m, k, v] = digamma(prior_B[k, v] + c_B[k, v]) - psi_prior_B[k, v]
+
+
+def fused_pf_e_step(tokens, lengths, prior, fixed, sequence_groups, counts, max_iter, tol,
+                    record_trace=False):
+    """Whole PF E-step of a batch in compiled code: every sequence sweeps until it converges.
+
+    Emission terms are computed only for the symbols a sequence contains (its other columns of
+    ``g_B`` equal the prior), so a sweep costs O(N K^2 + K * distinct symbols), not O(K V).
+
+    Parameters
+    ----------
+    tokens : ndarray int64 (M, T); lengths : ndarray int64 (M,)
+    prior : tuple of float64 ndarray (K,), (K, K), (K, V)
+        Dirichlet priors of the groups (ignored for groups that are not per-sequence).
+    fixed : tuple of float64 ndarray (K,), (K, K), (K, V)
+        E log theta of database-level groups (ignored for per-sequence groups).
+    sequence_groups : tuple of 3 bool
+    counts : tuple of float64 ndarray (M, K), (M, K, K), (M, K, V)
+        Warm start; overwritten with the final expected counts.
+    max_iter : int; tol : float
+    record_trace : bool
+        Also return the per-sweep ELBO of every sequence (M, max_iter), NaN after it stopped.
+
+    Returns
+    -------
+    dict with ``entropy``, ``elbo``, ``local`` (ELBO less the database-level groups' terms),
+    ``sweeps``, ``failed`` (M,), ``trace`` (or None), and ``sum_expected_log``: for each
+    per-sequence group, ``sum_m E_q[log theta_m]`` over the sequences that did not fail.
+    """
+    import math as _math
+
+    M = tokens.shape[0]
+    prior_pi, prior_A, prior_B = prior
+    K, V = prior_B.shape
+    flags = np.array(sequence_groups, dtype=np.bool_)
+    lgamma_B = np.vectorize(_math.lgamma)(prior_B) if flags[2] else np.zeros((K, V))
+    psi_B = np.zeros((K, V))
+    if flags[2]:
+        psi_B = np.array([[digamma(x) for x in row] for row in prior_B])
+    prior_log_beta_piA = 0.0
+    for flag, a in ((flags[0], prior_pi.reshape(1, K)), (flags[1], prior_A)):
+        if flag:
+            prior_log_beta_piA += sum(sum(_math.lgamma(x) for x in row) - _math.lgamma(row.sum()) for row in a)
+    out = {
+        "entropy": np.zeros(M), "elbo": np.full(M, -np.inf), "local": np.zeros(M),
+        "sweeps": np.zeros(M, dtype=np.int64), "failed": np.zeros(M, dtype=np.bool_),
+    }
+    trace = np.full((M, max_iter if record_trace else 0), np.nan)
+    elog_pi = np.zeros((M if flags[0] else 0, K))
+    elog_A = np.zeros((M if flags[1] else 0, K, K))
+    delta_B = np.zeros((M if flags[2] else 0, K, V))
+    psi_rowsum_B = np.zeros((M if flags[2] else 0, K))
+    _pf_e_step(np.ascontiguousarray(tokens), np.ascontiguousarray(lengths),
+               prior_pi, prior_A, prior_B, fixed[0], fixed[1], fixed[2], flags,
+               float(prior_log_beta_piA), lgamma_B, prior_B.sum(1), psi_B,
+               counts[0], counts[1], counts[2], out["entropy"], out["elbo"], out["local"],
+               out["sweeps"], out["failed"], trace,
+               elog_pi if flags[0] else np.zeros((M, K)),
+               elog_A if flags[1] else np.zeros((M, K, K)),
+               delta_B if flags[2] else np.zeros((1, K, V)),
+               psi_rowsum_B if flags[2] else np.zeros((1, K)),
+               int(max_iter), float(tol))
+    ok = ~out["failed"]
+    sums = {}
+    if flags[0]:
+        sums["pi"] = elog_pi[ok].sum(0)
+    if flags[1]:
+        sums["A"] = elog_A[ok].sum(0)
+    if flags[2]:
+        n_ok = int(ok.sum())
+        sums["B"] = n_ok * psi_B + delta_B[ok].sum(0) - psi_rowsum_B[ok].sum(0)[:, None]
+    out["trace"] = trace if record_trace else None
+    out["sum_expected_log"] = sums
+    return out

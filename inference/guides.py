@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 import pyro
 import pyro.distributions as dist
@@ -169,12 +170,58 @@ class PFGuide(ChainGuide):
     ----------
     reference : bool
         Use the log-space forward-backward instead of the fast scaled one (slower; for testing).
+    compiled : bool
+        Let the E-step run whole in compiled code (:meth:`fused_e_step`) where it can (CPU,
+        float64, numba installed). The result is the same as the step-by-step path.
     """
 
     name = "pf"
 
-    def __init__(self, reference: bool = False):
+    def __init__(self, reference: bool = False, compiled: bool = True):
         self.reference = reference
+        self.compiled = compiled
+
+    def fused_e_step(self, bucket, params, counts, max_iter, tol, record_trace=False):
+        """The E-step of a bucket in one compiled call, or None where that path does not apply.
+
+        Parameters
+        ----------
+        bucket : inference.batch.Bucket
+        params : inference.variational_em.VariantParameters
+        counts : dict of float64 Tensors ``pi`` (M, K), ``A`` (M, K, K), ``B`` (M, K, V)
+            Warm start; updated in place.
+        max_iter, tol : see :func:`inference.variational_em.e_step_bucket`
+        record_trace : bool
+
+        Returns
+        -------
+        None, or the dict of :func:`inference._numba_kernels.fused_pf_e_step` with Tensors.
+        """
+        from . import _numba_kernels, forward_backward as fb
+        from .variants import GROUPS, SEQUENCE
+
+        if self.reference or not self.compiled or not fb.USE_COMPILED or not _numba_kernels.AVAILABLE:
+            return None
+        if any(c.dtype != torch.float64 or c.device.type != "cpu" for c in counts.values()):
+            return None
+        K, V = params.n_states, params.n_symbols
+        shapes = {"pi": (K,), "A": (K, K), "B": (K, V)}
+        flags, prior, fixed = [], [], []
+        for g in GROUPS:
+            per_sequence = params.sharing.kind(g) == SEQUENCE
+            flags.append(per_sequence)
+            dummy = torch.ones(shapes[g], dtype=torch.float64)
+            prior.append((params.prior[g] if per_sequence else dummy).contiguous().numpy())
+            fixed.append((dummy if per_sequence else params.fixed_expected_log(g)[0]).contiguous().numpy())
+        out = _numba_kernels.fused_pf_e_step(
+            bucket.tokens.numpy(), bucket.lengths.numpy(), prior, fixed, flags,
+            tuple(counts[g].numpy() for g in GROUPS), max_iter, tol, record_trace,
+        )
+        for key, value in list(out.items()):
+            if isinstance(value, np.ndarray):
+                out[key] = torch.from_numpy(value)
+        out["sum_expected_log"] = {g: torch.from_numpy(v) for g, v in out["sum_expected_log"].items()}
+        return out
 
     def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
         run = forward_backward_log if self.reference else forward_backward

@@ -15,6 +15,7 @@ one ended (warm start) and every step is an ascent step: the total ELBO never de
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -240,55 +241,13 @@ def _collapsed_terms(counts, params, seq_groups, prior_log_beta):
     return terms
 
 
-def e_step_bucket(
-    bucket: Bucket,
-    params: VariantParameters,
-    guide,
-    state: BucketState | None = None,
-    max_iter: int = 100,
-    tol: float = 1e-6,
-    history: list | None = None,
-) -> BucketState:
-    """Coordinate ascent for every sequence of one bucket until its ELBO converges.
-
-    One sweep is: q(Z) update from the current ``E log theta``, then ``g = prior + counts`` for
-    every per-sequence group. Sequences whose ELBO changed by at most ``tol * |ELBO|`` leave the
-    batch.
-
-    Parameters
-    ----------
-    bucket : Bucket
-    params : VariantParameters
-        Held fixed.
-    guide : guide object (see :mod:`inference.guides`)
-    state : BucketState, optional
-        Warm start: the counts and guide state of the previous EM iteration.
-    max_iter : int
-        Sweeps at most.
-    tol : float
-    history : list, optional
-        If given, the bucket's summed ELBO after every sweep is appended (for tests).
-
-    Returns
-    -------
-    BucketState
-    """
-    sharing = params.sharing
-    seq_groups = sharing.groups(SEQUENCE)
-    fixed_groups = [g for g in GROUPS if g not in seq_groups]
+def _e_step_steps(bucket, params, guide, counts, guide_state, max_iter, tol, history,
+                  seq_groups, fixed_groups, fixed_elog, prior_log_beta):
+    """The E-step sweep by sweep in torch, shrinking the batch to unconverged sequences."""
     tokens, mask = bucket.tokens, bucket.mask
     Mb = bucket.n_sequences
-    K, V = params.n_states, params.n_symbols
-    dtype = next(iter({**params.prior, **params.log_point, **params.posterior}.values())).dtype
-    fixed_elog = {g: params.fixed_expected_log(g) for g in fixed_groups}
-    prior_log_beta = {g: log_multivariate_beta(params.prior[g]) for g in seq_groups}
-
-    if state is None:
-        counts = {g: torch.zeros((Mb,) + _group_shape(g, K, V), dtype=dtype) for g in GROUPS}
-        guide_state = None
-    else:
-        counts = {g: c.clone() for g, c in state.counts.items()}
-        guide_state = state.guide_state
+    V = params.n_symbols
+    dtype = counts["B"].dtype
 
     def expected_logs(sub_counts):
         elog = {g: expected_log_dirichlet(params.prior[g] + sub_counts[g]) for g in seq_groups}
@@ -340,6 +299,94 @@ def e_step_bucket(
             active = active[keep]
             elog = expected_logs({g: new_counts[g][keep] for g in seq_groups})
 
+    return entropy, elbo, guide_state, counts, n_sweeps
+
+
+def e_step_bucket(
+    bucket: Bucket,
+    params: VariantParameters,
+    guide,
+    state: BucketState | None = None,
+    max_iter: int = 100,
+    tol: float = 1e-6,
+    history: list | None = None,
+) -> BucketState:
+    """Coordinate ascent for every sequence of one bucket until its ELBO converges.
+
+    One sweep is: q(Z) update from the current ``E log theta``, then ``g = prior + counts`` for
+    every per-sequence group. Sequences whose ELBO changed by at most ``tol * |ELBO|`` leave the
+    batch.
+
+    Parameters
+    ----------
+    bucket : Bucket
+    params : VariantParameters
+        Held fixed.
+    guide : guide object (see :mod:`inference.guides`)
+    state : BucketState, optional
+        Warm start: the counts and guide state of the previous EM iteration.
+    max_iter : int
+        Sweeps at most.
+    tol : float
+    history : list, optional
+        If given, the bucket's summed ELBO after every sweep is appended (for tests).
+
+    Returns
+    -------
+    BucketState
+    """
+    sharing = params.sharing
+    seq_groups = sharing.groups(SEQUENCE)
+    fixed_groups = [g for g in GROUPS if g not in seq_groups]
+    tokens, mask = bucket.tokens, bucket.mask
+    Mb = bucket.n_sequences
+    K, V = params.n_states, params.n_symbols
+    dtype = next(iter({**params.prior, **params.log_point, **params.posterior}.values())).dtype
+    fixed_elog = {g: params.fixed_expected_log(g) for g in fixed_groups}
+    prior_log_beta = {g: log_multivariate_beta(params.prior[g]) for g in seq_groups}
+
+    if state is None:
+        counts = {g: torch.zeros((Mb,) + _group_shape(g, K, V), dtype=dtype) for g in GROUPS}
+        guide_state = None
+    else:
+        counts = {g: c.clone() for g, c in state.counts.items()}
+        guide_state = state.guide_state
+
+    fused = getattr(guide, "fused_e_step", None)
+    result = None
+    if fused is not None:
+        result = fused(bucket, params, counts, max_iter, tol, record_trace=history is not None)
+    if result is not None:
+        entropy, elbo, local = result["entropy"], result["elbo"], result["local"]
+        failed = result["failed"]
+        n_sweeps = int(result["sweeps"].max())
+        sum_elog = result["sum_expected_log"]
+        if history is not None:
+            filled = result["trace"].numpy().copy()
+            for i in range(1, filled.shape[1]):
+                filled[:, i] = np.where(np.isnan(filled[:, i]), filled[:, i - 1], filled[:, i])
+            history.extend(float(v) for v in filled[:, :n_sweeps].sum(0))
+        if bool(failed.any()):
+            # The scaled recursion underflowed: redo these sequences step by step (log-space
+            # fallback inside) from the counts they had reached, then add their statistics.
+            idx = failed.nonzero()[:, 0]
+            sub = Bucket(bucket.index[idx], tokens[idx], bucket.lengths[idx], mask[idx])
+            sub_state = BucketState({g: c[idx] for g, c in counts.items()}, entropy[idx], None,
+                                    elbo[idx], local[idx], {}, 0)
+            step_by_step = copy.copy(guide)
+            step_by_step.compiled = False
+            redo = e_step_bucket(sub, params, step_by_step, sub_state, max_iter, tol)
+            for g in GROUPS:
+                counts[g][idx] = redo.counts[g]
+            entropy[idx], elbo[idx], local[idx] = redo.entropy, redo.elbo, redo.local_elbo
+            sum_elog = {g: sum_elog[g] + redo.sum_expected_log[g] for g in seq_groups}
+            n_sweeps = max(n_sweeps, redo.n_sweeps)
+        return BucketState(counts, entropy, guide_state, elbo, local, sum_elog, n_sweeps)
+
+    entropy, elbo, guide_state, counts, n_sweeps = _e_step_steps(
+        bucket, params, guide, counts, guide_state, max_iter, tol, history,
+        seq_groups, fixed_groups, fixed_elog, prior_log_beta,
+    )
     local = _collapsed_terms(counts, params, seq_groups, prior_log_beta)
     final_elog = {g: expected_log_dirichlet(params.prior[g] + counts[g]) for g in seq_groups}
     return BucketState(

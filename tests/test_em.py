@@ -83,3 +83,33 @@ def test_float32_path_agrees_with_float64(small_db):
         b = e_step_bucket(bucket, p32, PFGuide(), max_iter=5, tol=0)
         assert b.elbo.dtype == torch.float32
         np.testing.assert_allclose(b.elbo.double().numpy(), a.elbo.numpy(), rtol=1e-4)
+
+
+@pytest.mark.parametrize("sharing", list(SHARINGS.values()), ids=list(SHARINGS))
+def test_compiled_e_step_equals_step_by_step_path(small_db, sharing):
+    params = init_parameters(sharing, 3, 4, seed=5, n_tokens=500.0)
+    for bucket in make_buckets(small_db, max_cells=800):
+        for warm in (None, "warm"):
+            state = None
+            if warm:
+                state = e_step_bucket(bucket, params, PFGuide(compiled=False), max_iter=2, tol=0)
+            fused = e_step_bucket(bucket, params, PFGuide(), state, max_iter=7, tol=1e-9)
+            steps = e_step_bucket(bucket, params, PFGuide(compiled=False), state, max_iter=7, tol=1e-9)
+            np.testing.assert_allclose(fused.elbo.numpy(), steps.elbo.numpy(), rtol=1e-11)
+            np.testing.assert_allclose(fused.entropy.numpy(), steps.entropy.numpy(), rtol=1e-9, atol=1e-9)
+            for g in ("pi", "A", "B"):
+                np.testing.assert_allclose(fused.counts[g].numpy(), steps.counts[g].numpy(), atol=1e-10)
+            assert fused.n_sweeps == steps.n_sweeps
+
+
+@pytest.mark.parametrize("sharing", list(SHARINGS.values()), ids=list(SHARINGS))
+def test_compiled_e_step_statistics_equal_step_by_step(small_db, sharing):
+    params = init_parameters(sharing, 3, 4, seed=6, n_tokens=500.0)
+    (bucket,) = make_buckets(small_db, max_cells=10**6, max_padding_ratio=100)
+    fused = e_step_bucket(bucket, params, PFGuide(), max_iter=5, tol=1e-9)
+    steps = e_step_bucket(bucket, params, PFGuide(compiled=False), max_iter=5, tol=1e-9)
+    np.testing.assert_allclose(fused.local_elbo.numpy(), steps.local_elbo.numpy(), rtol=1e-11)
+    assert set(fused.sum_expected_log) == set(steps.sum_expected_log)
+    for g in fused.sum_expected_log:
+        np.testing.assert_allclose(fused.sum_expected_log[g].numpy(), steps.sum_expected_log[g].numpy(),
+                                   rtol=1e-11, atol=1e-9)
