@@ -20,7 +20,7 @@ try:
 except ImportError:  # pragma: no cover - numba is a declared dependency
     AVAILABLE = False
 
-__all__ = ["AVAILABLE", "scaled_forward_backward", "fused_pf_e_step", "digamma"]
+__all__ = ["AVAILABLE", "scaled_forward_backward", "fused_e_step", "digamma"]
 
 if AVAILABLE:
 
@@ -208,34 +208,219 @@ if AVAILABLE:
     # finiteness checks that route underflows to the log-space path stay.
     _FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
 
+    @njit(cache=True, nogil=True, fastmath=_FASTMATH)
+    def _sequence_expected_logs(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B, prior_B_rowsum,
+                                fixed_pi, fixed_A, fixed_B, c_pi, c_A, c_B, present, n_present,
+                                elog_pi, elog_A, elog_B):  # pragma: no cover - compiled
+        """E log theta of one sequence; for B only the columns of the symbols it contains."""
+        K = prior_A.shape[0]
+        if seq_pi:
+            _expected_log_rows(prior_pi.reshape((1, K)), c_pi, elog_pi)
+        else:
+            elog_pi[0, :] = fixed_pi
+        if seq_A:
+            _expected_log_rows(prior_A, c_A, elog_A)
+        else:
+            elog_A[:, :] = fixed_A
+        for k in range(K):
+            if seq_B:
+                rowsum = prior_B_rowsum[k]
+                for j in range(n_present):
+                    rowsum += c_B[k, present[j]]
+                psi_rowsum = digamma(rowsum)
+                for j in range(n_present):
+                    v = present[j]
+                    elog_B[k, v] = digamma(prior_B[k, v] + c_B[k, v]) - psi_rowsum
+            else:
+                for j in range(n_present):
+                    elog_B[k, present[j]] = fixed_B[k, present[j]]
+
+    @njit(cache=True, nogil=True, fastmath=_FASTMATH)
+    def _pf_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present, symbol_count,
+                   c_pi, c_A, c_B, A, obs_table, obs, alpha, scale, beta, w):  # pragma: no cover
+        """Forward-backward on exp(E log theta); new expected counts; returns H[q(Z)] (NaN if the
+        scaled recursion failed)."""
+        K = A.shape[0]
+        init_shift = elog_pi[0, 0]
+        for k in range(1, K):
+            init_shift = max(init_shift, elog_pi[0, k])
+        trans_shift = elog_A[0, 0]
+        for i in range(K):
+            for k in range(K):
+                trans_shift = max(trans_shift, elog_A[i, k])
+        for i in range(K):
+            for k in range(K):
+                A[i, k] = np.exp(elog_A[i, k] - trans_shift)
+        log_z = init_shift + trans_shift * (L - 1)
+        # Emission potentials per distinct symbol, each column shifted so its maximum is 1.
+        for j in range(n_present):
+            v = present[j]
+            s = elog_B[0, v]
+            for k in range(1, K):
+                s = max(s, elog_B[k, v])
+            log_z += s * symbol_count[j]
+            for k in range(K):
+                obs_table[k, v] = np.exp(elog_B[k, v] - s)
+        for n in range(L):
+            x = tokens_m[n]
+            for k in range(K):
+                obs[n, k] = obs_table[k, x]
+        c = 0.0
+        for k in range(K):
+            alpha[0, k] = np.exp(elog_pi[0, k] - init_shift) * obs[0, k]
+            c += alpha[0, k]
+        scale[0] = c
+        if not (c > 0.0 and np.isfinite(c)):
+            return np.nan
+        for k in range(K):
+            alpha[0, k] /= c
+        for n in range(1, L):
+            # i outer, k inner: contiguous rows of A, vectorizable over k.
+            for k in range(K):
+                alpha[n, k] = 0.0
+            for i in range(K):
+                ai = alpha[n - 1, i]
+                for k in range(K):
+                    alpha[n, k] += ai * A[i, k]
+            c = 0.0
+            for k in range(K):
+                alpha[n, k] *= obs[n, k]
+                c += alpha[n, k]
+            scale[n] = c
+            if not (c > 0.0 and np.isfinite(c)):
+                return np.nan
+            for k in range(K):
+                alpha[n, k] /= c
+        for n in range(L):
+            log_z += np.log(scale[n])
+        for k in range(K):
+            beta[k] = 1.0
+            for j in range(K):
+                c_A[k, j] = 0.0
+            for j in range(n_present):
+                c_B[k, present[j]] = 0.0
+        for n in range(L - 1, -1, -1):
+            x = tokens_m[n]
+            for k in range(K):
+                c_B[k, x] += alpha[n, k] * beta[k]
+            if n == 0:
+                break
+            for k in range(K):
+                w[k] = obs[n, k] * beta[k] / scale[n]
+            for i in range(K):
+                ai = alpha[n - 1, i]
+                b = 0.0
+                for k in range(K):
+                    c_A[i, k] += ai * A[i, k] * w[k]
+                    b += A[i, k] * w[k]
+                beta[i] = b
+        for k in range(K):
+            c_pi[0, k] = alpha[0, k] * beta[k]
+        expected = _weighted(c_pi, elog_pi) + _weighted(c_A, elog_A)
+        for k in range(K):
+            for j in range(n_present):
+                v = present[j]
+                if c_B[k, v] > 0.0:
+                    expected += c_B[k, v] * elog_B[k, v]
+        return log_z - expected
+
+    @njit(cache=True, nogil=True, fastmath=_FASTMATH)
+    def _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present, phi, initialize,
+                   c_pi, c_A, c_B, logits):  # pragma: no cover - compiled
+        """One FF pass (even positions, then odd: exact coordinate ascent); new expected counts;
+        returns H[q(Z)]."""
+        K = elog_A.shape[0]
+        if initialize:
+            for n in range(L):
+                x = tokens_m[n]
+                top = elog_B[0, x]
+                for k in range(1, K):
+                    top = max(top, elog_B[k, x])
+                total = 0.0
+                for k in range(K):
+                    phi[n, k] = np.exp(elog_B[k, x] - top)
+                    total += phi[n, k]
+                for k in range(K):
+                    phi[n, k] /= total
+        for parity in range(2):
+            for n in range(parity, L, 2):
+                x = tokens_m[n]
+                for k in range(K):
+                    logits[k] = elog_B[k, x]
+                if n == 0:
+                    for k in range(K):
+                        logits[k] += elog_pi[0, k]
+                else:
+                    for j in range(K):
+                        pj = phi[n - 1, j]
+                        for k in range(K):
+                            logits[k] += pj * elog_A[j, k]
+                if n < L - 1:
+                    for k in range(K):
+                        acc = 0.0
+                        for j in range(K):
+                            acc += elog_A[k, j] * phi[n + 1, j]
+                        logits[k] += acc
+                top = logits[0]
+                for k in range(1, K):
+                    top = max(top, logits[k])
+                total = 0.0
+                for k in range(K):
+                    logits[k] = np.exp(logits[k] - top)
+                    total += logits[k]
+                for k in range(K):
+                    phi[n, k] = logits[k] / total
+        entropy = 0.0
+        for k in range(K):
+            c_pi[0, k] = phi[0, k]
+            for j in range(K):
+                c_A[k, j] = 0.0
+            for j in range(n_present):
+                c_B[k, present[j]] = 0.0
+        for n in range(L):
+            x = tokens_m[n]
+            for k in range(K):
+                p = phi[n, k]
+                c_B[k, x] += p
+                if p > 0.0:
+                    entropy -= p * np.log(p)
+            if n > 0:
+                for i in range(K):
+                    pi_ = phi[n - 1, i]
+                    for k in range(K):
+                        c_A[i, k] += pi_ * phi[n, k]
+        return entropy
+
     @njit(parallel=True, cache=True, nogil=True, fastmath=_FASTMATH)
-    def _pf_e_step(tokens, lengths, prior_pi, prior_A, prior_B, fixed_pi, fixed_A, fixed_B,
-                   sequence_groups, prior_log_beta_piA, lgamma_prior_B, prior_B_rowsum,
-                   psi_prior_B, counts_pi, counts_A, counts_B, entropy, elbo, local, sweeps,
-                   failed, trace, elog_pi_out, elog_A_out, delta_B_out, psi_rowsum_B_out,
-                   max_iter, tol):  # pragma: no cover - compiled
+    def _fused_e_step(family, tokens, lengths, prior_pi, prior_A, prior_B, fixed_pi, fixed_A,
+                      fixed_B, sequence_groups, prior_log_beta_piA, lgamma_prior_B,
+                      prior_B_rowsum, psi_prior_B, counts_pi, counts_A, counts_B, phi_all,
+                      initialize, entropy, elbo, local, sweeps, failed, trace, elog_pi_out,
+                      elog_A_out, delta_B_out, psi_rowsum_B_out, max_iter,
+                      tol):  # pragma: no cover - compiled
         M = tokens.shape[0]
         K, V = prior_B.shape
         seq_pi, seq_A, seq_B = sequence_groups[0], sequence_groups[1], sequence_groups[2]
         any_sequence = seq_pi or seq_A or seq_B
         for m in prange(M):
             L = lengths[m]
+            tokens_m = tokens[m]
             elog_pi = np.empty((1, K))
             elog_A = np.empty((K, K))
             elog_B = np.empty((K, V))  # only the columns of symbols present in the sequence
             A = np.empty((K, K))
+            obs_table = np.empty((K, V))
             obs = np.empty((L, K))
             alpha = np.empty((L, K))
             scale = np.empty(L)
             beta = np.empty(K)
             w = np.empty(K)
-            obs_table = np.empty((K, V))
             slot = np.full(V, -1, dtype=np.int64)
             present = np.empty(min(L, V), dtype=np.int64)
             symbol_count = np.zeros(min(L, V))
             n_present = 0
             for n in range(L):
-                x = tokens[m, n]
+                x = tokens_m[n]
                 if slot[x] < 0:
                     slot[x] = n_present
                     present[n_present] = x
@@ -244,138 +429,41 @@ if AVAILABLE:
             c_pi = counts_pi[m].reshape((1, K))
             c_A = counts_A[m]
             c_B = counts_B[m]  # zero outside the present columns, and kept so
+            phi = phi_all[m] if family == 1 else phi_all[0]
             previous = -np.inf
             for it in range(max_iter):
-                # E log theta: from q(theta) = Dir(prior + counts), or the database-level value.
-                if seq_pi:
-                    _expected_log_rows(prior_pi.reshape((1, K)), c_pi, elog_pi)
+                _sequence_expected_logs(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B,
+                                        prior_B_rowsum, fixed_pi, fixed_A, fixed_B, c_pi, c_A,
+                                        c_B, present, n_present, elog_pi, elog_A, elog_B)
+                if family == 0:
+                    h = _pf_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
+                                   symbol_count, c_pi, c_A, c_B, A, obs_table, obs, alpha,
+                                   scale, beta, w)
                 else:
-                    elog_pi[0, :] = fixed_pi
-                if seq_A:
-                    _expected_log_rows(prior_A, c_A, elog_A)
-                else:
-                    elog_A[:, :] = fixed_A
-                for k in range(K):
-                    if seq_B:
-                        rowsum = prior_B_rowsum[k]
-                        for j in range(n_present):
-                            rowsum += c_B[k, present[j]]
-                        psi_rowsum = digamma(rowsum)
-                        for j in range(n_present):
-                            v = present[j]
-                            elog_B[k, v] = digamma(prior_B[k, v] + c_B[k, v]) - psi_rowsum
-                    else:
-                        for j in range(n_present):
-                            elog_B[k, present[j]] = fixed_B[k, present[j]]
-                # Forward pass on shifted potentials (largest entry exp(0) = 1).
-                init_shift = elog_pi[0, 0]
-                for k in range(1, K):
-                    init_shift = max(init_shift, elog_pi[0, k])
-                trans_shift = elog_A[0, 0]
-                for i in range(K):
-                    for k in range(K):
-                        trans_shift = max(trans_shift, elog_A[i, k])
-                for i in range(K):
-                    for k in range(K):
-                        A[i, k] = np.exp(elog_A[i, k] - trans_shift)
-                log_z = init_shift + trans_shift * (L - 1)
-                # Emission potentials per distinct symbol (not per position): one exp per
-                # (state, symbol), each column shifted so its largest entry is 1.
-                for j in range(n_present):
-                    v = present[j]
-                    s = elog_B[0, v]
-                    for k in range(1, K):
-                        s = max(s, elog_B[k, v])
-                    log_z += s * symbol_count[j]
-                    for k in range(K):
-                        obs_table[k, v] = np.exp(elog_B[k, v] - s)
-                for n in range(L):
-                    x = tokens[m, n]
-                    for k in range(K):
-                        obs[n, k] = obs_table[k, x]
-                c = 0.0
-                for k in range(K):
-                    alpha[0, k] = np.exp(elog_pi[0, k] - init_shift) * obs[0, k]
-                    c += alpha[0, k]
-                scale[0] = c
-                ok = c > 0.0 and np.isfinite(c)
-                n = 1
-                while ok and n < L:
-                    for k in range(K):
-                        alpha[n - 1, k] /= scale[n - 1]
-                    # i outer, k inner: contiguous rows of A, vectorizable over k.
-                    for k in range(K):
-                        alpha[n, k] = 0.0
-                    for i in range(K):
-                        ai = alpha[n - 1, i]
-                        for k in range(K):
-                            alpha[n, k] += ai * A[i, k]
-                    c = 0.0
-                    for k in range(K):
-                        alpha[n, k] *= obs[n, k]
-                        c += alpha[n, k]
-                    scale[n] = c
-                    ok = c > 0.0 and np.isfinite(c)
-                    n += 1
-                if not ok:
+                    h = _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
+                                   phi, initialize and it == 0, c_pi, c_A, c_B, beta)
+                if not np.isfinite(h):
                     failed[m] = True
                     break
-                for k in range(K):
-                    alpha[L - 1, k] /= scale[L - 1]
-                for n in range(L):
-                    log_z += np.log(scale[n])
-                # Backward pass, accumulating the new expected counts.
-                for k in range(K):
-                    beta[k] = 1.0
-                    for j in range(K):
-                        c_A[k, j] = 0.0
-                    for j in range(n_present):
-                        c_B[k, present[j]] = 0.0
-                for n in range(L - 1, -1, -1):
-                    x = tokens[m, n]
-                    for k in range(K):
-                        c_B[k, x] += alpha[n, k] * beta[k]
-                    if n == 0:
-                        break
-                    for k in range(K):
-                        w[k] = obs[n, k] * beta[k] / scale[n]
-                    for i in range(K):
-                        ai = alpha[n - 1, i]
-                        b = 0.0
-                        for k in range(K):
-                            c_A[i, k] += ai * A[i, k] * w[k]
-                            b += A[i, k] * w[k]
-                        beta[i] = b
-                for k in range(K):
-                    c_pi[0, k] = alpha[0, k] * beta[k]
-                # H[q(Z)] = log Z* - E_q[log p(X, Z | E log theta)].
-                expected = _weighted(c_pi, elog_pi) + _weighted(c_A, elog_A)
-                for k in range(K):
-                    for j in range(n_present):
-                        v = present[j]
-                        if c_B[k, v] > 0.0:
-                            expected += c_B[k, v] * elog_B[k, v]
-                h = log_z - expected
-                # Per-sequence groups: log B(prior + counts) - log B(prior) (collapsed form).
-                collapsed = 0.0
+                # Per-sequence groups: log B(prior + counts) - log B(prior) (collapsed form);
+                # database-level groups: counts . E log theta.
+                collapsed = -prior_log_beta_piA
+                database = 0.0
                 if seq_pi:
                     collapsed += _log_beta_rows(prior_pi.reshape((1, K)), c_pi)
+                else:
+                    database += _weighted(c_pi, fixed_pi.reshape((1, K)))
                 if seq_A:
                     collapsed += _log_beta_rows(prior_A, c_A)
-                collapsed -= prior_log_beta_piA
-                database = 0.0
-                if not seq_pi:
-                    database += _weighted(c_pi, fixed_pi.reshape((1, K)))
-                if not seq_A:
+                else:
                     database += _weighted(c_A, fixed_A)
                 for k in range(K):
                     if seq_B:
                         rowsum = prior_B_rowsum[k]
                         for j in range(n_present):
                             v = present[j]
-                            g = prior_B[k, v] + c_B[k, v]
                             rowsum += c_B[k, v]
-                            collapsed += math.lgamma(g) - lgamma_prior_B[k, v]
+                            collapsed += math.lgamma(prior_B[k, v] + c_B[k, v]) - lgamma_prior_B[k, v]
                         collapsed += math.lgamma(prior_B_rowsum[k]) - math.lgamma(rowsum)
                     else:
                         for j in range(n_present):
@@ -413,9 +501,16 @@ if AVAILABLE:
                         delta_B_out[m, k, v] = digamma(prior_B[k, v] + c_B[k, v]) - psi_prior_B[k, v]
 
 
-def fused_pf_e_step(tokens, lengths, prior, fixed, sequence_groups, counts, max_iter, tol,
-                    record_trace=False):
-    """Whole PF E-step of a batch in compiled code: every sequence sweeps until it converges.
+FAMILIES = {"pf": 0, "ff": 1}
+
+
+def fused_e_step(family, tokens, lengths, prior, fixed, sequence_groups, counts, max_iter, tol,
+                 record_trace=False, phi=None):
+    """Whole E-step of a batch in compiled code: every sequence sweeps until it converges.
+
+    ``family`` is ``"pf"`` (forward-backward q(Z)) or ``"ff"`` (fully factorized q(Z), whose
+    factors ``phi`` (M, T, K) are updated in place; ``phi=None`` starts them from the emission
+    potentials, as :func:`inference.mean_field.init_mean_field` does).
 
     Emission terms are computed only for the symbols a sequence contains (its other columns of
     ``g_B`` equal the prior), so a sweep costs O(N K^2 + K * distinct symbols), not O(K V).
@@ -463,10 +558,16 @@ def fused_pf_e_step(tokens, lengths, prior, fixed, sequence_groups, counts, max_
     elog_A = np.zeros((M if flags[1] else 0, K, K))
     delta_B = np.zeros((M if flags[2] else 0, K, V))
     psi_rowsum_B = np.zeros((M if flags[2] else 0, K))
-    _pf_e_step(np.ascontiguousarray(tokens), np.ascontiguousarray(lengths),
+    initialize = phi is None
+    if family == "ff" and phi is None:
+        phi = np.zeros((M, tokens.shape[1], K))
+    out["phi"] = phi
+    _fused_e_step(FAMILIES[family], np.ascontiguousarray(tokens), np.ascontiguousarray(lengths),
                prior_pi, prior_A, prior_B, fixed[0], fixed[1], fixed[2], flags,
                float(prior_log_beta_piA), lgamma_B, prior_B.sum(1), psi_B,
-               counts[0], counts[1], counts[2], out["entropy"], out["elbo"], out["local"],
+               counts[0], counts[1], counts[2],
+               phi if family == "ff" else np.zeros((1, 1, K)), initialize,
+               out["entropy"], out["elbo"], out["local"],
                out["sweeps"], out["failed"], trace,
                elog_pi if flags[0] else np.zeros((M, K)),
                elog_A if flags[1] else np.zeros((M, K, K)),

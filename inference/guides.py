@@ -181,47 +181,14 @@ class PFGuide(ChainGuide):
         self.reference = reference
         self.compiled = compiled
 
-    def fused_e_step(self, bucket, params, counts, max_iter, tol, record_trace=False):
+    def fused_e_step(self, bucket, params, counts, max_iter, tol, record_trace=False, state=None):
         """The E-step of a bucket in one compiled call, or None where that path does not apply.
 
-        Parameters
-        ----------
-        bucket : inference.batch.Bucket
-        params : inference.variational_em.VariantParameters
-        counts : dict of float64 Tensors ``pi`` (M, K), ``A`` (M, K, K), ``B`` (M, K, V)
-            Warm start; updated in place.
-        max_iter, tol : see :func:`inference.variational_em.e_step_bucket`
-        record_trace : bool
-
-        Returns
-        -------
-        None, or the dict of :func:`inference._numba_kernels.fused_pf_e_step` with Tensors.
+        See :func:`_compiled_e_step`.
         """
-        from . import _numba_kernels, forward_backward as fb
-        from .variants import GROUPS, SEQUENCE
-
-        if self.reference or not self.compiled or not fb.USE_COMPILED or not _numba_kernels.AVAILABLE:
+        if self.reference or not self.compiled:
             return None
-        if any(c.dtype != torch.float64 or c.device.type != "cpu" for c in counts.values()):
-            return None
-        K, V = params.n_states, params.n_symbols
-        shapes = {"pi": (K,), "A": (K, K), "B": (K, V)}
-        flags, prior, fixed = [], [], []
-        for g in GROUPS:
-            per_sequence = params.sharing.kind(g) == SEQUENCE
-            flags.append(per_sequence)
-            dummy = torch.ones(shapes[g], dtype=torch.float64)
-            prior.append((params.prior[g] if per_sequence else dummy).contiguous().numpy())
-            fixed.append((dummy if per_sequence else params.fixed_expected_log(g)[0]).contiguous().numpy())
-        out = _numba_kernels.fused_pf_e_step(
-            bucket.tokens.numpy(), bucket.lengths.numpy(), prior, fixed, flags,
-            tuple(counts[g].numpy() for g in GROUPS), max_iter, tol, record_trace,
-        )
-        for key, value in list(out.items()):
-            if isinstance(value, np.ndarray):
-                out[key] = torch.from_numpy(value)
-        out["sum_expected_log"] = {g: torch.from_numpy(v) for g, v in out["sum_expected_log"].items()}
-        return out
+        return _compiled_e_step("pf", bucket, params, counts, max_iter, tol, record_trace, None)
 
     def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
         run = forward_backward_log if self.reference else forward_backward
@@ -278,10 +245,19 @@ class FFGuide(ChainGuide):
 
     name = "ff"
 
-    def __init__(self, extra_sweeps: int = 0):
+    def __init__(self, extra_sweeps: int = 0, compiled: bool = True):
         if extra_sweeps < 0:
             raise ValueError(f"extra_sweeps must be >= 0, got {extra_sweeps}")
         self.extra_sweeps = extra_sweeps
+        self.compiled = compiled
+
+    def fused_e_step(self, bucket, params, counts, max_iter, tol, record_trace=False, state=None):
+        """The E-step of a bucket in one compiled call (``phi`` carried in ``state``), or None."""
+        if not self.compiled or self.extra_sweeps:
+            return None
+        if state is not None:
+            state = state.contiguous()
+        return _compiled_e_step("ff", bucket, params, counts, max_iter, tol, record_trace, state)
 
     def init_state(self, log_initial, log_transition, log_obs, mask):
         return init_mean_field(log_obs, mask)
@@ -308,6 +284,56 @@ class FFGuide(ChainGuide):
         for n in pyro.markov(range(phi.shape[1])):
             with poutine.mask(mask=mask[:, n]):
                 pyro.sample(f"z_{n}", dist.Categorical(probs=phi[:, n]))
+
+
+def _compiled_e_step(family, bucket, params, counts, max_iter, tol, record_trace, phi):
+    """Run :func:`inference._numba_kernels.fused_e_step` on a bucket, or return None where the
+    compiled path does not apply (numba missing, switched off, non-CPU or non-float64 tensors).
+
+    Parameters
+    ----------
+    family : {"pf", "ff"}
+    bucket : inference.batch.Bucket
+    params : inference.variational_em.VariantParameters
+    counts : dict of float64 Tensors ``pi`` (M, K), ``A`` (M, K, K), ``B`` (M, K, V)
+        Warm start; updated in place.
+    max_iter, tol : see :func:`inference.variational_em.e_step_bucket`
+    record_trace : bool
+    phi : Tensor (M, T, K) or None
+        FF factors (updated in place); None starts them afresh.
+
+    Returns
+    -------
+    None, or a dict of Tensors: ``entropy``, ``elbo``, ``local``, ``sweeps``, ``failed`` (M,),
+    ``trace`` (M, max_iter) or None, ``phi`` (FF), ``sum_expected_log`` (per-sequence groups).
+    """
+    from . import _numba_kernels, forward_backward as fb
+    from .variants import GROUPS, SEQUENCE
+
+    if not fb.USE_COMPILED or not _numba_kernels.AVAILABLE:
+        return None
+    tensors = list(counts.values()) + ([] if phi is None else [phi])
+    if any(t.dtype != torch.float64 or t.device.type != "cpu" for t in tensors):
+        return None
+    K, V = params.n_states, params.n_symbols
+    shapes = {"pi": (K,), "A": (K, K), "B": (K, V)}
+    flags, prior, fixed = [], [], []
+    for g in GROUPS:
+        per_sequence = params.sharing.kind(g) == SEQUENCE
+        flags.append(per_sequence)
+        dummy = torch.ones(shapes[g], dtype=torch.float64)
+        prior.append((params.prior[g] if per_sequence else dummy).contiguous().numpy())
+        fixed.append((dummy if per_sequence else params.fixed_expected_log(g)[0]).contiguous().numpy())
+    out = _numba_kernels.fused_e_step(
+        family, bucket.tokens.numpy(), bucket.lengths.numpy(), prior, fixed, flags,
+        tuple(counts[g].numpy() for g in GROUPS), max_iter, tol, record_trace,
+        None if phi is None else phi.numpy(),
+    )
+    for key, value in list(out.items()):
+        if isinstance(value, np.ndarray):
+            out[key] = torch.from_numpy(value)
+    out["sum_expected_log"] = {g: torch.from_numpy(v) for g, v in out["sum_expected_log"].items()}
+    return out
 
 
 def resolve_guide(guide) -> ChainGuide:

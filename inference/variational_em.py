@@ -351,13 +351,17 @@ def e_step_bucket(
     else:
         counts = {g: c.clone() for g, c in state.counts.items()}
         guide_state = state.guide_state
+        if isinstance(guide_state, torch.Tensor):
+            guide_state = guide_state.clone()  # compiled paths update it in place
 
     fused = getattr(guide, "fused_e_step", None)
     result = None
     if fused is not None:
-        result = fused(bucket, params, counts, max_iter, tol, record_trace=history is not None)
+        result = fused(bucket, params, counts, max_iter, tol, record_trace=history is not None,
+                       state=guide_state)
     if result is not None:
         entropy, elbo, local = result["entropy"], result["elbo"], result["local"]
+        guide_state = result.get("phi", guide_state)
         failed = result["failed"]
         n_sweeps = int(result["sweeps"].max())
         sum_elog = result["sum_expected_log"]
@@ -371,13 +375,14 @@ def e_step_bucket(
             # fallback inside) from the counts they had reached, then add their statistics.
             idx = failed.nonzero()[:, 0]
             sub = Bucket(bucket.index[idx], tokens[idx], bucket.lengths[idx], mask[idx])
-            sub_state = BucketState({g: c[idx] for g, c in counts.items()}, entropy[idx], None,
-                                    elbo[idx], local[idx], {}, 0)
+            sub_state = BucketState({g: c[idx] for g, c in counts.items()}, entropy[idx],
+                                    guide.select_state(guide_state, idx), elbo[idx], local[idx], {}, 0)
             step_by_step = copy.copy(guide)
             step_by_step.compiled = False
             redo = e_step_bucket(sub, params, step_by_step, sub_state, max_iter, tol)
             for g in GROUPS:
                 counts[g][idx] = redo.counts[g]
+            guide_state = guide.scatter_state(guide_state, idx, redo.guide_state)
             entropy[idx], elbo[idx], local[idx] = redo.entropy, redo.elbo, redo.local_elbo
             sum_elog = {g: sum_elog[g] + redo.sum_expected_log[g] for g in seq_groups}
             n_sweeps = max(n_sweeps, redo.n_sweeps)

@@ -113,3 +113,20 @@ def test_compiled_e_step_statistics_equal_step_by_step(small_db, sharing):
     for g in fused.sum_expected_log:
         np.testing.assert_allclose(fused.sum_expected_log[g].numpy(), steps.sum_expected_log[g].numpy(),
                                    rtol=1e-11, atol=1e-9)
+
+
+@pytest.mark.parametrize("sharing", [LDHMM_SHARING, HMMV_SHARING, VBHMM_SHARING], ids=["ldhmm", "hmmv", "vbhmm"])
+def test_compiled_ff_e_step_equals_step_by_step_path(small_db, sharing):
+    params = init_parameters(sharing, 3, 4, seed=7, n_tokens=500.0)
+    for bucket in make_buckets(small_db, max_cells=800):
+        warm = e_step_bucket(bucket, params, FFGuide(compiled=False), max_iter=2, tol=0)
+        for state in (None, warm):
+            fused = e_step_bucket(bucket, params, FFGuide(), state, max_iter=9, tol=1e-9)
+            steps = e_step_bucket(bucket, params, FFGuide(compiled=False), state, max_iter=9, tol=1e-9)
+            np.testing.assert_allclose(fused.elbo.numpy(), steps.elbo.numpy(), rtol=1e-10)
+            np.testing.assert_allclose(fused.guide_state.numpy(), steps.guide_state.numpy(), atol=1e-9)
+            for g in ("pi", "A", "B"):
+                np.testing.assert_allclose(fused.counts[g].numpy(), steps.counts[g].numpy(), atol=1e-9)
+            for g in fused.sum_expected_log:
+                np.testing.assert_allclose(fused.sum_expected_log[g].numpy(),
+                                           steps.sum_expected_log[g].numpy(), rtol=1e-10, atol=1e-9)

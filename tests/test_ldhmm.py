@@ -157,8 +157,8 @@ class LogSpacePFGuide:
 def test_user_written_guide_plugs_into_estimator(small_db, tmp_path):
     custom = LDHMM(2, guide=LogSpacePFGuide(), max_iter=6, seed=1).fit(small_db)
     builtin = LDHMM(2, guide="pf", max_iter=6, seed=1).fit(small_db)
-    np.testing.assert_allclose(custom.elbo_history_, builtin.elbo_history_, rtol=1e-10)
-    np.testing.assert_allclose(custom.beta_, builtin.beta_, rtol=1e-8)
+    np.testing.assert_allclose(custom.elbo_history_, builtin.elbo_history_, rtol=1e-8)
+    np.testing.assert_allclose(custom.beta_, builtin.beta_, rtol=1e-6)
     custom.save(tmp_path / "m.json")
     with pytest.raises(ValueError, match="custom guide"):
         LDHMM.load(tmp_path / "m.json")

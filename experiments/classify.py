@@ -1,0 +1,292 @@
+"""``ldhmm classify``: generative sequence classification, the paper's Section 5.2 (Table 3).
+
+For a binary task "A-B" and a fold: one model per class is fitted on that class's training
+sequences; a test sequence is scored under both, and the AUC of the log-likelihood ratio
+``score_A(x) - score_B(x)`` (class A positive) is reported. Ranking by the ratio is the same
+as sweeping the class prior p(c) in ``argmax_c p(x|c) p(c)``, which is how the paper
+obtains its AUCs. ``score`` is each model's ``score_samples``: exact for HMM, a variational
+lower bound for the others (as in the paper).
+
+The folds are stratified K-fold splits of the whole labelled database (all classes, seeded);
+a binary task uses each fold's training and test sequences of its two classes, which is a
+stratified K-fold of the two-class subset. This lets the per-class models be shared by the
+tasks (the EI model of fold 3 serves EI-IE and EI-N), so every (model, K, fold, class) is
+fitted once and saved as its own task file (resumable).
+
+The paper's future work, a discriminative classifier on LDHMM features: for LDHMM-FF/PF, one
+model is fitted on the training sequences of both classes; each sequence's posterior means
+of pi, of the rows of A and of the rows of B (normalized ``posterior()["g_pi"]``, ``g_A``,
+``g_B``, flattened, K + K^2 + K V features) go through a standardized L2 logistic regression
+(scikit-learn), whose test AUC is reported as model ``LDHMM-PF+LR`` / ``LDHMM-FF+LR``.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import harness as H
+from .compare import _model_order, add_common_arguments, default_out
+
+__all__ = ["register", "run_classify", "class_task", "lr_task", "PAPER_TABLE3", "posterior_features"]
+
+#: The paper's Table 3 (mean ± std of the AUC over 10 folds); "LDHMM-nf" in the paper is LDHMM-PF.
+PAPER_TABLE3 = {
+    ("EI-IE", 2): {"LDA": (0.829, 0.032), "HMM": (0.838, 0.037), "HMMV": (0.829, 0.034), "VBHMM": (0.829, 0.034), "LDHMM-FF": (0.828, 0.035), "LDHMM-PF": (0.834, 0.031)},
+    ("EI-IE", 3): {"LDA": (0.829, 0.032), "HMM": (0.827, 0.046), "HMMV": (0.829, 0.034), "VBHMM": (0.829, 0.034), "LDHMM-FF": (0.828, 0.035), "LDHMM-PF": (0.791, 0.044)},
+    ("EI-IE", 4): {"LDA": (0.829, 0.032), "HMM": (0.81, 0.048), "HMMV": (0.829, 0.034), "VBHMM": (0.829, 0.034), "LDHMM-FF": (0.828, 0.035), "LDHMM-PF": (0.803, 0.048)},
+    ("EI-N", 2): {"LDA": (0.67, 0.029), "HMM": (0.679, 0.038), "HMMV": (0.67, 0.029), "VBHMM": (0.67, 0.029), "LDHMM-FF": (0.677, 0.03), "LDHMM-PF": (0.689, 0.03)},
+    ("EI-N", 3): {"LDA": (0.667, 0.026), "HMM": (0.649, 0.033), "HMMV": (0.669, 0.029), "VBHMM": (0.67, 0.029), "LDHMM-FF": (0.677, 0.03), "LDHMM-PF": (0.671, 0.021)},
+    ("EI-N", 4): {"LDA": (0.671, 0.025), "HMM": (0.659, 0.036), "HMMV": (0.67, 0.029), "VBHMM": (0.67, 0.029), "LDHMM-FF": (0.677, 0.03), "LDHMM-PF": (0.678, 0.03)},
+    ("IE-N", 2): {"LDA": (0.724, 0.036), "HMM": (0.739, 0.029), "HMMV": (0.724, 0.036), "VBHMM": (0.724, 0.036), "LDHMM-FF": (0.734, 0.033), "LDHMM-PF": (0.743, 0.028)},
+    ("IE-N", 3): {"LDA": (0.725, 0.034), "HMM": (0.66, 0.024), "HMMV": (0.724, 0.036), "VBHMM": (0.724, 0.036), "LDHMM-FF": (0.734, 0.033), "LDHMM-PF": (0.733, 0.032)},
+    ("IE-N", 4): {"LDA": (0.729, 0.033), "HMM": (0.721, 0.023), "HMMV": (0.723, 0.036), "VBHMM": (0.724, 0.036), "LDHMM-FF": (0.734, 0.033), "LDHMM-PF": (0.725, 0.039)},
+}
+SPLICE_TASKS = ("EI-IE", "EI-N", "IE-N")
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "classify", help="generative sequence classification AUCs (the paper's Table 3)",
+        description="One model per class, AUC of the log-likelihood ratio on held-out folds, for "
+                    "binary tasks (splice: EI-IE, EI-N, IE-N), plus LDHMM posterior features in a "
+                    "logistic regression (model NAME+LR).")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--dataset", choices=["splice", "synthetic"], default=None,
+                     help="labelled data set (default splice; synthetic: a built-in two-class database)")
+    src.add_argument("--file", help="a labelled file in the ldhmm-sequences text format")
+    p.add_argument("--task", nargs="+", default=None, metavar="A-B",
+                   help="binary tasks as CLASS-CLASS (default: every pair; splice: EI-IE EI-N IE-N)")
+    add_common_arguments(p, states_default=["2", "3", "4"])
+    p.add_argument("--no-lr", action="store_true", help="skip the LDHMM-features + logistic regression rows")
+    p.add_argument("--lr-c", type=float, default=1.0, help="inverse L2 strength C of the logistic regression")
+    p.set_defaults(func=run_classify)
+    return p
+
+
+def parse_tasks(specs, label_names) -> list[tuple[str, str]]:
+    """``["EI-IE", ...]`` -> ``[("EI", "IE"), ...]``; default: every pair of classes."""
+    names = list(label_names)
+    if not specs:
+        return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    out = []
+    for spec in specs:
+        found = None
+        for i in range(1, len(spec)):
+            if spec[i] == "-" and spec[:i] in names and spec[i + 1:] in names:
+                found = (spec[:i], spec[i + 1:])
+        if found is None or found[0] == found[1]:
+            raise ValueError(f"--task {spec!r}: expected two different classes CLASS-CLASS of {', '.join(names)}")
+        if found not in out:
+            out.append(found)
+    return out
+
+
+def posterior_features(model, sequences) -> np.ndarray:
+    """Normalized posterior means of pi, the rows of A and the rows of B, flattened: (M, K+K^2+KV)."""
+    post = model.posterior(sequences)
+    parts = []
+    for g in ("g_pi", "g_A", "g_B"):
+        if g in post:
+            a = np.asarray(post[g], dtype=np.float64)
+            a = a / a.sum(axis=-1, keepdims=True)
+            parts.append(a.reshape(a.shape[0], -1))
+    return np.concatenate(parts, axis=1)
+
+
+# ------------------------------------------------------------------------ tasks
+def class_task(task, payload) -> dict:
+    """Fit one model on one class's training sequences of a fold; score the fold's test set."""
+    db, folds, s = payload["db"], payload["folds"], payload["settings"]
+    name, K, fold, c = task["model"], int(task["K"]), int(task["fold"]), task["cls"]
+    tr, te = folds[fold]
+    code = db.label_names.index(c)
+    tr_c = tr[db.labels[tr] == code]
+    H.seed_everything(s["seed"])
+    model = H.make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"])
+    _, fit_s = H.timed(model.fit, db.subset(tr_c).sequences)
+    scores, score_s = H.timed(model.score_samples, db.subset(te).sequences)
+    n_iter = getattr(model, "n_iter_", None)
+    return {"score_kind": getattr(type(model), "score_kind", H.model_score_kind(name)),
+            "n_train": int(tr_c.size), "test_index": te.tolist(),
+            "test_scores": [float(x) for x in scores], "fit_seconds": fit_s, "score_seconds": score_s,
+            "n_iter": None if n_iter is None else int(n_iter)}
+
+
+def lr_task(task, payload) -> dict:
+    """LDHMM fitted on both classes' training sequences; posterior features -> logistic regression."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    db, folds, s = payload["db"], payload["folds"], payload["settings"]
+    name, K, fold = task["base_model"], int(task["K"]), int(task["fold"])
+    a, b = task["task"].split("|")
+    ca, cb = db.label_names.index(a), db.label_names.index(b)
+    tr, te = folds[fold]
+    tr = tr[np.isin(db.labels[tr], [ca, cb])]
+    te = te[np.isin(db.labels[te], [ca, cb])]
+    H.seed_everything(s["seed"])
+    model = H.make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"])
+    _, fit_s = H.timed(model.fit, db.subset(tr).sequences)
+    x_tr = posterior_features(model, db.subset(tr).sequences)
+    x_te = posterior_features(model, db.subset(te).sequences)
+    y_tr = (db.labels[tr] == ca).astype(int)
+    y_te = (db.labels[te] == ca).astype(int)
+    clf = make_pipeline(StandardScaler(), LogisticRegression(C=s["lr_c"], max_iter=5000))
+    clf.fit(x_tr, y_tr)
+    auc = float(roc_auc_score(y_te, clf.decision_function(x_te)))
+    n_iter = getattr(model, "n_iter_", None)
+    return {"auc": auc, "n_train": int(tr.size), "n_test": int(te.size), "n_features": int(x_tr.shape[1]),
+            "fit_seconds": fit_s, "n_iter": None if n_iter is None else int(n_iter)}
+
+
+# ------------------------------------------------------------------------ the command
+def run_classify(args) -> int:
+    import pandas as pd
+    from sklearn.metrics import roc_auc_score
+
+    from .data import kfold_indices
+
+    models = H.resolve_models(args.models)
+    states = H.parse_states(args.states)
+    dataset = args.dataset if (args.dataset or args.file) else "splice"
+    db, what = H.select_database(dataset, args.file, args.data_dir, args.n_sequences, args.seed,
+                                 labelled=True)
+    if db.labels is None:
+        raise ValueError(f"{what}: the sequences have no class labels; classify needs a labelled database")
+    print(f"data: {what}", flush=True)
+    pairs = parse_tasks(args.task, db.label_names)
+    task_names = [f"{a}-{b}" for a, b in pairs]
+    classes = [c for c in db.label_names if any(c in p for p in pairs)]
+    folds = kfold_indices(db, args.folds, seed=args.seed)
+    settings = {
+        "data": {"name": db.name, "description": what, "n_sequences": len(db), "n_symbols": db.n_symbols,
+                 "label_names": db.label_names, "fingerprint": H.data_fingerprint(db)},
+        "folds": args.folds, "seed": args.seed, "max_iter": args.max_iter, "tol": args.tol, "lr_c": args.lr_c,
+    }
+    out = Path(args.out) if args.out else default_out("classify", db.name)
+    lr_models = [] if args.no_lr else [m for m in H.LDHMM_NAMES if m in models]
+    digest = H.prepare_out_dir(out, "classify", settings, force=args.force,
+                               extra={"models": models, "states": states, "tasks": task_names,
+                                      "lr_models": lr_models, "jobs": args.jobs})
+    gen = [{"key": f"{m}__K{K}__fold{f}__class{c}", "model": m, "K": K, "fold": f, "cls": c}
+           for K in states for m in models for f in range(args.folds) for c in classes]
+    lr = [{"key": f"{m}+LR__K{K}__fold{f}__task{a}-{b}", "base_model": m, "model": f"{m}+LR", "K": K,
+           "fold": f, "task": f"{a}|{b}"}
+          for K in states for m in lr_models for f in range(args.folds) for a, b in pairs]
+    payload = {"db": db, "folds": folds, "settings": settings}
+    # one pool over both kinds of task: dispatch on the task's fields
+    records, errors = H.run_tasks(gen + lr, _dispatch, payload, out, digest, jobs=args.jobs,
+                                  quiet=args.quiet, desc="classify")
+    for e in errors:
+        print(f"ldhmm classify: warning: task failed: {e}", file=sys.stderr)
+    resumed = sum(r.get("resumed", False) for r in records)
+    if resumed:
+        print(f"resumed: {resumed} of {len(gen) + len(lr)} tasks were already done in {out}")
+
+    by_key = {(r["model"], int(r["K"]), int(r["fold"]), r["cls"]): r for r in records if "cls" in r}
+    rows = []
+    for (a, b) in pairs:
+        ca, cb = db.label_names.index(a), db.label_names.index(b)
+        for K in states:
+            for m in models:
+                for f in range(args.folds):
+                    ra, rb = by_key.get((m, K, f, a)), by_key.get((m, K, f, b))
+                    if ra is None or rb is None:
+                        continue
+                    idx = np.asarray(ra["test_index"])
+                    llr = np.asarray(ra["test_scores"]) - np.asarray(rb["test_scores"])
+                    keep = np.isin(db.labels[idx], [ca, cb])
+                    y = (db.labels[idx][keep] == ca).astype(int)
+                    score = llr[keep]
+                    auc = math.nan
+                    if np.all(np.isfinite(score)) and 0 < y.sum() < y.size:
+                        auc = float(roc_auc_score(y, score))
+                    rows.append({"task": f"{a}-{b}", "model": m, "K": K, "fold": f, "auc": auc,
+                                 "score_kind": ra["score_kind"], "n_test": int(keep.sum()),
+                                 "n_train": ra["n_train"] + rb["n_train"],
+                                 "fit_seconds": ra["fit_seconds"] + rb["fit_seconds"]})
+    for r in records:
+        if "base_model" in r:
+            rows.append({"task": r["task"].replace("|", "-"), "model": r["model"], "K": int(r["K"]),
+                         "fold": int(r["fold"]), "auc": r["auc"], "score_kind": "discriminative",
+                         "n_test": r["n_test"], "n_train": r["n_train"], "fit_seconds": r["fit_seconds"]})
+    if not rows:
+        raise RuntimeError("no task finished")
+    df = pd.DataFrame(rows)
+    df = df.sort_values(["task", "K", "model", "fold"],
+                        key=lambda c: c.map(_model_order) if c.name == "model" else c)
+    df.to_csv(out / "folds.csv", index=False)
+    col_models = [m for m in models] + [f"{m}+LR" for m in lr_models]
+    md = summary_markdown(df, what, settings, task_names, states, col_models, db.name)
+    H.atomic_write_text(out / "summary.md", md)
+    print(md)
+    print(f"results: {out}/folds.csv, summary.md")
+    if errors:
+        print(f"ldhmm classify: error: {len(errors)} task(s) failed (see the warnings); rerun to retry them",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _dispatch(task, payload):
+    return lr_task(task, payload) if "base_model" in task else class_task(task, payload)
+
+
+def _auc_table(cells, task_names, states, col_models, bold=True):
+    lines = ["| task | K | " + " | ".join(col_models) + " |", "|---|---|" + "---|" * len(col_models)]
+    for t in task_names:
+        for K in states:
+            vals = {m: cells.get((t, K, m)) for m in col_models}
+            finite = [v[0] for v in vals.values() if v is not None and np.isfinite(v[0])]
+            top = max(finite) if finite else None
+            out = []
+            for m in col_models:
+                v = vals[m]
+                if v is None or not np.isfinite(v[0]):
+                    out.append("n/a")
+                    continue
+                s = f"{v[0]:.3f} ± {v[1]:.3f}"
+                out.append(f"**{s}**" if bold and top is not None and round(v[0], 3) == round(top, 3) else s)
+            lines.append(f"| {t} | {K} | " + " | ".join(out) + " |")
+    return "\n".join(lines)
+
+
+def summary_markdown(df, what, settings, task_names, states, col_models, db_name) -> str:
+    cells = {}
+    for (t, K, m), g in df.groupby(["task", "K", "model"]):
+        mean, std, n = H.mean_std(g["auc"].to_numpy(float))
+        cells[(t, int(K), m)] = (mean, std)
+    lines = [
+        "# ldhmm classify",
+        "",
+        f"Data: {what}.  ",
+        f"{settings['folds']}-fold stratified cross-validation (seed {settings['seed']}), EM max_iter "
+        f"{settings['max_iter'] or 'model default'}, tol {settings['tol'] or 'model default'}.",
+        "",
+        "## AUC (mean ± std over folds), best of each row in bold",
+        "",
+        "Generative columns: one model per class, AUC of the ratio of held-out scores (class A of "
+        "task A-B positive; HMM's score is exact, the others' are lower bounds). `+LR` columns: "
+        "posterior means of pi, A, B of one LDHMM fitted on both classes -> logistic regression.",
+        "",
+        _auc_table(cells, task_names, states, col_models),
+        "",
+    ]
+    if db_name == "splice":
+        paper_cols = [m for m in H.MODEL_NAMES]
+        pcells = {(t, K, m): v for (t, K), row in PAPER_TABLE3.items() for m, v in row.items()}
+        ks = [K for K in states if any((t, K) in PAPER_TABLE3 for t in task_names)]
+        if ks:
+            lines += ["## The paper's Table 3 (for reference; its LDHMM-nf is LDHMM-PF)", "",
+                      _auc_table(pcells, [t for t in task_names if t in SPLICE_TASKS], ks, paper_cols), ""]
+    fit = df.groupby("model")["fit_seconds"].mean()
+    lines += ["## Mean fit seconds per (task, fold) (both class models, or the +LR model)", "",
+              "| model | seconds |", "|---|---|"]
+    lines += [f"| {m} | {fit[m]:.1f} |" for m in col_models if m in fit]
+    return "\n".join(lines) + "\n"
