@@ -264,32 +264,45 @@ class VariantHMM:
         seq_groups = self.sharing.groups(SEQUENCE)
         for b, st in zip(buckets, states):
             Mb = b.n_sequences
-            proposal, prior = {}, {}
-            for g in GROUPS:
-                if g in seq_groups:
-                    proposal[g] = self.params_.prior[g] + st.counts[g]
-                    prior[g] = self.params_.prior[g].expand_as(proposal[g])
-                elif self.sharing.kind(g) == SHARED:
-                    proposal[g] = self.params_.posterior[g].expand((Mb,) + self.params_.posterior[g].shape)
+            # Draw as many samples at once as fit in the bucket's cell budget.
+            chunk = max(1, min(n_samples, self.bucket_cells // max(1, Mb * b.max_length)))
             log_w = []
-            for _ in range(n_samples):
-                log_theta, log_ratio = {}, torch.zeros(Mb, dtype=self._torch_dtype)
-                for g in GROUPS:
-                    if g in proposal:
-                        theta = sample_dirichlet(proposal[g])
-                        log_theta[g] = torch.log(theta)
-                        if g in prior:
-                            log_ratio = log_ratio + dirichlet_log_density(theta, prior[g]) \
-                                - dirichlet_log_density(theta, proposal[g])
-                    else:
-                        log_theta[g] = self.params_.log_point[g][None]
-                log_lik = forward_log_normalizer(
-                    log_theta["pi"], log_theta["A"], emission_potentials(log_theta["B"], b.tokens), b.mask
-                )
-                log_w.append(log_lik + log_ratio)
-            stacked = torch.stack(log_w)
+            done = 0
+            while done < n_samples:
+                S = min(chunk, n_samples - done)
+                log_w.append(self._importance_weights(b, st, seq_groups, S).reshape(S, Mb))
+                done += S
+            stacked = torch.cat(log_w)
             out[b.index.numpy()] = (torch.logsumexp(stacked, 0) - math.log(n_samples)).numpy()
         return out
+
+    def _importance_weights(self, bucket, state, seq_groups, n_draws):
+        """``log p(x, theta_s) - log q(theta_s)`` for ``n_draws`` draws per sequence, shape (S*M,)."""
+        Mb = bucket.n_sequences
+        log_theta = {}
+        log_ratio = torch.zeros(n_draws * Mb, dtype=self._torch_dtype)
+        for g in GROUPS:
+            kind = self.sharing.kind(g)
+            if kind == POINT:
+                log_theta[g] = self.params_.log_point[g][None]
+                continue
+            if kind == SEQUENCE:
+                proposal = self.params_.prior[g] + state.counts[g]
+            else:  # shared posterior: the same q for every sequence
+                proposal = self.params_.posterior[g].expand((Mb,) + self.params_.posterior[g].shape)
+            proposal = proposal.repeat((n_draws,) + (1,) * (proposal.dim() - 1))
+            theta = sample_dirichlet(proposal)
+            log_theta[g] = torch.log(theta)
+            if kind == SEQUENCE:
+                prior = self.params_.prior[g].expand_as(proposal)
+                log_ratio = log_ratio + dirichlet_log_density(theta, prior) \
+                    - dirichlet_log_density(theta, proposal)
+        tokens = bucket.tokens.repeat(n_draws, 1)
+        mask = bucket.mask.repeat(n_draws, 1)
+        log_lik = forward_log_normalizer(
+            log_theta["pi"], log_theta["A"], emission_potentials(log_theta["B"], tokens), mask
+        )
+        return log_lik + log_ratio
 
     # ---- persistence ---------------------------------------------------------------------
     def get_config(self) -> dict:
