@@ -29,13 +29,15 @@ class HMMV(VariantHMM):
         MAP smoothing of the point estimates of pi and B (0 = maximum likelihood). A small
         positive value keeps held-out symbols unseen in training from scoring -inf.
     guide, max_iter, tol, seed, verbose, dtype : see :class:`models.estimator.VariantHMM`
+        (``tol`` defaults to 1e-6 relative: these likelihood surfaces are flat early on, and a
+        looser stop would leave the baseline short of its optimum)
     """
 
     name = "HMMV"
     score_kind = "lower_bound"
 
     def __init__(self, n_states, n_symbols=None, prior_concentration=1.0, learn_prior=False,
-                 pseudocount=1e-3, guide="pf", max_iter=100, tol=1e-4, seed=0, verbose=False,
+                 pseudocount=1e-3, guide="pf", max_iter=200, tol=1e-6, seed=0, verbose=False,
                  dtype="float64", sharing=None, **kwargs):
         sharing = ParameterSharing(pi=HMMV_SHARING.pi, A=HMMV_SHARING.A, B=HMMV_SHARING.B,
                                    learn_prior=learn_prior, pseudocount=pseudocount)

@@ -25,13 +25,15 @@ class VBHMM(VariantHMM):
         Every entry of the fixed Dirichlet priors of pi, the rows of A and the rows of B.
     guide : "pf" (forward-backward, the standard VBHMM) or "ff"
     max_iter, tol, seed, verbose, dtype : see :class:`models.estimator.VariantHMM`
+        (``tol`` defaults to 1e-6 relative: these likelihood surfaces are flat early on, and a
+        looser stop would leave the baseline short of its optimum)
     """
 
     name = "VBHMM"
     score_kind = "lower_bound"
 
-    def __init__(self, n_states, n_symbols=None, prior_concentration=1.0, guide="pf", max_iter=100,
-                 tol=1e-4, seed=0, verbose=False, dtype="float64", **kwargs):
+    def __init__(self, n_states, n_symbols=None, prior_concentration=1.0, guide="pf", max_iter=200,
+                 tol=1e-6, seed=0, verbose=False, dtype="float64", **kwargs):
         super().__init__(n_states, n_symbols, VBHMM_SHARING, guide=guide, max_iter=max_iter, tol=tol,
                          prior_concentration=prior_concentration, seed=seed, verbose=verbose,
                          dtype=dtype, **kwargs)
