@@ -395,8 +395,8 @@ if AVAILABLE:
     def _fused_e_step(family, tokens, lengths, prior_pi, prior_A, prior_B, fixed_pi, fixed_A,
                       fixed_B, sequence_groups, prior_log_beta_piA, lgamma_prior_B,
                       prior_B_rowsum, psi_prior_B, counts_pi, counts_A, counts_B, phi_all,
-                      initialize, entropy, elbo, local, sweeps, failed, trace, elog_pi_out,
-                      elog_A_out, delta_B_out, psi_rowsum_B_out, max_iter,
+                      initialize, entropy, elbo, local, sweeps, failed, trace, sum_elog_pi,
+                      sum_elog_A, sum_delta_B, sum_psi_rowsum_B, max_iter,
                       tol):  # pragma: no cover - compiled
         M = tokens.shape[0]
         K, V = prior_B.shape
@@ -484,21 +484,27 @@ if AVAILABLE:
                 previous = value
             if failed[m]:
                 continue
-            # Sufficient statistics of the M-step at the final q(theta).
+            # Sufficient statistics of the M-step at the final q(theta), summed per thread
+            # (one accumulator row per thread: no races, no per-sequence buffers).
+            tid = numba.get_thread_id()
             if seq_pi:
                 _expected_log_rows(prior_pi.reshape((1, K)), c_pi, elog_pi)
-                elog_pi_out[m, :] = elog_pi[0, :]
+                for k in range(K):
+                    sum_elog_pi[tid, k] += elog_pi[0, k]
             if seq_A:
-                _expected_log_rows(prior_A, c_A, elog_A_out[m])
+                _expected_log_rows(prior_A, c_A, elog_A)
+                for i in range(K):
+                    for k in range(K):
+                        sum_elog_A[tid, i, k] += elog_A[i, k]
             if seq_B:
                 for k in range(K):
                     rowsum = prior_B_rowsum[k]
                     for j in range(n_present):
                         rowsum += c_B[k, present[j]]
-                    psi_rowsum_B_out[m, k] = digamma(rowsum)
+                    sum_psi_rowsum_B[tid, k] += digamma(rowsum)
                     for j in range(n_present):
                         v = present[j]
-                        delta_B_out[m, k, v] = digamma(prior_B[k, v] + c_B[k, v]) - psi_prior_B[k, v]
+                        sum_delta_B[tid, k, v] += digamma(prior_B[k, v] + c_B[k, v]) - psi_prior_B[k, v]
 
 
 FAMILIES = {"pf": 0, "ff": 1}
@@ -554,35 +560,31 @@ def fused_e_step(family, tokens, lengths, prior, fixed, sequence_groups, counts,
         "sweeps": np.zeros(M, dtype=np.int64), "failed": np.zeros(M, dtype=np.bool_),
     }
     trace = np.full((M, max_iter if record_trace else 0), np.nan)
-    elog_pi = np.zeros((M if flags[0] else 0, K))
-    elog_A = np.zeros((M if flags[1] else 0, K, K))
-    delta_B = np.zeros((M if flags[2] else 0, K, V))
-    psi_rowsum_B = np.zeros((M if flags[2] else 0, K))
+    n_threads = numba.get_num_threads()
+    sum_elog_pi = np.zeros((n_threads, K))
+    sum_elog_A = np.zeros((n_threads, K, K))
+    sum_delta_B = np.zeros((n_threads, K, V))
+    sum_psi_rowsum_B = np.zeros((n_threads, K))
     initialize = phi is None
     if family == "ff" and phi is None:
         phi = np.zeros((M, tokens.shape[1], K))
     out["phi"] = phi
     _fused_e_step(FAMILIES[family], np.ascontiguousarray(tokens), np.ascontiguousarray(lengths),
-               prior_pi, prior_A, prior_B, fixed[0], fixed[1], fixed[2], flags,
-               float(prior_log_beta_piA), lgamma_B, prior_B.sum(1), psi_B,
-               counts[0], counts[1], counts[2],
-               phi if family == "ff" else np.zeros((1, 1, K)), initialize,
-               out["entropy"], out["elbo"], out["local"],
-               out["sweeps"], out["failed"], trace,
-               elog_pi if flags[0] else np.zeros((M, K)),
-               elog_A if flags[1] else np.zeros((M, K, K)),
-               delta_B if flags[2] else np.zeros((1, K, V)),
-               psi_rowsum_B if flags[2] else np.zeros((1, K)),
-               int(max_iter), float(tol))
-    ok = ~out["failed"]
+                  prior_pi, prior_A, prior_B, fixed[0], fixed[1], fixed[2], flags,
+                  float(prior_log_beta_piA), lgamma_B, prior_B.sum(1), psi_B,
+                  counts[0], counts[1], counts[2],
+                  phi if family == "ff" else np.zeros((1, 1, K)), initialize,
+                  out["entropy"], out["elbo"], out["local"], out["sweeps"], out["failed"], trace,
+                  sum_elog_pi, sum_elog_A, sum_delta_B, sum_psi_rowsum_B,
+                  int(max_iter), float(tol))
+    n_ok = int((~out["failed"]).sum())
     sums = {}
     if flags[0]:
-        sums["pi"] = elog_pi[ok].sum(0)
+        sums["pi"] = sum_elog_pi.sum(0)
     if flags[1]:
-        sums["A"] = elog_A[ok].sum(0)
+        sums["A"] = sum_elog_A.sum(0)
     if flags[2]:
-        n_ok = int(ok.sum())
-        sums["B"] = n_ok * psi_B + delta_B[ok].sum(0) - psi_rowsum_B[ok].sum(0)[:, None]
+        sums["B"] = n_ok * psi_B + sum_delta_B.sum(0) - sum_psi_rowsum_B.sum(0)[:, None]
     out["trace"] = trace if record_trace else None
     out["sum_expected_log"] = sums
     return out

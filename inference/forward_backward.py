@@ -81,6 +81,27 @@ def _check_shapes(log_initial, log_transition, log_obs, mask):
     return M, T, K
 
 
+def _shifted_potentials(log_initial, log_transition, log_obs, mask):
+    """Exponentiated potentials shifted so each has largest entry exp(0) = 1.
+
+    Returns ``initial`` (M, K), ``transition`` (M|1, K, K), ``obs`` (M, T, K) and ``log_shift``
+    (M,): what the shifts remove from ``log Z`` (the transition shift is per matrix, so it counts
+    once per transition; the emission shift once per real position).
+    """
+    M, T, K = log_obs.shape
+    init_shift = log_initial.amax(-1, keepdim=True)
+    trans_shift = log_transition.amax((-1, -2), keepdim=True)
+    obs_shift = log_obs.amax(-1, keepdim=True)
+    maskf = mask.to(log_obs.dtype)
+    log_shift = (
+        init_shift.expand(M, 1)[:, 0]
+        + trans_shift.reshape(-1).expand(M) * (maskf.sum(1) - 1)
+        + (obs_shift[..., 0] * maskf).sum(1)
+    )
+    initial = torch.exp(log_initial - init_shift).expand(M, K)
+    return initial, torch.exp(log_transition - trans_shift), torch.exp(log_obs - obs_shift), log_shift
+
+
 def forward_backward_log(
     log_initial: torch.Tensor,
     log_transition: torch.Tensor,
@@ -187,14 +208,7 @@ def forward_backward_torch(
     """
     M, T, K = _check_shapes(log_initial, log_transition, log_obs, mask)
     dtype = log_obs.dtype
-    # Shift every potential so that its largest entry is exp(0) = 1; the shifts are added
-    # back to log Z. The transition shift is per matrix, so it is a constant per transition.
-    init_shift = log_initial.amax(-1, keepdim=True)
-    initial = torch.exp(log_initial - init_shift).expand(M, K)
-    trans_shift = log_transition.amax((-1, -2), keepdim=True)
-    transition = torch.exp(log_transition - trans_shift)  # (M|1, K, K)
-    obs_shift = log_obs.amax(-1, keepdim=True)
-    obs = torch.exp(log_obs - obs_shift)  # (M, T, K)
+    initial, transition, obs, log_shift = _shifted_potentials(log_initial, log_transition, log_obs, mask)
     maskf = mask.to(dtype)
 
     alpha = torch.empty_like(obs)
@@ -227,13 +241,7 @@ def forward_backward_torch(
     else:
         transition_counts = obs.new_zeros(M, K, K)
 
-    n_transitions = (mask.sum(1) - 1).to(dtype)
-    log_z = (
-        torch.log(scale).sum(1)
-        + init_shift.expand(M, 1)[:, 0]
-        + trans_shift.reshape(-1).expand(M) * n_transitions
-        + (obs_shift[..., 0] * maskf).sum(1)
-    )
+    log_z = torch.log(scale).sum(1) + log_shift
     post = ChainPosterior(log_z, marginals, transition_counts)
     bad = ~torch.isfinite(log_z) | ~torch.isfinite(marginals).all((1, 2)) | ~(scale > 0).all(1)
     if bool(bad.any()):
@@ -253,12 +261,8 @@ def forward_log_normalizer(
     log-probability potentials this is the exact ``log p(x)``.
     """
     M, T, K = _check_shapes(log_initial, log_transition, log_obs, mask)
-    init_shift = log_initial.amax(-1, keepdim=True)
-    trans_shift = log_transition.amax((-1, -2), keepdim=True)
-    transition = torch.exp(log_transition - trans_shift)
-    obs_shift = log_obs.amax(-1, keepdim=True)
-    obs = torch.exp(log_obs - obs_shift)
-    a = torch.exp(log_initial - init_shift).expand(M, K) * obs[:, 0]
+    initial, transition, obs, log_shift = _shifted_potentials(log_initial, log_transition, log_obs, mask)
+    a = initial * obs[:, 0]
     c = a.sum(-1)
     log_scale = torch.log(c)
     alpha = a / c[:, None]
@@ -268,13 +272,7 @@ def forward_log_normalizer(
         valid = mask[:, n]
         log_scale = log_scale + torch.where(valid, torch.log(c), torch.zeros_like(c))
         alpha = torch.where(valid[:, None], a / c[:, None], alpha)
-    maskf = mask.to(log_obs.dtype)
-    log_z = (
-        log_scale
-        + init_shift.expand(M, 1)[:, 0]
-        + trans_shift.reshape(-1).expand(M) * (mask.sum(1) - 1).to(log_obs.dtype)
-        + (obs_shift[..., 0] * maskf).sum(1)
-    )
+    log_z = log_scale + log_shift
     bad = ~torch.isfinite(log_z)
     if bool(bad.any()):
         idx = bad.nonzero()[:, 0]

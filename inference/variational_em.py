@@ -310,6 +310,7 @@ def e_step_bucket(
     max_iter: int = 100,
     tol: float = 1e-6,
     history: list | None = None,
+    consume_state: bool = False,
 ) -> BucketState:
     """Coordinate ascent for every sequence of one bucket until its ELBO converges.
 
@@ -330,6 +331,9 @@ def e_step_bucket(
     tol : float
     history : list, optional
         If given, the bucket's summed ELBO after every sweep is appended (for tests).
+    consume_state : bool
+        Update ``state``'s tensors in place instead of copying them (saves a copy of the
+        per-sequence state; the caller must not use ``state`` afterwards).
 
     Returns
     -------
@@ -349,9 +353,9 @@ def e_step_bucket(
         counts = {g: torch.zeros((Mb,) + _group_shape(g, K, V), dtype=dtype) for g in GROUPS}
         guide_state = None
     else:
-        counts = {g: c.clone() for g, c in state.counts.items()}
+        counts = {g: (c if consume_state else c.clone()) for g, c in state.counts.items()}
         guide_state = state.guide_state
-        if isinstance(guide_state, torch.Tensor):
+        if isinstance(guide_state, torch.Tensor) and not consume_state:
             guide_state = guide_state.clone()  # compiled paths update it in place
 
     fused = getattr(guide, "fused_e_step", None)
@@ -437,7 +441,11 @@ def e_step(
     tol: float = 1e-6,
     progress: Callable | None = None,
 ) -> tuple[list[BucketState], EStepTotals]:
-    """Run :func:`e_step_bucket` on every bucket and reduce the sufficient statistics."""
+    """Run :func:`e_step_bucket` on every bucket and reduce the sufficient statistics.
+
+    ``states`` (the previous iteration's, for warm starts) is consumed: its entries are updated
+    in place and then dropped from the list, so only one copy of the per-sequence state lives.
+    """
     states = states if states is not None else [None] * len(buckets)
     new_states = []
     seq_groups = params.sharing.groups(SEQUENCE)
@@ -446,8 +454,10 @@ def e_step(
     local = 0.0
     n = 0
     sweeps = 0
-    for bucket, state in zip(buckets, states):
-        st = e_step_bucket(bucket, params, guide, state, max_iter=max_iter, tol=tol)
+    for i, bucket in enumerate(buckets):
+        st = e_step_bucket(bucket, params, guide, states[i], max_iter=max_iter, tol=tol,
+                           consume_state=True)
+        states[i] = None
         new_states.append(st)
         for g in seq_groups:
             sum_elog[g] = sum_elog[g] + st.sum_expected_log[g]
