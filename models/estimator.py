@@ -383,6 +383,7 @@ class VariantHMM:
         )
         model._set_params(params)
         model.elbo_history_ = np.asarray(doc.get("elbo_history", []))
+        model.n_iter_ = len(model.elbo_history_)
         return model
 
     @classmethod

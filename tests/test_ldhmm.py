@@ -87,7 +87,7 @@ def test_score_posterior_sample_and_persistence(tmp_path, small_db):
     assert doc["format"] == "ldhmm" and doc["class"] == "LDHMM"
     loaded = LDHMM.load(path)
     assert np.array_equal(loaded.beta_, model.beta_) and np.array_equal(loaded.alpha_A_, model.alpha_A_)
-    assert loaded.guide.name == "ff"
+    assert loaded.guide.name == "ff" and loaded.n_iter_ == model.n_iter_
     np.testing.assert_array_equal(loaded.score_samples(small_db[:10]), scores)
     path.write_text("{not json")
     with pytest.raises(ValueError, match="not an ldhmm model file"):
