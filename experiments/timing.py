@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 
 from . import harness as H
 from .compare import _nonneg_int, _positive_int

@@ -9,7 +9,7 @@ list of ``int64`` numpy arrays or raises a ``ValueError`` that names the problem
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -187,7 +187,3 @@ def make_buckets(
         start = stop
     return buckets
 
-
-def iter_lengths(sequences: Iterable[np.ndarray]) -> np.ndarray:
-    """Lengths of the sequences as an int64 array."""
-    return np.array([len(s) for s in sequences], dtype=np.int64)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pyro
 import torch
 from pyro.infer import SVI, TraceGraph_ELBO

@@ -21,7 +21,7 @@ from inference.batch import infer_n_symbols, make_buckets, validate_sequences
 from inference.dirichlet import dirichlet_log_density, expected_log_dirichlet, sample_dirichlet
 from inference.forward_backward import emission_potentials, forward_log_normalizer
 from inference.guides import resolve_guide
-from inference.variants import GROUPS, POINT, SEQUENCE, SHARED, ParameterSharing
+from inference.variants import GROUPS, POINT, SEQUENCE, ParameterSharing
 from inference.variational_em import VariantParameters, VariationalEM, init_parameters
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
@@ -203,7 +203,7 @@ class VariantHMM:
         """
         seqs = self._validated(sequences)
         buckets, states = self._e_step(seqs)
-        M, K = len(seqs), self.n_states
+        M = len(seqs)
         out = {"elbo": np.empty(M), "state_marginals": [None] * M}
         for g in self.sharing.groups(SEQUENCE):
             out[f"g_{g}"] = np.empty((M,) + tuple(self.params_.prior[g].shape))

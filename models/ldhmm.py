@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from inference.variants import LDHMM_SHARING, ParameterSharing
+from inference.variants import LDHMM_SHARING
 from inference.variational_em import VariantParameters
 
 from .estimator import VariantHMM

@@ -4,9 +4,8 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
-from inference.guides import HiddenUpdate, PFGuide
+from inference.guides import HiddenUpdate
 from inference.forward_backward import forward_backward_log
 from inference.guides import expected_complete_log_lik
 from models import LDHMM

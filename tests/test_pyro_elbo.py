@@ -3,7 +3,6 @@
 import numpy as np
 import pyro
 import pytest
-import torch
 from pyro.infer import Trace_ELBO
 
 from inference.guides import FFGuide, PFGuide
