@@ -55,6 +55,9 @@ class VariantHMM:
     dtype : {"float64", "float32"}
     bucket_cells : int
         Padded cells (sequences x length) per E-step batch.
+    n_init : int
+        Random restarts (seeds ``seed``, ``seed + 1``, ...); the fit with the highest final
+        training ELBO is kept.
     """
 
     name = "variant"
@@ -75,6 +78,7 @@ class VariantHMM:
         verbose: bool = False,
         dtype: str = "float64",
         bucket_cells: int = 1 << 20,
+        n_init: int = 1,
     ):
         if isinstance(n_states, bool) or not isinstance(n_states, (int, np.integer)) or n_states < 1:
             raise ValueError(f"n_states must be an integer >= 1, got {n_states!r}")
@@ -85,6 +89,8 @@ class VariantHMM:
         for label, value in (("max_iter", max_iter), ("e_step_max_iter", e_step_max_iter)):
             if value < 1:
                 raise ValueError(f"{label} must be >= 1, got {value}")
+        if isinstance(n_init, bool) or not isinstance(n_init, (int, np.integer)) or n_init < 1:
+            raise ValueError(f"n_init must be an integer >= 1, got {n_init!r}")
         if prior_concentration <= 0:
             raise ValueError(f"prior_concentration must be > 0, got {prior_concentration}")
         self.n_states = int(n_states)
@@ -100,6 +106,7 @@ class VariantHMM:
         self.verbose = verbose
         self.dtype = dtype
         self.bucket_cells = bucket_cells
+        self.n_init = int(n_init)
 
     # ---- helpers -------------------------------------------------------------------------
     @property
@@ -128,12 +135,13 @@ class VariantHMM:
         self.n_features_in_ = self.n_symbols_
 
     # ---- fitting -------------------------------------------------------------------------
-    def initial_parameters(self, seqs) -> VariantParameters:
+    def initial_parameters(self, seqs, seed: int | None = None) -> VariantParameters:
         """The seeded, asymmetric starting point of :meth:`fit` for a validated database."""
         V = self.n_symbols_
         freq = np.bincount(np.concatenate(seqs), minlength=V).astype(np.float64)
         return init_parameters(
-            self.sharing, self.n_states, V, symbol_frequencies=freq / freq.sum(), seed=self.seed,
+            self.sharing, self.n_states, V, symbol_frequencies=freq / freq.sum(),
+            seed=self.seed if seed is None else seed,
             prior_concentration=self.prior_concentration, n_tokens=float(freq.sum()),
             dtype=self._torch_dtype,
         )
@@ -153,9 +161,17 @@ class VariantHMM:
         """
         seqs = validate_sequences(sequences, n_symbols=self.n_symbols)
         self.n_symbols_ = self.n_symbols if self.n_symbols is not None else infer_n_symbols(seqs)
-        params = init_params if init_params is not None else self.initial_parameters(seqs)
         buckets = self._buckets(seqs)
-        result = self._engine(progress=self.verbose).fit(buckets, params)
+        engine = self._engine(progress=self.verbose)
+        if init_params is not None:
+            result = engine.fit(buckets, init_params)
+        else:
+            # Restart r starts from seed + r; the run with the highest final ELBO is kept.
+            result = None
+            for restart in range(self.n_init):
+                run = engine.fit(buckets, self.initial_parameters(seqs, seed=self.seed + restart))
+                if result is None or run.elbo_history[-1] > result.elbo_history[-1]:
+                    result = run
         self._set_params(result.params)
         self.elbo_history_ = np.asarray(result.elbo_history)
         self.e_step_elbo_history_ = np.asarray(result.e_step_elbo_history)
@@ -318,6 +334,7 @@ class VariantHMM:
             "seed": self.seed,
             "dtype": self.dtype,
             "bucket_cells": self.bucket_cells,
+            "n_init": self.n_init,
         }
 
     def save(self, path) -> None:

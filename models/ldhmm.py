@@ -48,6 +48,8 @@ class LDHMM(VariantHMM):
     dtype : {"float64", "float32"}
     bucket_cells : int
         Padded cells per E-step batch (memory/speed trade-off).
+    n_init : int
+        Random restarts of the closed-form fit; the highest final training ELBO wins.
 
     Attributes
     ----------
@@ -78,11 +80,12 @@ class LDHMM(VariantHMM):
         svi_lr: float = 0.05,
         dtype: str = "float64",
         bucket_cells: int = 1 << 20,
+        n_init: int = 1,
     ):
         super().__init__(
             n_states, n_symbols, LDHMM_SHARING, guide=guide, max_iter=max_iter, tol=tol,
             e_step_max_iter=e_step_max_iter, e_step_tol=e_step_tol, seed=seed, verbose=verbose,
-            dtype=dtype, bucket_cells=bucket_cells,
+            dtype=dtype, bucket_cells=bucket_cells, n_init=n_init,
         )
         if optimizer not in ("cavi", "svi"):
             raise ValueError(f"optimizer must be 'cavi' or 'svi', got {optimizer!r}")

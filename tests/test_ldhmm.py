@@ -163,3 +163,11 @@ def test_user_written_guide_plugs_into_estimator(small_db, tmp_path):
         LDHMM.load(tmp_path / "m.json")
     again = LDHMM.load(tmp_path / "m.json", guide=LogSpacePFGuide())
     np.testing.assert_allclose(again.score_samples(small_db[:5]), custom.score_samples(small_db[:5]))
+
+
+def test_restarts_keep_the_best_training_elbo(small_db):
+    single = [LDHMM(3, n_symbols=4, seed=s, max_iter=8).fit(small_db).elbo_history_[-1] for s in (0, 1, 2)]
+    best = LDHMM(3, n_symbols=4, seed=0, max_iter=8, n_init=3).fit(small_db)
+    assert best.elbo_history_[-1] == max(single)
+    with pytest.raises(ValueError, match="n_init"):
+        LDHMM(2, n_init=0)
