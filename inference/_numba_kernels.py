@@ -20,7 +20,7 @@ try:
 except ImportError:  # pragma: no cover - numba is a declared dependency
     AVAILABLE = False
 
-__all__ = ["AVAILABLE", "scaled_forward_backward", "fused_e_step", "digamma"]
+__all__ = ["AVAILABLE", "scaled_forward_backward", "fused_e_step"]
 
 if AVAILABLE:
 
@@ -371,6 +371,10 @@ if AVAILABLE:
                 for k in range(K):
                     phi[n, k] = logits[k] / total
         entropy = 0.0
+        for n in range(L):
+            for k in range(K):
+                if not np.isfinite(phi[n, k]):
+                    return np.nan  # reported as failed; the caller redoes it step by step
         for k in range(K):
             c_pi[0, k] = phi[0, k]
             for j in range(K):
@@ -541,20 +545,23 @@ def fused_e_step(family, tokens, lengths, prior, fixed, sequence_groups, counts,
     ``sweeps``, ``failed`` (M,), ``trace`` (or None), and ``sum_expected_log``: for each
     per-sequence group, ``sum_m E_q[log theta_m]`` over the sequences that did not fail.
     """
-    import math as _math
+    import torch
+
+    from .variational_em import log_multivariate_beta
 
     M = tokens.shape[0]
     prior_pi, prior_A, prior_B = prior
     K, V = prior_B.shape
     flags = np.array(sequence_groups, dtype=np.bool_)
-    lgamma_B = np.vectorize(_math.lgamma)(prior_B) if flags[2] else np.zeros((K, V))
-    psi_B = np.zeros((K, V))
-    if flags[2]:
-        psi_B = np.array([[digamma(x) for x in row] for row in prior_B])
+    lgamma_B = torch.lgamma(torch.from_numpy(prior_B)).numpy()
+    psi_B = torch.digamma(torch.from_numpy(prior_B)).numpy()
     prior_log_beta_piA = 0.0
-    for flag, a in ((flags[0], prior_pi.reshape(1, K)), (flags[1], prior_A)):
+    for flag, a in ((flags[0], prior_pi), (flags[1], prior_A)):
         if flag:
-            prior_log_beta_piA += sum(sum(_math.lgamma(x) for x in row) - _math.lgamma(row.sum()) for row in a)
+            prior_log_beta_piA += float(log_multivariate_beta(torch.from_numpy(a)).sum())
+    if family == "ff":
+        # FF multiplies log-potentials by factors that can be exactly 0 (see mean_field.LOG_ZERO).
+        fixed = tuple(np.maximum(f, -1e250) for f in fixed)
     out = {
         "entropy": np.zeros(M), "elbo": np.full(M, -np.inf), "local": np.zeros(M),
         "sweeps": np.zeros(M, dtype=np.int64), "failed": np.zeros(M, dtype=np.bool_),

@@ -131,7 +131,7 @@ class ChainGuide:
 
         Parameters live in Pyro's param store under ``g_pi`` (M, K), ``g_A`` (M, K, K),
         ``g_B`` (M, K, V) and the family's own names; ``init`` gives their starting values
-        (e.g. a closed-form fit, see :func:`inference.svi.guide_init_from_posterior`).
+        (e.g. a closed-form fit, see :func:`inference.svi.guide_init_from_state`).
         """
         M, T = tokens.shape
         K, V = beta.shape

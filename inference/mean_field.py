@@ -18,7 +18,22 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["MeanFieldStats", "init_mean_field", "mean_field_half_sweep", "mean_field_sweep", "mean_field_stats"]
+__all__ = ["MeanFieldStats", "init_mean_field", "mean_field_half_sweep", "mean_field_sweep", "mean_field_stats",
+           "LOG_ZERO"]
+
+# Stand-in for log 0 in FF updates: exp() of it underflows to 0 like exp(-inf), but 0 * LOG_ZERO
+# is 0 where 0 * -inf is NaN (point estimates can hold exact zeros), and a few such terms add up
+# without overflowing.
+LOG_ZERO = -1e250
+
+
+def _finite_logs(*tensors):
+    return [t.clamp_min(LOG_ZERO) for t in tensors]
+
+
+def _masked_softmax(logits, mask):
+    # where, not multiply: a padded position's logits may all be LOG_ZERO-ish or -inf.
+    return torch.where(mask[..., None], torch.softmax(logits, dim=-1), torch.zeros_like(logits))
 
 
 class MeanFieldStats(NamedTuple):
@@ -54,7 +69,8 @@ def init_mean_field(log_obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     -------
     Tensor, shape (M, T, K)
     """
-    return torch.softmax(log_obs, dim=-1) * mask[..., None].to(log_obs.dtype)
+    (log_obs,) = _finite_logs(log_obs)
+    return _masked_softmax(log_obs, mask)
 
 
 def mean_field_half_sweep(
@@ -82,6 +98,7 @@ def mean_field_half_sweep(
     Tensor, shape (M, T, K): ``phi`` with the chosen positions replaced.
     """
     M, T, K = phi.shape
+    log_initial, log_transition, log_obs = _finite_logs(log_initial, log_transition, log_obs)
     logits = log_obs.clone()
     logits[:, 0] += log_initial.expand(M, K)
     if T > 1:
@@ -89,7 +106,7 @@ def mean_field_half_sweep(
         # Padded phi are zero, so a missing neighbour contributes nothing.
         logits[:, 1:] += torch.matmul(phi[:, :-1], log_transition)
         logits[:, :-1] += torch.matmul(phi[:, 1:], log_transition.transpose(-1, -2))
-    updated = torch.softmax(logits, dim=-1) * mask[..., None].to(phi.dtype)
+    updated = _masked_softmax(logits, mask)
     positions = (torch.arange(T, device=phi.device) % 2) == parity
     return torch.where(positions[None, :, None], updated, phi)
 
@@ -122,6 +139,7 @@ def mean_field_stats(
     MeanFieldStats
     """
     M, T, K = phi.shape
+    log_initial, log_transition, log_obs = _finite_logs(log_initial, log_transition, log_obs)
     if T > 1:
         transition_counts = torch.bmm(phi[:, :-1].transpose(1, 2), phi[:, 1:])
     else:

@@ -189,7 +189,9 @@ def expected_counts(state_marginals, transition_counts, tokens, n_symbols):
     M, T, K = state_marginals.shape
     emission = state_marginals.new_zeros(M, n_symbols, K)
     emission.scatter_add_(1, tokens[:, :, None].expand(M, T, K), state_marginals)
-    return {"pi": state_marginals[:, 0], "A": transition_counts, "B": emission.transpose(1, 2)}
+    # Copies, not views: a view of the (M, T, K) marginals would keep them alive between EM iterations.
+    return {"pi": state_marginals[:, 0].clone(), "A": transition_counts,
+            "B": emission.transpose(1, 2).contiguous()}
 
 
 @dataclass
@@ -479,7 +481,11 @@ def _database_terms(params: VariantParameters, totals: EStepTotals) -> float:
         kl = kl_dirichlet(params.posterior[g], params.prior[g]).sum()
         value += float(_weighted_sum(totals.total_counts[g], elog, _EVENT_DIMS[g]) - kl)
     for g in params.sharing.groups(POINT):
-        value += float(_weighted_sum(totals.total_counts[g], params.log_point[g], _EVENT_DIMS[g]))
+        # With a pseudocount the point estimate is MAP: the objective that the M-step increases
+        # (and the one recorded) includes the log-density of its Dirichlet(1 + pseudocount) prior,
+        # up to a constant.
+        counts = totals.total_counts[g] + params.sharing.pseudocount
+        value += float(_weighted_sum(counts, params.log_point[g], _EVENT_DIMS[g]))
     return value
 
 

@@ -1,5 +1,7 @@
 """Variational EM: monotone ELBO across E-step sweeps and EM steps, for every guide and variant."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -130,3 +132,24 @@ def test_compiled_ff_e_step_equals_step_by_step_path(small_db, sharing):
             for g in fused.sum_expected_log:
                 np.testing.assert_allclose(fused.sum_expected_log[g].numpy(),
                                            steps.sum_expected_log[g].numpy(), rtol=1e-10, atol=1e-9)
+
+
+@pytest.mark.parametrize("guide", [PFGuide(), FFGuide(), FFGuide(compiled=False), FFGuide(extra_sweeps=1)],
+                         ids=["pf", "ff", "ff-steps", "ff-extra"])
+@pytest.mark.parametrize("sharing", [ParameterSharing("point", "point", "point", False, 5.0),
+                                     ParameterSharing("point", "sequence", "point", False, 0.0)],
+                         ids=["hmm-map", "hmmv-ml"])
+def test_point_estimates_with_zeros_and_map_stay_finite_and_monotone(guide, sharing):
+    # Symbol 0 (also the padding token) never occurs, and one transition is exactly impossible:
+    # point estimates hold exact zeros, log 0 = -inf must not turn into NaN anywhere.
+    rng = np.random.default_rng(8)
+    seqs = [rng.integers(1, 4, size=n) for n in rng.integers(1, 15, 60)]
+    params = init_parameters(sharing, 3, 4, seed=0, n_tokens=500.0)
+    if sharing.pseudocount == 0:  # (under a MAP prior such a start would itself score -inf)
+        params.log_point["pi"][1] = -math.inf
+    for g in params.log_point:
+        params.log_point[g] = torch.log_softmax(params.log_point[g], -1)
+    result = VariationalEM(guide, max_iter=12, tol=0.0).fit(make_buckets(seqs, max_cells=200), params)
+    values = np.array([v for _, v in result.trace])
+    assert np.all(np.isfinite(values))
+    assert np.all(np.diff(values) >= -1e-8 * np.abs(values[1:])), np.diff(values).min()
