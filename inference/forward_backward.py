@@ -261,6 +261,10 @@ def forward_log_normalizer(
     log-probability potentials this is the exact ``log p(x)``.
     """
     M, T, K = _check_shapes(log_initial, log_transition, log_obs, mask)
+    if _numba_kernels.AVAILABLE and log_obs.device.type == "cpu" and USE_COMPILED:
+        # The compiled full pass beats this per-time-step torch loop even though it also runs
+        # the backward recursion (importance sampling calls this on many draws at once).
+        return forward_backward(log_initial, log_transition, log_obs, mask).log_normalizer
     initial, transition, obs, log_shift = _shifted_potentials(log_initial, log_transition, log_obs, mask)
     a = initial * obs[:, 0]
     c = a.sum(-1)
