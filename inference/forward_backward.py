@@ -180,13 +180,18 @@ def forward_backward(
     return post
 
 
-def _patch_with_log_space(post, idx, log_initial, log_transition, log_obs, mask) -> ChainPosterior:
-    fallback = forward_backward_log(
+def _log_space_subset(idx, log_initial, log_transition, log_obs, mask) -> ChainPosterior:
+    """:func:`forward_backward_log` on the sequences ``idx`` (shared potentials stay shared)."""
+    return forward_backward_log(
         log_initial if log_initial.shape[0] == 1 else log_initial[idx],
         log_transition if log_transition.shape[0] == 1 else log_transition[idx],
         log_obs[idx],
         mask[idx],
     )
+
+
+def _patch_with_log_space(post, idx, log_initial, log_transition, log_obs, mask) -> ChainPosterior:
+    fallback = _log_space_subset(idx, log_initial, log_transition, log_obs, mask)
     log_z, marginals, counts = (t.clone() for t in post)
     log_z[idx] = fallback.log_normalizer
     marginals[idx] = fallback.state_marginals
@@ -281,10 +286,5 @@ def forward_log_normalizer(
     if bool(bad.any()):
         idx = bad.nonzero()[:, 0]
         log_z = log_z.clone()
-        log_z[idx] = forward_backward_log(
-            log_initial if log_initial.shape[0] == 1 else log_initial[idx],
-            log_transition if log_transition.shape[0] == 1 else log_transition[idx],
-            log_obs[idx],
-            mask[idx],
-        ).log_normalizer
+        log_z[idx] = _log_space_subset(idx, log_initial, log_transition, log_obs, mask).log_normalizer
     return log_z

@@ -22,7 +22,7 @@ from pyro.optim import Adam
 from torch.distributions import constraints
 
 from .batch import Bucket, make_buckets
-from .dirichlet import expected_log_dirichlet, kl_dirichlet
+from .dirichlet import kl_dirichlet
 from .forward_backward import emission_potentials
 from .guides import expected_complete_log_lik
 from .variants import LDHMM_SHARING
@@ -123,7 +123,7 @@ def guide_init_from_state(guide, params: VariantParameters, bucket: Bucket, stat
     if params.sharing != LDHMM_SHARING:
         raise ValueError("guide_init_from_state is for LDHMM sharing")
     g = {k: params.prior[k] + state.counts[k] for k in ("pi", "A", "B")}
-    elog = {k: expected_log_dirichlet(v) for k, v in g.items()}
+    elog = params.expected_logs(state.counts)
     log_obs = emission_potentials(elog["B"], bucket.tokens)
     update, hidden_state = guide.update_hidden(state.guide_state, elog["pi"], elog["A"], log_obs,
                                                bucket.mask)

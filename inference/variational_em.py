@@ -71,19 +71,23 @@ class VariantParameters:
     posterior: dict = field(default_factory=dict)
     log_point: dict = field(default_factory=dict)
 
-    @property
-    def n_states(self) -> int:
+    def _any(self) -> torch.Tensor:
         for d in (self.prior, self.posterior, self.log_point):
             if "B" in d:
-                return int(d["B"].shape[0])
+                return d["B"]
         raise RuntimeError("parameters lack B")
 
     @property
+    def n_states(self) -> int:
+        return int(self._any().shape[0])
+
+    @property
     def n_symbols(self) -> int:
-        for d in (self.prior, self.posterior, self.log_point):
-            if "B" in d:
-                return int(d["B"].shape[1])
-        raise RuntimeError("parameters lack B")
+        return int(self._any().shape[1])
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._any().dtype
 
     def fixed_expected_log(self, group: str) -> torch.Tensor:
         """E[log theta] of a database-level group, with a leading batch dimension of 1."""
@@ -93,6 +97,19 @@ class VariantParameters:
         if kind == POINT:
             return self.log_point[group][None]
         raise ValueError(f"group {group} is per-sequence")
+
+    def expected_logs(self, counts: dict, fixed: dict | None = None) -> dict:
+        """``E log theta`` of every group: per-sequence groups from ``Dir(prior + counts)``
+        (leading dimension M), database-level groups with a leading dimension of 1.
+
+        ``fixed`` may carry the database-level values already computed (they do not change
+        within an E-step).
+        """
+        elog = {g: expected_log_dirichlet(self.prior[g] + counts[g]) for g in self.sharing.groups(SEQUENCE)}
+        for g in GROUPS:
+            if g not in elog:
+                elog[g] = fixed[g] if fixed is not None else self.fixed_expected_log(g)
+        return elog
 
     def clone(self) -> "VariantParameters":
         return VariantParameters(
@@ -251,12 +268,7 @@ def _e_step_steps(bucket, params, guide, counts, guide_state, max_iter, tol, his
     V = params.n_symbols
     dtype = counts["B"].dtype
 
-    def expected_logs(sub_counts):
-        elog = {g: expected_log_dirichlet(params.prior[g] + sub_counts[g]) for g in seq_groups}
-        elog.update(fixed_elog)
-        return elog
-
-    elog = expected_logs(counts)
+    elog = params.expected_logs(counts, fixed_elog)
     if guide_state is None:
         guide_state = guide.init_state(
             elog["pi"], elog["A"], emission_potentials(elog["B"], tokens), mask
@@ -299,7 +311,7 @@ def _e_step_steps(bucket, params, guide, counts, guide_state, max_iter, tol, his
             break
         if n_sweeps < max_iter:
             active = active[keep]
-            elog = expected_logs({g: new_counts[g][keep] for g in seq_groups})
+            elog = params.expected_logs({g: new_counts[g][keep] for g in seq_groups}, fixed_elog)
 
     return entropy, elbo, guide_state, counts, n_sweeps
 
@@ -347,7 +359,7 @@ def e_step_bucket(
     tokens, mask = bucket.tokens, bucket.mask
     Mb = bucket.n_sequences
     K, V = params.n_states, params.n_symbols
-    dtype = next(iter({**params.prior, **params.log_point, **params.posterior}.values())).dtype
+    dtype = params.dtype
     fixed_elog = {g: params.fixed_expected_log(g) for g in fixed_groups}
     prior_log_beta = {g: log_multivariate_beta(params.prior[g]) for g in seq_groups}
 

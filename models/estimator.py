@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from inference.batch import infer_n_symbols, make_buckets, validate_sequences
-from inference.dirichlet import dirichlet_log_density, expected_log_dirichlet, sample_dirichlet
+from inference.dirichlet import dirichlet_log_density, sample_dirichlet
 from inference.forward_backward import emission_potentials, forward_log_normalizer
 from inference.guides import resolve_guide
 from inference.variants import GROUPS, POINT, SEQUENCE, ParameterSharing
@@ -235,13 +235,7 @@ class VariantHMM:
 
     def _state_marginals(self, bucket, state):
         """q(z_n) of a bucket at the fitted q(theta): one more q(Z) update from its Elogs."""
-        seq_groups = self.sharing.groups(SEQUENCE)
-        elog = {}
-        for g in GROUPS:
-            if g in seq_groups:
-                elog[g] = expected_log_dirichlet(self.params_.prior[g] + state.counts[g])
-            else:
-                elog[g] = self.params_.fixed_expected_log(g)
+        elog = self.params_.expected_logs(state.counts)
         update, _ = self.guide.update_hidden(
             state.guide_state, elog["pi"], elog["A"], emission_potentials(elog["B"], bucket.tokens),
             bucket.mask,
