@@ -22,7 +22,12 @@ from inference.dirichlet import dirichlet_log_density, sample_dirichlet
 from inference.forward_backward import emission_potentials, forward_log_normalizer
 from inference.guides import resolve_guide
 from inference.variants import GROUPS, POINT, SEQUENCE, ParameterSharing
-from inference.variational_em import VariantParameters, VariationalEM, init_parameters
+from inference.variational_em import (
+    M_STEP_METHODS,
+    VariantParameters,
+    VariationalEM,
+    init_parameters,
+)
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
 
@@ -58,6 +63,10 @@ class VariantHMM:
     n_init : int
         Random restarts (seeds ``seed``, ``seed + 1``, ...); the fit with the highest final
         training ELBO is kept.
+    m_step : {"collapsed", "paper"}
+        Update of learned Dirichlet priors: ``"collapsed"`` (default) maximizes the ELBO over
+        the prior and every q(theta_m) jointly; ``"paper"`` holds q(theta_m) fixed as in the
+        paper, and needs many more EM iterations (see :func:`inference.variational_em.m_step`).
     """
 
     name = "variant"
@@ -79,6 +88,7 @@ class VariantHMM:
         dtype: str = "float64",
         bucket_cells: int = 1 << 20,
         n_init: int = 1,
+        m_step: str = "collapsed",
     ):
         if isinstance(n_states, bool) or not isinstance(n_states, (int, np.integer)) or n_states < 1:
             raise ValueError(f"n_states must be an integer >= 1, got {n_states!r}")
@@ -91,6 +101,8 @@ class VariantHMM:
                 raise ValueError(f"{label} must be >= 1, got {value}")
         if isinstance(n_init, bool) or not isinstance(n_init, (int, np.integer)) or n_init < 1:
             raise ValueError(f"n_init must be an integer >= 1, got {n_init!r}")
+        if m_step not in M_STEP_METHODS:
+            raise ValueError(f"m_step must be one of {M_STEP_METHODS}, got {m_step!r}")
         if prior_concentration <= 0:
             raise ValueError(f"prior_concentration must be > 0, got {prior_concentration}")
         self.n_states = int(n_states)
@@ -107,6 +119,7 @@ class VariantHMM:
         self.dtype = dtype
         self.bucket_cells = bucket_cells
         self.n_init = int(n_init)
+        self.m_step = m_step
 
     # ---- helpers -------------------------------------------------------------------------
     @property
@@ -116,6 +129,7 @@ class VariantHMM:
     def _engine(self, progress=False) -> VariationalEM:
         return VariationalEM(self.guide, max_iter=self.max_iter, tol=self.tol,
                              e_step_max_iter=self.e_step_max_iter, e_step_tol=self.e_step_tol,
+                             m_step=self.m_step,
                              progress=progress)
 
     def _check_fitted(self):
@@ -329,6 +343,7 @@ class VariantHMM:
             "dtype": self.dtype,
             "bucket_cells": self.bucket_cells,
             "n_init": self.n_init,
+            "m_step": self.m_step,
         }
 
     def save(self, path) -> None:

@@ -50,6 +50,11 @@ class LDHMM(VariantHMM):
         Padded cells per E-step batch (memory/speed trade-off).
     n_init : int
         Random restarts of the closed-form fit; the highest final training ELBO wins.
+    m_step : {"collapsed", "paper"}
+        ``"collapsed"`` (default): Newton-Raphson on ``sum_m log B(alpha + n_m) - log B(alpha)``,
+        which moves the priors and every q(theta_m) together; ``"paper"``: the paper's M-step
+        with q(theta_m) held fixed (slow to converge: concentrations grow a little per EM
+        iteration). Both never decrease the ELBO.
 
     Attributes
     ----------
@@ -81,11 +86,12 @@ class LDHMM(VariantHMM):
         dtype: str = "float64",
         bucket_cells: int = 1 << 20,
         n_init: int = 1,
+        m_step: str = "collapsed",
     ):
         super().__init__(
             n_states, n_symbols, LDHMM_SHARING, guide=guide, max_iter=max_iter, tol=tol,
             e_step_max_iter=e_step_max_iter, e_step_tol=e_step_tol, seed=seed, verbose=verbose,
-            dtype=dtype, bucket_cells=bucket_cells, n_init=n_init,
+            dtype=dtype, bucket_cells=bucket_cells, n_init=n_init, m_step=m_step,
         )
         if optimizer not in ("cavi", "svi"):
             raise ValueError(f"optimizer must be 'cavi' or 'svi', got {optimizer!r}")

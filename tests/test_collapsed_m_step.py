@@ -1,0 +1,132 @@
+"""The collapsed M-step: Dirichlet-multinomial sums, their Newton maximizer, and the EM step."""
+
+import numpy as np
+import pytest
+import torch
+from scipy import optimize, special
+
+from inference import _numba_kernels
+from inference.batch import make_buckets
+from inference.dirichlet import (
+    dirichlet_multinomial_objective,
+    dirichlet_multinomial_sums_reference,
+    newton_dirichlet_multinomial,
+)
+from inference.guides import FFGuide, PFGuide
+from inference.variants import LDHMM_SHARING
+from inference.variational_em import (
+    VariationalEM,
+    e_step,
+    init_parameters,
+    log_multivariate_beta,
+    m_step,
+    total_elbo,
+)
+
+compiled = pytest.mark.skipif(not _numba_kernels.AVAILABLE, reason="numba not installed")
+
+
+@compiled
+def test_gamma_functions_match_scipy_over_the_concentration_range():
+    x = np.concatenate([np.logspace(-7, 7, 500), np.random.default_rng(0).uniform(0, 30, 500)])
+    lg, psi, tri = _numba_kernels.gamma_functions(x)
+    np.testing.assert_allclose(lg, special.gammaln(x), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(psi, special.digamma(x), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(tri, special.polygamma(1, x), rtol=1e-13)
+
+
+def _random_count_batches(rng, R, D, sizes):
+    batches = []
+    for m in sizes:
+        c = rng.gamma(0.7, 2.0, (m, R, D)) * (rng.random((m, R, D)) < 0.6)
+        c[0] = 0.0  # a sequence without counts in any row
+        batches.append(c)
+    return batches
+
+
+@compiled
+def test_compiled_sums_equal_the_dense_reference():
+    rng = np.random.default_rng(1)
+    alpha = rng.uniform(1e-3, 5.0, (4, 6))
+    alpha[0, 0] = 1e5
+    batches = _random_count_batches(rng, 4, 6, [1, 7, 40])
+    entry, row = _numba_kernels.dirichlet_multinomial_sums(alpha, batches)
+    entry_ref, row_ref = dirichlet_multinomial_sums_reference(alpha, batches)
+    np.testing.assert_allclose(entry, entry_ref, rtol=1e-11, atol=1e-9)
+    np.testing.assert_allclose(row, row_ref, rtol=1e-11, atol=1e-9)
+    # entry[0] - row[0] summed is the objective itself
+    f = dirichlet_multinomial_objective(torch.from_numpy(alpha),
+                                        torch.from_numpy(np.concatenate(batches)))
+    np.testing.assert_allclose(entry[0].sum(-1) - row[0], f.numpy(), rtol=1e-11)
+
+
+@pytest.mark.parametrize("sums", ["compiled", "reference"])
+def test_newton_reaches_the_optimum_found_by_lbfgs(sums):
+    if sums == "compiled" and not _numba_kernels.AVAILABLE:
+        pytest.skip("numba not installed")
+    rng = np.random.default_rng(2)
+    R, D = 3, 5
+    # over-dispersed counts: each sequence draws its own distribution, so the optimum is finite
+    theta = rng.dirichlet(np.full(D, 2.0), size=(60, R))
+    counts = np.stack([[rng.multinomial(rng.integers(3, 30), t) for t in row] for row in theta])
+    counts = counts.astype(np.float64) * rng.uniform(0.8, 1.0, counts.shape)  # not integers
+    batches = [counts[:25], counts[25:]]
+    start = np.ones((R, D))
+    res = newton_dirichlet_multinomial(
+        start, batches, sums=None if sums == "compiled" else dirichlet_multinomial_sums_reference)
+    C = torch.from_numpy(counts)
+    before = dirichlet_multinomial_objective(torch.from_numpy(start), C).numpy()
+    after = dirichlet_multinomial_objective(torch.from_numpy(res.concentration), C).numpy()
+    np.testing.assert_allclose(res.gain, after - before, rtol=1e-9, atol=1e-9)
+    for r in range(R):
+        def negative(log_a, r=r):
+            return -float(dirichlet_multinomial_objective(
+                torch.from_numpy(np.exp(log_a))[None], C[:, r:r + 1]))
+        best = optimize.minimize(negative, np.zeros(D), method="L-BFGS-B",
+                                 options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10_000})
+        assert after[r] >= -best.fun - 1e-7
+        np.testing.assert_allclose(res.concentration[r], np.exp(best.x), rtol=1e-4)
+
+
+def test_newton_keeps_concentrations_finite_when_sequences_agree():
+    # identical proportions in every sequence: the likelihood grows without bound in the scale
+    counts = np.tile(np.array([[[2.0, 1.0, 1.0]]]), (50, 1, 1))
+    res = newton_dirichlet_multinomial(np.ones((1, 3)), [counts], max_iter=200)
+    assert np.all(np.isfinite(res.concentration)) and np.all(res.concentration > 0)
+    assert res.gain[0] > 0
+
+
+@pytest.mark.parametrize("guide", [PFGuide(), FFGuide()], ids=["pf", "ff"])
+def test_collapsed_m_step_reports_the_elbo_it_reaches(small_db, guide):
+    """The M value equals H[q(Z)] + sum_m log B(new prior + n_m) - log B(new prior), recomputed
+    from the counts with torch, and is >= the E value."""
+    buckets = make_buckets(small_db, max_cells=600)
+    params = init_parameters(LDHMM_SHARING, 3, 4, seed=0, n_tokens=sum(map(len, small_db)))
+    states, totals = e_step(buckets, params, guide, None, max_iter=30, tol=1e-10)
+    e_value = total_elbo(params, totals)
+    new, m_value, _ = m_step(params, totals, newton_max_iter=5, states=states,
+                             method="collapsed")
+    recomputed = 0.0
+    for st in states:
+        recomputed += float(st.entropy.sum())
+        for g in ("pi", "A", "B"):
+            prior = new.prior[g]
+            recomputed += float((log_multivariate_beta(prior + st.counts[g])
+                                 - log_multivariate_beta(prior).expand_as(
+                                     log_multivariate_beta(prior + st.counts[g]))).sum())
+    assert m_value == pytest.approx(recomputed, rel=1e-10)
+    assert m_value >= e_value
+
+
+def test_m_step_methods_validate_and_collapsed_climbs_faster(small_db):
+    with pytest.raises(ValueError, match="m_step"):
+        VariationalEM(PFGuide(), m_step="newton")
+    buckets = make_buckets(small_db, max_cells=600)
+    params = init_parameters(LDHMM_SHARING, 3, 4, seed=0, n_tokens=sum(map(len, small_db)))
+    final = {}
+    for method in ("collapsed", "paper"):
+        result = VariationalEM(PFGuide(), max_iter=8, tol=0.0, m_step=method).fit(buckets, params)
+        values = np.array([v for _, v in result.trace])
+        assert np.all(np.diff(values) >= -1e-8 * np.abs(values[1:]))
+        final[method] = result.elbo_history[-1]
+    assert final["collapsed"] > final["paper"]
