@@ -635,14 +635,16 @@ if AVAILABLE:
         return lgamma, psi, trigamma
 
     @njit(parallel=True, cache=True, nogil=True)
-    def _dirichlet_multinomial_pass(alpha, alpha_functions, row_functions, counts, entry_sums,
-                                    row_sums):  # pragma: no cover - compiled
+    def _dirichlet_multinomial_pass(alpha, alpha_functions, row_functions, counts, rows,
+                                    entry_sums, row_sums):  # pragma: no cover - compiled
         """Per-thread sums over sequences of [f(alpha + n) - f(alpha)] for f in (lgamma, psi,
         psi'), per entry (only entries with n > 0 contribute) and per row total."""
         M, R, D = counts.shape
         for m in prange(M):
             tid = numba.get_thread_id()
             for r in range(R):
+                if not rows[r]:
+                    continue
                 a0 = 0.0
                 n0 = 0.0
                 for d in range(D):
@@ -675,7 +677,7 @@ def gamma_functions(x):
     return out
 
 
-def dirichlet_multinomial_sums(alpha, count_batches):
+def dirichlet_multinomial_sums(alpha, count_batches, rows=None):
     """Sums over sequences of the Dirichlet-multinomial terms and their first two derivatives.
 
     For rows ``r`` with concentration ``alpha[r]`` (D,) and every sequence's expected counts
@@ -688,6 +690,8 @@ def dirichlet_multinomial_sums(alpha, count_batches):
     ----------
     alpha : ndarray float64 (R, D)
     count_batches : list of ndarray float64 (M_b, R, D)
+    rows : ndarray of bool (R,), optional
+        Compute only these rows (the others are returned as 0).
 
     Returns
     -------
@@ -700,7 +704,8 @@ def dirichlet_multinomial_sums(alpha, count_batches):
     n_threads = numba.get_num_threads()
     entry = np.zeros((n_threads, 3, R, D))
     row = np.zeros((n_threads, 3, R))
+    rows = np.ones(R, dtype=np.bool_) if rows is None else np.asarray(rows, dtype=np.bool_)
     for counts in count_batches:
         _dirichlet_multinomial_pass(alpha, alpha_functions, row_functions,
-                                    np.ascontiguousarray(counts, dtype=np.float64), entry, row)
+                                    np.ascontiguousarray(counts, dtype=np.float64), rows, entry, row)
     return entry.sum(0), row.sum(0)

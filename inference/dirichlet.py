@@ -215,7 +215,7 @@ def dirichlet_multinomial_objective(concentration: torch.Tensor, counts: torch.T
             - torch.lgamma(a.sum(-1) + total) + torch.lgamma(a.sum(-1))).sum(0)
 
 
-def dirichlet_multinomial_sums_reference(concentration, count_batches):
+def dirichlet_multinomial_sums_reference(concentration, count_batches, rows=None):
     """Dense numpy/torch version of ``_numba_kernels.dirichlet_multinomial_sums`` (same output)."""
     import numpy as np
     from scipy import special
@@ -231,6 +231,9 @@ def dirichlet_multinomial_sums_reference(concentration, count_batches):
         for i, f in enumerate(functions):
             entry[i] += np.where(positive, f(a + n) - f(a), 0.0).sum(0)
             row[i] += np.where(n0 > 0, f(a.sum(-1) + n0) - f(a.sum(-1)), 0.0).sum(0)
+    if rows is not None:
+        entry[:, ~np.asarray(rows)] = 0.0
+        row[:, ~np.asarray(rows)] = 0.0
     return entry, row
 
 
@@ -244,7 +247,8 @@ class DirichletMultinomialResult:
     gain : ndarray (R,)
         Increase of the objective ``sum_m log B(a + n_m) - log B(a)`` per row (>= 0).
     n_passes : int
-        Passes over the counts (each costs one lgamma/digamma/trigamma per non-zero count).
+        Passes over the counts (each costs one lgamma/digamma/trigamma per non-zero count of
+        the rows still moving).
     capped : bool
     """
 
@@ -292,7 +296,8 @@ def newton_dirichlet_multinomial(
     min_value, max_value : float
         Box for the iterates (see ``MIN_CONCENTRATION``).
     sums : callable, optional
-        ``sums(a, count_batches) -> (entry (3, R, D), row (3, R))``; default: the compiled
+        ``sums(a, count_batches, rows) -> (entry (3, R, D), row (3, R))`` (only the rows
+        flagged in the boolean ``rows`` are needed); default: the compiled
         kernel, else :func:`dirichlet_multinomial_sums_reference`.
 
     Returns
@@ -309,15 +314,15 @@ def newton_dirichlet_multinomial(
     a = np.clip(np.asarray(initial, dtype=np.float64), min_value, max_value)
     R = a.shape[0]
 
-    def evaluate(x):
-        entry, row = sums(x, count_batches)
+    def evaluate(x, rows):
+        entry, row = sums(x, count_batches, rows)
         f = entry[0].sum(-1) - row[0]
         return f, entry, row
 
-    f, entry, row = evaluate(a)
+    active = np.ones(R, dtype=bool)
+    f, entry, row = evaluate(a, active)
     passes = 1
     f_start = f.copy()
-    active = np.ones(R, dtype=bool)
     for _ in range(max_iter):
         g = entry[1] - row[1][:, None]
         q = entry[2]
@@ -332,18 +337,24 @@ def newton_dirichlet_multinomial(
             step_t = -(grad_t - coef[:, None] * a) * inv_h
             newton = a * np.exp(np.clip(step_t, -MAX_LOG_STEP, MAX_LOG_STEP))
             fixed_point = a * entry[1] / row[1][:, None]
-        negative_definite = (h < 0).all(-1) & (1.0 + z * (a * a * inv_h).sum(-1) > 0.0)
+            negative_definite = (h < 0).all(-1) & (1.0 + z * (a * a * inv_h).sum(-1) > 0.0)
+        # A row without any counts has a flat objective: it keeps its value.
+        fixed_point = np.where((row[1] > 0)[:, None], fixed_point, a)
         fixed_point = np.clip(np.nan_to_num(fixed_point, nan=-1.0), min_value, max_value)
         use_newton = negative_definite & (newton > 0).all(-1) & np.isfinite(newton).all(-1)
         candidate = np.where(use_newton[:, None], np.clip(newton, min_value, max_value), fixed_point)
         candidate = np.where(active[:, None], candidate, a)
-        f_new, entry_new, row_new = evaluate(candidate)
+        # Only the active rows are recomputed; the others keep their values below.
+        f_new, entry_new, row_new = evaluate(candidate, active)
         passes += 1
         retry = active & use_newton & ~(f_new >= f)
         if retry.any():
             candidate = np.where(retry[:, None], fixed_point, candidate)
-            f_new, entry_new, row_new = evaluate(candidate)
+            f_retry, entry_retry, row_retry = evaluate(candidate, retry)
             passes += 1
+            f_new = np.where(retry, f_retry, f_new)
+            entry_new = np.where(retry[None, :, None], entry_retry, entry_new)
+            row_new = np.where(retry[None, :], row_retry, row_new)
         improved = active & (f_new >= f)
         f_before = f
         rel_change = np.where(improved, (np.abs(candidate - a) / a).max(-1), 0.0)

@@ -88,6 +88,15 @@ def test_newton_reaches_the_optimum_found_by_lbfgs(sums):
         np.testing.assert_allclose(res.concentration[r], np.exp(best.x), rtol=1e-4)
 
 
+def test_a_row_without_counts_keeps_its_concentration():
+    counts = np.zeros((10, 2, 3))
+    counts[:, 0] = np.random.default_rng(3).gamma(1.0, 2.0, (10, 3))
+    start = np.array([[1.0, 2.0, 3.0], [0.5, 0.25, 4.0]])
+    res = newton_dirichlet_multinomial(start, [counts])
+    np.testing.assert_array_equal(res.concentration[1], start[1])
+    assert res.gain[1] == 0.0
+
+
 def test_newton_keeps_concentrations_finite_when_sequences_agree():
     # identical proportions in every sequence: the likelihood grows without bound in the scale
     counts = np.tile(np.array([[[2.0, 1.0, 1.0]]]), (50, 1, 1))
