@@ -106,7 +106,8 @@ def class_task(task, payload) -> dict:
     code = db.label_names.index(c)
     tr_c = tr[db.labels[tr] == code]
     H.seed_everything(s["seed"])
-    model = H.make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"])
+    model = H.make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"],
+                          m_step=s.get("m_step"))
     _, fit_s = H.timed(model.fit, db.subset(tr_c).sequences)
     scores, score_s = H.timed(model.score_samples, db.subset(te).sequences)
     n_iter = getattr(model, "n_iter_", None)
@@ -131,7 +132,8 @@ def lr_task(task, payload) -> dict:
     tr = tr[np.isin(db.labels[tr], [ca, cb])]
     te = te[np.isin(db.labels[te], [ca, cb])]
     H.seed_everything(s["seed"])
-    model = H.make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"])
+    model = H.make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"],
+                          m_step=s.get("m_step"))
     _, fit_s = H.timed(model.fit, db.subset(tr).sequences)
     x_tr = posterior_features(model, db.subset(tr).sequences)
     x_te = posterior_features(model, db.subset(te).sequences)
@@ -167,7 +169,8 @@ def run_classify(args) -> int:
     settings = {
         "data": {"name": db.name, "description": what, "n_sequences": len(db), "n_symbols": db.n_symbols,
                  "label_names": db.label_names, "fingerprint": H.data_fingerprint(db)},
-        "folds": args.folds, "seed": args.seed, "max_iter": args.max_iter, "tol": args.tol, "lr_c": args.lr_c,
+        "folds": args.folds, "seed": args.seed, "max_iter": args.max_iter, "tol": args.tol,
+        "m_step": args.m_step, "lr_c": args.lr_c,
     }
     out = Path(args.out) if args.out else default_out("classify", db.name)
     lr_models = [] if args.no_lr else [m for m in H.LDHMM_NAMES if m in models]

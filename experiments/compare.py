@@ -74,6 +74,10 @@ def add_common_arguments(p, states_default, folds_default=10):
     p.add_argument("--max-iter", type=_positive_int, default=None,
                    help="EM iterations at most (default: each model's own, 100)")
     p.add_argument("--tol", type=float, default=None, help="EM relative tolerance (default: each model's own)")
+    p.add_argument("--m-step", choices=["collapsed", "paper"], default="collapsed",
+                   help="M-step of the LDHMM models: 'collapsed' (default; Newton on the "
+                        "Dirichlet-multinomial likelihood of the expected counts) or 'paper' (q(theta) "
+                        "held fixed, as in the paper; needs many more EM iterations)")
     p.add_argument("--force", action="store_true",
                    help="reuse an --out directory that holds results of another configuration")
 
@@ -116,7 +120,8 @@ def compare_task(task, payload) -> dict:
     test = db.subset(te).sequences
     n_tokens = int(sum(len(x) for x in test))
     H.seed_everything(s["seed"])
-    model = H.make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"])
+    model = H.make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"],
+                          m_step=s.get("m_step"))
     _, fit_s = H.timed(model.fit, train)
     scores, score_s = H.timed(model.score_samples, test)
     scores = np.asarray(scores, dtype=np.float64)
@@ -162,6 +167,7 @@ def run_compare(args) -> int:
         "data": {"name": db.name, "description": what, "n_sequences": len(db), "n_symbols": db.n_symbols,
                  "fingerprint": H.data_fingerprint(db)},
         "folds": args.folds, "seed": args.seed, "max_iter": args.max_iter, "tol": args.tol,
+        "m_step": args.m_step,
         "is_samples": args.is_samples,
     }
     out = Path(args.out) if args.out else default_out("compare", db.name)

@@ -128,7 +128,7 @@ def model_score_kind(name: str) -> str:
 
 
 def make_model(name: str, n_states: int, n_symbols: int, seed: int = 0, max_iter: int | None = None,
-               tol: float | None = None, **options):
+               tol: float | None = None, m_step: str | None = None, **options):
     """A fresh, unfitted model of the registry.
 
     Parameters
@@ -141,6 +141,8 @@ def make_model(name: str, n_states: int, n_symbols: int, seed: int = 0, max_iter
     seed : int
     max_iter, tol : optional
         EM settings for the models that iterate EM (not LDA); None keeps the model's default.
+    m_step : {"collapsed", "paper"}, optional
+        M-step of the LDHMM models (None: their default, ``"collapsed"``).
     **options
         Further constructor arguments of that model.
     """
@@ -151,6 +153,8 @@ def make_model(name: str, n_states: int, n_symbols: int, seed: int = 0, max_iter
             options.setdefault("max_iter", int(max_iter))
         if tol is not None:
             options.setdefault("tol", float(tol))
+    if m_step is not None and name in LDHMM_NAMES:
+        options.setdefault("m_step", m_step)
     return MODELS[name](int(n_states), int(n_symbols), int(seed), **options)
 
 
