@@ -23,12 +23,18 @@ __all__ = ["MeanFieldStats", "init_mean_field", "mean_field_half_sweep", "mean_f
 
 # Stand-in for log 0 in FF updates: exp() of it underflows to 0 like exp(-inf), but 0 * LOG_ZERO
 # is 0 where 0 * -inf is NaN (point estimates can hold exact zeros), and a few such terms add up
-# without overflowing.
+# without overflowing. float64 value; other dtypes use log_zero(dtype).
 LOG_ZERO = -1e250
 
 
+def log_zero(dtype: torch.dtype) -> float:
+    """LOG_ZERO for ``dtype``: -1e250 in float64, about -3e34 in float32 (1e-4 of the most
+    negative float, so that sums of K such terms cannot overflow)."""
+    return LOG_ZERO if dtype == torch.float64 else float(torch.finfo(dtype).min) * 1e-4
+
+
 def _finite_logs(*tensors):
-    return [t.clamp_min(LOG_ZERO) for t in tensors]
+    return [t.clamp_min(log_zero(t.dtype)) for t in tensors]
 
 
 def _masked_softmax(logits, mask):

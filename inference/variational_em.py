@@ -107,7 +107,10 @@ class VariantParameters:
         ``fixed`` may carry the database-level values already computed (they do not change
         within an E-step).
         """
-        elog = {g: expected_log_dirichlet(self.prior[g] + counts[g]) for g in self.sharing.groups(SEQUENCE)}
+        # Digamma differences in float64 whatever the dtype: with concentrations up to 1e6,
+        # float32 cannot even represent prior + counts (see docs/performance.md).
+        elog = {g: expected_log_dirichlet(self.prior[g].double() + counts[g].double()).to(counts[g].dtype)
+                for g in self.sharing.groups(SEQUENCE)}
         for g in GROUPS:
             if g not in elog:
                 elog[g] = fixed[g] if fixed is not None else self.fixed_expected_log(g)
@@ -257,9 +260,11 @@ def _collapsed_terms(counts, params, seq_groups, prior_log_beta):
     """
     terms = 0.0
     for g in seq_groups:
-        value = log_multivariate_beta(params.prior[g] + counts[g]) - prior_log_beta[g]
+        # float64: log B of concentrations near 1e6 are ~1e7 and their differences matter.
+        value = (log_multivariate_beta(params.prior[g].double() + counts[g].double())
+                 - prior_log_beta[g].double())
         terms = terms + (value if g == "pi" else value.sum(-1))
-    return terms
+    return terms.to(counts["B"].dtype) if isinstance(terms, torch.Tensor) else terms
 
 
 def _e_step_steps(bucket, params, guide, counts, guide_state, max_iter, tol, history,
@@ -363,7 +368,7 @@ def e_step_bucket(
     K, V = params.n_states, params.n_symbols
     dtype = params.dtype
     fixed_elog = {g: params.fixed_expected_log(g) for g in fixed_groups}
-    prior_log_beta = {g: log_multivariate_beta(params.prior[g]) for g in seq_groups}
+    prior_log_beta = {g: log_multivariate_beta(params.prior[g].double()) for g in seq_groups}
 
     if state is None:
         counts = {g: torch.zeros((Mb,) + _group_shape(g, K, V), dtype=dtype) for g in GROUPS}
@@ -413,7 +418,8 @@ def e_step_bucket(
         seq_groups, fixed_groups, fixed_elog, prior_log_beta,
     )
     local = _collapsed_terms(counts, params, seq_groups, prior_log_beta)
-    final_elog = {g: expected_log_dirichlet(params.prior[g] + counts[g]) for g in seq_groups}
+    final_elog = {g: expected_log_dirichlet(params.prior[g].double() + counts[g].double())
+                  for g in seq_groups}
     return BucketState(
         counts=counts,
         entropy=entropy,
@@ -582,10 +588,12 @@ def m_step(
                 new.prior[g] = torch.from_numpy(res.concentration).to(a.dtype).reshape(a.shape)
                 elbo += float(res.gain.sum())
             else:
-                t = totals.sum_expected_log[g].reshape(rows.shape)
+                # Newton in float64 whatever the model's dtype.
+                rows = rows.double()
+                t = totals.sum_expected_log[g].reshape(rows.shape).double()
                 before = dirichlet_prior_objective(rows, t, totals.n_sequences).sum()
                 res = newton_dirichlet(rows, t, totals.n_sequences, max_iter=newton_max_iter)
-                new.prior[g] = res.concentration.reshape(a.shape)
+                new.prior[g] = res.concentration.reshape(a.shape).to(a.dtype)
                 elbo += float(res.objective.sum() - before)
             capped |= res.capped
     for g in sharing.groups(SHARED):

@@ -81,15 +81,26 @@ def test_fast_and_reference_paths_agree_on_ragged_batches():
         assert torch.allclose(fast.counts[g], ref.counts[g], atol=1e-10)
 
 
-def test_float32_path_agrees_with_float64(small_db):
+@pytest.mark.parametrize("guide", [PFGuide(), FFGuide()], ids=["pf", "ff"])
+def test_float32_path_agrees_with_float64(small_db, guide):
     p64 = init_parameters(LDHMM_SHARING, 3, 4, seed=0, dtype=torch.float64)
     p32 = p64.clone()
     p32.prior = {k: v.float() for k, v in p64.prior.items()}
     for bucket in make_buckets(small_db, max_cells=2000):
-        a = e_step_bucket(bucket, p64, PFGuide(), max_iter=5, tol=0)
-        b = e_step_bucket(bucket, p32, PFGuide(), max_iter=5, tol=0)
+        a = e_step_bucket(bucket, p64, guide, max_iter=5, tol=0)
+        b = e_step_bucket(bucket, p32, guide, max_iter=5, tol=0)
         assert b.elbo.dtype == torch.float32
         np.testing.assert_allclose(b.elbo.double().numpy(), a.elbo.numpy(), rtol=1e-4)
+
+
+@pytest.mark.parametrize("guide", ["pf", "ff"])
+def test_float32_fit_runs_and_stays_finite(small_db, guide):
+    from models import LDHMM
+
+    model = LDHMM(3, guide=guide, dtype="float32", max_iter=5).fit(small_db)
+    assert np.all(np.isfinite(model.elbo_history_))
+    assert np.all(np.diff(model.elbo_history_) >= -1e-4 * np.abs(model.elbo_history_[1:]))
+    assert np.all(np.isfinite(model.score_samples(small_db[:5])))
 
 
 @pytest.mark.parametrize("sharing", list(SHARINGS.values()), ids=list(SHARINGS))
