@@ -467,7 +467,8 @@ if AVAILABLE:
     @njit(parallel=True, cache=True, nogil=True, fastmath=_FASTMATH)
     def _fused_e_step(family, tokens, lengths, prior_pi, prior_A, prior_B, fixed_pi, fixed_A,
                       fixed_B, sequence_groups, prior_log_beta_piA, lgamma_prior_B,
-                      prior_B_rowsum, lgamma_prior_B_rowsum, psi_prior_B, counts_pi, counts_A, counts_B, phi_all,
+                      prior_B_rowsum, lgamma_prior_B_rowsum, psi_prior_B, elog_prior_pi,
+                      elog_prior_A, elog_prior_B, counts_pi, counts_A, counts_B, phi_all,
                       initialize, entropy, elbo, local, sweeps, failed, trace, sum_elog_pi,
                       sum_elog_A, sum_delta_B, sum_psi_rowsum_B, max_iter,
                       tol):  # pragma: no cover - compiled
@@ -511,9 +512,23 @@ if AVAILABLE:
                 for k in range(K):
                     for j in range(n_present):
                         elog_B[k, present[j]] = fixed_B[k, present[j]]
-            _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B, prior_B_rowsum,
-                            lgamma_prior_B, lgamma_prior_B_rowsum, c_pi, c_A, c_B, present,
-                            n_present, elog_pi, elog_A, elog_B, psi_rowsum_B)
+            fresh = True  # no counts yet (cold start): E log theta is the prior's, shared
+            for k in range(K):
+                if c_pi[0, k] != 0.0:
+                    fresh = False
+            if fresh:
+                if seq_pi:
+                    elog_pi[0, :] = elog_prior_pi
+                if seq_A:
+                    elog_A[:, :] = elog_prior_A
+                if seq_B:
+                    for k in range(K):
+                        for j in range(n_present):
+                            elog_B[k, present[j]] = elog_prior_B[k, present[j]]
+            else:
+                _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B, prior_B_rowsum,
+                                lgamma_prior_B, lgamma_prior_B_rowsum, c_pi, c_A, c_B, present,
+                                n_present, elog_pi, elog_A, elog_B, psi_rowsum_B)
             previous = -np.inf
             for it in range(max_iter):
                 if family == 0:
@@ -612,6 +627,7 @@ def fused_e_step(family, tokens, lengths, prior, fixed, sequence_groups, counts,
     """
     import torch
 
+    from .dirichlet import expected_log_dirichlet
     from .variational_em import log_multivariate_beta
 
     M = tokens.shape[0]
@@ -645,6 +661,8 @@ def fused_e_step(family, tokens, lengths, prior, fixed, sequence_groups, counts,
                   prior_pi, prior_A, prior_B, fixed[0], fixed[1], fixed[2], flags,
                   float(prior_log_beta_piA), lgamma_B, prior_B.sum(1),
                   torch.lgamma(torch.from_numpy(prior_B.sum(1))).numpy(), psi_B,
+                  *(expected_log_dirichlet(torch.from_numpy(np.ascontiguousarray(a))).numpy()
+                    for a in (prior_pi, prior_A, prior_B)),
                   counts[0], counts[1], counts[2],
                   phi if family == "ff" else np.zeros((1, 1, K)), initialize,
                   out["entropy"], out["elbo"], out["local"], out["sweeps"], out["failed"], trace,
