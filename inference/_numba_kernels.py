@@ -368,10 +368,10 @@ if AVAILABLE:
 
     @njit(cache=True, nogil=True, fastmath=_FASTMATH)
     def _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present, phi, initialize,
-                   c_pi, c_A, c_B, logits):  # pragma: no cover - compiled
+                   c_pi, c_A, c_B):  # pragma: no cover - compiled
         """One FF pass (even positions, then odd: exact coordinate ascent); new expected counts;
-        returns H[q(Z)]. (``logits`` is unused: scratch arrays are allocated here so that LLVM
-        can vectorize the K-long loops, see :func:`_pf_update`.)"""
+        returns H[q(Z)]. Scratch arrays are allocated here so that LLVM can vectorize the K-long
+        loops (see :func:`_pf_update`)."""
         K = elog_A.shape[0]
         V = elog_B.shape[1]
         emission = np.empty((V, K))  # row v: E log B[:, v] for the symbols present
@@ -379,7 +379,7 @@ if AVAILABLE:
             v = present[j]
             for k in range(K):
                 emission[v, k] = elog_B[k, v]
-        local_logits = np.empty(K)
+        logits = np.empty(K)
         pair = np.zeros((K, K))
         if initialize:
             for n in range(L):
@@ -393,7 +393,6 @@ if AVAILABLE:
                     total += phi[n, k]
                 for k in range(K):
                     phi[n, k] /= total
-        logits = local_logits
         for parity in range(2):
             for n in range(parity, L, 2):
                 e = emission[tokens_m[n]]
@@ -482,9 +481,9 @@ if AVAILABLE:
             elog_pi = np.empty((1, K))
             elog_A = np.empty((K, K))
             elog_B = np.empty((K, V))  # only the columns of symbols present in the sequence
-            alpha = np.empty((L, K))
-            scale = np.empty(L)
-            logits = np.empty(K)
+            L_pf = L if family == 0 else 0  # forward messages: PF only
+            alpha = np.empty((L_pf, K))
+            scale = np.empty(L_pf)
             slot = np.full(V, -1, dtype=np.int64)
             present = np.empty(min(L, V), dtype=np.int64)
             symbol_count = np.zeros(min(L, V))
@@ -536,7 +535,7 @@ if AVAILABLE:
                                    symbol_count, c_pi, c_A, c_B, alpha, scale)
                 else:
                     h = _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
-                                   phi, initialize and it == 0, c_pi, c_A, c_B, logits)
+                                   phi, initialize and it == 0, c_pi, c_A, c_B)
                 if not np.isfinite(h):
                     failed[m] = True
                     break
