@@ -12,12 +12,15 @@ from __future__ import annotations
 import numpy as np
 
 try:
-    import numba
     from numba import njit, prange
 
     AVAILABLE = True
 except ImportError:  # pragma: no cover - numba is a declared dependency
     AVAILABLE = False
+
+# Sequences per block of the parallel sums: each block has its own partial sums, added in block
+# order afterwards, so results do not depend on the number of threads.
+SUM_BLOCK = 64
 
 __all__ = ["AVAILABLE", "scaled_forward_backward", "fused_e_step", "gamma_functions",
            "dirichlet_multinomial_sums"]
@@ -264,7 +267,10 @@ if AVAILABLE:
         A = np.empty((K, K))
         obs_table = np.empty((V, K))  # row v: emission potentials of symbol v (max 1)
         pair = np.zeros((K, K))
-        emitted = np.zeros((V, K))
+        emitted = np.empty((V, K))  # rows of the symbols present only: O(K x distinct symbols)
+        for j in range(n_present):
+            for k in range(K):
+                emitted[present[j], k] = 0.0
         acc = np.empty(K)
         beta = np.empty(K)
         w = np.empty(K)
@@ -475,119 +481,129 @@ if AVAILABLE:
         K, V = prior_B.shape
         seq_pi, seq_A, seq_B = sequence_groups[0], sequence_groups[1], sequence_groups[2]
         any_sequence = seq_pi or seq_A or seq_B
-        for m in prange(M):
-            L = lengths[m]
-            tokens_m = tokens[m]
-            elog_pi = np.empty((1, K))
-            elog_A = np.empty((K, K))
-            elog_B = np.empty((K, V))  # only the columns of symbols present in the sequence
-            L_pf = L if family == 0 else 0  # forward messages: PF only
-            alpha = np.empty((L_pf, K))
-            scale = np.empty(L_pf)
-            slot = np.full(V, -1, dtype=np.int64)
-            present = np.empty(min(L, V), dtype=np.int64)
-            symbol_count = np.zeros(min(L, V))
-            n_present = 0
-            for n in range(L):
-                x = tokens_m[n]
-                if slot[x] < 0:
-                    slot[x] = n_present
-                    present[n_present] = x
-                    n_present += 1
-                symbol_count[slot[x]] += 1.0
-            c_pi = counts_pi[m].reshape((1, K))
-            c_A = counts_A[m]
-            c_B = counts_B[m]  # zero outside the present columns, and kept so
-            phi = phi_all[m] if family == 1 else phi_all[0]
-            psi_rowsum_B = np.empty(K)
-            # E log theta at the warm start (database-level groups: fixed); afterwards each
-            # sweep's special-function pass gives both its collapsed ELBO and the next sweep's
-            # E log theta, and the last one gives the M-step's statistics.
-            if not seq_pi:
-                elog_pi[0, :] = fixed_pi
-            if not seq_A:
-                elog_A[:, :] = fixed_A
-            if not seq_B:
-                for k in range(K):
-                    for j in range(n_present):
-                        elog_B[k, present[j]] = fixed_B[k, present[j]]
-            fresh = True  # no counts yet (cold start): E log theta is the prior's, shared
-            for k in range(K):
-                if c_pi[0, k] != 0.0:
-                    fresh = False
-            if fresh:
-                if seq_pi:
-                    elog_pi[0, :] = elog_prior_pi
-                if seq_A:
-                    elog_A[:, :] = elog_prior_A
-                if seq_B:
-                    for k in range(K):
-                        for j in range(n_present):
-                            elog_B[k, present[j]] = elog_prior_B[k, present[j]]
-            else:
-                _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B, prior_B_rowsum,
-                                lgamma_prior_B, lgamma_prior_B_rowsum, c_pi, c_A, c_B, present,
-                                n_present, elog_pi, elog_A, elog_B, psi_rowsum_B)
-            previous = -np.inf
-            for it in range(max_iter):
-                if family == 0:
-                    h = _pf_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
-                                   symbol_count, c_pi, c_A, c_B, alpha, scale)
-                else:
-                    h = _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
-                                   phi, initialize and it == 0, c_pi, c_A, c_B)
-                if not np.isfinite(h):
-                    failed[m] = True
-                    break
-                # Per-sequence groups: log B(prior + counts) - log B(prior) (collapsed form);
-                # database-level groups: counts . E log theta (their E log theta is fixed).
-                collapsed = _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B,
-                                            prior_B_rowsum, lgamma_prior_B,
-                                            lgamma_prior_B_rowsum, c_pi, c_A, c_B, present,
-                                            n_present, elog_pi, elog_A, elog_B, psi_rowsum_B)
-                collapsed -= prior_log_beta_piA
-                database = 0.0
+        n_blocks = (M + SUM_BLOCK - 1) // SUM_BLOCK
+        for block in prange(n_blocks):
+            for m in range(block * SUM_BLOCK, min(M, (block + 1) * SUM_BLOCK)):
+                L = lengths[m]
+                tokens_m = tokens[m]
+                elog_pi = np.empty((1, K))
+                elog_A = np.empty((K, K))
+                elog_B = np.empty((K, V))  # only the columns of symbols present in the sequence
+                L_pf = L if family == 0 else 0  # forward messages: PF only
+                alpha = np.empty((L_pf, K))
+                scale = np.empty(L_pf)
+                slot = np.full(V, -1, dtype=np.int64)
+                present = np.empty(min(L, V), dtype=np.int64)
+                symbol_count = np.zeros(min(L, V))
+                n_present = 0
+                for n in range(L):
+                    x = tokens_m[n]
+                    if slot[x] < 0:
+                        slot[x] = n_present
+                        present[n_present] = x
+                        n_present += 1
+                    symbol_count[slot[x]] += 1.0
+                c_pi = counts_pi[m].reshape((1, K))
+                c_A = counts_A[m]
+                c_B = counts_B[m]  # zero outside the present columns, and kept so
+                phi = phi_all[m] if family == 1 else phi_all[0]
+                psi_rowsum_B = np.empty(K)
+                # E log theta at the warm start (database-level groups: fixed); afterwards each
+                # sweep's special-function pass gives both its collapsed ELBO and the next sweep's
+                # E log theta, and the last one gives the M-step's statistics.
                 if not seq_pi:
-                    database += _weighted(c_pi, fixed_pi.reshape((1, K)))
+                    elog_pi[0, :] = fixed_pi
                 if not seq_A:
-                    database += _weighted(c_A, fixed_A)
+                    elog_A[:, :] = fixed_A
                 if not seq_B:
                     for k in range(K):
                         for j in range(n_present):
-                            v = present[j]
-                            if c_B[k, v] > 0.0:
-                                database += c_B[k, v] * fixed_B[k, v]
-                entropy[m] = h
-                local[m] = h + collapsed
-                value = h + collapsed + database
-                elbo[m] = value
-                sweeps[m] = it + 1
-                if it < trace.shape[1]:
-                    trace[m, it] = value
-                if not any_sequence:
-                    break
-                if abs(value - previous) <= tol * abs(value):
-                    break
-                previous = value
-            if failed[m]:
-                continue
-            # Sufficient statistics of the paper's M-step at the final q(theta) (E log theta was
-            # computed from the final counts), summed per thread: one accumulator row per
-            # thread, no races, no per-sequence buffers.
-            tid = numba.get_thread_id()
-            if seq_pi:
+                            elog_B[k, present[j]] = fixed_B[k, present[j]]
+                # A sequence without any counts yet (cold start) has q(theta) = the prior, whose
+                # E log theta is the same for every sequence: computed once by the caller.
+                fresh = True
                 for k in range(K):
-                    sum_elog_pi[tid, k] += elog_pi[0, k]
-            if seq_A:
-                for i in range(K):
-                    for k in range(K):
-                        sum_elog_A[tid, i, k] += elog_A[i, k]
-            if seq_B:
-                for k in range(K):
-                    sum_psi_rowsum_B[tid, k] += psi_rowsum_B[k]
+                    if c_pi[0, k] != 0.0:
+                        fresh = False
+                    for j in range(K):
+                        if c_A[k, j] != 0.0:
+                            fresh = False
                     for j in range(n_present):
-                        v = present[j]
-                        sum_delta_B[tid, k, v] += elog_B[k, v] + psi_rowsum_B[k] - psi_prior_B[k, v]
+                        if c_B[k, present[j]] != 0.0:
+                            fresh = False
+                if fresh:
+                    if seq_pi:
+                        elog_pi[0, :] = elog_prior_pi
+                    if seq_A:
+                        elog_A[:, :] = elog_prior_A
+                    if seq_B:
+                        for k in range(K):
+                            psi_rowsum_B[k] = _lgamma_digamma(prior_B_rowsum[k])[1]
+                            for j in range(n_present):
+                                elog_B[k, present[j]] = elog_prior_B[k, present[j]]
+                else:
+                    _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B, prior_B_rowsum,
+                                    lgamma_prior_B, lgamma_prior_B_rowsum, c_pi, c_A, c_B, present,
+                                    n_present, elog_pi, elog_A, elog_B, psi_rowsum_B)
+                previous = -np.inf
+                for it in range(max_iter):
+                    if family == 0:
+                        h = _pf_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
+                                       symbol_count, c_pi, c_A, c_B, alpha, scale)
+                    else:
+                        h = _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
+                                       phi, initialize and it == 0, c_pi, c_A, c_B)
+                    if not np.isfinite(h):
+                        failed[m] = True
+                        break
+                    # Per-sequence groups: log B(prior + counts) - log B(prior) (collapsed form);
+                    # database-level groups: counts . E log theta (their E log theta is fixed).
+                    collapsed = _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B,
+                                                prior_B_rowsum, lgamma_prior_B,
+                                                lgamma_prior_B_rowsum, c_pi, c_A, c_B, present,
+                                                n_present, elog_pi, elog_A, elog_B, psi_rowsum_B)
+                    collapsed -= prior_log_beta_piA
+                    database = 0.0
+                    if not seq_pi:
+                        database += _weighted(c_pi, fixed_pi.reshape((1, K)))
+                    if not seq_A:
+                        database += _weighted(c_A, fixed_A)
+                    if not seq_B:
+                        for k in range(K):
+                            for j in range(n_present):
+                                v = present[j]
+                                if c_B[k, v] > 0.0:
+                                    database += c_B[k, v] * fixed_B[k, v]
+                    entropy[m] = h
+                    local[m] = h + collapsed
+                    value = h + collapsed + database
+                    elbo[m] = value
+                    sweeps[m] = it + 1
+                    if it < trace.shape[1]:
+                        trace[m, it] = value
+                    if not any_sequence:
+                        break
+                    if abs(value - previous) <= tol * abs(value):
+                        break
+                    previous = value
+                if failed[m]:
+                    continue
+                # Sufficient statistics of the paper's M-step at the final q(theta) (E log theta was
+                # computed from the final counts), summed per block of sequences: no races, no
+                # per-sequence buffers, and the same sums whatever the number of threads.
+                if seq_pi:
+                    for k in range(K):
+                        sum_elog_pi[block, k] += elog_pi[0, k]
+                if seq_A:
+                    for i in range(K):
+                        for k in range(K):
+                            sum_elog_A[block, i, k] += elog_A[i, k]
+                if seq_B:
+                    for k in range(K):
+                        sum_psi_rowsum_B[block, k] += psi_rowsum_B[k]
+                        for j in range(n_present):
+                            v = present[j]
+                            sum_delta_B[block, k, v] += elog_B[k, v] + psi_rowsum_B[k] - psi_prior_B[k, v]
 
 
 FAMILIES = {"pf": 0, "ff": 1}
@@ -647,11 +663,11 @@ def fused_e_step(family, tokens, lengths, prior, fixed, sequence_groups, counts,
         "sweeps": np.zeros(M, dtype=np.int64), "failed": np.zeros(M, dtype=np.bool_),
     }
     trace = np.full((M, max_iter if record_trace else 0), np.nan)
-    n_threads = numba.get_num_threads()
-    sum_elog_pi = np.zeros((n_threads, K))
-    sum_elog_A = np.zeros((n_threads, K, K))
-    sum_delta_B = np.zeros((n_threads, K, V))
-    sum_psi_rowsum_B = np.zeros((n_threads, K))
+    n_blocks = -(-M // SUM_BLOCK)  # per-block partial sums (see SUM_BLOCK)
+    sum_elog_pi = np.zeros((n_blocks, K))
+    sum_elog_A = np.zeros((n_blocks, K, K))
+    sum_delta_B = np.zeros((n_blocks, K, V))
+    sum_psi_rowsum_B = np.zeros((n_blocks, K))
     initialize = phi is None
     if family == "ff" and phi is None:
         phi = np.zeros((M, tokens.shape[1], K))
@@ -719,30 +735,33 @@ if AVAILABLE:
     @njit(parallel=True, cache=True, nogil=True)
     def _dirichlet_multinomial_pass(alpha, alpha_functions, row_functions, counts, rows,
                                     entry_sums, row_sums):  # pragma: no cover - compiled
-        """Per-thread sums over sequences of [f(alpha + n) - f(alpha)] for f in (lgamma, psi,
-        psi'), per entry (only entries with n > 0 contribute) and per row total."""
+        """Sums over sequences of [f(alpha + n) - f(alpha)] for f in (lgamma, psi, psi'), per
+        entry (only entries with n > 0 contribute) and per row total, accumulated per block of
+        SUM_BLOCK sequences (``entry_sums[block]``): the caller adds the blocks in order, so the
+        result does not depend on the number of threads."""
         M, R, D = counts.shape
-        for m in prange(M):
-            tid = numba.get_thread_id()
-            for r in range(R):
-                if not rows[r]:
-                    continue
-                a0 = 0.0
-                n0 = 0.0
-                for d in range(D):
-                    a0 += alpha[r, d]
-                    n = counts[m, r, d]
-                    if n > 0.0:
-                        n0 += n
-                        lg, psi, tri = _gamma_functions(alpha[r, d] + n)
-                        entry_sums[tid, 0, r, d] += lg - alpha_functions[0, r, d]
-                        entry_sums[tid, 1, r, d] += psi - alpha_functions[1, r, d]
-                        entry_sums[tid, 2, r, d] += tri - alpha_functions[2, r, d]
-                if n0 > 0.0:
-                    lg, psi, tri = _gamma_functions(a0 + n0)
-                    row_sums[tid, 0, r] += lg - row_functions[0, r]
-                    row_sums[tid, 1, r] += psi - row_functions[1, r]
-                    row_sums[tid, 2, r] += tri - row_functions[2, r]
+        n_blocks = (M + SUM_BLOCK - 1) // SUM_BLOCK
+        for block in prange(n_blocks):
+            for m in range(block * SUM_BLOCK, min(M, (block + 1) * SUM_BLOCK)):
+                for r in range(R):
+                    if not rows[r]:
+                        continue
+                    a0 = 0.0
+                    n0 = 0.0
+                    for d in range(D):
+                        a0 += alpha[r, d]
+                        n = counts[m, r, d]
+                        if n > 0.0:
+                            n0 += n
+                            lg, psi, tri = _gamma_functions(alpha[r, d] + n)
+                            entry_sums[block, 0, r, d] += lg - alpha_functions[0, r, d]
+                            entry_sums[block, 1, r, d] += psi - alpha_functions[1, r, d]
+                            entry_sums[block, 2, r, d] += tri - alpha_functions[2, r, d]
+                    if n0 > 0.0:
+                        lg, psi, tri = _gamma_functions(a0 + n0)
+                        row_sums[block, 0, r] += lg - row_functions[0, r]
+                        row_sums[block, 1, r] += psi - row_functions[1, r]
+                        row_sums[block, 2, r] += tri - row_functions[2, r]
 
     @njit(cache=True)
     def _gamma_functions_array(x, out):  # pragma: no cover - compiled
@@ -783,11 +802,15 @@ def dirichlet_multinomial_sums(alpha, count_batches, rows=None):
     R, D = alpha.shape
     alpha_functions = gamma_functions(alpha)
     row_functions = gamma_functions(alpha.sum(1))
-    n_threads = numba.get_num_threads()
-    entry = np.zeros((n_threads, 3, R, D))
-    row = np.zeros((n_threads, 3, R))
     rows = np.ones(R, dtype=np.bool_) if rows is None else np.asarray(rows, dtype=np.bool_)
+    entry_total = np.zeros((3, R, D))
+    row_total = np.zeros((3, R))
     for counts in count_batches:
+        n_blocks = -(-counts.shape[0] // SUM_BLOCK)
+        entry = np.zeros((n_blocks, 3, R, D))
+        row = np.zeros((n_blocks, 3, R))
         _dirichlet_multinomial_pass(alpha, alpha_functions, row_functions,
                                     np.ascontiguousarray(counts, dtype=np.float64), rows, entry, row)
-    return entry.sum(0), row.sum(0)
+        entry_total += entry.sum(0)  # depends on the block count only, not on the threads
+        row_total += row.sum(0)
+    return entry_total, row_total

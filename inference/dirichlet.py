@@ -311,7 +311,8 @@ def newton_dirichlet_multinomial(
 
         sums = (_numba_kernels.dirichlet_multinomial_sums if _numba_kernels.AVAILABLE
                 else dirichlet_multinomial_sums_reference)
-    a = np.clip(np.asarray(initial, dtype=np.float64), min_value, max_value)
+    initial = np.asarray(initial, dtype=np.float64)
+    a = np.clip(initial, min_value, max_value)
     R = a.shape[0]
 
     def evaluate(x, rows):
@@ -323,6 +324,11 @@ def newton_dirichlet_multinomial(
     f, entry, row = evaluate(a, active)
     passes = 1
     f_start = f.copy()
+    clipped = (a != initial).any(-1)
+    if clipped.any():
+        # A prior given outside the box (user parameters): the gain is measured from where it was.
+        f_start = np.where(clipped, evaluate(initial, clipped)[0], f_start)
+        passes += 1
     for _ in range(max_iter):
         g = entry[1] - row[1][:, None]
         q = entry[2]
@@ -365,7 +371,10 @@ def newton_dirichlet_multinomial(
         active = improved & (rel_change > tol) & (f - f_before > objective_tol * np.abs(f))
         if not active.any():
             break
-    return DirichletMultinomialResult(a, f - f_start, passes, bool((a >= max_value).any()))
+    worse = f < f_start  # only possible for a row that started outside the box
+    a = np.where(worse[:, None], initial, a)
+    gain = np.where(worse, 0.0, f - f_start)
+    return DirichletMultinomialResult(a, gain, passes, bool((a >= max_value).any()))
 
 
 def sample_dirichlet(concentration: torch.Tensor) -> torch.Tensor:

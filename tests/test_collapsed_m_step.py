@@ -139,3 +139,44 @@ def test_m_step_methods_validate_and_collapsed_climbs_faster(small_db):
         assert np.all(np.diff(values) >= -1e-8 * np.abs(values[1:]))
         final[method] = result.elbo_history[-1]
     assert final["collapsed"] > final["paper"]
+
+
+@compiled
+def test_sums_do_not_depend_on_the_thread_count(small_db):
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one numba thread only")
+    rng = np.random.default_rng(5)
+    alpha = rng.uniform(0.1, 3.0, (3, 4))
+    batches = _random_count_batches(rng, 3, 4, [1000, 37])
+    params = init_parameters(LDHMM_SHARING, 3, 4, seed=0, n_tokens=sum(map(len, small_db)))
+    buckets = make_buckets(small_db, max_cells=10**6, max_padding_ratio=100)
+    before = numba.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 2):
+            numba.set_num_threads(threads)
+            sums = _numba_kernels.dirichlet_multinomial_sums(alpha, batches)
+            states, totals = e_step(buckets, params, PFGuide(), None, max_iter=5, tol=0.0)
+            results.append((sums, totals.sum_expected_log, totals.local_elbo))
+    finally:
+        numba.set_num_threads(before)
+    (s1, e1, l1), (s2, e2, l2) = results
+    for x, y in zip(s1, s2):
+        np.testing.assert_array_equal(x, y)
+    for g in e1:
+        np.testing.assert_array_equal(np.asarray(e1[g]), np.asarray(e2[g]))
+    assert l1 == l2
+
+
+def test_gain_is_measured_from_a_prior_outside_the_box():
+    rng = np.random.default_rng(6)
+    counts = rng.gamma(1.0, 2.0, (40, 2, 3))
+    start = np.array([[1e-8, 1.0, 2.0], [3e6, 1.0, 1.0]])
+    res = newton_dirichlet_multinomial(start, [counts])
+    C = torch.from_numpy(counts)
+    before = dirichlet_multinomial_objective(torch.from_numpy(start), C).numpy()
+    after = dirichlet_multinomial_objective(torch.from_numpy(res.concentration), C).numpy()
+    np.testing.assert_allclose(res.gain, after - before, rtol=1e-9, atol=1e-9)
+    assert np.all(res.gain >= 0)
