@@ -386,7 +386,9 @@ if AVAILABLE:
             for k in range(K):
                 emission[v, k] = elog_B[k, v]
         logits = np.empty(K)
+        weights = np.empty(K)
         pair = np.zeros((K, K))
+        entropy = 0.0
         if initialize:
             for n in range(L):
                 x = tokens_m[n]
@@ -427,13 +429,19 @@ if AVAILABLE:
                     top = max(top, logits[k])
                 total = 0.0
                 for k in range(K):
-                    logits[k] = np.exp(logits[k] - top)
-                    total += logits[k]
+                    weights[k] = np.exp(logits[k] - top)
+                    total += weights[k]
                 inv = 1.0 / total
                 cur = phi[n]
+                # Every position is set once per pass, so its entropy term is final here:
+                # -sum_k p_k log p_k = log(total) + top - sum_k p_k logit_k (one log, not K).
+                dot = 0.0
                 for k in range(K):
-                    cur[k] = logits[k] * inv
-        entropy = 0.0
+                    p = weights[k] * inv
+                    cur[k] = p
+                    if p > 0.0:
+                        dot += p * logits[k]
+                entropy += np.log(total) + top - dot
         for n in range(L):
             for k in range(K):
                 if not np.isfinite(phi[n, k]):
@@ -449,10 +457,7 @@ if AVAILABLE:
             cur = phi[n]
             e = emitted[tokens_m[n]]
             for k in range(K):
-                p = cur[k]
-                e[k] += p
-                if p > 0.0:
-                    entropy -= p * np.log(p)
+                e[k] += cur[k]
             if n > 0:
                 prev = phi[n - 1]
                 for i in range(K):
