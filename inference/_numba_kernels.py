@@ -255,25 +255,23 @@ if AVAILABLE:
 
     @njit(cache=True, nogil=True, fastmath=_FASTMATH)
     def _pf_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present, symbol_count,
-                   c_pi, c_A, c_B, alpha, scale):  # pragma: no cover - compiled
+                   c_pi, c_A, c_B, alpha, scale, A, obs_table, pair, emitted, acc, beta,
+                   w):  # pragma: no cover - compiled
         """Forward-backward on exp(E log theta); new expected counts; returns H[q(Z)] (NaN if the
         scaled recursion failed).
 
-        The inner loops run over contiguous rows held in arrays allocated here (so LLVM knows
-        they alias nothing) and never read-modify-write the message being built: this is what
-        lets them vectorize, about 6x faster than updating ``alpha[n, k]`` in place."""
+        The inner loops run over contiguous rows (of A, of the transposed emission table
+        ``obs_table`` (V, K), of the scratch vectors) and never read-modify-write the message
+        being built: this is what lets them vectorize, about 6x faster than updating
+        ``alpha[n, k]`` in place. Scratch arrays come from the caller (one set per block of
+        sequences); only the rows of the symbols present are touched, O(K x distinct symbols)."""
         K = elog_A.shape[0]
-        V = elog_B.shape[1]
-        A = np.empty((K, K))
-        obs_table = np.empty((V, K))  # row v: emission potentials of symbol v (max 1)
-        pair = np.zeros((K, K))
-        emitted = np.empty((V, K))  # rows of the symbols present only: O(K x distinct symbols)
+        for i in range(K):
+            for k in range(K):
+                pair[i, k] = 0.0
         for j in range(n_present):
             for k in range(K):
                 emitted[present[j], k] = 0.0
-        acc = np.empty(K)
-        beta = np.empty(K)
-        w = np.empty(K)
         init_shift = elog_pi[0, 0]
         for k in range(1, K):
             init_shift = max(init_shift, elog_pi[0, k])
@@ -374,20 +372,18 @@ if AVAILABLE:
 
     @njit(cache=True, nogil=True, fastmath=_FASTMATH)
     def _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present, phi, initialize,
-                   c_pi, c_A, c_B):  # pragma: no cover - compiled
+                   c_pi, c_A, c_B, emission, pair, logits, weights):  # pragma: no cover
         """One FF pass (even positions, then odd: exact coordinate ascent); new expected counts;
-        returns H[q(Z)]. Scratch arrays are allocated here so that LLVM can vectorize the K-long
-        loops (see :func:`_pf_update`)."""
+        returns H[q(Z)]. Rows, not columns, in the K-long loops so that they vectorize (see
+        :func:`_pf_update`); scratch arrays from the caller."""
         K = elog_A.shape[0]
-        V = elog_B.shape[1]
-        emission = np.empty((V, K))  # row v: E log B[:, v] for the symbols present
         for j in range(n_present):
             v = present[j]
             for k in range(K):
                 emission[v, k] = elog_B[k, v]
-        logits = np.empty(K)
-        weights = np.empty(K)
-        pair = np.zeros((K, K))
+        for i in range(K):
+            for k in range(K):
+                pair[i, k] = 0.0
         entropy = 0.0
         if initialize:
             for n in range(L):
@@ -487,32 +483,46 @@ if AVAILABLE:
         seq_pi, seq_A, seq_B = sequence_groups[0], sequence_groups[1], sequence_groups[2]
         any_sequence = seq_pi or seq_A or seq_B
         n_blocks = (M + SUM_BLOCK - 1) // SUM_BLOCK
+        T = tokens.shape[1]
+        T_pf = T if family == 0 else 0  # forward messages: PF only
         for block in prange(n_blocks):
+            # Scratch for the block's sequences (one thread runs a block): no allocation per
+            # sequence. elog_B, obs_table, emitted, emission: only the present symbols' columns
+            # or rows are written and read.
+            elog_pi = np.empty((1, K))
+            elog_A = np.empty((K, K))
+            elog_B = np.empty((K, V))
+            alpha_block = np.empty((T_pf, K))
+            scale_block = np.empty(T_pf)
+            slot = np.full(V, -1, dtype=np.int64)
+            present = np.empty(min(T, V), dtype=np.int64)
+            symbol_count = np.empty(min(T, V))
+            psi_rowsum_B = np.empty(K)
+            A = np.empty((K, K))
+            table = np.empty((V, K))
+            pair = np.empty((K, K))
+            emitted = np.empty((V, K))
+            vec1 = np.empty(K)
+            vec2 = np.empty(K)
+            vec3 = np.empty(K)
             for m in range(block * SUM_BLOCK, min(M, (block + 1) * SUM_BLOCK)):
                 L = lengths[m]
                 tokens_m = tokens[m]
-                elog_pi = np.empty((1, K))
-                elog_A = np.empty((K, K))
-                elog_B = np.empty((K, V))  # only the columns of symbols present in the sequence
-                L_pf = L if family == 0 else 0  # forward messages: PF only
-                alpha = np.empty((L_pf, K))
-                scale = np.empty(L_pf)
-                slot = np.full(V, -1, dtype=np.int64)
-                present = np.empty(min(L, V), dtype=np.int64)
-                symbol_count = np.zeros(min(L, V))
                 n_present = 0
                 for n in range(L):
                     x = tokens_m[n]
                     if slot[x] < 0:
                         slot[x] = n_present
                         present[n_present] = x
+                        symbol_count[n_present] = 0.0
                         n_present += 1
                     symbol_count[slot[x]] += 1.0
+                for j in range(n_present):  # ready for the next sequence
+                    slot[present[j]] = -1
                 c_pi = counts_pi[m].reshape((1, K))
                 c_A = counts_A[m]
                 c_B = counts_B[m]  # zero outside the present columns, and kept so
                 phi = phi_all[m] if family == 1 else phi_all[0]
-                psi_rowsum_B = np.empty(K)
                 # E log theta at the warm start (database-level groups: fixed); afterwards each
                 # sweep's special-function pass gives both its collapsed ELBO and the next sweep's
                 # E log theta, and the last one gives the M-step's statistics.
@@ -554,10 +564,13 @@ if AVAILABLE:
                 for it in range(max_iter):
                     if family == 0:
                         h = _pf_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
-                                       symbol_count, c_pi, c_A, c_B, alpha, scale)
+                                       symbol_count, c_pi, c_A, c_B, alpha_block, scale_block,
+                                       A, table,
+                                       pair, emitted, vec1, vec2, vec3)
                     else:
                         h = _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
-                                       phi, initialize and it == 0, c_pi, c_A, c_B)
+                                       phi, initialize and it == 0, c_pi, c_A, c_B, table,
+                                       pair, vec1, vec2)
                     if not np.isfinite(h):
                         failed[m] = True
                         break
