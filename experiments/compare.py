@@ -82,28 +82,25 @@ def add_common_arguments(p, states_default, folds_default=10):
                    help="reuse an --out directory that holds results of another configuration")
 
 
-def _positive_int(text):
-    import argparse
+def _int_at_least(minimum: int):
+    """argparse type: an integer >= ``minimum``, with a one-line error otherwise."""
 
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
-    return v
+    def parse(text):
+        import argparse
+
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
+        return v
+
+    return parse
 
 
-def _nonneg_int(text):
-    import argparse
-
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
-    return v
+_positive_int = _int_at_least(1)
+_nonneg_int = _int_at_least(0)
 
 
 def _say(args, text):
