@@ -30,11 +30,11 @@ Speed
 -----
 hmmlearn runs its forward-backward once per sequence from Python, which costs more than
 the arithmetic for databases of many short sequences. So :meth:`HMM.score_samples` runs
-one scaled forward pass over all sequences at once (:func:`forward_log_likelihood`:
-sorted by length, cut into padded time-major chunks, vectorized over sequences); it matches
-hmmlearn's ``score`` of each sequence to ~1e-13. Training uses hmmlearn's ``fit`` (its
+the project's one compiled chain core over length buckets (:func:`forward_log_likelihood`,
+parallel over sequences, the same kernel as the LDHMM E-step); it matches hmmlearn's
+``score`` of each sequence to ~1e-13. Training uses hmmlearn's ``fit`` (its
 initialization, M-step, convergence monitor) with, by default, the E-step statistics
-computed the same vectorized way (:func:`forward_backward_stats`, ``fast_estep=True``);
+computed by the same core (:func:`forward_backward_stats`, ``fast_estep=True``);
 ``fast_estep=False`` runs hmmlearn's own per-sequence E-step, and the tests check that
 both give the same EM trajectory.
 """
@@ -45,10 +45,14 @@ import logging
 from contextlib import contextmanager
 
 import numpy as np
+import torch
 from hmmlearn.hmm import CategoricalHMM
 from scipy.special import xlogy
 
-from .base import SequenceModel, check_seed
+from ..inference import forward_backward, make_buckets
+
+from ..models.base import SequenceModel, check_seed
+from ..models.registry import register
 
 __all__ = ["HMM", "forward_log_likelihood", "forward_backward_stats"]
 
@@ -119,17 +123,24 @@ class _MAPCategoricalHMM(CategoricalHMM):
         return stats, log_prob
 
 
-def _length_chunks(lengths_sorted: np.ndarray, max_cells: int):
-    """Cut sequences sorted by length into [start, stop) chunks with n * max_len <= max_cells."""
-    n = len(lengths_sorted)
-    start = 0
-    while start < n:
-        # the longest sequence of a chunk is its last one (sorted ascending)
-        stop = start + 1
-        while stop < n and (stop + 1 - start) * lengths_sorted[stop] <= max_cells:
-            stop += 1
-        yield start, stop
-        start = stop
+def _log_parameters(startprob, transmat, emissionprob):
+    """Log-potentials of one shared HMM for the chain core: (1, K), (1, K, K), (V, K)."""
+    with np.errstate(divide="ignore"):  # a probability of exactly 0 is a potential of -inf
+        return (torch.from_numpy(np.log(np.asarray(startprob, dtype=np.float64)))[None],
+                torch.from_numpy(np.log(np.asarray(transmat, dtype=np.float64)))[None],
+                torch.from_numpy(np.log(np.asarray(emissionprob, dtype=np.float64)).T.copy()))
+
+
+def _posteriors(startprob, transmat, emissionprob, sequences, max_cells):
+    """Forward-backward of every sequence by the project's chain core, bucket by bucket.
+
+    Yields ``(bucket, ChainPosterior)``; the core is :func:`ldhmm.inference.forward_backward`
+    (compiled, with a log-space fallback for chains the scaled recursion cannot handle).
+    """
+    log_start, log_trans, log_emit_t = _log_parameters(startprob, transmat, emissionprob)
+    for bucket in make_buckets(sequences, max_cells=max_cells):
+        log_obs = log_emit_t[bucket.tokens]  # (M_b, T, K)
+        yield bucket, forward_backward(log_start, log_trans, log_obs, bucket.mask)
 
 
 def forward_log_likelihood(
@@ -139,7 +150,7 @@ def forward_log_likelihood(
     sequences: list[np.ndarray],
     max_cells: int = 1 << 19,
 ) -> np.ndarray:
-    """Exact ``log p(x_m)`` of each sequence under one categorical HMM (scaled forward pass).
+    """Exact ``log p(x_m)`` of each sequence under one categorical HMM.
 
     Parameters
     ----------
@@ -147,46 +158,15 @@ def forward_log_likelihood(
         HMM parameters (rows sum to 1).
     sequences : list of int64 arrays with symbols in ``0..V-1`` (validated)
     max_cells : int
-        Padded ``n_sequences * length`` per chunk; memory is about ``16 * K * max_cells`` bytes.
+        Padded ``n_sequences * length`` per bucket.
 
     Returns
     -------
     np.ndarray of shape (M,), float64; ``-inf`` for a sequence of probability zero.
-
-    Sequences are sorted by length and processed in padded chunks; inside a chunk the
-    forward recursion advances all sequences still running at step t at once, normalizing
-    the forward vector at every step and summing the logs of the normalizers.
     """
-    startprob = np.asarray(startprob, dtype=np.float64)
-    transmat = np.asarray(transmat, dtype=np.float64)
-    emis_t = np.ascontiguousarray(np.asarray(emissionprob, dtype=np.float64).T)  # (V, K)
-    m = len(sequences)
-    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=m)
-    order = np.argsort(lengths, kind="stable")
-    lengths_sorted = lengths[order]
-    out = np.empty(m, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for start, stop in _length_chunks(lengths_sorted, max_cells):
-            idx = order[start:stop]
-            lens = lengths_sorted[start:stop]
-            width = int(lens[-1])
-            mask = np.arange(width)[None, :] < lens[:, None]
-            tokens = np.zeros((len(idx), width), dtype=np.int64)
-            tokens[mask] = np.concatenate([sequences[i] for i in idx])
-            frame = emis_t[tokens.T]  # (T, n, K): time-major, each step contiguous
-            alpha = startprob[None, :] * frame[0]
-            c = alpha.sum(axis=1)
-            logp = np.log(c)
-            alpha /= np.where(c > 0, c, 1.0)[:, None]
-            # first row still running at step t: lens sorted ascending, so a suffix runs
-            first = np.searchsorted(lens, np.arange(width), side="right")
-            for t in range(1, width):
-                s = first[t]
-                a = (alpha[s:] @ transmat) * frame[t, s:]
-                c = a.sum(axis=1)
-                logp[s:] += np.log(c)
-                alpha[s:] = a / np.where(c > 0, c, 1.0)[:, None]
-            out[idx] = logp
+    out = np.empty(len(sequences), dtype=np.float64)
+    for bucket, post in _posteriors(startprob, transmat, emissionprob, sequences, max_cells):
+        out[bucket.index.numpy()] = post.log_normalizer.numpy()
     return out
 
 
@@ -197,11 +177,11 @@ def forward_backward_stats(
     sequences: list[np.ndarray],
     max_cells: int = 1 << 18,
 ):
-    """Baum-Welch expected sufficient statistics of a database, vectorized over sequences.
+    """Baum-Welch expected sufficient statistics of a database, by the project's chain core.
 
     The same quantities hmmlearn's E-step accumulates sequence by sequence
-    (``implementation="scaling"``): scaled forward-backward gives the state posteriors
-    ``gamma_t`` and pairwise posteriors ``xi_t``, summed over sequences and positions.
+    (``implementation="scaling"``): the state posteriors ``gamma_t`` and pairwise posteriors
+    ``xi_t``, summed over sequences and positions.
 
     Returns
     -------
@@ -211,57 +191,20 @@ def forward_backward_stats(
     trans : (K, K) sum_m sum_{t>=2} xi_mt
     obs : (K, V)   sum_m sum_t gamma_mt[k] [x_mt = v]
     """
-    startprob = np.asarray(startprob, dtype=np.float64)
-    transmat = np.asarray(transmat, dtype=np.float64)
-    emissionprob = np.asarray(emissionprob, dtype=np.float64)
-    k, v = emissionprob.shape
-    emis_t = np.ascontiguousarray(emissionprob.T)
-    m = len(sequences)
-    lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=m)
-    order = np.argsort(lengths, kind="stable")
-    lengths_sorted = lengths[order]
+    k, v = np.shape(emissionprob)
     log_prob = 0.0
     start = np.zeros(k)
-    xi_sum = np.zeros((k, k))
-    obs = np.zeros((k, v))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for lo, hi in _length_chunks(lengths_sorted, max_cells):
-            idx = order[lo:hi]
-            lens = lengths_sorted[lo:hi]
-            n, width = len(idx), int(lens[-1])
-            mask = np.arange(width)[None, :] < lens[:, None]
-            tokens = np.zeros((n, width), dtype=np.int64)
-            tokens[mask] = np.concatenate([sequences[i] for i in idx])
-            frame = emis_t[tokens.T]  # (T, n, K): time-major, each step contiguous
-            first = np.searchsorted(lens, np.arange(width), side="right")
-            fwd = np.empty((width, n, k))
-            scale = np.ones((width, n))
-            a = startprob[None, :] * frame[0]
-            c = a.sum(axis=1)
-            scale[0] = c
-            fwd[0] = a / np.where(c > 0, c, 1.0)[:, None]
-            for t in range(1, width):
-                s = first[t]
-                a = (fwd[t - 1, s:] @ transmat) * frame[t, s:]
-                c = a.sum(axis=1)
-                scale[t, s:] = c
-                fwd[t, s:] = a / np.where(c > 0, c, 1.0)[:, None]
-            bwd = np.ones((width, n, k))
-            for t in range(width - 2, -1, -1):
-                s = first[t + 1]  # sequences that reach position t + 1
-                b = frame[t + 1, s:] * bwd[t + 1, s:] / scale[t + 1, s:, None]
-                bwd[t, s:] = b @ transmat.T
-                xi_sum += fwd[t, s:].T @ b
-            mask_t = mask.T
-            log_prob += float(np.log(scale[mask_t]).sum())
-            post = fwd * bwd  # sums to 1 over states at every real position
-            start += post[0].sum(axis=0)
-            tok, pst = tokens.T[mask_t], post[mask_t]
-            for j in range(k):
-                obs[j] += np.bincount(tok, weights=pst[:, j], minlength=v)
-    return log_prob, start, xi_sum * transmat, obs
+    trans = np.zeros((k, k))
+    obs = torch.zeros(v, k, dtype=torch.float64)
+    for bucket, post in _posteriors(startprob, transmat, emissionprob, sequences, max_cells):
+        log_prob += float(post.log_normalizer.sum())
+        start += post.state_marginals[:, 0].sum(0).numpy()
+        trans += post.transition_counts.sum(0).numpy()
+        obs.index_add_(0, bucket.tokens[bucket.mask], post.state_marginals[bucket.mask])
+    return log_prob, start, trans, obs.T.numpy().copy()
 
 
+@register
 class HMM(SequenceModel):
     """Categorical HMM shared by all sequences (Baum-Welch via hmmlearn); exact held-out score.
 

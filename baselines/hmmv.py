@@ -1,18 +1,20 @@
 """HMMV (Blasiak & Rangwala, IJCAI 2011): per-sequence transition matrices, shared pi and B.
 
-A special case of LDHMM (:mod:`inference.variants`): A is ``"sequence"`` with a fixed Dirichlet
+A special case of LDHMM (:class:`ldhmm.inference.ParameterSharing`): A is ``"sequence"`` with a fixed Dirichlet
 prior, pi and B are database-level point estimates. The held-out score is the per-sequence ELBO
 (a lower bound: A_m is integrated out variationally).
 """
 
 from __future__ import annotations
 
-from inference.variants import HMMV_SHARING, ParameterSharing
-from models.estimator import VariantHMM
+from ..inference import HMMV_SHARING, ParameterSharing
+from ..models.estimator import VariantHMM
+from ..models.registry import register
 
 __all__ = ["HMMV"]
 
 
+@register
 class HMMV(VariantHMM):
     """HMM variant with one transition matrix per sequence drawn from a Dirichlet prior.
 
@@ -28,13 +30,16 @@ class HMMV(VariantHMM):
     pseudocount : float
         MAP smoothing of the point estimates of pi and B (0 = maximum likelihood). A small
         positive value keeps held-out symbols unseen in training from scoring -inf.
-    guide, max_iter, tol, seed, verbose, dtype : see :class:`models.estimator.VariantHMM`
+    guide, max_iter, tol, seed, verbose, dtype : see :class:`ldhmm.models.estimator.VariantHMM`
         (``tol`` defaults to 1e-6 relative: these likelihood surfaces are flat early on, and a
         looser stop would leave the baseline short of its optimum)
     """
 
     name = "HMMV"
     score_kind = "lower_bound"
+    # learn_prior and pseudocount live in the sharing, which a model file records in its own
+    # section (``_from_config`` reads them back from there)
+    _not_config = ("sharing", "verbose", "learn_prior", "pseudocount")
 
     def __init__(self, n_states, n_symbols=None, prior_concentration=1.0, learn_prior=False,
                  pseudocount=1e-3, guide="pf", max_iter=200, tol=1e-6, seed=0, verbose=False,
@@ -44,6 +49,16 @@ class HMMV(VariantHMM):
         super().__init__(n_states, n_symbols, sharing, guide=guide, max_iter=max_iter, tol=tol,
                          prior_concentration=prior_concentration, seed=seed, verbose=verbose,
                          dtype=dtype, **kwargs)
+
+    @property
+    def learn_prior(self) -> bool:
+        """Whether the prior on A is learned (stored in ``sharing``)."""
+        return self.sharing.learn_prior
+
+    @property
+    def pseudocount(self) -> float:
+        """MAP smoothing of the point estimates of pi and B (stored in ``sharing``)."""
+        return self.sharing.pseudocount
 
     @classmethod
     def _from_config(cls, config, sharing, guide):

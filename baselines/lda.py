@@ -61,7 +61,8 @@ import scipy.sparse as sp
 from gensim.models import LdaModel
 from scipy.special import gammaln, logsumexp, psi
 
-from .base import SequenceModel
+from ..models.base import SequenceModel
+from ..models.registry import register
 
 __all__ = ["LDA", "FastLdaModel", "to_bow_matrix", "to_bow_corpus", "topic_kl_term"]
 
@@ -215,6 +216,9 @@ class FastLdaModel(LdaModel):
         return _vectorized_inference(self, chunk, collect_sstats)
 
 
+# LDA's max_iter counts per-document inference iterations, not EM iterations: it keeps
+# gensim's own schedule (passes=10) whatever --max-iter/--tol say.
+@register(em_settings=())
 class LDA(SequenceModel):
     """Latent Dirichlet allocation over bags of symbols (gensim); per-document ELBO score.
 

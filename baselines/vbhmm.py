@@ -1,6 +1,6 @@
 """VBHMM (MacKay 1997; Beal 2003): one pi, A, B for the database, Dirichlet posteriors, fixed priors.
 
-A special case of LDHMM where every group is ``"shared"`` (:mod:`inference.variants`); fitted by
+A special case of LDHMM where every group is ``"shared"`` (:class:`ldhmm.inference.ParameterSharing`); fitted by
 the same variational EM code. The held-out score of a sequence is its ELBO with the training
 posterior q(pi) q(A) q(B) held fixed: a lower bound on the predictive ``log p(x | training data)``
 (Jensen over q(theta)), not an exact likelihood.
@@ -8,12 +8,14 @@ posterior q(pi) q(A) q(B) held fixed: a lower bound on the predictive ``log p(x 
 
 from __future__ import annotations
 
-from inference.variants import VBHMM_SHARING
-from models.estimator import VariantHMM
+from ..inference import VBHMM_SHARING
+from ..models.estimator import VariantHMM
+from ..models.registry import register
 
 __all__ = ["VBHMM"]
 
 
+@register
 class VBHMM(VariantHMM):
     """Variational Bayesian HMM with fixed symmetric Dirichlet priors.
 
@@ -24,7 +26,7 @@ class VBHMM(VariantHMM):
     prior_concentration : float
         Every entry of the fixed Dirichlet priors of pi, the rows of A and the rows of B.
     guide : "pf" (forward-backward, the standard VBHMM) or "ff"
-    max_iter, tol, seed, verbose, dtype : see :class:`models.estimator.VariantHMM`
+    max_iter, tol, seed, verbose, dtype : see :class:`ldhmm.models.estimator.VariantHMM`
         (``tol`` defaults to 1e-6 relative: these likelihood surfaces are flat early on, and a
         looser stop would leave the baseline short of its optimum)
     """

@@ -1,6 +1,6 @@
 """Benchmark: LDHMM's batched E-step side by side with hmmlearn on the same data.
 
-Run ``python -m experiments.bench --help`` for the options; ``docs/performance.md`` explains
+Run ``python -m ldhmm.experiments.bench --help`` for the options; ``docs/performance.md`` explains
 the columns and records measured numbers.
 
 What is timed (same process, same data, same K):
@@ -144,7 +144,7 @@ def synthetic_sequences(n: int = 31071, n_symbols: int = MSNBC_N_SYMBOLS, kind: 
     lengths = _msnbc_like_lengths(n, rng)
     if kind == "uniform":
         return [rng.integers(0, n_symbols, size=int(L), dtype=np.int64) for L in lengths]
-    from models import LDHMM
+    from ..models import LDHMM
 
     K0 = 8
     alpha_pi = np.full(K0, 0.5)
@@ -160,7 +160,7 @@ def load_sequences(args) -> tuple[list[np.ndarray], int, str]:
         seqs = synthetic_sequences(args.n_sequences or 31071, kind=args.synthetic_kind, seed=args.seed)
         desc = f"synthetic ({args.synthetic_kind}, MSNBC-like lengths 20..100, V=17, seed {args.seed})"
         return seqs, MSNBC_N_SYMBOLS, desc
-    from experiments.data import load_paper_subset
+    from ..data import load_paper_subset
 
     data_dir = resolve_data_dir(args.data_dir)
     db = load_paper_subset("msnbc", data_dir, n=args.n_sequences, seed=args.seed)
@@ -175,7 +175,7 @@ TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
 def make_guide(name: str, reference: bool = False):
-    from inference.guides import FFGuide, PFGuide
+    from ..inference.guides import FFGuide, PFGuide
 
     if name == "pf":
         return PFGuide(reference=reference)
@@ -190,8 +190,8 @@ def make_params(K: int, V: int, dtype: str):
     float32 parameters are the float64 ones rounded to float32 (same values up to rounding), so
     that float32 and float64 sweeps can be compared sequence by sequence.
     """
-    from inference.variants import LDHMM_SHARING
-    from inference.variational_em import VariantParameters, init_parameters
+    from ..inference.variants import LDHMM_SHARING
+    from ..inference.variational_em import VariantParameters, init_parameters
 
     p = init_parameters(LDHMM_SHARING, K, V, seed=0, dtype=torch.float64)
     if dtype == "float64":
@@ -207,7 +207,7 @@ def make_params(K: int, V: int, dtype: str):
 
 def e_step_sweep(buckets, params, guide, n_total: int | None = None):
     """One E-step sweep over all buckets; returns the per-sequence ELBO (numpy, data order)."""
-    from inference.variational_em import e_step_bucket
+    from ..inference.variational_em import e_step_bucket
 
     elbo = np.full(n_total, np.nan) if n_total is not None else None
     for b in buckets:
@@ -287,12 +287,12 @@ def _worker(spec_json: str) -> int:
         meter.start()
         model.fit(X, L)
     elif impl == "ldhmm/bucketing":
-        from inference.batch import make_buckets
+        from ..inference.batch import make_buckets
 
         meter.start()
         make_buckets(seqs)
     else:
-        from inference.batch import make_buckets
+        from ..inference.batch import make_buckets
 
         buckets = make_buckets(seqs)
         params = make_params(spec["K"], V, spec["dtype"])
@@ -310,7 +310,7 @@ def _worker(spec_json: str) -> int:
 def subprocess_peak(row: Row, cache: Path, V: int, threads: int | None, pf_kernel: str) -> float:
     spec = {"impl": row.impl, "guide": row.guide, "dtype": row.dtype, "K": row.K, "V": V,
             "cache": str(cache), "threads": threads, "pf_kernel": pf_kernel}
-    proc = subprocess.run([sys.executable, "-m", "experiments.bench", "--_worker", json.dumps(spec)],
+    proc = subprocess.run([sys.executable, "-m", "ldhmm.experiments.bench", "--_worker", json.dumps(spec)],
                           cwd=str(REPO), capture_output=True, text=True)
     if proc.returncode != 0:
         print(f"  memory worker failed for {row.impl} {row.guide} {row.dtype} K={row.K}:\n"
@@ -322,7 +322,7 @@ def subprocess_peak(row: Row, cache: Path, V: int, threads: int | None, pf_kerne
 def prime(buckets, V, args, seqs):
     """Tiny untimed runs of every code path, so that lazy imports and one-time initialization
     (thread pools, sklearn validation, kernel dispatch) are charged to no configuration."""
-    from inference.batch import Bucket
+    from ..inference.batch import Bucket
 
     small = []
     for b in buckets:
@@ -382,7 +382,7 @@ def set_threads(n: int):
 
 def kernel_info(choice: str) -> str:
     """Which forward-backward the PF guide runs (the project may switch to compiled kernels)."""
-    import inference.forward_backward as fb
+    from ..inference import forward_backward as fb
 
     compiled = getattr(fb, "_numba_kernels", None)
     has_switch = hasattr(fb, "USE_COMPILED")
@@ -417,8 +417,8 @@ def _g(x, spec):
 # ----------------------------------------------------------------------------- checks
 def numerical_checks(seqs, V, K, guides, dtypes, elbos, log):
     """float32 vs float64 ELBO after one sweep; PF fast vs reference path on a small subset."""
-    from inference.batch import make_buckets
-    from inference.variational_em import e_step_bucket
+    from ..inference.batch import make_buckets
+    from ..inference.variational_em import e_step_bucket
 
     out = []
     if "float32" in dtypes and "float64" in dtypes:
@@ -511,7 +511,7 @@ def run_profile(buckets, V, dtype, out_dir: Path, log, top: int = 20):
     # per-bucket wall times, to see how the cost splits by bucket size
     lines = ["per-bucket wall time of one PF sweep (no profiler):",
              f"  {'M_b':>7} {'T_b':>5} {'cells':>9} {'seconds':>9} {'us/cell':>8}"]
-    from inference.variational_em import e_step_bucket
+    from ..inference.variational_em import e_step_bucket
 
     for b in buckets:
         dt = math.inf
@@ -530,7 +530,7 @@ def run_profile(buckets, V, dtype, out_dir: Path, log, top: int = 20):
 # ----------------------------------------------------------------------------- full fit
 def run_full_fit(seqs, V, tol, max_iter, log):
     """Complete LDHMM-PF fit vs hmmlearn scaling fit to convergence at K = 8."""
-    from models import LDHMM
+    from ..models import LDHMM
 
     K = 8
     X, L = hmmlearn_inputs(seqs)
@@ -564,7 +564,7 @@ def run_full_fit(seqs, V, tol, max_iter, log):
 
 # ----------------------------------------------------------------------------- main
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m experiments.bench", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m ldhmm.experiments.bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--synthetic", action="store_true", help="sample a synthetic MSNBC-shaped database")
     p.add_argument("--synthetic-kind", choices=("ldhmm", "uniform"), default="ldhmm",
@@ -638,7 +638,7 @@ def main(argv=None) -> int:
     n_tokens = int(lengths.sum())
     progress(f"loaded {len(seqs)} sequences in {time.perf_counter() - t_start:.1f} s")
 
-    from inference.batch import make_buckets
+    from ..inference.batch import make_buckets
 
     buckets = make_buckets(seqs)
     padded = sum(b.n_sequences * b.max_length for b in buckets)

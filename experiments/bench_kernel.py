@@ -12,7 +12,7 @@ collapsed ELBO terms, M-step sums), which does not depend on the sequence length
 
 Usage::
 
-    python -m experiments.bench_kernel [--states 8] [--threads 2]
+    python -m ldhmm.experiments.bench_kernel [--states 8] [--threads 2]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     import numba
     from numba import njit
 
-    from inference import _numba_kernels as nk
+    from ..inference import _numba_kernels as nk
 
     if args.threads:
         numba.set_num_threads(args.threads)

@@ -27,11 +27,27 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
-from . import harness as H
-from .compare import _model_order, add_common_arguments, default_out
+from ..data import kfold_indices
+from .datasets import data_fingerprint, select_database
+from .lineup import ldhmm_names, make_model, model_names, model_order, resolve_models
+from .tables import mean_std
+from .tasks import (
+    atomic_write_text,
+    default_out,
+    parse_states,
+    prepare_out_dir,
+    run_tasks,
+    seed_everything,
+    timed,
+)
 
-__all__ = ["register", "run_classify", "class_task", "lr_task", "PAPER_TABLE3", "posterior_features"]
+__all__ = ["run_classify", "class_task", "lr_task", "PAPER_TABLE3", "posterior_features", "parse_tasks"]
 
 #: The paper's Table 3 (mean ± std of the AUC over 10 folds); "LDHMM-nf" in the paper is LDHMM-PF.
 PAPER_TABLE3 = {
@@ -46,25 +62,6 @@ PAPER_TABLE3 = {
     ("IE-N", 4): {"LDA": (0.729, 0.033), "HMM": (0.721, 0.023), "HMMV": (0.723, 0.036), "VBHMM": (0.724, 0.036), "LDHMM-FF": (0.734, 0.033), "LDHMM-PF": (0.725, 0.039)},
 }
 SPLICE_TASKS = ("EI-IE", "EI-N", "IE-N")
-
-
-def register(subparsers):
-    p = subparsers.add_parser(
-        "classify", help="generative sequence classification AUCs (the paper's Table 3)",
-        description="One model per class, AUC of the log-likelihood ratio on held-out folds, for "
-                    "binary tasks (splice: EI-IE, EI-N, IE-N), plus LDHMM posterior features in a "
-                    "logistic regression (model NAME+LR).")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--dataset", choices=["splice", "synthetic"], default=None,
-                     help="labelled data set (default splice; synthetic: a built-in two-class database)")
-    src.add_argument("--file", help="a labelled file in the ldhmm-sequences text format")
-    p.add_argument("--task", nargs="+", default=None, metavar="A-B",
-                   help="binary tasks as CLASS-CLASS (default: every pair; splice: EI-IE EI-N IE-N)")
-    add_common_arguments(p, states_default=["2", "3", "4"])
-    p.add_argument("--no-lr", action="store_true", help="skip the LDHMM-features + logistic regression rows")
-    p.add_argument("--lr-c", type=float, default=1.0, help="inverse L2 strength C of the logistic regression")
-    p.set_defaults(func=run_classify)
-    return p
 
 
 def parse_tasks(specs, label_names) -> list[tuple[str, str]]:
@@ -105,13 +102,13 @@ def class_task(task, payload) -> dict:
     tr, te = folds[fold]
     code = db.label_names.index(c)
     tr_c = tr[db.labels[tr] == code]
-    H.seed_everything(s["seed"])
-    model = H.make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"],
-                          m_step=s.get("m_step"))
-    _, fit_s = H.timed(model.fit, db.subset(tr_c).sequences)
-    scores, score_s = H.timed(model.score_samples, db.subset(te).sequences)
+    seed_everything(s["seed"])
+    model = make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"],
+                       m_step=s.get("m_step"))
+    _, fit_s = timed(model.fit, db.subset(tr_c).sequences)
+    scores, score_s = timed(model.score_samples, db.subset(te).sequences)
     n_iter = getattr(model, "n_iter_", None)
-    return {"score_kind": getattr(type(model), "score_kind", H.model_score_kind(name)),
+    return {"score_kind": type(model).score_kind,
             "n_train": int(tr_c.size), "test_index": te.tolist(),
             "test_scores": [float(x) for x in scores], "fit_seconds": fit_s, "score_seconds": score_s,
             "n_iter": None if n_iter is None else int(n_iter)}
@@ -119,11 +116,6 @@ def class_task(task, payload) -> dict:
 
 def lr_task(task, payload) -> dict:
     """LDHMM fitted on both classes' training sequences; posterior features -> logistic regression."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import roc_auc_score
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
     db, folds, s = payload["db"], payload["folds"], payload["settings"]
     name, K, fold = task["base_model"], int(task["K"]), int(task["fold"])
     a, b = task["task"].split("|")
@@ -131,10 +123,10 @@ def lr_task(task, payload) -> dict:
     tr, te = folds[fold]
     tr = tr[np.isin(db.labels[tr], [ca, cb])]
     te = te[np.isin(db.labels[te], [ca, cb])]
-    H.seed_everything(s["seed"])
-    model = H.make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"],
-                          m_step=s.get("m_step"))
-    _, fit_s = H.timed(model.fit, db.subset(tr).sequences)
+    seed_everything(s["seed"])
+    model = make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"],
+                       m_step=s.get("m_step"))
+    _, fit_s = timed(model.fit, db.subset(tr).sequences)
     x_tr = posterior_features(model, db.subset(tr).sequences)
     x_te = posterior_features(model, db.subset(te).sequences)
     y_tr = (db.labels[tr] == ca).astype(int)
@@ -148,44 +140,69 @@ def lr_task(task, payload) -> dict:
 
 
 # ------------------------------------------------------------------------ the command
-def run_classify(args) -> int:
-    import pandas as pd
-    from sklearn.metrics import roc_auc_score
+def run_classify(dataset=None, file=None, data_dir=None, n_sequences=None, task=None,
+                 states=("2", "3", "4"), folds=10, models=("all",), out=None, jobs=1, quiet=False,
+                 seed=0, max_iter=None, tol=None, m_step="collapsed", no_lr=False, lr_c=1.0,
+                 force=False) -> int:
+    """Run ``ldhmm classify``: per-class models and LDHMM features + logistic regression, then AUCs.
 
-    from .data import kfold_indices
+    Parameters
+    ----------
+    dataset : {"splice", "synthetic"}, optional
+        A labelled data set (default splice; synthetic: the built-in two-class database).
+    file : str or Path, optional
+        A labelled file in the ldhmm-sequences text format.
+    data_dir : str or Path, optional
+        Data directory (default ``$LDHMM_DATA``).
+    n_sequences : int, optional
+        Use a seeded random sample of this many sequences.
+    task : list of str, optional
+        Binary tasks ``"A-B"`` (default: every pair of classes).
+    states, folds, models, out, jobs, quiet, seed, max_iter, tol, m_step, force
+        As for :func:`ldhmm.experiments.compare.run_compare` (``out`` default
+        ``results/classify-<data>``).
+    no_lr : bool
+        Skip the LDHMM-features + logistic regression rows.
+    lr_c : float
+        Inverse L2 strength C of the logistic regression.
 
-    models = H.resolve_models(args.models)
-    states = H.parse_states(args.states)
-    dataset = args.dataset if (args.dataset or args.file) else "splice"
-    db, what = H.select_database(dataset, args.file, args.data_dir, args.n_sequences, args.seed,
-                                 labelled=True)
+    Returns
+    -------
+    int
+        0 when every task finished, 1 when some failed. Writes ``folds.csv`` and
+        ``summary.md`` under ``out``.
+    """
+    models = resolve_models(models)
+    states = parse_states(states)
+    dataset = dataset if (dataset or file) else "splice"
+    db, what = select_database(dataset, file, data_dir, n_sequences, seed, labelled=True)
     if db.labels is None:
         raise ValueError(f"{what}: the sequences have no class labels; classify needs a labelled database")
     print(f"data: {what}", flush=True)
-    pairs = parse_tasks(args.task, db.label_names)
+    pairs = parse_tasks(task, db.label_names)
     task_names = [f"{a}-{b}" for a, b in pairs]
     classes = [c for c in db.label_names if any(c in p for p in pairs)]
-    folds = kfold_indices(db, args.folds, seed=args.seed)
+    fold_index = kfold_indices(db, folds, seed=seed)
     settings = {
         "data": {"name": db.name, "description": what, "n_sequences": len(db), "n_symbols": db.n_symbols,
-                 "label_names": db.label_names, "fingerprint": H.data_fingerprint(db)},
-        "folds": args.folds, "seed": args.seed, "max_iter": args.max_iter, "tol": args.tol,
-        "m_step": args.m_step, "lr_c": args.lr_c,
+                 "label_names": db.label_names, "fingerprint": data_fingerprint(db)},
+        "folds": folds, "seed": seed, "max_iter": max_iter, "tol": tol,
+        "m_step": m_step, "lr_c": lr_c,
     }
-    out = Path(args.out) if args.out else default_out("classify", db.name)
-    lr_models = [] if args.no_lr else [m for m in H.LDHMM_NAMES if m in models]
-    digest = H.prepare_out_dir(out, "classify", settings, force=args.force,
-                               extra={"models": models, "states": states, "tasks": task_names,
-                                      "lr_models": lr_models, "jobs": args.jobs})
+    out = Path(out) if out else default_out("classify", db.name)
+    lr_models = [] if no_lr else [m for m in ldhmm_names() if m in models]
+    digest = prepare_out_dir(out, "classify", settings, force=force,
+                             extra={"models": models, "states": states, "tasks": task_names,
+                                    "lr_models": lr_models, "jobs": jobs})
     gen = [{"key": f"{m}__K{K}__fold{f}__class{c}", "model": m, "K": K, "fold": f, "cls": c}
-           for K in states for m in models for f in range(args.folds) for c in classes]
+           for K in states for m in models for f in range(folds) for c in classes]
     lr = [{"key": f"{m}+LR__K{K}__fold{f}__task{a}-{b}", "base_model": m, "model": f"{m}+LR", "K": K,
            "fold": f, "task": f"{a}|{b}"}
-          for K in states for m in lr_models for f in range(args.folds) for a, b in pairs]
-    payload = {"db": db, "folds": folds, "settings": settings}
+          for K in states for m in lr_models for f in range(folds) for a, b in pairs]
+    payload = {"db": db, "folds": fold_index, "settings": settings}
     # one pool over both kinds of task: dispatch on the task's fields
-    records, errors = H.run_tasks(gen + lr, _dispatch, payload, out, digest, jobs=args.jobs,
-                                  quiet=args.quiet, desc="classify")
+    records, errors = run_tasks(gen + lr, _dispatch, payload, out, digest, jobs=jobs,
+                                quiet=quiet, desc="classify")
     for e in errors:
         print(f"ldhmm classify: warning: task failed: {e}", file=sys.stderr)
     resumed = sum(r.get("resumed", False) for r in records)
@@ -198,7 +215,7 @@ def run_classify(args) -> int:
         ca, cb = db.label_names.index(a), db.label_names.index(b)
         for K in states:
             for m in models:
-                for f in range(args.folds):
+                for f in range(folds):
                     ra, rb = by_key.get((m, K, f, a)), by_key.get((m, K, f, b))
                     if ra is None or rb is None:
                         continue
@@ -223,11 +240,11 @@ def run_classify(args) -> int:
         raise RuntimeError("no task finished")
     df = pd.DataFrame(rows)
     df = df.sort_values(["task", "K", "model", "fold"],
-                        key=lambda c: c.map(_model_order) if c.name == "model" else c)
+                        key=lambda c: c.map(model_order) if c.name == "model" else c)
     df.to_csv(out / "folds.csv", index=False)
     col_models = [m for m in models] + [f"{m}+LR" for m in lr_models]
     md = summary_markdown(df, what, settings, task_names, states, col_models, db.name)
-    H.atomic_write_text(out / "summary.md", md)
+    atomic_write_text(out / "summary.md", md)
     print(md)
     print(f"results: {out}/folds.csv, summary.md")
     if errors:
@@ -263,7 +280,7 @@ def _auc_table(cells, task_names, states, col_models, bold=True):
 def summary_markdown(df, what, settings, task_names, states, col_models, db_name) -> str:
     cells = {}
     for (t, K, m), g in df.groupby(["task", "K", "model"]):
-        mean, std, n = H.mean_std(g["auc"].to_numpy(float))
+        mean, std, n = mean_std(g["auc"].to_numpy(float))
         cells[(t, int(K), m)] = (mean, std)
     lines = [
         "# ldhmm classify",
@@ -282,7 +299,7 @@ def summary_markdown(df, what, settings, task_names, states, col_models, db_name
         "",
     ]
     if db_name == "splice":
-        paper_cols = [m for m in H.MODEL_NAMES]
+        paper_cols = [m for m in model_names() if any(m in row for row in PAPER_TABLE3.values())]
         pcells = {(t, K, m): v for (t, K), row in PAPER_TABLE3.items() for m, v in row.items()}
         ks = [K for K in states if any((t, K) in PAPER_TABLE3 for t in task_names)]
         if ks:

@@ -25,10 +25,25 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from scipy.stats import ttest_rel
 
-from . import harness as H
+from ..data import kfold_indices
+from .datasets import data_fingerprint, select_database
+from .lineup import is_models, ldhmm_names, make_model, model_names, model_order, resolve_models
+from .tables import fmt_pm, mean_std
+from .tasks import (
+    atomic_write_text,
+    default_out,
+    parse_states,
+    prepare_out_dir,
+    run_tasks,
+    seed_everything,
+    timed,
+)
 
-__all__ = ["register", "run_compare", "compare_task", "SCORE_COLUMNS"]
+__all__ = ["run_compare", "compare_task", "write_reports", "ttests", "SCORE_COLUMNS", "CSV_COLUMNS"]
 
 SCORE_COLUMNS = [
     "heldout_elbo", "heldout_elbo_per_seq", "heldout_elbo_per_token",
@@ -36,75 +51,6 @@ SCORE_COLUMNS = [
 ]
 CSV_COLUMNS = (["model", "K", "fold", "score_kind", "n_train", "n_test", "n_test_tokens"] + SCORE_COLUMNS
                + ["is_samples", "fit_seconds", "score_seconds", "is_seconds", "n_iter", "converged"])
-
-
-def register(subparsers):
-    p = subparsers.add_parser(
-        "compare", help="cross-validated held-out log-likelihood of the models against K",
-        description="K-fold cross-validated held-out log-likelihood of LDHMM-FF, LDHMM-PF and the "
-                    "baselines for a list of K (the paper's Figures 4 and 5). Without --dataset or "
-                    "--file: Entree from the data directory when its files are there, otherwise a "
-                    "built-in synthetic LDHMM database.")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--dataset", choices=["entree", "msnbc", "splice", "synthetic"],
-                     help="a named data set (entree/msnbc: the paper's length-filtered subsets)")
-    src.add_argument("--file", help="a user's sequence file (one sequence of tokens per line, or the "
-                                    "ldhmm-sequences text format)")
-    add_common_arguments(p, states_default=["2..6"])
-    p.add_argument("--is-samples", type=int, default=100,
-                   help="importance samples per test sequence for heldout_is (0: skip; default 100)")
-    p.set_defaults(func=run_compare)
-    return p
-
-
-def add_common_arguments(p, states_default, folds_default=10):
-    p.add_argument("--data-dir", default=None, help="data directory (default: $LDHMM_DATA)")
-    p.add_argument("--n-sequences", type=_positive_int, default=None,
-                   help="use a seeded random sample of this many sequences")
-    p.add_argument("--states", nargs="+", default=states_default, metavar="K",
-                   help=f"numbers of hidden states, integers or ranges like 2..6 (default {' '.join(states_default)})")
-    p.add_argument("--folds", type=_positive_int, default=folds_default,
-                   help=f"cross-validation folds (default {folds_default})")
-    p.add_argument("--models", nargs="+", default=["all"], metavar="NAME",
-                   help=f"'all' or some of {', '.join(H.MODEL_NAMES)}")
-    p.add_argument("--out", default=None, help="output directory (default: results/<command>-<data>)")
-    p.add_argument("--jobs", type=_positive_int, default=1, help="worker processes (default 1)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--seed", type=_nonneg_int, default=0, help="seed of folds, models and sampling (default 0)")
-    p.add_argument("--max-iter", type=_positive_int, default=None,
-                   help="EM iterations at most (default: each model's own, 100)")
-    p.add_argument("--tol", type=float, default=None, help="EM relative tolerance (default: each model's own)")
-    p.add_argument("--m-step", choices=["collapsed", "paper"], default="collapsed",
-                   help="M-step of the LDHMM models: 'collapsed' (default; Newton on the "
-                        "Dirichlet-multinomial likelihood of the expected counts) or 'paper' (q(theta) "
-                        "held fixed, as in the paper; needs many more EM iterations)")
-    p.add_argument("--force", action="store_true",
-                   help="reuse an --out directory that holds results of another configuration")
-
-
-def _int_at_least(minimum: int):
-    """argparse type: an integer >= ``minimum``, with a one-line error otherwise."""
-
-    def parse(text):
-        import argparse
-
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if v < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
-        return v
-
-    return parse
-
-
-_positive_int = _int_at_least(1)
-_nonneg_int = _int_at_least(0)
-
-
-def _say(args, text):
-    print(text, flush=True)
 
 
 # ------------------------------------------------------------------------ the task
@@ -116,21 +62,21 @@ def compare_task(task, payload) -> dict:
     train = db.subset(tr).sequences
     test = db.subset(te).sequences
     n_tokens = int(sum(len(x) for x in test))
-    H.seed_everything(s["seed"])
-    model = H.make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"],
-                          m_step=s.get("m_step"))
-    _, fit_s = H.timed(model.fit, train)
-    scores, score_s = H.timed(model.score_samples, test)
+    seed_everything(s["seed"])
+    model = make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"],
+                       m_step=s.get("m_step"))
+    _, fit_s = timed(model.fit, train)
+    scores, score_s = timed(model.score_samples, test)
     scores = np.asarray(scores, dtype=np.float64)
     total = float(scores.sum())
     is_total, is_s = math.nan, 0.0
-    if s["is_samples"] > 0 and name in H.IS_MODELS and hasattr(model, "log_marginal_is"):
-        is_scores, is_s = H.timed(model.log_marginal_is, test, n_samples=s["is_samples"],
-                                  seed=s["seed"] + 1000 * fold + K)
+    if s["is_samples"] > 0 and name in is_models() and hasattr(model, "log_marginal_is"):
+        is_scores, is_s = timed(model.log_marginal_is, test, n_samples=s["is_samples"],
+                                seed=s["seed"] + 1000 * fold + K)
         is_total = float(np.sum(is_scores))
     n_iter = getattr(model, "n_iter_", None)
     return {
-        "score_kind": getattr(type(model), "score_kind", H.model_score_kind(name)),
+        "score_kind": type(model).score_kind,
         "n_train": len(train), "n_test": len(test), "n_test_tokens": n_tokens,
         "heldout_elbo": total, "heldout_elbo_per_seq": total / len(test),
         "heldout_elbo_per_token": total / n_tokens,
@@ -144,40 +90,76 @@ def compare_task(task, payload) -> dict:
 
 
 # ------------------------------------------------------------------------ the command
-def default_out(command: str, db_name: str) -> Path:
-    return Path("results") / f"{command}-{db_name or 'data'}"
+def run_compare(dataset=None, file=None, data_dir=None, n_sequences=None, states=("2..6",), folds=10,
+                models=("all",), out=None, jobs=1, quiet=False, seed=0, max_iter=None, tol=None,
+                m_step="collapsed", is_samples=100, force=False) -> int:
+    """Run ``ldhmm compare``: every (model, K, fold) task not yet done, then the reports.
 
+    Parameters
+    ----------
+    dataset : {"entree", "msnbc", "splice", "synthetic"}, optional
+        A named data set; with neither ``dataset`` nor ``file``: Entree when its files are in
+        the data directory, else the built-in synthetic database (:func:`select_database`).
+    file : str or Path, optional
+        A user's sequence file (:func:`ldhmm.data.load_path`).
+    data_dir : str or Path, optional
+        Data directory (default ``$LDHMM_DATA``).
+    n_sequences : int, optional
+        Use a seeded random sample of this many sequences.
+    states : list of int or str
+        K values; strings may be ranges like ``"2..6"`` (:func:`parse_states`).
+    folds : int
+        Cross-validation folds.
+    models : list of str
+        ``["all"]`` or harness names (:func:`resolve_models`).
+    out : str or Path, optional
+        Output directory (default ``results/compare-<data>``).
+    jobs : int
+        Worker processes.
+    quiet : bool
+        No progress bar.
+    seed : int
+        Seed of folds, models and sampling.
+    max_iter, tol : optional
+        EM settings (None: each model's own).
+    m_step : {"collapsed", "paper"}
+        M-step of the LDHMM models.
+    is_samples : int
+        Importance samples per test sequence for ``heldout_is`` (0: skip).
+    force : bool
+        Reuse an ``out`` that holds results of another configuration.
 
-def run_compare(args) -> int:
-    import pandas as pd
-
-    from .data import kfold_indices
-
-    models = H.resolve_models(args.models)
-    states = H.parse_states(args.states)
-    if args.is_samples < 0:
-        raise ValueError(f"--is-samples must be >= 0, got {args.is_samples}")
-    db, what = H.select_database(args.dataset, args.file, args.data_dir, args.n_sequences, args.seed)
-    _say(args, f"data: {what}")
-    folds = kfold_indices(len(db), args.folds, seed=args.seed)
+    Returns
+    -------
+    int
+        0 when every task finished, 1 when some failed (rerun to retry them). Writes
+        ``folds.csv``, ``summary.md``, ``ttests.csv`` and ``loglik_vs_K.png`` under ``out``.
+    """
+    models = resolve_models(models)
+    states = parse_states(states)
+    if is_samples < 0:
+        raise ValueError(f"--is-samples must be >= 0, got {is_samples}")
+    db, what = select_database(dataset, file, data_dir, n_sequences, seed)
+    print(f"data: {what}", flush=True)
+    fold_index = kfold_indices(len(db), folds, seed=seed)
     settings = {
         "data": {"name": db.name, "description": what, "n_sequences": len(db), "n_symbols": db.n_symbols,
-                 "fingerprint": H.data_fingerprint(db)},
-        "folds": args.folds, "seed": args.seed, "max_iter": args.max_iter, "tol": args.tol,
-        "m_step": args.m_step,
-        "is_samples": args.is_samples,
+                 "fingerprint": data_fingerprint(db)},
+        "folds": folds, "seed": seed, "max_iter": max_iter, "tol": tol,
+        "m_step": m_step,
+        "is_samples": is_samples,
     }
-    out = Path(args.out) if args.out else default_out("compare", db.name)
-    digest = H.prepare_out_dir(out, "compare", settings,
-                               extra={"models": models, "states": states, "jobs": args.jobs}, force=args.force)
+    out = Path(out) if out else default_out("compare", db.name)
+    digest = prepare_out_dir(out, "compare", settings,
+                             extra={"models": models, "states": states, "jobs": jobs}, force=force)
     tasks = [{"key": f"{m}__K{K}__fold{f}", "model": m, "K": K, "fold": f}
-             for K in states for m in models for f in range(args.folds)]
-    payload = {"db": db, "folds": folds, "settings": settings}
-    records, errors = H.run_tasks(tasks, compare_task, payload, out, digest, jobs=args.jobs,
-                                  quiet=args.quiet, desc="compare")
+             for K in states for m in models for f in range(folds)]
+    payload = {"db": db, "folds": fold_index, "settings": settings}
+    records, errors = run_tasks(tasks, compare_task, payload, out, digest, jobs=jobs,
+                                quiet=quiet, desc="compare")
     resumed = sum(r.get("resumed", False) for r in records)
     if resumed:
-        _say(args, f"resumed: {resumed} of {len(tasks)} tasks were already done in {out}")
+        print(f"resumed: {resumed} of {len(tasks)} tasks were already done in {out}", flush=True)
     for e in errors:
         print(f"ldhmm compare: warning: task failed: {e}", file=sys.stderr)
     if not records:
@@ -187,7 +169,7 @@ def run_compare(args) -> int:
         if c not in df:
             df[c] = np.nan
     df = df[CSV_COLUMNS].sort_values(["K", "model", "fold"],
-                                     key=lambda c: c.map(_model_order) if c.name == "model" else c)
+                                     key=lambda c: c.map(model_order) if c.name == "model" else c)
     df.to_csv(out / "folds.csv", index=False)
     summary_md, best_lines = write_reports(df, out, what, settings, models, states)
     print(summary_md.split("\n## Best")[0].rstrip() + "\n")
@@ -199,11 +181,6 @@ def run_compare(args) -> int:
               file=sys.stderr)
         return 1
     return 0
-
-
-def _model_order(name):
-    base = str(name).split("+")[0]
-    return (H.MODEL_NAMES.index(base) if base in H.MODEL_NAMES else 99, str(name))
 
 
 KIND_LABEL = {"exact": "exact log-lik", "lower_bound": "lower bound (ELBO)", "estimate": "estimate"}
@@ -218,17 +195,15 @@ def _tight_measure(df):
 
 def ttests(df, models) -> "pd.DataFrame":
     """Paired two-tailed t-tests (over folds) of each LDHMM variant against every other model."""
-    import pandas as pd
-    from scipy.stats import ttest_rel
-
     rows = []
+    ldhmm = ldhmm_names()
     df = df.copy()
     df["tight"], df["tight_kind"] = _tight_measure(df)
     for K in sorted(df["K"].unique()):
         dk = df[df["K"] == K]
-        for a in [m for m in H.LDHMM_NAMES if m in models]:
+        for a in [m for m in ldhmm if m in models]:
             for b in [m for m in models if m != a]:
-                if b in H.LDHMM_NAMES and H.LDHMM_NAMES.index(b) < H.LDHMM_NAMES.index(a):
+                if b in ldhmm and ldhmm.index(b) < ldhmm.index(a):
                     continue  # FF vs PF once
                 for measure, col, kcol in (("paper (heldout_elbo)", "heldout_elbo", "score_kind"),
                                            ("tightest (IS / exact)", "tight", "tight_kind")):
@@ -265,8 +240,8 @@ def _table(df, col, models, states, kinds, digits=2):
             continue
         cells = []
         for K in states:
-            mean, std, n = H.mean_std(dm[dm["K"] == K][col].to_numpy(float))
-            cells.append(H.fmt_pm(mean, std, digits) if n else "n/a")
+            mean, std, n = mean_std(dm[dm["K"] == K][col].to_numpy(float))
+            cells.append(fmt_pm(mean, std, digits) if n else "n/a")
         lines.append(f"| {m} | {kinds(m, dm)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -302,11 +277,12 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states):
         "HMM's exact log-likelihood (repeated here) up to the estimator's small downward bias.",
         "",
     ]
-    is_models = [m for m in present if m in H.IS_MODELS]
-    if is_models and np.isfinite(df["heldout_is"].to_numpy(float)).any():
-        lines.append(_table(df, "heldout_is", is_models, states, is_kind))
-        if "HMM" in present:
-            lines.append(_table(df, "heldout_elbo", ["HMM"], states, kind_of).split("\n", 2)[2])
+    with_is = [m for m in present if m in is_models()]
+    if with_is and np.isfinite(df["heldout_is"].to_numpy(float)).any():
+        lines.append(_table(df, "heldout_is", with_is, states, is_kind))
+        exact = _exact_models(df, present)
+        if exact:
+            lines.append(_table(df, "heldout_elbo", exact, states, kind_of).split("\n", 2)[2])
     else:
         lines.append("(not computed: --is-samples 0 or no model with an IS estimate)")
     lines += ["", "## Per token (heldout_elbo / test tokens)", "",
@@ -329,9 +305,17 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states):
     best = best_lines(df, present)
     lines += ["", "## Best", ""] + [f"- {b}" for b in best]
     md = "\n".join(lines) + "\n"
-    H.atomic_write_text(out / "summary.md", md)
+    atomic_write_text(out / "summary.md", md)
     plot_loglik(df, present, states, out / "loglik_vs_K.png", title=settings["data"]["name"] or "data")
     return md, best
+
+
+def _exact_models(df, models) -> list[str]:
+    """The models without an IS estimate whose rows are exact log-likelihoods (HMM): shown
+    beside the IS estimates, which estimate the same quantity."""
+    with_is = is_models()
+    return [m for m in models if m not in with_is
+            and set(df.loc[df["model"] == m, "score_kind"].astype(str)) == {"exact"}]
 
 
 def best_lines(df, models):
@@ -360,14 +344,12 @@ def best_lines(df, models):
 def plot_loglik(df, models, states, path, title=""):
     """Held-out log-likelihood against K per model (the paper's Figures 4/5): left the paper's
     measure, right the IS estimates (with HMM's exact value); dashed = lower bound."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     has_is = np.isfinite(df["heldout_is"].to_numpy(float)).any()
-    fig, axes = plt.subplots(1, 2 if has_is else 1, figsize=(12 if has_is else 6.5, 4.5), squeeze=False)
-    markers = dict(zip(H.MODEL_NAMES, "osD^vP"))
+    # a bare Figure (not pyplot): no global backend or figure registry to touch
+    fig = Figure(figsize=(12 if has_is else 6.5, 4.5))
+    axes = fig.subplots(1, 2 if has_is else 1, squeeze=False)
+    markers = dict(zip(model_names(), "osD^vP"))
+    with_is, exact = is_models(), _exact_models(df, models)
     panels = [("heldout_elbo", "paper's measure: held-out ELBO (HMM: exact)")]
     if has_is:
         panels.append(("heldout_is", "importance-sampled log p(x) (HMM: exact)"))
@@ -375,13 +357,13 @@ def plot_loglik(df, models, states, path, title=""):
         for m in models:
             use_col = col
             dm = df[df["model"] == m]
-            if col == "heldout_is" and m not in H.IS_MODELS:
-                if m != "HMM":
+            if col == "heldout_is" and m not in with_is:
+                if m not in exact:  # an exact log-likelihood is drawn beside the estimates
                     continue
                 use_col = "heldout_elbo"
             ks, means, stds = [], [], []
             for K in states:
-                mean, std, n = H.mean_std(dm[dm["K"] == K][use_col].to_numpy(float))
+                mean, std, n = mean_std(dm[dm["K"] == K][use_col].to_numpy(float))
                 if n:
                     ks.append(K), means.append(mean), stds.append(std)
             if not ks:
@@ -403,4 +385,3 @@ def plot_loglik(df, models, states, path, title=""):
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)

@@ -1,6 +1,6 @@
 """Fit LDHMM on the full MSNBC file (989,818 sequences) and report time and peak memory.
 
-    python -m experiments.full_msnbc [--data-dir DIR] [--states 8] [--max-iter 10] [--guide pf]
+    python -m ldhmm.experiments.full_msnbc [--data-dir DIR] [--states 8] [--max-iter 10] [--guide pf]
 
 Peak resident memory is read from ``resource.getrusage`` at the end (the whole process: data,
 buckets, per-sequence state, temporaries).
@@ -23,8 +23,8 @@ def main(argv=None) -> int:
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
 
-    from experiments.data import load_msnbc
-    from models import LDHMM
+    from ..data import load_msnbc
+    from ..models import LDHMM
 
     start = time.perf_counter()
     db = load_msnbc(args.data_dir)

@@ -14,41 +14,20 @@ import json
 from pathlib import Path
 
 import numpy as np
+import torch
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
-from . import harness as H
-from .compare import _nonneg_int, _positive_int
+from ..models import LDHMM
+from .datasets import data_fingerprint, select_database
+from .lineup import make_model
+from .tasks import atomic_write_text, prepare_out_dir, seed_everything, single_thread
 
-__all__ = ["register", "run_hinton", "hinton"]
-
-
-def register(subparsers):
-    p = subparsers.add_parser(
-        "hinton", help="Hinton diagrams of LDHMM-PF's hyper-parameters and one sequence (Figure 7)",
-        description="Fit LDHMM-PF and draw Hinton diagrams of the database-level hyper-parameters "
-                    "and of one sequence's variational parameters (the paper's Figure 7).")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--dataset", choices=["entree", "msnbc", "splice", "synthetic"], default=None,
-                     help="default: entree when its files are in the data directory, else synthetic")
-    src.add_argument("--file", help="a user's sequence file")
-    p.add_argument("--data-dir", default=None, help="data directory (default: $LDHMM_DATA)")
-    p.add_argument("--n-sequences", type=_positive_int, default=None, help="seeded sample of this many sequences")
-    p.add_argument("--states", type=_positive_int, default=6, metavar="K", help="K (default 6, as in the paper)")
-    p.add_argument("--sequence", type=_nonneg_int, default=0, help="index of the sequence to show (default 0)")
-    p.add_argument("--guide", choices=["pf", "ff"], default="pf", help="variational form (default pf)")
-    p.add_argument("--out", default="results/hinton", help="output directory (default results/hinton)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--seed", type=_nonneg_int, default=0, help="seed (default 0)")
-    p.add_argument("--max-iter", type=_positive_int, default=None, help="EM iterations at most")
-    p.add_argument("--tol", type=float, default=None, help="EM relative tolerance")
-    p.add_argument("--force", action="store_true", help="reuse an --out of another configuration")
-    p.set_defaults(func=run_hinton)
-    return p
+__all__ = ["run_hinton", "hinton"]
 
 
 def hinton(ax, matrix, row_labels=None, col_labels=None, title=""):
     """Draw a Hinton diagram of a non-negative matrix: squares with area proportional to value."""
-    from matplotlib.patches import Rectangle
-
     W = np.atleast_2d(np.asarray(matrix, dtype=np.float64))
     top = float(np.max(np.abs(W))) if W.size and np.max(np.abs(W)) > 0 else 1.0
     ax.set_facecolor("0.55")
@@ -73,23 +52,47 @@ def _norm(a):
     return a / a.sum(axis=-1, keepdims=True)
 
 
-def run_hinton(args) -> int:
-    import matplotlib
+def run_hinton(dataset=None, file=None, data_dir=None, n_sequences=None, states=6, sequence=0, guide="pf",
+               out="results/hinton", quiet=False, seed=0, max_iter=None, tol=None, force=False) -> int:
+    """Run ``ldhmm hinton``: fit LDHMM (or reuse the saved fit) and draw the diagrams.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Parameters
+    ----------
+    dataset : {"entree", "msnbc", "splice", "synthetic"}, optional
+        Default: entree when its files are in the data directory, else synthetic.
+    file : str or Path, optional
+        A user's sequence file.
+    data_dir : str or Path, optional
+        Data directory (default ``$LDHMM_DATA``).
+    n_sequences : int, optional
+        Use a seeded random sample of this many sequences.
+    states : int
+        K (6 in the paper).
+    sequence : int
+        Index of the sequence whose variational parameters are drawn.
+    guide : {"pf", "ff"}
+        Variational form of q(Z).
+    out : str or Path
+        Output directory.
+    quiet : bool
+        No progress bar.
+    seed, max_iter, tol, force
+        As for :func:`ldhmm.experiments.compare.run_compare`.
 
-    from models import LDHMM
-
-    db, what = H.select_database(args.dataset, args.file, args.data_dir, args.n_sequences, args.seed)
+    Returns
+    -------
+    int
+        0. Writes ``hinton.png``, ``parameters.json`` and the fitted ``model.json`` under ``out``.
+    """
+    db, what = select_database(dataset, file, data_dir, n_sequences, seed)
     print(f"data: {what}", flush=True)
-    if args.sequence >= len(db):
-        raise ValueError(f"--sequence {args.sequence} is out of range (the database has {len(db)} sequences)")
-    K = args.states
-    settings = {"data": {"description": what, "fingerprint": H.data_fingerprint(db)}, "K": K,
-                "guide": args.guide, "seed": args.seed, "max_iter": args.max_iter, "tol": args.tol}
-    out = Path(args.out)
-    digest = H.prepare_out_dir(out, "hinton", settings, force=args.force)
+    if sequence >= len(db):
+        raise ValueError(f"--sequence {sequence} is out of range (the database has {len(db)} sequences)")
+    K = states
+    settings = {"data": {"description": what, "fingerprint": data_fingerprint(db)}, "K": K,
+                "guide": guide, "seed": seed, "max_iter": max_iter, "tol": tol}
+    out = Path(out)
+    digest = prepare_out_dir(out, "hinton", settings, force=force)
     model_path = out / "model.json"
     stamp = out / "model.config_hash"
     model = None
@@ -97,43 +100,40 @@ def run_hinton(args) -> int:
         model = LDHMM.load(model_path)
         print(f"resumed: loaded the fitted model from {model_path}")
     if model is None:
-        name = "LDHMM-PF" if args.guide == "pf" else "LDHMM-FF"
-        H.seed_everything(args.seed)
-        model = H.make_model(name, K, db.n_symbols, seed=args.seed, max_iter=args.max_iter, tol=args.tol,
-                             verbose=not args.quiet)
-        before = H._single_thread()
+        name = "LDHMM-PF" if guide == "pf" else "LDHMM-FF"
+        seed_everything(seed)
+        model = make_model(name, K, db.n_symbols, seed=seed, max_iter=max_iter, tol=tol, verbose=not quiet)
+        before = single_thread()
         try:
             model.fit(db.sequences)
         finally:
-            import torch
-
             torch.set_num_threads(before)
         model.save(model_path)
-        H.atomic_write_text(stamp, digest + "\n")
-    seq = db[args.sequence]
+        atomic_write_text(stamp, digest + "\n")
+    seq = db[sequence]
     post = model.posterior([seq])
     states = [f"z{k}" for k in range(K)]
     vocab = list(db.vocabulary)
-    fig, axes = plt.subplots(3, 2, figsize=(max(8, 0.5 * len(vocab) * 2 + 3), 9),
-                             gridspec_kw={"height_ratios": [K, K, 1.5]})
+    # a bare Figure (not pyplot): no global backend or figure registry to touch
+    fig = Figure(figsize=(max(8, 0.5 * len(vocab) * 2 + 3), 9))
+    axes = fig.subplots(3, 2, gridspec_kw={"height_ratios": [K, K, 1.5]})
     hinton(axes[0, 0], _norm(model.alpha_A_), states, states, "database: alpha_A (rows normalized)")
     hinton(axes[1, 0], _norm(model.beta_), states, vocab, "database: beta (rows normalized)")
     hinton(axes[2, 0], _norm(model.alpha_pi_)[None], ["pi"], states, "database: alpha_pi (normalized)")
-    sid = db.ids[args.sequence] if db.ids is not None else str(args.sequence)
+    sid = db.ids[sequence] if db.ids is not None else str(sequence)
     hinton(axes[0, 1], _norm(post["g_A"][0]), states, states, f"sequence {sid}: gamma_A (posterior mean)")
     hinton(axes[1, 1], _norm(post["g_B"][0]), states, vocab, f"sequence {sid}: gamma_B (posterior mean)")
     hinton(axes[2, 1], _norm(post["g_pi"][0])[None], ["pi"], states, f"sequence {sid}: gamma_pi (posterior mean)")
-    fig.suptitle(f"LDHMM-{args.guide.upper()}, K={K}: {db.name or 'data'} ({len(db)} sequences)", fontsize=10)
+    fig.suptitle(f"LDHMM-{guide.upper()}, K={K}: {db.name or 'data'} ({len(db)} sequences)", fontsize=10)
     fig.tight_layout()
     png = out / "hinton.png"
     fig.savefig(png, dpi=120)
-    plt.close(fig)
     params = {"alpha_pi": model.alpha_pi_.tolist(), "alpha_A": model.alpha_A_.tolist(), "beta": model.beta_.tolist(),
-              "sequence": {"index": args.sequence, "id": sid, "tokens": [vocab[int(t)] for t in seq],
+              "sequence": {"index": sequence, "id": sid, "tokens": [vocab[int(t)] for t in seq],
                            "g_pi": post["g_pi"][0].tolist(), "g_A": post["g_A"][0].tolist(),
                            "g_B": post["g_B"][0].tolist()},
               "n_iter": int(getattr(model, "n_iter_", 0) or 0)}
-    H.atomic_write_text(out / "parameters.json", json.dumps(params, indent=1) + "\n")
+    atomic_write_text(out / "parameters.json", json.dumps(params, indent=1) + "\n")
     print(f"alpha_pi = {np.array2string(model.alpha_pi_, precision=3)}")
     print(f"results: {png}, {out}/parameters.json, {model_path}")
     return 0

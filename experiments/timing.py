@@ -14,47 +14,26 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pandas as pd
+from matplotlib.figure import Figure
 
-from . import harness as H
-from .compare import _nonneg_int, _positive_int
+from .datasets import data_fingerprint, select_database
+from .lineup import make_model, resolve_models
+from .tasks import atomic_write_text, parse_states, prepare_out_dir, run_tasks, seed_everything, timed
 
-__all__ = ["register", "run_timing", "timing_task"]
+__all__ = ["run_timing", "timing_task", "TIMING_MODELS"]
 
 TIMING_MODELS = ("LDHMM-FF", "LDHMM-PF")
-
-
-def register(subparsers):
-    p = subparsers.add_parser(
-        "timing", help="training time of LDHMM-FF vs LDHMM-PF against K (Figure 6)",
-        description="Wall-clock training time of LDHMM-FF and LDHMM-PF for each K on Entree and MSNBC "
-                    "(the paper's Figure 6).")
-    p.add_argument("--dataset", nargs="+", default=["entree", "msnbc"],
-                   choices=["entree", "msnbc", "synthetic"], help="data sets (default: entree msnbc)")
-    p.add_argument("--data-dir", default=None, help="data directory (default: $LDHMM_DATA)")
-    p.add_argument("--states", nargs="+", default=["2..6"], metavar="K", help="K values (default 2..6)")
-    p.add_argument("--n-sequences", type=_nonneg_int, default=1000,
-                   help="msnbc/synthetic: seeded sample size (default 1000; 0 = the whole msnbc subset)")
-    p.add_argument("--models", nargs="+", default=list(TIMING_MODELS), metavar="NAME",
-                   help="models to time (default LDHMM-FF LDHMM-PF; any registry name works)")
-    p.add_argument("--out", default="results/timing", help="output directory (default results/timing)")
-    p.add_argument("--jobs", type=_positive_int, default=1, help="worker processes (default 1: clean timings)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--seed", type=_nonneg_int, default=0, help="seed (default 0)")
-    p.add_argument("--max-iter", type=_positive_int, default=None, help="EM iterations at most (default 100)")
-    p.add_argument("--tol", type=float, default=None, help="EM relative tolerance (default 1e-4)")
-    p.add_argument("--force", action="store_true", help="reuse an --out of another configuration")
-    p.set_defaults(func=run_timing)
-    return p
 
 
 def timing_task(task, payload) -> dict:
     db = payload["dbs"][task["dataset"]]
     s = payload["settings"]
-    H.seed_everything(s["seed"])
-    model = H.make_model(task["model"], int(task["K"]), db.n_symbols, seed=s["seed"],
-                         max_iter=s["max_iter"], tol=s["tol"])
+    seed_everything(s["seed"])
+    model = make_model(task["model"], int(task["K"]), db.n_symbols, seed=s["seed"],
+                       max_iter=s["max_iter"], tol=s["tol"])
     seqs = db.sequences
-    _, secs = H.timed(model.fit, seqs)
+    _, secs = timed(model.fit, seqs)
     n_iter = int(getattr(model, "n_iter_", 0) or 0)
     hist = getattr(model, "elbo_history_", None)
     final = float(hist[-1]) if hist is not None and len(hist) else float("nan")
@@ -63,29 +42,56 @@ def timing_task(task, payload) -> dict:
             "converged": bool(getattr(model, "converged_", False))}
 
 
-def run_timing(args) -> int:
-    import pandas as pd
+def run_timing(dataset=("entree", "msnbc"), data_dir=None, states=("2..6",), n_sequences=1000,
+               models=TIMING_MODELS, out="results/timing", jobs=1, quiet=False, seed=0, max_iter=None,
+               tol=None, force=False) -> int:
+    """Run ``ldhmm timing``: fit each (data set, model, K) once on the whole database and time it.
 
-    models = H.resolve_models(args.models)
-    states = H.parse_states(args.states)
+    Parameters
+    ----------
+    dataset : list of {"entree", "msnbc", "synthetic"}
+        Data sets.
+    data_dir : str or Path, optional
+        Data directory (default ``$LDHMM_DATA``).
+    states : list of int or str
+        K values; strings may be ranges like ``"2..6"``.
+    n_sequences : int
+        msnbc/synthetic: seeded sample size (0: the whole msnbc subset).
+    models : list of str
+        Harness names (default LDHMM-FF and LDHMM-PF).
+    out : str or Path
+        Output directory.
+    jobs : int
+        Worker processes (1 for clean timings).
+    quiet, seed, max_iter, tol, force
+        As for :func:`ldhmm.experiments.compare.run_compare`.
+
+    Returns
+    -------
+    int
+        0 when every task finished, 1 when some failed. Writes ``timing.csv``, ``timing.md``
+        and ``timing_vs_K.png`` under ``out``.
+    """
+    models = resolve_models(models)
+    states = parse_states(states)
     dbs, described = {}, {}
-    for name in dict.fromkeys(args.dataset):
+    for name in dict.fromkeys(dataset):
         n = None
-        if name in ("msnbc", "synthetic") and args.n_sequences:
-            n = args.n_sequences
-        db, what = H.select_database(name, None, args.data_dir, n, args.seed)
+        if name in ("msnbc", "synthetic") and n_sequences:
+            n = n_sequences
+        db, what = select_database(name, None, data_dir, n, seed)
         dbs[name], described[name] = db, what
         print(f"data: {what}", flush=True)
-    settings = {"data": {k: {"description": described[k], "fingerprint": H.data_fingerprint(v)}
+    settings = {"data": {k: {"description": described[k], "fingerprint": data_fingerprint(v)}
                          for k, v in dbs.items()},
-                "seed": args.seed, "max_iter": args.max_iter, "tol": args.tol}
-    out = Path(args.out)
-    digest = H.prepare_out_dir(out, "timing", settings, force=args.force,
-                               extra={"models": models, "states": states, "jobs": args.jobs})
+                "seed": seed, "max_iter": max_iter, "tol": tol}
+    out = Path(out)
+    digest = prepare_out_dir(out, "timing", settings, force=force,
+                             extra={"models": models, "states": states, "jobs": jobs})
     tasks = [{"key": f"{d}__{m}__K{K}", "dataset": d, "model": m, "K": K}
              for d in dbs for K in states for m in models]
-    records, errors = H.run_tasks(tasks, timing_task, {"dbs": dbs, "settings": settings}, out, digest,
-                                  jobs=args.jobs, quiet=args.quiet, desc="timing")
+    records, errors = run_tasks(tasks, timing_task, {"dbs": dbs, "settings": settings}, out, digest,
+                                jobs=jobs, quiet=quiet, desc="timing")
     for e in errors:
         print(f"ldhmm timing: warning: task failed: {e}", file=sys.stderr)
     if not records:
@@ -95,8 +101,8 @@ def run_timing(args) -> int:
     df = pd.DataFrame(records)[cols]
     df.to_csv(out / "timing.csv", index=False)
     lines = ["# ldhmm timing", "", *[f"- {d}: {described[d]}" for d in dbs], "",
-             f"EM max_iter {args.max_iter or 'model default (100)'}, tol {args.tol or 'model default (1e-4)'}; "
-             f"jobs {args.jobs}. Cells: fit seconds (EM iterations).", ""]
+             f"EM max_iter {max_iter or 'model default (100)'}, tol {tol or 'model default (1e-4)'}; "
+             f"jobs {jobs}. Cells: fit seconds (EM iterations).", ""]
     for d in dbs:
         dd = df[df["dataset"] == d]
         lines += [f"## {d}", "", "| model | " + " | ".join(f"K={K}" for K in states) + " |",
@@ -109,7 +115,7 @@ def run_timing(args) -> int:
             lines.append(f"| {m} | " + " | ".join(cells) + " |")
         lines.append("")
     md = "\n".join(lines)
-    H.atomic_write_text(out / "timing.md", md)
+    atomic_write_text(out / "timing.md", md)
     plot_timing(df, list(dbs), models, states, out / "timing_vs_K.png")
     print(md)
     print(f"results: {out}/timing.csv, timing.md, timing_vs_K.png")
@@ -117,12 +123,10 @@ def run_timing(args) -> int:
 
 
 def plot_timing(df, datasets, models, states, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 4), squeeze=False)
+    """Training seconds against K, one panel per data set (the paper's Figure 6)."""
+    # a bare Figure (not pyplot): no global backend or figure registry to touch
+    fig = Figure(figsize=(5.5 * len(datasets), 4))
+    axes = fig.subplots(1, len(datasets), squeeze=False)
     for ax, d in zip(axes[0], datasets):
         dd = df[df["dataset"] == d]
         for m in models:
@@ -137,4 +141,3 @@ def plot_timing(df, datasets, models, states, path):
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)

@@ -23,7 +23,7 @@ def _as_int_array(seq, index: int) -> np.ndarray:
     if isinstance(seq, (str, bytes)):
         raise ValueError(
             f"sequence {index} is a string ({seq[:20]!r}); encode tokens as integers "
-            "0..V-1 first (see experiments.data for vocabularies)"
+            "0..V-1 first (see ldhmm.data for vocabularies)"
         )
     arr = np.asarray(seq)
     if arr.ndim == 0:

@@ -4,90 +4,40 @@ A guide is two things at once.
 
 1. A **Pyro guide**: called with the model's arguments, it samples the sites ``pi``, ``A``, ``B``
    (per-sequence Dirichlets with parameters ``g_pi``, ``g_A``, ``g_B``) and ``z_0 .. z_(T-1)`` from
-   its ``q(Z)``, so Pyro's ``Trace_ELBO`` and ``SVI`` work on it (:mod:`inference.svi`).
-2. A **closed-form q(Z) update** for coordinate ascent (:mod:`inference.variational_em`): given the
+   its ``q(Z)``, so Pyro's ``Trace_ELBO`` and ``SVI`` work on it (:mod:`ldhmm.inference.svi`).
+2. A **closed-form q(Z) update** for coordinate ascent (:mod:`ldhmm.inference.variational_em`): given the
    expected log-parameters, replace q(Z) by its optimum within the family and report its state
    marginals, summed pairwise marginals and entropy.
 
-The protocol a user-written guide follows (duck-typed; subclass :class:`ChainGuide` for the
-Pyro half for free):
+The closed-form half follows :class:`ldhmm.inference.protocol.GuideProtocol` (a user-written
+guide needs no base class; subclass :class:`ChainGuide` for the Pyro half for free). The Pyro half
+adds:
 
-``name``
-    short string, used in saved models and result tables.
-``init_state(log_initial, log_transition, log_obs, mask) -> state``
-    per-batch state carried between E-step sweeps (``None`` if the family needs none).
-``update_hidden(state, log_initial, log_transition, log_obs, mask) -> (HiddenUpdate, state)``
-    one coordinate-ascent step on q(Z); must not decrease the ELBO. Shapes: ``log_initial``
-    (M or 1, K), ``log_transition`` (M or 1, K, K), ``log_obs`` (M, T, K), ``mask`` (M, T).
-``select_state(state, index)`` / ``scatter_state(state, index, part)``
-    restrict a state to the sequences ``index`` and write such a part back (the E-step stops
-    updating sequences that have converged).
 ``pyro_hidden_params(state, log_initial, log_transition, log_obs, mask) -> dict``
     the values of the guide's Pyro parameters for q(Z) (besides ``g_pi``, ``g_A``, ``g_B``) that
     reproduce a closed-form fit, so that Pyro's ELBO can be compared with the closed form.
+``init_pyro_hidden_params(M, T, K, dtype) -> dict``
+    their starting values and constraints.
 ``sample_hidden(params, mask)``
     inside the Pyro guide: sample the sites ``z_t``.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
-import torch
 import pyro
 import pyro.distributions as dist
+import torch
 from pyro import poutine
 from torch.distributions import constraints
 
-from .forward_backward import forward_backward, forward_backward_log
-from .mean_field import init_mean_field, mean_field_stats, mean_field_sweep
+from .chain import forward_backward
+from .ops.chain import backward_log_messages, expected_complete_log_lik, forward_backward_log
+from .ops.mean_field import init_mean_field, mean_field_stats, mean_field_sweep
+from .protocol import GuideProtocol, HiddenUpdate
 
-__all__ = ["HiddenUpdate", "ChainGuide", "PFGuide", "FFGuide", "resolve_guide", "expected_complete_log_lik"]
-
-
-class HiddenUpdate(NamedTuple):
-    """What the E-step needs from a q(Z) update.
-
-    Attributes
-    ----------
-    state_marginals : Tensor, shape (M, T, K)
-    transition_counts : Tensor, shape (M, K, K)
-    entropy : Tensor, shape (M,)
-        ``H[q(Z)]``.
-    """
-
-    state_marginals: torch.Tensor
-    transition_counts: torch.Tensor
-    entropy: torch.Tensor
-
-
-def _weighted_sum(weights: torch.Tensor, log_values: torch.Tensor, dims) -> torch.Tensor:
-    # 0 * log 0 = 0: point estimates can hold exact zeros (log = -inf) where no mass goes.
-    return torch.where(weights > 0, weights * log_values, torch.zeros_like(weights)).sum(dims)
-
-
-def expected_complete_log_lik(marginals, transition_counts, log_initial, log_transition, log_obs):
-    """``E_q[log p(X, Z | theta)]`` with expected logs plugged in, per sequence.
-
-    Parameters
-    ----------
-    marginals : Tensor, shape (M, T, K)
-    transition_counts : Tensor, shape (M, K, K)
-    log_initial : Tensor, shape (M or 1, K)
-    log_transition : Tensor, shape (M or 1, K, K)
-    log_obs : Tensor, shape (M, T, K)
-
-    Returns
-    -------
-    Tensor, shape (M,)
-    """
-    M, T, K = marginals.shape
-    return (
-        _weighted_sum(marginals[:, 0], log_initial.expand(M, K), -1)
-        + _weighted_sum(transition_counts, log_transition.expand(M, K, K), (-1, -2))
-        + _weighted_sum(marginals, log_obs, (1, 2))
-    )
+__all__ = ["ChainGuide", "PFGuide", "FFGuide", "resolve_guide"]
 
 
 class ChainGuide:
@@ -98,6 +48,7 @@ class ChainGuide:
     """
 
     name = "chain"
+    compiled_update = None
 
     # ---- closed-form protocol -------------------------------------------------------------
     def init_state(self, log_initial, log_transition, log_obs, mask) -> Any:
@@ -127,11 +78,11 @@ class ChainGuide:
         raise NotImplementedError
 
     def __call__(self, tokens, lengths, alpha_pi, alpha_A, beta, init: dict | None = None):
-        """Pyro guide with the signature of :func:`models.pyro_model.ldhmm_model`.
+        """Pyro guide with the signature of :func:`ldhmm.models.pyro_model.ldhmm_model`.
 
         Parameters live in Pyro's param store under ``g_pi`` (M, K), ``g_A`` (M, K, K),
         ``g_B`` (M, K, V) and the family's own names; ``init`` gives their starting values
-        (e.g. a closed-form fit, see :func:`inference.svi.guide_init_from_state`).
+        (e.g. a closed-form fit, see :func:`ldhmm.inference.svi.guide_init_from_state`).
         """
         M, T = tokens.shape
         K, V = beta.shape
@@ -169,10 +120,12 @@ class PFGuide(ChainGuide):
     Parameters
     ----------
     reference : bool
-        Use the log-space forward-backward instead of the fast scaled one (slower; for testing).
+        Use the log-space forward-backward instead of the compiled chain core (slower; for
+        testing); implies ``compiled=False``.
     compiled : bool
-        Let the E-step run whole in compiled code (:meth:`fused_e_step`) where it can (CPU,
-        float64, numba installed). The result is the same as the step-by-step path.
+        Declare the compiled PF update (``compiled_update = "pf"``), so that the E-step driver
+        runs a bucket whole in compiled code where it can (CPU, float64). The result is the
+        same as the torch route's.
     """
 
     name = "pf"
@@ -181,14 +134,9 @@ class PFGuide(ChainGuide):
         self.reference = reference
         self.compiled = compiled
 
-    def fused_e_step(self, bucket, params, counts, max_iter, tol, record_trace=False, state=None):
-        """The E-step of a bucket in one compiled call, or None where that path does not apply.
-
-        See :func:`_compiled_e_step`.
-        """
-        if self.reference or not self.compiled:
-            return None
-        return _compiled_e_step("pf", bucket, params, counts, max_iter, tol, record_trace, None)
+    @property
+    def compiled_update(self):
+        return None if self.reference or not self.compiled else "pf"
 
     def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
         run = forward_backward_log if self.reference else forward_backward
@@ -214,19 +162,16 @@ class PFGuide(ChainGuide):
     def sample_hidden(self, params, mask):
         initial, transition = params["chain_initial"], params["chain_transition"]
         M, T, K = initial.shape[0], transition.shape[1], initial.shape[1]
-        # Backward messages log b_n(j) = log sum_k exp(W_(n+1)[j,k] + log b_(n+1)(k)); beyond a
-        # sequence's end they are zero, so q(z_n | z_(n-1)) is exactly the chain's conditional.
-        log_b = [initial.new_zeros(M, K) for _ in range(T)]
-        for n in range(T - 2, -1, -1):
-            step = torch.logsumexp(transition[:, n + 1] + log_b[n + 1][:, None, :], dim=-1)
-            log_b[n] = torch.where(mask[:, n + 1, None], step, torch.zeros_like(step))
+        # Beyond a sequence's end the backward messages are zero, so q(z_n | z_(n-1)) is
+        # exactly the chain's conditional.
+        log_b = backward_log_messages(transition, mask)
         z = None
         for n in pyro.markov(range(T)):
             if n == 0:
-                logits = initial + log_b[0]
+                logits = initial + log_b[:, 0]
             else:
                 rows = transition[:, n].gather(1, z[:, None, None].expand(M, 1, K))[:, 0]
-                logits = rows + log_b[n]
+                logits = rows + log_b[:, n]
             with poutine.mask(mask=mask[:, n]):
                 z = pyro.sample(f"z_{n}", dist.Categorical(logits=logits))
 
@@ -241,6 +186,8 @@ class FFGuide(ChainGuide):
     ----------
     extra_sweeps : int
         Additional passes over q(Z) before the Dirichlets are updated again.
+    compiled : bool
+        Declare the compiled FF update (``compiled_update = "ff"``; not with ``extra_sweeps``).
     """
 
     name = "ff"
@@ -251,13 +198,10 @@ class FFGuide(ChainGuide):
         self.extra_sweeps = extra_sweeps
         self.compiled = compiled
 
-    def fused_e_step(self, bucket, params, counts, max_iter, tol, record_trace=False, state=None):
-        """The E-step of a bucket in one compiled call (``phi`` carried in ``state``), or None."""
-        if not self.compiled or self.extra_sweeps:
-            return None
-        if state is not None:
-            state = state.contiguous()
-        return _compiled_e_step("ff", bucket, params, counts, max_iter, tol, record_trace, state)
+    @property
+    def compiled_update(self):
+        # The kernel makes one pass per sweep: extra passes run the torch route.
+        return "ff" if self.compiled and not self.extra_sweeps else None
 
     def init_state(self, log_initial, log_transition, log_obs, mask):
         return init_mean_field(log_obs, mask)
@@ -286,57 +230,7 @@ class FFGuide(ChainGuide):
                 pyro.sample(f"z_{n}", dist.Categorical(probs=phi[:, n]))
 
 
-def _compiled_e_step(family, bucket, params, counts, max_iter, tol, record_trace, phi):
-    """Run :func:`inference._numba_kernels.fused_e_step` on a bucket, or return None where the
-    compiled path does not apply (numba missing, switched off, non-CPU or non-float64 tensors).
-
-    Parameters
-    ----------
-    family : {"pf", "ff"}
-    bucket : inference.batch.Bucket
-    params : inference.variational_em.VariantParameters
-    counts : dict of float64 Tensors ``pi`` (M, K), ``A`` (M, K, K), ``B`` (M, K, V)
-        Warm start; updated in place.
-    max_iter, tol : see :func:`inference.variational_em.e_step_bucket`
-    record_trace : bool
-    phi : Tensor (M, T, K) or None
-        FF factors (updated in place); None starts them afresh.
-
-    Returns
-    -------
-    None, or a dict of Tensors: ``entropy``, ``elbo``, ``local``, ``sweeps``, ``failed`` (M,),
-    ``trace`` (M, max_iter) or None, ``phi`` (FF), ``sum_expected_log`` (per-sequence groups).
-    """
-    from . import _numba_kernels, forward_backward as fb
-    from .variants import GROUPS, SEQUENCE
-
-    if not fb.USE_COMPILED or not _numba_kernels.AVAILABLE:
-        return None
-    tensors = list(counts.values()) + ([] if phi is None else [phi])
-    if any(t.dtype != torch.float64 or t.device.type != "cpu" for t in tensors):
-        return None
-    K, V = params.n_states, params.n_symbols
-    shapes = {"pi": (K,), "A": (K, K), "B": (K, V)}
-    flags, prior, fixed = [], [], []
-    for g in GROUPS:
-        per_sequence = params.sharing.kind(g) == SEQUENCE
-        flags.append(per_sequence)
-        dummy = torch.ones(shapes[g], dtype=torch.float64)
-        prior.append((params.prior[g] if per_sequence else dummy).contiguous().numpy())
-        fixed.append((dummy if per_sequence else params.fixed_expected_log(g)[0]).contiguous().numpy())
-    out = _numba_kernels.fused_e_step(
-        family, bucket.tokens.numpy(), bucket.lengths.numpy(), prior, fixed, flags,
-        tuple(counts[g].numpy() for g in GROUPS), max_iter, tol, record_trace,
-        None if phi is None else phi.numpy(),
-    )
-    for key, value in list(out.items()):
-        if isinstance(value, np.ndarray):
-            out[key] = torch.from_numpy(value)
-    out["sum_expected_log"] = {g: torch.from_numpy(v) for g, v in out["sum_expected_log"].items()}
-    return out
-
-
-def resolve_guide(guide) -> ChainGuide:
+def resolve_guide(guide) -> GuideProtocol:
     """Turn ``"pf"`` / ``"ff"`` into guide objects; pass guide objects through.
 
     Raises
@@ -353,6 +247,6 @@ def resolve_guide(guide) -> ChainGuide:
         raise ValueError(f"unknown guide {guide!r}: use 'pf', 'ff' or a guide object")
     if not hasattr(guide, "update_hidden") or not hasattr(guide, "init_state"):
         raise ValueError(
-            f"{guide!r} is not a guide: it needs init_state and update_hidden (see inference.guides)"
+            f"{guide!r} is not a guide: it needs init_state and update_hidden (see ldhmm.inference.protocol)"
         )
     return guide

@@ -3,7 +3,7 @@
 - :func:`fit_svi` learns the hyper-parameters (``pyro.param`` sites ``alpha_pi``, ``alpha_A``,
   ``beta``) and the guide's variational parameters jointly by stochastic gradient steps on
   ``TraceGraph_ELBO``. It proves the Pyro declaration is a real model; the closed-form optimizer
-  (:mod:`inference.variational_em`) is far faster and is the default.
+  (:mod:`ldhmm.inference.variational_em`) is far faster and is the default.
 - :func:`guide_init_from_state` turns a closed-form E-step into the guide's Pyro parameters and
   the matching closed-form ELBO, so that Pyro's Monte Carlo ``Trace_ELBO`` can check the closed
   form (see ``tests/test_pyro_elbo.py``).
@@ -21,27 +21,16 @@ from pyro.infer import SVI, TraceGraph_ELBO
 from pyro.optim import Adam
 from torch.distributions import constraints
 
+from tqdm.auto import tqdm
+
 from .batch import Bucket, make_buckets
-from .dirichlet import kl_dirichlet
-from .forward_backward import emission_potentials
-from .guides import expected_complete_log_lik
+from .e_step import BucketState
+from .ops.chain import emission_potentials, expected_complete_log_lik
+from .ops.dirichlet import kl_dirichlet
+from .parameters import VariantParameters
 from .variants import LDHMM_SHARING
-from .variational_em import BucketState, VariantParameters
 
-__all__ = ["learned_ldhmm_model", "pad_database", "fit_svi", "SVIResult", "guide_init_from_state"]
-
-
-def learned_ldhmm_model(tokens, lengths, alpha_pi, alpha_A, beta, init=None):
-    """:func:`models.pyro_model.ldhmm_model` with the hyper-parameters as ``pyro.param`` sites.
-
-    The arguments ``alpha_pi``, ``alpha_A``, ``beta`` are only their initial values.
-    """
-    from models.pyro_model import ldhmm_model
-
-    a_pi = pyro.param("alpha_pi", alpha_pi.detach().clone(), constraint=constraints.positive)
-    a_A = pyro.param("alpha_A", alpha_A.detach().clone(), constraint=constraints.positive)
-    b = pyro.param("beta", beta.detach().clone(), constraint=constraints.positive)
-    return ldhmm_model(tokens, lengths, a_pi, a_A, b)
+__all__ = ["pad_database", "fit_svi", "SVIResult", "guide_init_from_state"]
 
 
 def pad_database(sequences) -> Bucket:
@@ -60,16 +49,21 @@ class SVIResult:
     elbo_history: list
 
 
-def fit_svi(sequences, params: VariantParameters, guide, n_steps=500, lr=0.05, seed=0,
+def fit_svi(model, guide, sequences, params: VariantParameters, n_steps=500, lr=0.05, seed=0,
             progress=False) -> SVIResult:
-    """Fit LDHMM by stochastic variational inference in Pyro.
+    """Fit LDHMM by stochastic variational inference in Pyro, as ``pyro.infer.SVI(model, guide, ...)``.
 
     Parameters
     ----------
+    model : callable
+        A Pyro model ``model(tokens, lengths, alpha_pi, alpha_A, beta)`` that declares the
+        hyper-parameters as ``pyro.param`` sites ``alpha_pi``, ``alpha_A``, ``beta`` (the
+        arguments are their initial values), e.g.
+        :func:`ldhmm.models.pyro_model.learned_ldhmm_model`.
+    guide : PFGuide, FFGuide or a :class:`ldhmm.inference.guides.ChainGuide` subclass
     sequences : list of int64 arrays (validated)
     params : VariantParameters
         Starting hyper-parameters (LDHMM sharing).
-    guide : PFGuide, FFGuide or a :class:`inference.guides.ChainGuide` subclass
     n_steps : int
     lr : float
         Adam learning rate.
@@ -86,12 +80,10 @@ def fit_svi(sequences, params: VariantParameters, guide, n_steps=500, lr=0.05, s
     pyro.clear_param_store()
     pyro.set_rng_seed(seed)
     args = (bucket.tokens, bucket.lengths, params.prior["pi"], params.prior["A"], params.prior["B"])
-    svi = SVI(learned_ldhmm_model, guide, Adam({"lr": lr}), loss=TraceGraph_ELBO())
+    svi = SVI(model, guide, Adam({"lr": lr}), loss=TraceGraph_ELBO())
     history = []
     steps = range(n_steps)
     if progress:
-        from tqdm.auto import tqdm
-
         steps = tqdm(steps, desc="SVI", leave=False)
     for _ in steps:
         history.append(-float(svi.step(*args)))

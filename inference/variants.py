@@ -19,7 +19,7 @@ HMM        point       point       point       (none)
   with ``pseudocount``).
 
 A new variant is a new :class:`ParameterSharing`; the E- and M-step code in
-:mod:`inference.variational_em` reads nothing else. For example, "LDHMM with one emission matrix
+:mod:`ldhmm.inference.variational_em` reads nothing else. For example, "LDHMM with one emission matrix
 for everybody" is ``ParameterSharing(B="point")``.
 """
 

@@ -1,8 +1,10 @@
 """scikit-learn style estimator over any parameter-sharing variant of the LDHMM family.
 
-:class:`VariantHMM` holds configuration and learned state; the math lives in :mod:`inference`.
-:class:`models.ldhmm.LDHMM`, :class:`baselines.vbhmm.VBHMM` and :class:`baselines.hmmv.HMMV` are
-this class with a different :class:`inference.variants.ParameterSharing`.
+:class:`VariantHMM` holds configuration and learned state; the math lives in :mod:`ldhmm.inference`.
+:class:`ldhmm.models.ldhmm.LDHMM`, :class:`ldhmm.baselines.vbhmm.VBHMM` and :class:`ldhmm.baselines.hmmv.HMMV` are
+this class with a different :class:`ldhmm.inference.ParameterSharing`. It is a
+:class:`ldhmm.models.base.SequenceModel`, the base of every model the harness runs (input
+checks, the fitted check, the configuration read off the constructor).
 
 Saved models are JSON (see :meth:`VariantHMM.save`): human-readable, exact for float64 (Python's
 float repr round-trips), and never executable.
@@ -17,17 +19,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from inference.batch import infer_n_symbols, make_buckets, validate_sequences
-from inference.dirichlet import dirichlet_log_density, sample_dirichlet
-from inference.forward_backward import emission_potentials, forward_log_normalizer
-from inference.guides import resolve_guide
-from inference.variants import GROUPS, POINT, SEQUENCE, ParameterSharing
-from inference.variational_em import (
+from ..inference import (
+    GROUPS,
     M_STEP_METHODS,
+    POINT,
+    SEQUENCE,
+    ParameterSharing,
     VariantParameters,
     VariationalEM,
+    dirichlet_log_density,
+    emission_potentials,
+    forward_log_normalizer,
     init_parameters,
+    make_buckets,
+    resolve_guide,
+    sample_dirichlet,
 )
+from .base import SequenceModel, check_n_symbols
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
 
@@ -35,7 +43,7 @@ FORMAT_VERSION = 1
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
-class VariantHMM:
+class VariantHMM(SequenceModel):
     """Variational EM estimator for a member of the LDHMM family.
 
     Parameters
@@ -47,7 +55,7 @@ class VariantHMM:
     sharing : ParameterSharing
         Which of pi, A, B is per-sequence, shared or a point estimate.
     guide : "pf", "ff" or a guide object
-        Variational family of q(Z) (see :mod:`inference.guides`).
+        Variational family of q(Z) (see :mod:`ldhmm.inference.guides`).
     max_iter, tol : int, float
         EM iterations at most; stop at a relative change of the total ELBO below ``tol``.
     e_step_max_iter, e_step_tol : int, float
@@ -66,11 +74,13 @@ class VariantHMM:
     m_step : {"collapsed", "paper"}
         Update of learned Dirichlet priors: ``"collapsed"`` (default) maximizes the ELBO over
         the prior and every q(theta_m) jointly; ``"paper"`` holds q(theta_m) fixed as in the
-        paper, and needs many more EM iterations (see :func:`inference.variational_em.m_step`).
+        paper, and needs many more EM iterations (see :func:`ldhmm.inference.variational_em.m_step`).
     """
 
     name = "variant"
     score_kind = "lower_bound"
+    # the sharing is written to its own section of a model file (and fixed by each subclass)
+    _not_config = ("sharing", "verbose")
 
     def __init__(
         self,
@@ -90,10 +100,8 @@ class VariantHMM:
         n_init: int = 1,
         m_step: str = "collapsed",
     ):
-        if isinstance(n_states, bool) or not isinstance(n_states, (int, np.integer)) or n_states < 1:
-            raise ValueError(f"n_states must be an integer >= 1, got {n_states!r}")
-        if n_symbols is not None and (not isinstance(n_symbols, (int, np.integer)) or n_symbols < 1):
-            raise ValueError(f"n_symbols must be an integer >= 1, got {n_symbols!r}")
+        super().__init__(n_states, seed)
+        n_symbols = check_n_symbols(n_symbols)
         if dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
         for label, value in (("max_iter", max_iter), ("e_step_max_iter", e_step_max_iter)):
@@ -105,7 +113,6 @@ class VariantHMM:
             raise ValueError(f"m_step must be one of {M_STEP_METHODS}, got {m_step!r}")
         if prior_concentration <= 0:
             raise ValueError(f"prior_concentration must be > 0, got {prior_concentration}")
-        self.n_states = int(n_states)
         self.n_symbols = n_symbols
         self.sharing = sharing if sharing is not None else ParameterSharing()
         self.guide = resolve_guide(guide)
@@ -114,7 +121,6 @@ class VariantHMM:
         self.e_step_max_iter = e_step_max_iter
         self.e_step_tol = e_step_tol
         self.prior_concentration = prior_concentration
-        self.seed = seed
         self.verbose = verbose
         self.dtype = dtype
         self.bucket_cells = bucket_cells
@@ -132,13 +138,9 @@ class VariantHMM:
                              m_step=self.m_step,
                              progress=progress)
 
-    def _check_fitted(self):
-        if not hasattr(self, "params_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit first")
-
-    def _validated(self, sequences):
-        self._check_fitted()
-        return validate_sequences(sequences, n_symbols=self.n_symbols_)
+    def __sklearn_is_fitted__(self) -> bool:
+        # n_symbols_ is set before EM runs, so only the learned parameters say it finished
+        return hasattr(self, "params_")
 
     def _buckets(self, seqs):
         return make_buckets(seqs, max_cells=self.bucket_cells)
@@ -173,8 +175,9 @@ class VariantHMM:
         -------
         self
         """
-        seqs = validate_sequences(sequences, n_symbols=self.n_symbols)
-        self.n_symbols_ = self.n_symbols if self.n_symbols is not None else infer_n_symbols(seqs)
+        return super().fit(sequences, init_params=init_params)
+
+    def _fit(self, seqs, n_symbols, init_params: VariantParameters | None = None):
         buckets = self._buckets(seqs)
         engine = self._engine(progress=self.verbose)
         if init_params is not None:
@@ -193,7 +196,6 @@ class VariantHMM:
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
         self.prior_capped_ = result.capped
-        return self
 
     # ---- scoring -------------------------------------------------------------------------
     def _e_step(self, seqs):
@@ -211,16 +213,14 @@ class VariantHMM:
         -------
         np.ndarray, shape (M,), in the input order
         """
-        seqs = self._validated(sequences)
+        return super().score_samples(sequences)
+
+    def _score_samples(self, seqs):
         buckets, states = self._e_step(seqs)
         out = np.empty(len(seqs))
         for b, st in zip(buckets, states):
             out[b.index.numpy()] = st.elbo.double().numpy()
         return out
-
-    def score(self, sequences) -> float:
-        """Sum of :meth:`score_samples`."""
-        return float(self.score_samples(sequences).sum())
 
     def posterior(self, sequences) -> dict:
         """Per-sequence variational parameters after the E-step.
@@ -231,7 +231,7 @@ class VariantHMM:
         (M, K, V) (Dirichlet parameters of q), ``state_marginals`` (list of (N_m, K) arrays),
         and ``elbo`` (M,).
         """
-        seqs = self._validated(sequences)
+        seqs = self._validate_for_score(sequences)
         buckets, states = self._e_step(seqs)
         M = len(seqs)
         out = {"elbo": np.empty(M), "state_marginals": [None] * M}
@@ -257,7 +257,7 @@ class VariantHMM:
         return update.state_marginals
 
     def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0) -> np.ndarray:
-        """Importance-sampled estimate of ``log p(x_m)`` per sequence (MODEL.md, held-out scoring).
+        """Importance-sampled estimate of ``log p(x_m)`` per sequence (docs/math.md, held-out scoring).
 
         The proposal is the fitted ``q(theta_m)``; ``log p(x | theta_s)`` is exact (forward
         algorithm). Its expectation is a lower bound on ``log p(x)`` that tightens with
@@ -277,7 +277,7 @@ class VariantHMM:
         """
         if n_samples < 1:
             raise ValueError(f"n_samples must be >= 1, got {n_samples}")
-        seqs = self._validated(sequences)
+        seqs = self._validate_for_score(sequences)
         buckets, states = self._e_step(seqs)
         with torch.random.fork_rng():
             torch.manual_seed(int(seed))
@@ -330,21 +330,14 @@ class VariantHMM:
 
     # ---- persistence ---------------------------------------------------------------------
     def get_config(self) -> dict:
-        return {
-            "n_states": self.n_states,
-            "n_symbols": self.n_symbols,
-            "guide": getattr(self.guide, "name", "custom"),
-            "max_iter": self.max_iter,
-            "tol": self.tol,
-            "e_step_max_iter": self.e_step_max_iter,
-            "e_step_tol": self.e_step_tol,
-            "prior_concentration": self.prior_concentration,
-            "seed": self.seed,
-            "dtype": self.dtype,
-            "bucket_cells": self.bucket_cells,
-            "n_init": self.n_init,
-            "m_step": self.m_step,
-        }
+        """The settings a model file records (see :meth:`SequenceModel.get_config`).
+
+        A guide is recorded by its name (``"pf"``, ``"ff"``; a user-written guide by its
+        ``name`` or ``"custom"``): guides are code, and a model file is never executable.
+        """
+        config = super().get_config()
+        config["guide"] = getattr(self.guide, "name", "custom")
+        return config
 
     def save(self, path) -> None:
         """Write the fitted model as JSON.

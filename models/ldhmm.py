@@ -1,6 +1,6 @@
 """The LDHMM estimator users call (scikit-learn conventions).
 
->>> from models import LDHMM
+>>> from ldhmm import LDHMM
 >>> model = LDHMM(n_states=3, guide="pf", seed=0).fit(train)       # doctest: +SKIP
 >>> model.score_samples(test)        # per-sequence held-out ELBO, nats   # doctest: +SKIP
 """
@@ -10,11 +10,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from inference.variants import LDHMM_SHARING
-from inference.variational_em import VariantParameters
-
+from ..inference import LDHMM_SHARING, VariantParameters, fit_svi
 from .estimator import VariantHMM
-from .pyro_model import sample_database
+from .pyro_model import learned_ldhmm_model, sample_database
+from .registry import register
 
 __all__ = ["LDHMM"]
 
@@ -42,7 +41,7 @@ class LDHMM(VariantHMM):
         Progress bar.
     optimizer : {"cavi", "svi"}
         ``"cavi"``: closed-form variational EM (default). ``"svi"``: gradient steps of Pyro's
-        ``SVI`` on the same model and guide (:func:`inference.svi.fit_svi`); for small data.
+        ``SVI`` on the same model and guide (:func:`ldhmm.inference.svi.fit_svi`); for small data.
     svi_steps, svi_lr : int, float
         Settings of the SVI path.
     dtype : {"float64", "float32"}
@@ -103,34 +102,24 @@ class LDHMM(VariantHMM):
     def name_with_guide(self) -> str:
         return f"LDHMM-{getattr(self.guide, 'name', 'custom').upper()}"
 
-    def fit(self, sequences, init_params: VariantParameters | None = None):
+    def _fit(self, seqs, n_symbols, init_params: VariantParameters | None = None):
         if self.optimizer == "svi":
-            from inference.svi import fit_svi
-            from inference.batch import infer_n_symbols, validate_sequences
-
-            seqs = validate_sequences(sequences, n_symbols=self.n_symbols)
-            self.n_symbols_ = self.n_symbols if self.n_symbols is not None else infer_n_symbols(seqs)
             params = init_params if init_params is not None else self.initial_parameters(seqs)
-            result = fit_svi(seqs, params, self.guide, n_steps=self.svi_steps, lr=self.svi_lr,
+            result = fit_svi(learned_ldhmm_model, self.guide, seqs, params, n_steps=self.svi_steps,
+                             lr=self.svi_lr,
                              seed=self.seed, progress=self.verbose)
             self._set_params(result.params)
             self.elbo_history_ = np.asarray(result.elbo_history)
             self.n_iter_ = self.svi_steps
             self.converged_ = False
-            return self
-        return super().fit(sequences, init_params)
+            return
+        super()._fit(seqs, n_symbols, init_params)
 
     def _set_params(self, params):
         super()._set_params(params)
         self.alpha_pi_ = params.prior["pi"].double().numpy()
         self.alpha_A_ = params.prior["A"].double().numpy()
         self.beta_ = params.prior["B"].double().numpy()
-
-    def get_config(self) -> dict:
-        config = super().get_config()
-        config.pop("prior_concentration")
-        config.update(optimizer=self.optimizer, svi_steps=self.svi_steps, svi_lr=self.svi_lr)
-        return config
 
     @classmethod
     def _from_config(cls, config, sharing, guide):
@@ -210,3 +199,9 @@ class LDHMM(VariantHMM):
         p = self.params_.prior
         return sample_database(p["pi"].double(), p["A"].double(), p["B"].double(), lengths,
                                seed=seed, return_latents=return_latents)
+
+
+# The harness compares the two variational families of q(Z) as two models.
+_HARNESS_SETTINGS = ("max_iter", "tol", "m_step")
+register(LDHMM, name="LDHMM-FF", options={"guide": "ff"}, em_settings=_HARNESS_SETTINGS)
+register(LDHMM, name="LDHMM-PF", options={"guide": "pf"}, em_settings=_HARNESS_SETTINGS)

@@ -11,7 +11,7 @@ For each sequence m (a ``pyro.plate`` over sequences)::
 Variable lengths are handled by padding to T and masking every position ``n >= N_m``
 (``poutine.mask``), so padded sites contribute nothing to any log-density. The same function
 samples synthetic databases (``tokens=None``) and serves Pyro's ELBO estimators with the guides
-of :mod:`inference.guides`, whose sample sites carry the same names.
+of :mod:`ldhmm.inference.guides`, whose sample sites carry the same names.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ import pyro.distributions as dist
 import torch
 from pyro import poutine
 from pyro.ops.indexing import Vindex
+from torch.distributions import constraints
 
-__all__ = ["ldhmm_model", "sample_database"]
+__all__ = ["ldhmm_model", "learned_ldhmm_model", "sample_database"]
 
 
 def ldhmm_model(tokens, lengths, alpha_pi, alpha_A, beta, init: dict | None = None):
@@ -66,6 +67,16 @@ def ldhmm_model(tokens, lengths, alpha_pi, alpha_A, beta, init: dict | None = No
                 )
             xs.append(x)
     return torch.stack(xs, dim=-1)
+
+
+def learned_ldhmm_model(tokens, lengths, alpha_pi, alpha_A, beta, init=None):
+    """:func:`ldhmm_model` with the hyper-parameters as ``pyro.param`` sites ``alpha_pi``,
+    ``alpha_A``, ``beta`` (the arguments are only their initial values): the model that
+    :func:`ldhmm.inference.svi.fit_svi` learns them in."""
+    a_pi = pyro.param("alpha_pi", alpha_pi.detach().clone(), constraint=constraints.positive)
+    a_A = pyro.param("alpha_A", alpha_A.detach().clone(), constraint=constraints.positive)
+    b = pyro.param("beta", beta.detach().clone(), constraint=constraints.positive)
+    return ldhmm_model(tokens, lengths, a_pi, a_A, b)
 
 
 def sample_database(alpha_pi, alpha_A, beta, lengths, seed: int = 0, return_latents: bool = False):

@@ -21,7 +21,7 @@ def data_dir():
 
 @pytest.fixture(scope="session")
 def true_model():
-    from models import LDHMM
+    from ldhmm.models import LDHMM
 
     return LDHMM.from_hyperparameters(
         [1.0, 2.0, 0.5],
@@ -34,3 +34,10 @@ def true_model():
 def small_db(true_model):
     rng = np.random.default_rng(0)
     return true_model.sample(120, lengths=rng.integers(1, 25, 120), seed=1)
+
+
+@pytest.fixture(scope="session")
+def data_dir_or_none():
+    """The directory of the real UCI files, or None when absent (tests then use synthetic data only)."""
+    path = Path(os.environ.get("LDHMM_DATA", REPO.parent / "shared" / "data"))
+    return path if path.is_dir() else None

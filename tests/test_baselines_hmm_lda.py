@@ -1,4 +1,4 @@
-"""Tests of the HMM and LDA baselines and of the shared protocol (baselines.base)."""
+"""Tests of the HMM and LDA baselines and of the shared protocol (ldhmm.models.base)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from gensim.models import LdaModel
 from hmmlearn.hmm import CategoricalHMM
 from scipy.special import digamma, gammaln, logsumexp
 
-from baselines.base import NotFittedError, SequenceModel, SequenceModelProtocol
-from baselines.hmm import HMM, forward_log_likelihood
-from baselines.lda import LDA, _vectorized_inference, to_bow_corpus, to_bow_matrix
+from ldhmm.models.base import NotFittedError, SequenceModel, SequenceModelProtocol
+from ldhmm.baselines.hmm import HMM, forward_log_likelihood
+from ldhmm.baselines.lda import LDA, _vectorized_inference, to_bow_corpus, to_bow_matrix
 
 
 # ---------------------------------------------------------------- data helpers
@@ -339,7 +339,7 @@ def test_hmm_vectorized_estep_reproduces_hmmlearn_em_trajectory(hmm_data):
 
 
 def test_forward_backward_stats_match_hmmlearn_estep_across_chunks():
-    from baselines.hmm import forward_backward_stats
+    from ldhmm.baselines.hmm import forward_backward_stats
 
     rng = np.random.default_rng(4)
     seqs = sample_hmm(rng, 50, k=3, v=5, min_len=1, max_len=60)

@@ -5,31 +5,30 @@ import pytest
 import torch
 from scipy import optimize, special
 
-from inference import _numba_kernels
-from inference.batch import make_buckets
-from inference.dirichlet import (
-    dirichlet_multinomial_objective,
-    dirichlet_multinomial_sums_reference,
-    newton_dirichlet_multinomial,
-)
-from inference.guides import FFGuide, PFGuide
-from inference.variants import LDHMM_SHARING
-from inference.variational_em import (
+from ldhmm.inference import (
+    LDHMM_SHARING,
+    FFGuide,
+    PFGuide,
     VariationalEM,
     e_step,
     init_parameters,
     log_multivariate_beta,
     m_step,
+    make_buckets,
+    newton_dirichlet_multinomial,
     total_elbo,
 )
+from ldhmm.inference.kernels.dirichlet_multinomial import dirichlet_multinomial_sums
+from ldhmm.inference.kernels.special import gamma_functions
+from ldhmm.inference.ops.dirichlet import (
+    dirichlet_multinomial_objective,
+    dirichlet_multinomial_sums_reference,
+)
 
-compiled = pytest.mark.skipif(not _numba_kernels.AVAILABLE, reason="numba not installed")
 
-
-@compiled
 def test_gamma_functions_match_scipy_over_the_concentration_range():
     x = np.concatenate([np.logspace(-7, 7, 500), np.random.default_rng(0).uniform(0, 30, 500)])
-    lg, psi, tri = _numba_kernels.gamma_functions(x)
+    lg, psi, tri = gamma_functions(x)
     np.testing.assert_allclose(lg, special.gammaln(x), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(psi, special.digamma(x), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(tri, special.polygamma(1, x), rtol=1e-13)
@@ -44,13 +43,12 @@ def _random_count_batches(rng, R, D, sizes):
     return batches
 
 
-@compiled
 def test_compiled_sums_equal_the_dense_reference():
     rng = np.random.default_rng(1)
     alpha = rng.uniform(1e-3, 5.0, (4, 6))
     alpha[0, 0] = 1e5
     batches = _random_count_batches(rng, 4, 6, [1, 7, 40])
-    entry, row = _numba_kernels.dirichlet_multinomial_sums(alpha, batches)
+    entry, row = dirichlet_multinomial_sums(alpha, batches)
     entry_ref, row_ref = dirichlet_multinomial_sums_reference(alpha, batches)
     np.testing.assert_allclose(entry, entry_ref, rtol=1e-11, atol=1e-9)
     np.testing.assert_allclose(row, row_ref, rtol=1e-11, atol=1e-9)
@@ -62,8 +60,6 @@ def test_compiled_sums_equal_the_dense_reference():
 
 @pytest.mark.parametrize("sums", ["compiled", "reference"])
 def test_newton_reaches_the_optimum_found_by_lbfgs(sums):
-    if sums == "compiled" and not _numba_kernels.AVAILABLE:
-        pytest.skip("numba not installed")
     rng = np.random.default_rng(2)
     R, D = 3, 5
     # over-dispersed counts: each sequence draws its own distribution, so the optimum is finite
@@ -141,7 +137,6 @@ def test_m_step_methods_validate_and_collapsed_climbs_faster(small_db):
     assert final["collapsed"] > final["paper"]
 
 
-@compiled
 def test_sums_do_not_depend_on_the_thread_count(small_db):
     import numba
 
@@ -157,7 +152,7 @@ def test_sums_do_not_depend_on_the_thread_count(small_db):
     try:
         for threads in (1, 2):
             numba.set_num_threads(threads)
-            sums = _numba_kernels.dirichlet_multinomial_sums(alpha, batches)
+            sums = dirichlet_multinomial_sums(alpha, batches)
             states, totals = e_step(buckets, params, PFGuide(), None, max_iter=5, tol=0.0)
             results.append((sums, totals.sum_expected_log, totals.local_elbo))
     finally:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from experiments.data import (
+from ldhmm.data import (
     DataFormatError,
     SequenceDatabase,
     fetch,
@@ -32,8 +32,8 @@ from experiments.data import (
     read_splice,
     resolve_data_dir,
 )
-from experiments.data.cli import register
-from experiments.data.fetch import ChecksumError
+from ldhmm.cli.data import register
+from ldhmm.data.fetch import ChecksumError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -519,7 +519,7 @@ def test_cli_info_file_and_corrupt(tmp_path, capsys):
 def test_cli_subprocess_no_traceback(tmp_path):
     bad = write_msnbc(tmp_path / "m.seq", ["1 2", "1 oops"])
     proc = subprocess.run(
-        [sys.executable, "-m", "experiments.data.cli", "info", str(bad)],
+        [sys.executable, "-m", "ldhmm.cli", "data", "info", str(bad)],
         capture_output=True, text=True, cwd=REPO, timeout=60,
     )
     assert proc.returncode != 0

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from experiments.data import UNKNOWN, DataFormatError, SequenceDatabase, Vocabulary, load_event_log, load_text
+from ldhmm.data import UNKNOWN, DataFormatError, SequenceDatabase, Vocabulary, load_event_log, load_text
 
 
 def test_vocabulary_encode_decode():

@@ -6,16 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from inference.batch import make_buckets
-from inference.guides import FFGuide, PFGuide
-from inference.variants import (
+from ldhmm.inference import FFGuide, PFGuide, make_buckets
+from ldhmm.inference.variants import (
     HMM_SHARING,
     HMMV_SHARING,
     LDHMM_SHARING,
     VBHMM_SHARING,
     ParameterSharing,
 )
-from inference.variational_em import VariationalEM, e_step_bucket, init_parameters
+from ldhmm.inference import VariationalEM, e_step_bucket, init_parameters
 
 SHARINGS = {
     "ldhmm": LDHMM_SHARING,
@@ -98,7 +97,7 @@ def test_float32_path_agrees_with_float64(small_db, guide):
 
 @pytest.mark.parametrize("guide", ["pf", "ff"])
 def test_float32_fit_runs_and_stays_finite(small_db, guide):
-    from models import LDHMM
+    from ldhmm.models import LDHMM
 
     model = LDHMM(3, guide=guide, dtype="float32", max_iter=5).fit(small_db)
     assert np.all(np.isfinite(model.elbo_history_))

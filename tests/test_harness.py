@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from experiments import compare as compare_mod
-from experiments import harness as H
-from experiments.cli import main
+from ldhmm.experiments import compare as compare_mod
+from ldhmm.experiments import harness as H
+from ldhmm.cli import main
 
 TINY = ["--dataset", "synthetic", "--n-sequences", "24", "--states", "2", "--folds", "2",
         "--max-iter", "2", "--quiet"]
@@ -152,7 +152,7 @@ def test_classify_tiny(tmp_path, capsys):
 
 
 def test_classify_task_parsing():
-    from experiments.classify import parse_tasks
+    from ldhmm.experiments.classify import parse_tasks
 
     assert parse_tasks(None, ["EI", "IE", "N"]) == [("EI", "IE"), ("EI", "N"), ("IE", "N")]
     assert parse_tasks(["IE-N"], ["EI", "IE", "N"]) == [("IE", "N")]

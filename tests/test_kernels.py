@@ -7,19 +7,16 @@ import pytest
 import torch
 from scipy import optimize, special
 
-from inference.dirichlet import (
+from ldhmm.inference import kernels
+from ldhmm.inference.chain import forward_backward, forward_log_normalizer
+from ldhmm.inference.ops.chain import backward_log_messages, forward_backward_log
+from ldhmm.inference.ops.dirichlet import (
     dirichlet_prior_objective,
     expected_log_dirichlet,
     kl_dirichlet,
     newton_dirichlet,
 )
-from inference.forward_backward import (
-    forward_backward,
-    forward_backward_log,
-    forward_backward_torch,
-    forward_log_normalizer,
-)
-from inference.mean_field import init_mean_field, mean_field_stats, mean_field_sweep
+from ldhmm.inference.ops.mean_field import init_mean_field, mean_field_stats, mean_field_sweep
 
 
 def random_chain(M, T, K, seed, lengths=None, shared=False):
@@ -57,7 +54,17 @@ def brute_force(log_initial, log_transition, log_obs, L):
     return log_z, marg, pair
 
 
-@pytest.mark.parametrize("impl", [forward_backward, forward_backward_torch, forward_backward_log])
+def forward_backward_reference_route(*args):
+    """:func:`forward_backward` with the compiled kernels switched off (the log-space route
+    that other devices take)."""
+    kernels.ENABLED = False
+    try:
+        return forward_backward(*args)
+    finally:
+        kernels.ENABLED = True
+
+
+@pytest.mark.parametrize("impl", [forward_backward, forward_backward_reference_route, forward_backward_log])
 @pytest.mark.parametrize("shared", [False, True])
 def test_forward_backward_equals_brute_force(impl, shared):
     M, T, K = 5, 5, 3
@@ -74,9 +81,7 @@ def test_forward_backward_equals_brute_force(impl, shared):
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_forward_only_normalizer_matches(compiled, monkeypatch):
-    import inference.forward_backward as fb
-
-    monkeypatch.setattr(fb, "USE_COMPILED", compiled)
+    monkeypatch.setattr(kernels, "ENABLED", compiled)
     li, lt, lo, mask = random_chain(7, 9, 4, seed=5)
     reference = forward_backward_log(li, lt, lo, mask)
     assert torch.allclose(forward_log_normalizer(li, lt, lo, mask), reference.log_normalizer, atol=1e-10)
@@ -93,6 +98,19 @@ def test_fast_path_survives_extreme_potentials():
     assert torch.isfinite(fast.log_normalizer).all()
     assert torch.allclose(fast.log_normalizer, ref.log_normalizer, rtol=1e-10)
     assert torch.allclose(fast.state_marginals, ref.state_marginals, atol=1e-8)
+
+
+def test_backward_messages_give_the_chain_conditionals():
+    # Sampling z_n from W_n[z_(n-1), :] + log b_n must reproduce the chain's pair marginals:
+    # check that exp(log alpha_(n-1) + W_n + log b_n - log Z) sums to the reference pair counts.
+    M, T, K = 4, 6, 3
+    li, lt, lo, mask = random_chain(M, T, K, seed=13, lengths=[6, 1, 3, 5])
+    step = lt[:, None] + lo[:, :, None, :]  # (M, T, K, K), time-homogeneous transition
+    log_b = backward_log_messages(step, mask)
+    ref = forward_backward_log(li, lt, lo, mask)
+    first = li + lo[:, 0] + log_b[:, 0]
+    assert torch.allclose(torch.logsumexp(first, -1), ref.log_normalizer, atol=1e-10)
+    assert torch.allclose(torch.softmax(first, -1), ref.state_marginals[:, 0], atol=1e-10)
 
 
 def test_very_long_sequence_has_normalized_marginals():
@@ -181,13 +199,13 @@ def test_newton_rejects_bad_statistics():
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_compiled_and_torch_paths_agree_on_ragged_batches(dtype):
+def test_compiled_core_and_log_space_reference_agree_on_ragged_batches(dtype):
     li, lt, lo, mask = random_chain(40, 17, 4, seed=13)
     lengths = torch.randint(1, 18, (40,), generator=torch.Generator().manual_seed(1))
     lengths[:3] = 1
     mask = torch.arange(17)[None] < lengths[:, None]
     args = [x.to(dtype) for x in (li, lt, lo)] + [mask]
-    a, b = forward_backward(*args), forward_backward_torch(*args)
+    a, b = forward_backward(*args), forward_backward_log(*args)
     tol = 1e-10 if dtype == torch.float64 else 2e-4
     for x, y in zip(a, b):
         assert x.dtype == dtype

@@ -5,10 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from inference.guides import HiddenUpdate
-from inference.forward_backward import forward_backward_log
-from inference.guides import expected_complete_log_lik
-from models import LDHMM
+from ldhmm.inference import HiddenUpdate, expected_complete_log_lik, forward_backward_log
+from ldhmm.models import LDHMM, NotFittedError
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +120,7 @@ def test_bad_arguments_and_score_time_symbols(small_db):
         model.score_samples([np.array([0, 4])])
     with pytest.raises(ValueError, match="negative"):
         model.score_samples([np.array([0, -2])])
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         LDHMM(2).score_samples(small_db)
     with pytest.raises(ValueError, match="shapes"):
         LDHMM.from_hyperparameters([1, 1], [[1, 1]], [[1, 1], [1, 1]])

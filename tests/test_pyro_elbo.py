@@ -5,10 +5,8 @@ import pyro
 import pytest
 from pyro.infer import Trace_ELBO
 
-from inference.guides import FFGuide, PFGuide
-from inference.svi import guide_init_from_state, pad_database
-from inference.variational_em import e_step_bucket
-from models import LDHMM, ldhmm_model
+from ldhmm.inference import FFGuide, PFGuide, e_step_bucket, guide_init_from_state, pad_database
+from ldhmm.models import LDHMM, ldhmm_model
 
 
 @pytest.mark.parametrize("guide", [PFGuide(), FFGuide()], ids=["pf", "ff"])

@@ -6,11 +6,11 @@ import torch
 from hmmlearn.hmm import CategoricalHMM
 from hmmlearn.vhmm import VariationalCategoricalHMM
 
-from baselines.hmmv import HMMV
-from baselines.vbhmm import VBHMM
-from inference.variants import HMM_SHARING, VBHMM_SHARING
-from inference.variational_em import VariantParameters
-from models import VariantHMM
+from ldhmm.baselines.hmmv import HMMV
+from ldhmm.baselines.vbhmm import VBHMM
+from ldhmm.inference.variants import HMM_SHARING, VBHMM_SHARING
+from ldhmm.inference import VariantParameters
+from ldhmm.models import VariantHMM
 
 K, V = 3, 4
 

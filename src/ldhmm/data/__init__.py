@@ -5,7 +5,8 @@
 * UCI loaders: :func:`load_msnbc`, :func:`load_entree`, :func:`load_splice`,
   :func:`load_dataset`, and :func:`load_paper_subset` for the paper's length-filtered subsets.
 * :func:`kfold_indices`: deterministic (stratified) K-fold splits.
-* A user's own data: :class:`Vocabulary`, :func:`load_text`, :func:`load_event_log`.
+* A user's own data: :class:`Vocabulary`, :func:`load_text`, :func:`load_event_log`, and
+  :func:`load_path`, which tells a file's format from the file.
 * :func:`fetch`: download a UCI data set with checksum verification.
 
 Errors in a file raise :class:`DataFormatError` (a ``ValueError``) naming file and line.
@@ -13,6 +14,7 @@ Errors in a file raise :class:`DataFormatError` (a ``ValueError``) naming file a
 
 from .database import DataFormatError, SequenceDatabase
 from .fetch import DATASETS, ChecksumError, DatasetSource, fetch
+from .files import load_path
 from .splits import kfold_indices
 from .uci import (
     DATA_ENV_VAR,
@@ -60,4 +62,5 @@ __all__ = [
     "Vocabulary",
     "load_event_log",
     "load_text",
+    "load_path",
 ]

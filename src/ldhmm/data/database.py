@@ -548,7 +548,7 @@ class SequenceDatabase:
                 if first.rstrip("\r\n").strip() != TEXT_MAGIC:
                     raise DataFormatError(
                         path, 1, f"expected the header line {TEXT_MAGIC!r} (files written by to_text); "
-                        "use experiments.data.load_text for plain token files"
+                        "use ldhmm.data.load_text for plain token files"
                     )
                 for lineno, line in enumerate(f, start=2):
                     stripped = line.strip()

@@ -1,4 +1,4 @@
-"""The ``ldhmm`` command.
+"""The ``ldhmm`` command: the parser tree and the entry point.
 
 Sub-commands: ``data`` (``fetch``, ``info``), ``compare``, ``classify``, ``timing``, ``hinton``;
 ``ldhmm COMMAND --help`` describes each. Errors (bad arguments, a missing data directory, a
@@ -13,6 +13,8 @@ import argparse
 import os
 import sys
 
+from . import classify, compare, data, hinton, timing
+
 __all__ = ["main", "build_parser"]
 
 
@@ -25,15 +27,13 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import classify, compare, hinton, timing
-    from .data.cli import register as register_data
-
+    """The ``ldhmm`` parser: one sub-command per module of :mod:`ldhmm.cli`."""
     parser = OneLineErrorParser(
         prog="ldhmm",
         description="Latent Dirichlet HMMs for databases of sequences: data, and the paper's experiments.",
     )
     sub = parser.add_subparsers(dest="command", metavar="{data,compare,classify,timing,hinton}")
-    register_data(sub)
+    data.register(sub)
     compare.register(sub)
     classify.register(sub)
     timing.register(sub)
@@ -71,7 +71,3 @@ def main(argv=None) -> int:
         print(f"{command}: error: {one_line}", file=sys.stderr)
         return 1
     return int(code or 0)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -3,24 +3,23 @@
 ``register(subparsers)`` adds them to the main ``ldhmm`` parser; each handler is set with
 ``set_defaults(func=...)`` and returns an exit code. Errors in the data (or a missing file)
 print one line ``ldhmm data: error: ...`` on stderr and return a non-zero code, without a
-traceback. ``python -m experiments.data.cli info splice --data-dir DIR`` also works.
+traceback. ``python -m ldhmm.cli data info splice --data-dir DIR`` runs it without the
+console script.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import urllib.error
 from pathlib import Path
 
 import numpy as np
 
-from .database import TEXT_MAGIC, DataFormatError, SequenceDatabase
-from .fetch import DATASETS, ChecksumError, fetch
-from .uci import DATASET_NAMES, load_dataset, read_msnbc, read_splice
-from .userdata import load_event_log, load_text
+from ..data import DATASET_NAMES, DATASETS, ChecksumError, DataFormatError, fetch, load_dataset, load_path
 
-__all__ = ["register", "run_fetch", "run_info", "load_path", "length_histogram", "main"]
+__all__ = ["register", "run_fetch", "run_info", "length_histogram"]
 
 EXIT_DATA_ERROR = 1
 EXIT_USAGE = 2
@@ -65,8 +64,6 @@ def _fail(message: str, code: int = EXIT_DATA_ERROR) -> int:
 
 def run_fetch(args) -> int:
     """Handler of ``ldhmm data fetch``."""
-    import os
-
     data_dir = args.data_dir or os.environ.get("LDHMM_DATA")
     if not data_dir:
         return _fail("no data directory: pass --data-dir DIR or set LDHMM_DATA", EXIT_USAGE)
@@ -76,43 +73,6 @@ def run_fetch(args) -> int:
     except (ChecksumError, ValueError, urllib.error.URLError, OSError) as err:
         return _fail(str(err))
     return 0
-
-
-def load_path(path, sequence_col=None, event_col=None, time_col=None) -> SequenceDatabase:
-    """Load a data file, guessing its format.
-
-    ``.csv``/``.parquet`` with ``sequence_col`` and ``event_col``: an event log; a file that
-    starts with the ``ldhmm-sequences`` header: the text format; an MSNBC ``.seq`` (plain or
-    gzip, header ``% ...``): MSNBC; a file named ``splice.data`` or whose first line has the
-    splice layout: splice; otherwise a plain token file (:func:`load_text`).
-    """
-    import gzip
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    suffixes = [s.lower() for s in path.suffixes]
-    if sequence_col or event_col or any(s in (".csv", ".parquet", ".pq") for s in suffixes[-2:]):
-        if not (sequence_col and event_col):
-            raise ValueError(f"{path}: an event log needs --sequence-col and --event-col")
-        return load_event_log(path, sequence_col, event_col, time_col)
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    try:
-        opener = gzip.open if magic == b"\x1f\x8b" else open
-        with opener(path, "rb") as f:
-            first = f.readline(4096)
-    except (OSError, EOFError):
-        first = b""
-    text = first.decode("utf-8", "replace").strip()
-    if text == TEXT_MAGIC:
-        return SequenceDatabase.from_text(path)
-    if text.startswith("%"):
-        return read_msnbc(path)
-    fields = [x.strip() for x in text.split(",")]
-    if path.name == "splice.data" or (len(fields) == 3 and fields[0] in ("EI", "IE", "N")):
-        return read_splice(path)
-    return load_text(path)
 
 
 def length_histogram(lengths: np.ndarray, bins: int = 12, width: int = 40) -> str:
@@ -168,22 +128,3 @@ def run_info(args) -> int:
     print("length histogram:")
     print(length_histogram(db.lengths, bins=max(1, args.bins)))
     return 0
-
-
-def main(argv=None) -> int:
-    """Stand-alone entry: ``python -m experiments.data.cli {fetch,info} ...``."""
-    parser = argparse.ArgumentParser(prog="ldhmm")
-    sub = parser.add_subparsers(dest="command")
-    register(sub)
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] != "data":
-        argv = ["data"] + argv
-    args = parser.parse_args(argv)
-    if not hasattr(args, "func"):
-        parser.print_help()
-        return EXIT_USAGE
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

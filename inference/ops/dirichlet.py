@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
+from scipy import special
 
 __all__ = [
     "expected_log_dirichlet",
@@ -22,7 +24,7 @@ __all__ = [
     "MAX_CONCENTRATION",
     "dirichlet_multinomial_objective",
     "dirichlet_multinomial_sums_reference",
-    "newton_dirichlet_multinomial",
+    "log_multivariate_beta",
 ]
 
 # Bounds of a learned concentration. Below MIN the digamma/trigamma terms lose all precision;
@@ -46,6 +48,11 @@ def expected_log_dirichlet(concentration: torch.Tensor) -> torch.Tensor:
     Tensor, shape (..., D): ``psi(g_d) - psi(sum_j g_j)``
     """
     return torch.digamma(concentration) - torch.digamma(concentration.sum(-1, keepdim=True))
+
+
+def log_multivariate_beta(concentration: torch.Tensor) -> torch.Tensor:
+    """``log B(g) = sum_d lgamma(g_d) - lgamma(sum_d g_d)`` over the last dimension."""
+    return torch.lgamma(concentration).sum(-1) - torch.lgamma(concentration.sum(-1))
 
 
 def kl_dirichlet(posterior: torch.Tensor, prior: torch.Tensor) -> torch.Tensor:
@@ -198,7 +205,7 @@ def dirichlet_multinomial_objective(concentration: torch.Tensor, counts: torch.T
     """``sum_m log B(a + n_m) - log B(a)`` per row: the collapsed M-step objective.
 
     Reference implementation (dense torch) for tests; the fit uses
-    :func:`newton_dirichlet_multinomial`.
+    :func:`ldhmm.inference.m_step.newton_dirichlet_multinomial`.
 
     Parameters
     ----------
@@ -216,10 +223,8 @@ def dirichlet_multinomial_objective(concentration: torch.Tensor, counts: torch.T
 
 
 def dirichlet_multinomial_sums_reference(concentration, count_batches, rows=None):
-    """Dense numpy/torch version of ``_numba_kernels.dirichlet_multinomial_sums`` (same output)."""
-    import numpy as np
-    from scipy import special
-
+    """Dense scipy twin of :func:`ldhmm.inference.kernels.dirichlet_multinomial.dirichlet_multinomial_sums`
+    (same output; for tests)."""
     a = np.asarray(concentration, dtype=np.float64)
     entry = np.zeros((3,) + a.shape)
     row = np.zeros((3, a.shape[0]))
@@ -235,146 +240,6 @@ def dirichlet_multinomial_sums_reference(concentration, count_batches, rows=None
         entry[:, ~np.asarray(rows)] = 0.0
         row[:, ~np.asarray(rows)] = 0.0
     return entry, row
-
-
-@dataclass
-class DirichletMultinomialResult:
-    """Outcome of :func:`newton_dirichlet_multinomial`.
-
-    Attributes
-    ----------
-    concentration : ndarray (R, D)
-    gain : ndarray (R,)
-        Increase of the objective ``sum_m log B(a + n_m) - log B(a)`` per row (>= 0).
-    n_passes : int
-        Passes over the counts (each costs one lgamma/digamma/trigamma per non-zero count of
-        the rows still moving).
-    capped : bool
-    """
-
-    concentration: "object"
-    gain: "object"
-    n_passes: int
-    capped: bool
-
-
-def newton_dirichlet_multinomial(
-    initial,
-    count_batches,
-    max_iter: int = 50,
-    tol: float = 1e-8,
-    objective_tol: float = 1e-12,
-    min_value: float = MIN_CONCENTRATION,
-    max_value: float = MAX_CONCENTRATION,
-    sums=None,
-) -> DirichletMultinomialResult:
-    """Maximize ``f(a) = sum_m [log B(a + n_m) - log B(a)]`` per row (Dirichlet-multinomial /
-    Polya likelihood of expected counts), the collapsed M-step.
-
-    With q(Z) fixed and q(theta_m) = Dir(a + n_m) optimal for any a, the ELBO as a function of
-    the prior is ``f(a)`` plus terms free of ``a``: maximizing it moves ``a`` and every
-    q(theta_m) together, which the paper's M-step (``q(theta)`` held fixed) does only over many
-    EM iterations when sequences are short.
-
-    The Hessian is ``diag(q) + z 1 1^T`` with ``q_d = sum_m psi'(a_d + n_md) - psi'(a_d)`` and
-    ``z = sum_m psi'(a_0) - psi'(a_0 + n_m0)``; ``f`` is not concave everywhere, so a row takes the
-    Newton step only where that Hessian is negative definite and the step increases ``f``, and
-    otherwise Minka's fixed-point step ``a_d <- a_d sum_m[psi(a_d + n_md) - psi(a_d)] /
-    sum_m[psi(a_0 + n_m0) - psi(a_0)]``, which never decreases ``f``. A row whose candidates
-    both fail to increase ``f`` stops where it is.
-
-    Parameters
-    ----------
-    initial : array (R, D), positive
-    count_batches : list of arrays (M_b, R, D)
-        Expected counts of every sequence (rows with no counts contribute nothing).
-    max_iter : int
-    tol : float
-        A row stops when its largest relative change falls below ``tol``, or when a step gains
-        less than ``objective_tol * |f|`` (flat directions, e.g. a concentration growing
-        towards the cap).
-    min_value, max_value : float
-        Box for the iterates (see ``MIN_CONCENTRATION``).
-    sums : callable, optional
-        ``sums(a, count_batches, rows) -> (entry (3, R, D), row (3, R))`` (only the rows
-        flagged in the boolean ``rows`` are needed); default: the compiled
-        kernel, else :func:`dirichlet_multinomial_sums_reference`.
-
-    Returns
-    -------
-    DirichletMultinomialResult
-    """
-    import numpy as np
-
-    if sums is None:
-        from . import _numba_kernels
-
-        sums = (_numba_kernels.dirichlet_multinomial_sums if _numba_kernels.AVAILABLE
-                else dirichlet_multinomial_sums_reference)
-    initial = np.asarray(initial, dtype=np.float64)
-    a = np.clip(initial, min_value, max_value)
-    R = a.shape[0]
-
-    def evaluate(x, rows):
-        entry, row = sums(x, count_batches, rows)
-        f = entry[0].sum(-1) - row[0]
-        return f, entry, row
-
-    active = np.ones(R, dtype=bool)
-    f, entry, row = evaluate(a, active)
-    passes = 1
-    f_start = f.copy()
-    clipped = (a != initial).any(-1)
-    if clipped.any():
-        # A prior given outside the box (user parameters): the gain is measured from where it was.
-        f_start = np.where(clipped, evaluate(initial, clipped)[0], f_start)
-        passes += 1
-    for _ in range(max_iter):
-        g = entry[1] - row[1][:, None]
-        q = entry[2]
-        z = -row[2]
-        # Newton in t = log a: the Hessian there is diag(h) + z a a^T with h = a^2 q + a g,
-        # and steps are multiplicative, which suits concentrations spanning 1e-6..1e6.
-        h = a * a * q + a * g
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            inv_h = 1.0 / h
-            grad_t = a * g
-            coef = z * (a * grad_t * inv_h).sum(-1) / (1.0 + z * (a * a * inv_h).sum(-1))
-            step_t = -(grad_t - coef[:, None] * a) * inv_h
-            newton = a * np.exp(np.clip(step_t, -MAX_LOG_STEP, MAX_LOG_STEP))
-            fixed_point = a * entry[1] / row[1][:, None]
-            negative_definite = (h < 0).all(-1) & (1.0 + z * (a * a * inv_h).sum(-1) > 0.0)
-        # A row without any counts has a flat objective: it keeps its value.
-        fixed_point = np.where((row[1] > 0)[:, None], fixed_point, a)
-        fixed_point = np.clip(np.nan_to_num(fixed_point, nan=-1.0), min_value, max_value)
-        use_newton = negative_definite & (newton > 0).all(-1) & np.isfinite(newton).all(-1)
-        candidate = np.where(use_newton[:, None], np.clip(newton, min_value, max_value), fixed_point)
-        candidate = np.where(active[:, None], candidate, a)
-        # Only the active rows are recomputed; the others keep their values below.
-        f_new, entry_new, row_new = evaluate(candidate, active)
-        passes += 1
-        retry = active & use_newton & ~(f_new >= f)
-        if retry.any():
-            candidate = np.where(retry[:, None], fixed_point, candidate)
-            f_retry, entry_retry, row_retry = evaluate(candidate, retry)
-            passes += 1
-            f_new = np.where(retry, f_retry, f_new)
-            entry_new = np.where(retry[None, :, None], entry_retry, entry_new)
-            row_new = np.where(retry[None, :], row_retry, row_new)
-        improved = active & (f_new >= f)
-        f_before = f
-        rel_change = np.where(improved, (np.abs(candidate - a) / a).max(-1), 0.0)
-        a = np.where(improved[:, None], candidate, a)
-        f = np.where(improved, f_new, f)
-        entry = np.where(improved[None, :, None], entry_new, entry)
-        row = np.where(improved[None, :], row_new, row)
-        active = improved & (rel_change > tol) & (f - f_before > objective_tol * np.abs(f))
-        if not active.any():
-            break
-    worse = f < f_start  # only possible for a row that started outside the box
-    a = np.where(worse[:, None], initial, a)
-    gain = np.where(worse, 0.0, f - f_start)
-    return DirichletMultinomialResult(a, gain, passes, bool((a >= max_value).any()))
 
 
 def sample_dirichlet(concentration: torch.Tensor) -> torch.Tensor:

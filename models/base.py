@@ -1,7 +1,8 @@
-"""The protocol every model of the comparison harness follows.
+"""The one base class of every model the comparison harness runs.
 
 Every model in the comparison (LDHMM and its variants as well as the baselines of
-:mod:`baselines`) is used by the harness through the same small interface:
+:mod:`ldhmm.baselines`) is used by the harness through the same small interface,
+:class:`SequenceModelProtocol`:
 
 ``Model(n_states, seed=0, **options)``
     ``n_states`` (int >= 1) is the number of hidden states or topics, the ``K`` that the
@@ -15,12 +16,16 @@ Every model in the comparison (LDHMM and its variants as well as the baselines o
     it: the class attribute ``score_kind`` says which.
 ``score(sequences) -> float``
     The sum of ``score_samples``.
+``log_marginal_is(sequences, n_samples, seed) -> np.ndarray`` (optional)
+    An importance-sampled estimate of ``log p(x_m)`` per sequence, for models whose
+    ``score_samples`` is a bound (:class:`LogMarginalProtocol`); the harness reports it
+    beside ``score_samples`` when a model has it.
 
 Class attributes:
 
 ``name``
-    The model's name in the harness (``"HMM"``, ``"LDA"``, ``"LDHMM-PF"``, ...); it is the
-    value of the ``model`` column of the result files.
+    The model's own name (``"HMM"``, ``"LDA"``, ``"LDHMM"``, ...); the harness registers a
+    class under this name unless it is given another one (``"LDHMM-PF"``).
 ``score_kind``
     One of :data:`SCORE_KINDS`: ``"exact"`` (the log-likelihood itself), ``"lower_bound"``
     (a variational bound, <= the log-likelihood) or ``"estimate"`` (e.g. importance
@@ -28,33 +33,37 @@ Class attributes:
     exact values unknowingly.
 
 Learned attributes end in ``_`` and exist only after ``fit``; every model sets
-``n_symbols_`` (the vocabulary size it knows). At score time a symbol ``>= n_symbols_`` is
-a ``ValueError``, never a silent ``-inf`` or an index error.
+``n_symbols_`` (the vocabulary size it knows). Using an unfitted model raises
+:class:`sklearn.exceptions.NotFittedError` (a ``ValueError`` and an ``AttributeError``). At
+score time a symbol ``>= n_symbols_`` is a ``ValueError``, never a silent ``-inf`` or an
+index error.
 
-:class:`SequenceModel` is the mixin that implements the shared glue (argument checks,
-input validation through :func:`inference.batch.validate_sequences`, the fitted check and
-the vocabulary range check), so that a model only writes ``_fit`` and ``_score_samples``
-on already validated ``int64`` arrays. :class:`SequenceModelProtocol` is the structural
-type the harness can check against (``isinstance`` works on it) for models that do not
-inherit the mixin.
+:class:`SequenceModel` implements the shared glue (argument checks, input validation through
+:func:`ldhmm.inference.validate_sequences`, the fitted check, the vocabulary range check and
+the configuration read off the constructor's signature), so that a model only writes
+``_fit`` and ``_score_samples`` on already validated ``int64`` arrays.
+:class:`SequenceModelProtocol` is the structural type (``isinstance`` works on it) for models
+that do not inherit the base.
 """
 
 from __future__ import annotations
 
 import abc
+import inspect
 import numbers
 from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from sklearn.exceptions import NotFittedError
 
-from inference.batch import infer_n_symbols, validate_sequences
+from ..inference import infer_n_symbols, validate_sequences
 
 __all__ = [
     "SCORE_KINDS",
     "NotFittedError",
     "SequenceModel",
     "SequenceModelProtocol",
+    "LogMarginalProtocol",
     "check_n_states",
     "check_seed",
     "check_n_symbols",
@@ -78,6 +87,13 @@ class SequenceModelProtocol(Protocol):
     def score_samples(self, sequences) -> np.ndarray: ...
 
     def score(self, sequences) -> float: ...
+
+
+@runtime_checkable
+class LogMarginalProtocol(Protocol):
+    """The optional part of the protocol: an importance-sampled ``log p(x_m)`` per sequence."""
+
+    def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0) -> np.ndarray: ...
 
 
 def _is_int(value) -> bool:
@@ -107,17 +123,29 @@ def check_n_symbols(n_symbols) -> int | None:
     return int(n_symbols)
 
 
+def _init_parameters(cls) -> tuple[list[str], bool]:
+    """Named parameters of ``cls.__init__`` (no ``self``, ``*args``) and whether it takes ``**kwargs``."""
+    params, var_keyword = [], False
+    for p in inspect.signature(cls.__init__).parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            var_keyword = True
+        elif p.kind is not p.VAR_POSITIONAL and p.name != "self":
+            params.append(p.name)
+    return params, var_keyword
+
+
 class SequenceModel(abc.ABC):
-    """Mixin implementing the harness protocol around two hooks.
+    """Base of every harness model: the protocol implemented around two hooks.
 
     Subclasses set the class attributes ``name`` and ``score_kind``, call
-    ``super().__init__(n_states, seed)`` (and store their own options, checking them), and
-    implement:
+    ``super().__init__(n_states, seed)``, store every other constructor argument as an
+    attribute of the same name (checking it), and implement:
 
-    ``_fit(sequences, n_symbols)``
+    ``_fit(sequences, n_symbols, **fit_params)``
         ``sequences`` is a validated list of ``int64`` arrays with every symbol
         ``< n_symbols``; ``n_symbols_`` is already set. Learn, set attributes ending in
-        ``_``; the return value is ignored.
+        ``_``; the return value is ignored. ``fit_params`` are the keyword arguments of
+        :meth:`fit` beyond the data (e.g. a starting point).
     ``_score_samples(sequences) -> np.ndarray``
         Validated sequences, all symbols ``< n_symbols_``; return shape ``(M,)`` float64.
 
@@ -125,10 +153,17 @@ class SequenceModel(abc.ABC):
     training data must lie in ``0..n_symbols-1`` and ``n_symbols_ = n_symbols`` (symbols
     that never occur in training are still part of the model). Otherwise
     ``n_symbols_ = max training symbol + 1``.
+
+    :meth:`get_params` and :meth:`get_config` are read off the constructor's signature (as
+    scikit-learn's ``get_params`` is), so a subclass never writes them by hand; it names
+    the constructor arguments that are not configuration in :attr:`_not_config`.
     """
 
     name: ClassVar[str] = ""
     score_kind: ClassVar[str] = ""
+    #: Constructor arguments left out of :meth:`get_config`: run-time switches such as
+    #: ``verbose``, or settings a model file records elsewhere.
+    _not_config: ClassVar[tuple[str, ...]] = ("verbose",)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -146,10 +181,10 @@ class SequenceModel(abc.ABC):
         self.seed = check_seed(seed)
 
     # ----------------------------------------------------------------- protocol
-    def fit(self, sequences):
+    def fit(self, sequences, **fit_params):
         """Learn from a database (list of 1-D integer arrays); returns ``self``."""
         seqs = self._validate_for_fit(sequences)
-        self._fit(seqs, self.n_symbols_)
+        self._fit(seqs, self.n_symbols_, **fit_params)
         return self
 
     def score_samples(self, sequences) -> np.ndarray:
@@ -169,7 +204,7 @@ class SequenceModel(abc.ABC):
 
     # ---------------------------------------------------------------- hooks
     @abc.abstractmethod
-    def _fit(self, sequences: list[np.ndarray], n_symbols: int) -> None:
+    def _fit(self, sequences: list[np.ndarray], n_symbols: int, **fit_params) -> None:
         """Learn from validated sequences (see the class docstring)."""
 
     @abc.abstractmethod
@@ -184,8 +219,12 @@ class SequenceModel(abc.ABC):
         self.n_symbols_ = n_symbols if n_symbols is not None else infer_n_symbols(seqs)
         return seqs
 
+    def __sklearn_is_fitted__(self) -> bool:
+        """Whether :meth:`fit` has completed (scikit-learn's ``check_is_fitted`` asks this)."""
+        return hasattr(self, "n_symbols_")
+
     def _check_fitted(self) -> None:
-        if not hasattr(self, "n_symbols_"):
+        if not self.__sklearn_is_fitted__():
             raise NotFittedError(
                 f"this {type(self).__name__} is not fitted yet; call fit(sequences) first"
             )
@@ -195,8 +234,45 @@ class SequenceModel(abc.ABC):
         self._check_fitted()
         return validate_sequences(sequences, n_symbols=self.n_symbols_)
 
+    # ------------------------------------------------------- configuration
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        """The constructor's parameters, with those its ``**kwargs`` forwards to the bases.
+
+        Each name is listed where the most basic class that declares it puts it, then a
+        subclass's own additions: saved configurations keep one key order through the class
+        hierarchy (an LDHMM file lists VariantHMM's settings in VariantHMM's order).
+        """
+        accepted: set[str] = set()
+        for klass in cls.__mro__:  # cls, then the bases its **kwargs reach
+            if "__init__" not in vars(klass) or klass is object:
+                continue
+            params, var_keyword = _init_parameters(klass)
+            accepted.update(params)
+            if not var_keyword:
+                break
+        order: list[str] = []
+        for klass in reversed(cls.__mro__):
+            if "__init__" in vars(klass) and klass not in (object, SequenceModel):
+                order += [p for p in _init_parameters(klass)[0] if p not in order]
+        # SequenceModel's own arguments come last in the order: a subclass always names
+        # them itself, where it wants them
+        order += [p for p in _init_parameters(SequenceModel)[0] if p not in order]
+        return [p for p in order if p in accepted]
+
+    def get_params(self) -> dict:
+        """Constructor arguments of this model as stored on it (scikit-learn's ``get_params``)."""
+        return {p: getattr(self, p) for p in self._param_names()}
+
+    def get_config(self) -> dict:
+        """The configuration a model file records: :meth:`get_params` less ``_not_config``.
+
+        ``type(self)(**config)`` (with what ``_not_config`` removed passed separately) gives
+        an unfitted model with the same settings.
+        """
+        return {k: v for k, v in self.get_params().items() if k not in self._not_config}
+
     def __repr__(self) -> str:
-        opts = ", ".join(
-            f"{k}={v!r}" for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")
-        )
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({opts})"
+

@@ -11,8 +11,8 @@ are documented in ``shared/data/README.md``; in short:
   50,672 sessions; the sequence of a session is its navigation operations.
 * Splice junctions (``splice.data``): 3,190 DNA sequences of 60 bases, classes EI, IE, N.
 
-Every loader returns a :class:`~experiments.data.database.SequenceDatabase` and raises a
-:class:`~experiments.data.database.DataFormatError` (file and line) on a malformed file;
+Every loader returns a :class:`~ldhmm.data.database.SequenceDatabase` and raises a
+:class:`~ldhmm.data.database.DataFormatError` (file and line) on a malformed file;
 nothing partly loaded is ever returned. Blank lines are skipped everywhere (they carry no
 record); line numbers in errors are physical 1-based line numbers.
 """

@@ -1,0 +1,163 @@
+"""The databases of the experiment commands: the built-in synthetic ones, and which one a command uses.
+
+:func:`select_database` turns the ``--dataset``/``--file``/``--data-dir`` arguments of an
+experiment command into a :class:`ldhmm.data.SequenceDatabase` and a sentence saying which
+database it is (printed, and recorded in the output's ``config.json``);
+:func:`data_fingerprint` is the hash of the data a result file was computed from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from ..data import (
+    PAPER_SUBSETS,
+    SequenceDatabase,
+    load_dataset,
+    load_path,
+    load_paper_subset,
+    resolve_data_dir,
+)
+from ..data.uci import ENTREE_ARCHIVE, ENTREE_SESSION_DIR
+from ..models import LDHMM
+
+__all__ = [
+    "SYNTHETIC_HYPERPARAMETERS",
+    "synthetic_database",
+    "labelled_synthetic_database",
+    "select_database",
+    "data_fingerprint",
+]
+
+#: Hyper-parameters of the built-in synthetic LDHMM database (K = 3 states, V = 6 symbols).
+SYNTHETIC_HYPERPARAMETERS = {
+    "alpha_pi": [3.0, 1.5, 0.75],
+    "alpha_A": [[6.0, 1.0, 0.5], [0.5, 6.0, 1.0], [1.0, 0.5, 6.0]],
+    "beta": [
+        [5.0, 3.0, 0.3, 0.3, 0.3, 0.3],
+        [0.3, 0.3, 5.0, 3.0, 0.3, 0.3],
+        [0.3, 0.3, 0.3, 0.3, 5.0, 3.0],
+    ],
+}
+
+
+def synthetic_database(n_sequences: int = 300, min_length: int = 10, max_length: int = 40, seed: int = 0):
+    """The built-in synthetic database: sequences drawn from an LDHMM with fixed
+    hyper-parameters (:data:`SYNTHETIC_HYPERPARAMETERS`), seeded."""
+    n_sequences = int(n_sequences)
+    if n_sequences < 1:
+        raise ValueError(f"the synthetic database needs at least 1 sequence, got {n_sequences}")
+    if not 1 <= min_length <= max_length:
+        raise ValueError(f"need 1 <= min_length <= max_length, got {min_length}, {max_length}")
+    hp = SYNTHETIC_HYPERPARAMETERS
+    model = LDHMM.from_hyperparameters(hp["alpha_pi"], hp["alpha_A"], hp["beta"])
+    lengths = np.random.default_rng(seed).integers(min_length, max_length + 1, size=n_sequences)
+    seqs = model.sample(n_sequences, lengths=lengths, seed=seed)
+    V = len(hp["beta"][0])
+    return SequenceDatabase.from_sequences(
+        seqs, [f"s{v}" for v in range(V)], name="synthetic",
+        meta={"source": "built-in synthetic LDHMM (ldhmm.experiments.datasets.SYNTHETIC_HYPERPARAMETERS)",
+              "seed": seed, "n_sequences": n_sequences},
+    )
+
+
+def labelled_synthetic_database(n_per_class: int = 100, min_length: int = 10, max_length: int = 30,
+                                seed: int = 0):
+    """A two-class synthetic database (classes ``A`` and ``B``) for ``ldhmm classify``: class A
+    from the built-in hyper-parameters, class B with the transition prior's rows permuted
+    (same symbols, different dynamics)."""
+    hp = SYNTHETIC_HYPERPARAMETERS
+    alpha_A_b = np.asarray(hp["alpha_A"])[:, [1, 2, 0]]
+    rng = np.random.default_rng(seed)
+    seqs, labels = [], []
+    for c, a_A in enumerate((hp["alpha_A"], alpha_A_b)):
+        model = LDHMM.from_hyperparameters(hp["alpha_pi"], a_A, hp["beta"])
+        lengths = rng.integers(min_length, max_length + 1, size=int(n_per_class))
+        seqs += model.sample(int(n_per_class), lengths=lengths, seed=seed + c)
+        labels += [c] * int(n_per_class)
+    V = len(hp["beta"][0])
+    return SequenceDatabase.from_sequences(
+        seqs, [f"s{v}" for v in range(V)], labels=labels, label_names=["A", "B"], name="synthetic-labelled",
+        meta={"source": "built-in two-class synthetic LDHMM", "seed": seed},
+    )
+
+
+def _data_files_present(name: str, data_dir) -> bool:
+    try:
+        d = resolve_data_dir(data_dir)
+    except FileNotFoundError:
+        return False
+    if name == "entree":
+        return (d / ENTREE_SESSION_DIR).is_dir() or (d / ENTREE_ARCHIVE).is_file()
+    return False
+
+
+def select_database(dataset: str | None = None, file=None, data_dir=None, n_sequences: int | None = None,
+                    seed: int = 0, default: str = "entree", labelled: bool = False):
+    """The database of an experiment command and a sentence saying which one it is.
+
+    * ``file``: a user's file (any format ``ldhmm data info`` reads; a plain token file is
+      read by :func:`ldhmm.data.load_text`).
+    * ``dataset`` ``"entree"``/``"msnbc"``: the paper's length-filtered subset (Entree 20..59
+      steps, 422 sessions; MSNBC 20..100 views, 31,071 users), a seeded sample of
+      ``n_sequences`` of it when given. ``"splice"``: all 3,190 sequences.
+      ``"synthetic"``: the built-in synthetic LDHMM database (``n_sequences``, default 300;
+      two-class when ``labelled``).
+    * neither: ``default`` when its files are in the data directory (``data_dir`` or
+      ``$LDHMM_DATA``), else the synthetic database.
+
+    Returns
+    -------
+    (SequenceDatabase, str)
+    """
+    if file is not None and dataset is not None:
+        raise ValueError("give either --dataset or --file, not both")
+    if file is not None:
+        db = load_path(file)
+        if n_sequences:
+            db = db.sample(min(int(n_sequences), len(db)), seed=seed)
+        return db, f"user file {file} ({len(db)} sequences, {db.n_symbols} symbols)"
+    fallback = ""
+    if dataset is None:
+        if _data_files_present(default, data_dir):
+            dataset = default
+        else:
+            dataset = "synthetic"
+            fallback = (f" ({default} files not found: pass --data-dir DIR or set LDHMM_DATA to use "
+                        f"the real data)")
+    key = str(dataset).lower()
+    if key == "synthetic":
+        if labelled:
+            per = max(int(n_sequences) // 2, 1) if n_sequences else 100
+            db = labelled_synthetic_database(per, seed=seed)
+        else:
+            db = synthetic_database(int(n_sequences) if n_sequences else 300, seed=seed)
+        what = (f"built-in synthetic LDHMM database ({len(db)} sequences, K=3 true states, "
+                f"V={db.n_symbols}, seed {seed}){fallback}")
+        return db, what
+    if key in PAPER_SUBSETS:
+        n = int(n_sequences) if n_sequences else None
+        db = load_paper_subset(key, data_dir, n=n, seed=seed)
+        lo, hi = PAPER_SUBSETS[key]
+        sample = f", a seeded sample (seed {seed}) of {n}" if n else ""
+        return db, (f"{key} from the data directory: the paper's subset of sequences of length "
+                    f"{lo}..{hi}{sample} ({len(db)} sequences, {db.n_symbols} symbols)")
+    if key == "splice":
+        db = load_dataset("splice", data_dir)
+        if n_sequences:
+            db = db.sample(min(int(n_sequences), len(db)), seed=seed)
+        return db, f"splice from the data directory ({len(db)} sequences, {db.n_symbols} symbols)"
+    raise ValueError(f"unknown data set {dataset!r}; known: entree, msnbc, splice, synthetic")
+
+
+def data_fingerprint(db) -> str:
+    """SHA-256 (first 16 hex digits) of a database's tokens, lengths and labels."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(db.tokens, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(db.lengths, dtype=np.int64).tobytes())
+    if db.labels is not None:
+        h.update(np.ascontiguousarray(db.labels, dtype=np.int64).tobytes())
+    h.update(str(db.n_symbols).encode())
+    return h.hexdigest()[:16]

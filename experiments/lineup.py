@@ -1,0 +1,128 @@
+"""The line-up of the experiments: the registered models, as the harness names and builds them.
+
+Everything here is read from :mod:`ldhmm.models.registry`, which the model classes fill
+themselves (``LDHMM-FF``/``LDHMM-PF`` in :mod:`ldhmm.models.ldhmm`, each baseline in its
+module of :mod:`ldhmm.baselines`); importing this module imports the baselines so that they
+are registered. A model registered later (a plug-in) joins every list below: the module
+attributes :data:`MODEL_NAMES`, :data:`LDHMM_NAMES`, :data:`IS_MODELS` and :data:`MODELS`
+are computed from the registry when they are read.
+
+:func:`make_model` adds the harness-wide EM settings ``max_iter``, ``tol`` and ``m_step`` to
+the models that take them (each registration says which: LDA keeps gensim's own schedule,
+``passes=10``, because its ``max_iter`` means per-document inference iterations, not EM
+iterations; only the LDHMM entries take ``m_step``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from .. import baselines  # noqa: F401  (registers the baselines)
+from ..models import LDHMM
+from ..models.registry import get_spec, registered
+
+__all__ = [
+    "MODEL_NAMES",
+    "LDHMM_NAMES",
+    "IS_MODELS",
+    "MODELS",
+    "model_names",
+    "ldhmm_names",
+    "is_models",
+    "make_model",
+    "resolve_models",
+    "model_score_kind",
+    "model_order",
+]
+
+
+def model_names() -> tuple[str, ...]:
+    """The harness names of every registered model, in the order tables list them."""
+    return tuple(spec.name for spec in registered())
+
+
+def ldhmm_names() -> tuple[str, ...]:
+    """The LDHMM entries (compared against every other model in the t-tests)."""
+    return tuple(spec.name for spec in registered() if issubclass(spec.cls, LDHMM))
+
+
+def is_models() -> tuple[str, ...]:
+    """The models with ``log_marginal_is`` (importance-sampled log p(x))."""
+    return tuple(spec.name for spec in registered() if spec.has_log_marginal_is)
+
+
+def _factories() -> dict[str, Callable]:
+    return {spec.name: spec.make for spec in registered()}
+
+
+_LIVE = {"MODEL_NAMES": model_names, "LDHMM_NAMES": ldhmm_names, "IS_MODELS": is_models,
+         "MODELS": _factories}
+
+
+def __getattr__(name):
+    # The registry may grow after this module is imported (a plug-in registers its class),
+    # so these names are computed when read rather than frozen at import.
+    try:
+        return _LIVE[name]()
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def model_score_kind(name: str) -> str:
+    """What ``score_samples`` of the named model returns: its class's ``score_kind``."""
+    return get_spec(name).score_kind
+
+
+def make_model(name: str, n_states: int, n_symbols: int, seed: int = 0, max_iter: int | None = None,
+               tol: float | None = None, m_step: str | None = None, **options):
+    """A fresh, unfitted model of the registry.
+
+    Parameters
+    ----------
+    name : one of :data:`MODEL_NAMES`
+    n_states : int
+        K.
+    n_symbols : int
+        V of the whole database (so that every fold's model knows every symbol).
+    seed : int
+    max_iter, tol : optional
+        EM settings for the models that iterate EM (not LDA); None keeps the model's default.
+    m_step : {"collapsed", "paper"}, optional
+        M-step of the LDHMM models (None: their default, ``"collapsed"``).
+    **options
+        Further constructor arguments of that model.
+    """
+    spec = get_spec(name)
+    given = {
+        "max_iter": None if max_iter is None else int(max_iter),
+        "tol": None if tol is None else float(tol),
+        "m_step": m_step,
+    }
+    for key in spec.em_settings:
+        if given[key] is not None:
+            options.setdefault(key, given[key])
+    return spec.make(int(n_states), int(n_symbols), int(seed), **options)
+
+
+def resolve_models(names: Iterable[str] | None) -> list[str]:
+    """``None``/``["all"]`` -> all models; otherwise the given names (checked, case-insensitive,
+    duplicates dropped), in the registry order."""
+    known = model_names()
+    names = list(names or ["all"])
+    if any(str(n).lower() == "all" for n in names):
+        return list(known)
+    upper = {m.upper(): m for m in known}
+    chosen = []
+    for n in names:
+        key = str(n).upper()
+        if key not in upper:
+            raise ValueError(f"unknown model {n!r}; choose from all, {', '.join(known)}")
+        chosen.append(upper[key])
+    return [m for m in known if m in chosen]
+
+
+def model_order(name) -> tuple:
+    """Sort key of a result row's model (``"LDHMM-PF+LR"`` sorts with ``LDHMM-PF``): registry order."""
+    known = model_names()
+    base = str(name).split("+")[0]
+    return (known.index(base) if base in known else 99, str(name))

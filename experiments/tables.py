@@ -1,0 +1,24 @@
+"""Numbers for the result tables: mean and spread over folds, and how a cell prints them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["mean_std", "fmt_pm"]
+
+
+def mean_std(values) -> tuple[float, float, int]:
+    """Mean, sample standard deviation (ddof=1; 0 for one value) and count of the finite values."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=np.float64)
+    if v.size == 0:
+        return math.nan, math.nan, 0
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0, int(v.size)
+
+
+def fmt_pm(mean: float, std: float, digits: int = 2) -> str:
+    """A table cell ``mean ± std`` with ``digits`` decimals; ``n/a`` for a missing mean."""
+    if not np.isfinite(mean):
+        return "n/a"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"

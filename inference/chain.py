@@ -1,0 +1,76 @@
+"""Forward-backward on batches of chains: the compiled core where it applies, else the reference.
+
+:func:`forward_backward` runs the one compiled chain core
+(:func:`ldhmm.inference.kernels.chain.forward_backward_potentials`, scaled recursion, parallel over
+sequences) on CPU tensors, and the log-space reference
+(:func:`ldhmm.inference.ops.chain.forward_backward_log`) on other devices or when the kernels
+are switched off. A chain whose scaled recursion fails (a zero or non-finite scale) is redone
+in log space, so the result is always finite. Same contract either way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import kernels
+from .kernels.chain import forward_backward_potentials
+from .ops.chain import ChainPosterior, check_chain_shapes, forward_backward_log
+
+__all__ = ["forward_backward", "forward_log_normalizer"]
+
+
+def _compiled_applies(log_obs: torch.Tensor) -> bool:
+    return kernels.ENABLED and log_obs.device.type == "cpu"
+
+
+def forward_backward(
+    log_initial: torch.Tensor,
+    log_transition: torch.Tensor,
+    log_obs: torch.Tensor,
+    mask: torch.Tensor,
+) -> ChainPosterior:
+    """Posterior of a batch of chains; same contract as :func:`ldhmm.inference.ops.chain.forward_backward_log`.
+
+    Parameters
+    ----------
+    log_initial : Tensor, shape (M or 1, K)
+    log_transition : Tensor, shape (M or 1, K, K)
+    log_obs : Tensor, shape (M, T, K)
+    mask : BoolTensor, shape (M, T)
+
+    Returns
+    -------
+    ChainPosterior
+    """
+    check_chain_shapes(log_initial, log_transition, log_obs, mask)
+    if not _compiled_applies(log_obs):
+        return forward_backward_log(log_initial, log_transition, log_obs, mask)
+    log_z, marginals, counts, failed = forward_backward_potentials(
+        log_initial.detach().numpy(), log_transition.detach().numpy(), log_obs.detach().numpy(),
+        mask.sum(1).numpy(),
+    )
+    post = ChainPosterior(torch.from_numpy(log_z), torch.from_numpy(marginals), torch.from_numpy(counts))
+    if failed.any():
+        idx = torch.from_numpy(np.flatnonzero(failed))
+        fallback = forward_backward_log(
+            log_initial if log_initial.shape[0] == 1 else log_initial[idx],
+            log_transition if log_transition.shape[0] == 1 else log_transition[idx],
+            log_obs[idx],
+            mask[idx],
+        )
+        post.log_normalizer[idx] = fallback.log_normalizer
+        post.state_marginals[idx] = fallback.state_marginals
+        post.transition_counts[idx] = fallback.transition_counts
+    return post
+
+
+def forward_log_normalizer(
+    log_initial: torch.Tensor,
+    log_transition: torch.Tensor,
+    log_obs: torch.Tensor,
+    mask: torch.Tensor,
+) -> torch.Tensor:
+    """``log Z`` of each chain, shape (M,); for an HMM with log-probability potentials this is the
+    exact ``log p(x)``. Same arguments as :func:`forward_backward`."""
+    return forward_backward(log_initial, log_transition, log_obs, mask).log_normalizer

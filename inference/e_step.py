@@ -1,0 +1,406 @@
+"""The E-step driver: per-sequence coordinate ascent with the database-level parameters fixed.
+
+Data flow (docs/architecture.md)::
+
+    buckets --E-step (per bucket, independent)--> per-sequence counts, entropies, ELBOs
+            --reduce--> sufficient statistics (sums over sequences)
+
+The E-step of a bucket alternates the guide's q(Z) update with the Dirichlet updates
+``g = prior + expected counts`` of the per-sequence groups until every sequence's ELBO changes by
+less than ``e_step_tol`` (relative); converged sequences drop out of the batch. Per-sequence counts
+and the guide's state are kept between EM iterations, so the next E-step starts where the last
+one ended (warm start) and every step is an ascent step: the total ELBO never decreases.
+
+One driver for every guide (:class:`ldhmm.inference.protocol.GuideProtocol`): where the guide
+declares a compiled update (``compiled_update``) and the tensors are float64 on CPU, a bucket
+runs whole in the compiled kernel (:func:`ldhmm.inference.kernels.e_step.fused_e_step`);
+otherwise, and for sequences whose compiled recursion underflowed, sweep by sweep in torch with
+the guide's ``update_hidden`` (the reference the tests compare the kernel against).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from . import kernels
+from .batch import Bucket
+from .kernels.e_step import FAMILIES, PriorTerms, fused_e_step
+from .ops.chain import emission_potentials, weighted_sum
+from .ops.dirichlet import expected_log_dirichlet, log_multivariate_beta
+from .parameters import EVENT_DIMS, VariantParameters, group_shape
+from .protocol import GuideProtocol
+from .variants import GROUPS, SEQUENCE
+
+__all__ = [
+    "BucketState",
+    "EStepTotals",
+    "expected_counts",
+    "collapsed_terms",
+    "compiled_family",
+    "prior_terms",
+    "e_step_bucket",
+    "e_step",
+]
+
+
+@dataclass
+class BucketState:
+    """Per-sequence variational state of one bucket, kept between EM iterations.
+
+    Attributes
+    ----------
+    counts : dict[str, Tensor]
+        Expected counts per group (shapes as :func:`expected_counts`).
+    entropy : Tensor, shape (M_b,)
+    guide_state : object
+        The guide's own state (FF: ``phi``), or None.
+    elbo : Tensor, shape (M_b,)
+        Per-sequence ELBO, including the terms of database-level groups.
+    local_elbo : Tensor, shape (M_b,)
+        The part of ``elbo`` that depends on nothing database-level except the priors:
+        entropy plus the per-sequence groups' expected-log terms minus their KLs.
+    sum_expected_log : dict[str, Tensor]
+        ``sum_m E_q[log theta_m]`` of every per-sequence group over this bucket.
+    n_sweeps : int
+    """
+
+    counts: dict
+    entropy: torch.Tensor
+    guide_state: object
+    elbo: torch.Tensor
+    local_elbo: torch.Tensor
+    sum_expected_log: dict
+    n_sweeps: int
+
+
+def expected_counts(state_marginals, transition_counts, tokens, n_symbols):
+    """Per-sequence expected counts of every group.
+
+    Parameters
+    ----------
+    state_marginals : Tensor, shape (M, T, K)
+    transition_counts : Tensor, shape (M, K, K)
+    tokens : LongTensor, shape (M, T)
+    n_symbols : int
+
+    Returns
+    -------
+    dict with ``pi`` (M, K), ``A`` (M, K, K), ``B`` (M, K, V)
+    """
+    M, T, K = state_marginals.shape
+    emission = state_marginals.new_zeros(M, n_symbols, K)
+    emission.scatter_add_(1, tokens[:, :, None].expand(M, T, K), state_marginals)
+    # Copies, not views: a view of the (M, T, K) marginals would keep them alive between EM iterations.
+    return {"pi": state_marginals[:, 0].clone(), "A": transition_counts,
+            "B": emission.transpose(1, 2).contiguous()}
+
+
+@dataclass
+class EStepTotals:
+    """Sums over the whole database after an E-step.
+
+    Attributes
+    ----------
+    n_sequences : int
+    local_elbo : float
+        ``sum_m`` of the per-sequence local ELBO parts.
+    sum_expected_log : dict[str, Tensor]
+        Per-sequence groups: ``sum_m E_q[log theta_m]``.
+    total_counts : dict[str, Tensor]
+        Every group: expected counts summed over sequences.
+    max_sweeps : int
+    """
+
+    n_sequences: int
+    local_elbo: float
+    sum_expected_log: dict
+    total_counts: dict
+    max_sweeps: int
+
+
+def collapsed_terms(counts, params, seq_groups, prior_log_beta):
+    """``E_q[log p(counts | theta)] - KL(q(theta) || p(theta))`` at the optimal q(theta).
+
+    With ``g = prior + counts`` the expected-log terms cancel against the KL's
+    ``(g - prior) . E log theta``, leaving ``log B(g) - log B(prior)`` per Dirichlet row: the
+    ELBO needs no digamma, only the next q(Z) update does.
+    """
+    terms = 0.0
+    for g in seq_groups:
+        # float64: log B of concentrations near 1e6 are ~1e7 and their differences matter.
+        value = (log_multivariate_beta(params.prior[g].double() + counts[g].double())
+                 - prior_log_beta[g].double())
+        terms = terms + (value if g == "pi" else value.sum(-1))
+    return terms.to(counts["B"].dtype) if isinstance(terms, torch.Tensor) else terms
+
+
+def compiled_family(guide: GuideProtocol, counts: dict, guide_state) -> str | None:
+    """The compiled update that will run the E-step of a bucket, or None for the torch route.
+
+    The guide's ``compiled_update`` (if it declares one the kernel knows), when the kernels are
+    enabled and every tensor the kernel would update in place is float64 on CPU.
+    """
+    family = getattr(guide, "compiled_update", None)
+    if family is None or not kernels.ENABLED:
+        return None
+    if family not in FAMILIES:
+        raise ValueError(f"{type(guide).__name__}.compiled_update is {family!r}; the compiled "
+                         f"E-step knows {sorted(FAMILIES)} (or None for the torch route)")
+    tensors = list(counts.values())
+    if FAMILIES[family][1] and isinstance(guide_state, torch.Tensor):
+        tensors.append(guide_state)
+    if any(t.dtype != torch.float64 or t.device.type != "cpu" for t in tensors):
+        return None
+    return family
+
+
+def prior_terms(params: VariantParameters) -> tuple[tuple, PriorTerms, tuple, tuple]:
+    """The priors, their derived terms and the database-level E log theta, as the compiled
+    E-step takes them (float64 numpy; groups that do not apply get placeholder ones)."""
+    K, V = params.n_states, params.n_symbols
+    prior, fixed, flags = [], [], []
+    for g in GROUPS:
+        per_sequence = params.sharing.kind(g) == SEQUENCE
+        flags.append(per_sequence)
+        dummy = torch.ones(group_shape(g, K, V), dtype=torch.float64)
+        prior.append((params.prior[g] if per_sequence else dummy).contiguous().numpy())
+        fixed.append((dummy if per_sequence else params.fixed_expected_log(g)[0]).contiguous().numpy())
+    prior_pi, prior_A, prior_B = prior
+    prior_log_beta_piA = 0.0
+    for flag, a in ((flags[0], prior_pi), (flags[1], prior_A)):
+        if flag:
+            prior_log_beta_piA += float(log_multivariate_beta(torch.from_numpy(a)).sum())
+    terms = PriorTerms(
+        prior_log_beta_piA=prior_log_beta_piA,
+        lgamma_B=torch.lgamma(torch.from_numpy(prior_B)).numpy(),
+        psi_B=torch.digamma(torch.from_numpy(prior_B)).numpy(),
+        rowsum_B=prior_B.sum(1),
+        lgamma_rowsum_B=torch.lgamma(torch.from_numpy(prior_B.sum(1))).numpy(),
+        elog_pi=expected_log_dirichlet(torch.from_numpy(np.ascontiguousarray(prior_pi))).numpy(),
+        elog_A=expected_log_dirichlet(torch.from_numpy(np.ascontiguousarray(prior_A))).numpy(),
+        elog_B=expected_log_dirichlet(torch.from_numpy(np.ascontiguousarray(prior_B))).numpy(),
+    )
+    return tuple(prior), terms, tuple(fixed), tuple(flags)
+
+
+def _e_step_compiled(family, bucket, params, counts, phi, max_iter, tol, record_trace) -> dict:
+    """:func:`ldhmm.inference.kernels.e_step.fused_e_step` on a bucket; arrays back as tensors.
+
+    ``counts`` (and FF's ``phi``) are updated in place.
+    """
+    prior, terms, fixed, flags = prior_terms(params)
+    if phi is not None:
+        phi = phi.contiguous()
+    out = fused_e_step(
+        family, bucket.tokens.numpy(), bucket.lengths.numpy(), prior, terms, fixed, flags,
+        tuple(counts[g].numpy() for g in GROUPS), max_iter, tol, record_trace,
+        None if phi is None else phi.numpy(),
+    )
+    for key, value in list(out.items()):
+        if isinstance(value, np.ndarray):
+            out[key] = torch.from_numpy(value)
+    out["sum_expected_log"] = {g: torch.from_numpy(v) for g, v in out["sum_expected_log"].items()}
+    return out
+
+
+def _e_step_torch(bucket, params, guide, counts, guide_state, max_iter, tol, history,
+                  seq_groups, fixed_groups, fixed_elog, prior_log_beta) -> "BucketState":
+    """The E-step sweep by sweep in torch with the guide's ``update_hidden``, shrinking the
+    batch to unconverged sequences."""
+    tokens, mask = bucket.tokens, bucket.mask
+    Mb = bucket.n_sequences
+    V = params.n_symbols
+    dtype = counts["B"].dtype
+
+    elog = params.expected_logs(counts, fixed_elog)
+    if guide_state is None:
+        guide_state = guide.init_state(
+            elog["pi"], elog["A"], emission_potentials(elog["B"], tokens), mask
+        )
+
+    entropy = torch.zeros(Mb, dtype=dtype)
+    elbo = torch.full((Mb,), -math.inf, dtype=dtype)
+    active = torch.arange(Mb)
+    n_sweeps = 0
+    for n_sweeps in range(1, max_iter + 1):
+        full = active.numel() == Mb
+        sub_tokens = tokens if full else tokens[active]
+        sub_mask = mask if full else mask[active]
+        log_obs = emission_potentials(elog["B"], sub_tokens)
+        sub_state = guide_state if full else guide.select_state(guide_state, active)
+        update, sub_state = guide.update_hidden(sub_state, elog["pi"], elog["A"], log_obs, sub_mask)
+        new_counts = expected_counts(update.state_marginals, update.transition_counts, sub_tokens, V)
+        new_elbo = update.entropy + collapsed_terms(new_counts, params, seq_groups, prior_log_beta)
+        for g in fixed_groups:
+            new_elbo = new_elbo + weighted_sum(new_counts[g], fixed_elog[g], EVENT_DIMS[g])
+        old_elbo = elbo if full else elbo[active]
+        if full:
+            counts = new_counts
+            guide_state = sub_state
+            entropy = update.entropy
+            elbo = new_elbo
+        else:
+            for g in GROUPS:
+                counts[g][active] = new_counts[g]
+            guide_state = guide.scatter_state(guide_state, active, sub_state)
+            entropy[active] = update.entropy
+            elbo[active] = new_elbo
+        if history is not None:
+            history.append(float(elbo.sum()))
+        if not seq_groups:
+            break  # q(Z) given database-level parameters is exact after one update
+        converged = (new_elbo - old_elbo).abs() <= tol * new_elbo.abs()
+        keep = ~converged
+        if not bool(keep.any()):
+            break
+        if n_sweeps < max_iter:
+            active = active[keep]
+            elog = params.expected_logs({g: new_counts[g][keep] for g in seq_groups}, fixed_elog)
+
+    local = collapsed_terms(counts, params, seq_groups, prior_log_beta)
+    final_elog = {g: expected_log_dirichlet(params.prior[g].double() + counts[g].double())
+                  for g in seq_groups}
+    return BucketState(
+        counts=counts,
+        entropy=entropy,
+        guide_state=guide_state,
+        elbo=elbo,
+        local_elbo=entropy + local,
+        sum_expected_log={g: final_elog[g].sum(0) for g in seq_groups},
+        n_sweeps=n_sweeps,
+    )
+
+
+def e_step_bucket(
+    bucket: Bucket,
+    params: VariantParameters,
+    guide: GuideProtocol,
+    state: BucketState | None = None,
+    max_iter: int = 100,
+    tol: float = 1e-6,
+    history: list | None = None,
+    consume_state: bool = False,
+) -> BucketState:
+    """Coordinate ascent for every sequence of one bucket until its ELBO converges.
+
+    One sweep is: q(Z) update from the current ``E log theta``, then ``g = prior + counts`` for
+    every per-sequence group. Sequences whose ELBO changed by at most ``tol * |ELBO|`` leave the
+    batch.
+
+    Parameters
+    ----------
+    bucket : Bucket
+    params : VariantParameters
+        Held fixed.
+    guide : GuideProtocol
+    state : BucketState, optional
+        Warm start: the counts and guide state of the previous EM iteration.
+    max_iter : int
+        Sweeps at most.
+    tol : float
+    history : list, optional
+        If given, the bucket's summed ELBO after every sweep is appended (for tests).
+    consume_state : bool
+        Update ``state``'s tensors in place instead of copying them (saves a copy of the
+        per-sequence state; the caller must not use ``state`` afterwards).
+
+    Returns
+    -------
+    BucketState
+    """
+    sharing = params.sharing
+    seq_groups = sharing.groups(SEQUENCE)
+    fixed_groups = [g for g in GROUPS if g not in seq_groups]
+    tokens, mask = bucket.tokens, bucket.mask
+    Mb = bucket.n_sequences
+    K, V = params.n_states, params.n_symbols
+    dtype = params.dtype
+    fixed_elog = {g: params.fixed_expected_log(g) for g in fixed_groups}
+    prior_log_beta = {g: log_multivariate_beta(params.prior[g].double()) for g in seq_groups}
+
+    if state is None:
+        counts = {g: torch.zeros((Mb,) + group_shape(g, K, V), dtype=dtype) for g in GROUPS}
+        guide_state = None
+    else:
+        counts = {g: (c if consume_state else c.clone()) for g, c in state.counts.items()}
+        guide_state = state.guide_state
+        if isinstance(guide_state, torch.Tensor) and not consume_state:
+            guide_state = guide_state.clone()  # compiled paths update it in place
+
+    family = compiled_family(guide, counts, guide_state)
+    if family is None:
+        return _e_step_torch(bucket, params, guide, counts, guide_state, max_iter, tol, history,
+                             seq_groups, fixed_groups, fixed_elog, prior_log_beta)
+    carries_state = FAMILIES[family][1]
+    result = _e_step_compiled(family, bucket, params, counts, guide_state if carries_state else None,
+                              max_iter, tol, record_trace=history is not None)
+    entropy, elbo, local = result["entropy"], result["elbo"], result["local"]
+    guide_state = result["phi"] if carries_state else guide_state
+    failed = result["failed"]
+    n_sweeps = int(result["sweeps"].max())
+    sum_elog = result["sum_expected_log"]
+    if history is not None:
+        filled = result["trace"].numpy().copy()
+        for i in range(1, filled.shape[1]):
+            filled[:, i] = np.where(np.isnan(filled[:, i]), filled[:, i - 1], filled[:, i])
+        history.extend(float(v) for v in filled[:, :n_sweeps].sum(0))
+    if bool(failed.any()):
+        # The scaled recursion underflowed: redo these sequences sweep by sweep in torch (the
+        # chain falls back to log space there) from the counts they had reached, then add
+        # their statistics.
+        idx = failed.nonzero()[:, 0]
+        sub = Bucket(bucket.index[idx], tokens[idx], bucket.lengths[idx], mask[idx])
+        redo = _e_step_torch(sub, params, guide, {g: c[idx] for g, c in counts.items()},
+                             guide.select_state(guide_state, idx), max_iter, tol, None,
+                             seq_groups, fixed_groups, fixed_elog, prior_log_beta)
+        for g in GROUPS:
+            counts[g][idx] = redo.counts[g]
+        guide_state = guide.scatter_state(guide_state, idx, redo.guide_state)
+        entropy[idx], elbo[idx], local[idx] = redo.entropy, redo.elbo, redo.local_elbo
+        sum_elog = {g: sum_elog[g] + redo.sum_expected_log[g] for g in seq_groups}
+        n_sweeps = max(n_sweeps, redo.n_sweeps)
+    return BucketState(counts, entropy, guide_state, elbo, local, sum_elog, n_sweeps)
+
+
+def e_step(
+    buckets: list[Bucket],
+    params: VariantParameters,
+    guide,
+    states: list[BucketState | None] | None = None,
+    max_iter: int = 100,
+    tol: float = 1e-6,
+    progress: Callable | None = None,
+) -> tuple[list[BucketState], EStepTotals]:
+    """Run :func:`e_step_bucket` on every bucket and reduce the sufficient statistics.
+
+    ``states`` (the previous iteration's, for warm starts) is consumed: its entries are updated
+    in place and then dropped from the list, so only one copy of the per-sequence state lives.
+    """
+    states = states if states is not None else [None] * len(buckets)
+    new_states = []
+    seq_groups = params.sharing.groups(SEQUENCE)
+    sum_elog = {g: 0.0 for g in seq_groups}
+    totals = {g: 0.0 for g in GROUPS}
+    local = 0.0
+    n = 0
+    sweeps = 0
+    for i, bucket in enumerate(buckets):
+        st = e_step_bucket(bucket, params, guide, states[i], max_iter=max_iter, tol=tol,
+                           consume_state=True)
+        states[i] = None
+        new_states.append(st)
+        for g in seq_groups:
+            sum_elog[g] = sum_elog[g] + st.sum_expected_log[g]
+        for g in GROUPS:
+            totals[g] = totals[g] + st.counts[g].sum(0)
+        local += float(st.local_elbo.sum())
+        n += bucket.n_sequences
+        sweeps = max(sweeps, st.n_sweeps)
+        if progress is not None:
+            progress(bucket.n_sequences)
+    return new_states, EStepTotals(n, local, sum_elog, totals, sweeps)

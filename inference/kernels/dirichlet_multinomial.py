@@ -1,0 +1,86 @@
+"""Compiled sums over sequences for the collapsed (Dirichlet-multinomial) M-step.
+
+Imports numpy and numba only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .special import gamma_functions, gamma_functions_scalar
+
+__all__ = ["SUM_BLOCK", "dirichlet_multinomial_sums"]
+
+# Sequences per block of the parallel sums: each block has its own partial sums, added in block
+# order afterwards, so results do not depend on the number of threads.
+SUM_BLOCK = 64
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _dirichlet_multinomial_pass(alpha, alpha_functions, row_functions, counts, rows,
+                                entry_sums, row_sums):  # pragma: no cover - compiled
+    """Sums over sequences of [f(alpha + n) - f(alpha)] for f in (lgamma, psi, psi'), per
+    entry (only entries with n > 0 contribute) and per row total, accumulated per block of
+    SUM_BLOCK sequences (``entry_sums[block]``): the caller adds the blocks in order, so the
+    result does not depend on the number of threads."""
+    M, R, D = counts.shape
+    n_blocks = (M + SUM_BLOCK - 1) // SUM_BLOCK
+    for block in prange(n_blocks):
+        for m in range(block * SUM_BLOCK, min(M, (block + 1) * SUM_BLOCK)):
+            for r in range(R):
+                if not rows[r]:
+                    continue
+                a0 = 0.0
+                n0 = 0.0
+                for d in range(D):
+                    a0 += alpha[r, d]
+                    n = counts[m, r, d]
+                    if n > 0.0:
+                        n0 += n
+                        lg, psi, tri = gamma_functions_scalar(alpha[r, d] + n)
+                        entry_sums[block, 0, r, d] += lg - alpha_functions[0, r, d]
+                        entry_sums[block, 1, r, d] += psi - alpha_functions[1, r, d]
+                        entry_sums[block, 2, r, d] += tri - alpha_functions[2, r, d]
+                if n0 > 0.0:
+                    lg, psi, tri = gamma_functions_scalar(a0 + n0)
+                    row_sums[block, 0, r] += lg - row_functions[0, r]
+                    row_sums[block, 1, r] += psi - row_functions[1, r]
+                    row_sums[block, 2, r] += tri - row_functions[2, r]
+
+def dirichlet_multinomial_sums(alpha, count_batches, rows=None):
+    """Sums over sequences of the Dirichlet-multinomial terms and their first two derivatives.
+
+    For rows ``r`` with concentration ``alpha[r]`` (D,) and every sequence's expected counts
+    ``n_mr`` (D,), returns ``entry[f, r, d] = sum_m f(alpha_rd + n_mrd) - f(alpha_rd)`` and
+    ``row[f, r] = sum_m f(a_r + n_mr) - f(a_r)`` (``a_r``, ``n_mr`` the row totals) for
+    ``f`` = lgamma, digamma, trigamma. Entries with ``n = 0`` contribute exactly 0, so they are
+    skipped (a sequence's emission counts are zero outside the symbols it contains).
+
+    Parameters
+    ----------
+    alpha : ndarray float64 (R, D)
+    count_batches : list of ndarray float64 (M_b, R, D)
+    rows : ndarray of bool (R,), optional
+        Compute only these rows (the others are returned as 0).
+
+    Returns
+    -------
+    entry : ndarray (3, R, D); row : ndarray (3, R)
+    """
+    alpha = np.ascontiguousarray(alpha, dtype=np.float64)
+    R, D = alpha.shape
+    alpha_functions = gamma_functions(alpha)
+    row_functions = gamma_functions(alpha.sum(1))
+    rows = np.ones(R, dtype=np.bool_) if rows is None else np.asarray(rows, dtype=np.bool_)
+    entry_total = np.zeros((3, R, D))
+    row_total = np.zeros((3, R))
+    for counts in count_batches:
+        n_blocks = -(-counts.shape[0] // SUM_BLOCK)
+        entry = np.zeros((n_blocks, 3, R, D))
+        row = np.zeros((n_blocks, 3, R))
+        _dirichlet_multinomial_pass(alpha, alpha_functions, row_functions,
+                                    np.ascontiguousarray(counts, dtype=np.float64), rows, entry, row)
+        entry_total += entry.sum(0)  # depends on the block count only, not on the threads
+        row_total += row.sum(0)
+    return entry_total, row_total

@@ -1,0 +1,492 @@
+"""Compiled E-step: every sequence of a batch sweeps q(Z) and q(theta) until it converges.
+
+Per sequence, one thread: the q(Z) update of the family (PF: the chain core of
+:mod:`.chain` on exp(E log theta); FF: one exact mean-field pass), then the Dirichlet updates
+``g = prior + counts`` with one lgamma+digamma pass that gives both the collapsed ELBO and the
+next sweep's E log theta. Emission terms only for the symbols a sequence contains, so a sweep
+costs O(N K^2 + K x distinct symbols), not O(K V). Its reference twin is the torch E-step of
+:mod:`ldhmm.inference.e_step` (the same driver, with the guide's ``update_hidden``).
+
+Imports numpy and numba only: everything derived from the priors with other libraries is
+computed once by the caller and passed in (:class:`PriorTerms`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, prange
+
+from .chain import FASTMATH, chain_pass, shift_initial, shift_transition
+from .dirichlet_multinomial import SUM_BLOCK
+from .special import FASTMATH_SPECIAL, lgamma_digamma
+
+__all__ = ["FAMILIES", "PriorTerms", "fused_e_step"]
+
+
+@njit(cache=True, nogil=True)
+def _rows_log_beta_and_expected_logs(prior, counts, out):  # pragma: no cover - compiled
+    """out[i] = psi(g_i) - psi(sum g_i) with g = prior + counts; returns
+    sum_i [sum_d lgamma(g_id) - lgamma(sum_d g_id)] (one special-function call per entry)."""
+    R, D = prior.shape
+    value = 0.0
+    for i in range(R):
+        total = 0.0
+        for d in range(D):
+            g = prior[i, d] + counts[i, d]
+            total += g
+            lg, psi = lgamma_digamma(g)
+            value += lg
+            out[i, d] = psi
+        lg, psi_total = lgamma_digamma(total)
+        value -= lg
+        for d in range(D):
+            out[i, d] -= psi_total
+    return value
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
+def _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B, prior_B_rowsum,
+                    lgamma_prior_B, lgamma_prior_B_rowsum, c_pi, c_A, c_B, present, n_present,
+                    elog_pi, elog_A, elog_B, psi_rowsum_B):  # pragma: no cover - compiled
+    """For the per-sequence groups at g = prior + counts: E log theta (for B only the
+    columns of the symbols present; psi of B's row sums in ``psi_rowsum_B``), and the
+    collapsed ELBO part sum log B(g), less log B(prior) for B (the caller subtracts the
+    constant log B(prior) of pi and A)."""
+    K = prior_A.shape[0]
+    value = 0.0
+    if seq_pi:
+        value += _rows_log_beta_and_expected_logs(prior_pi.reshape((1, K)), c_pi, elog_pi)
+    if seq_A:
+        value += _rows_log_beta_and_expected_logs(prior_A, c_A, elog_A)
+    if seq_B:
+        for k in range(K):
+            rowsum = prior_B_rowsum[k]
+            for j in range(n_present):
+                v = present[j]
+                g = prior_B[k, v] + c_B[k, v]
+                rowsum += c_B[k, v]
+                lg, psi = lgamma_digamma(g)
+                value += lg - lgamma_prior_B[k, v]
+                elog_B[k, v] = psi
+            lg, psi_total = lgamma_digamma(rowsum)
+            value += lgamma_prior_B_rowsum[k] - lg
+            psi_rowsum_B[k] = psi_total
+            for j in range(n_present):
+                elog_B[k, present[j]] -= psi_total
+    return value
+
+@njit(cache=True, nogil=True)
+def _weighted(counts, log_values):  # pragma: no cover - compiled
+    R, D = counts.shape
+    value = 0.0
+    for i in range(R):
+        for d in range(D):
+            if counts[i, d] > 0.0:
+                value += counts[i, d] * log_values[i, d]
+    return value
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _pf_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present, symbol_count,
+               c_pi, c_A, c_B, alpha, scale, A, obs_table, pair, emitted, acc, beta,
+               w, initial):  # pragma: no cover - compiled
+    """PF q(Z): the chain core on exp(E log theta); new expected counts; returns H[q(Z)] (NaN
+    if the scaled recursion failed).
+
+    The emission table ``obs_table`` (V, K) is filled only for the symbols present, one row
+    each, shifted per symbol: O(K x distinct symbols), not O(K V). Scratch arrays come from
+    the caller (one set per block of sequences)."""
+    K = elog_A.shape[0]
+    for j in range(n_present):
+        for k in range(K):
+            emitted[present[j], k] = 0.0
+    init_shift = shift_initial(elog_pi[0], initial)
+    trans_shift = shift_transition(elog_A, A)
+    log_z = init_shift + trans_shift * (L - 1)
+    for j in range(n_present):
+        v = present[j]
+        s = elog_B[0, v]
+        for k in range(1, K):
+            s = max(s, elog_B[k, v])
+        log_z += s * symbol_count[j]
+        for k in range(K):
+            obs_table[v, k] = np.exp(elog_B[k, v] - s)
+    log_z = chain_pass(tokens_m, L, initial, A, obs_table, log_z, alpha, scale, pair, emitted,
+                       acc, beta, w)
+    if not np.isfinite(log_z):
+        return np.nan
+    for i in range(K):
+        for k in range(K):
+            c_A[i, k] = pair[i, k]
+    for k in range(K):
+        c_pi[0, k] = alpha[0, k]
+    for j in range(n_present):
+        v = present[j]
+        for k in range(K):
+            c_B[k, v] = emitted[v, k]
+    expected = _weighted(c_pi, elog_pi) + _weighted(c_A, elog_A)
+    for k in range(K):
+        for j in range(n_present):
+            v = present[j]
+            if c_B[k, v] > 0.0:
+                expected += c_B[k, v] * elog_B[k, v]
+    return log_z - expected
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present, phi, initialize,
+               c_pi, c_A, c_B, emission, pair, logits, weights):  # pragma: no cover
+    """One FF pass (even positions, then odd: exact coordinate ascent); new expected counts;
+    returns H[q(Z)]. Rows, not columns, in the K-long loops so that they vectorize (see
+    :func:`_pf_update`); scratch arrays from the caller."""
+    K = elog_A.shape[0]
+    for j in range(n_present):
+        v = present[j]
+        for k in range(K):
+            emission[v, k] = elog_B[k, v]
+    for i in range(K):
+        for k in range(K):
+            pair[i, k] = 0.0
+    entropy = 0.0
+    if initialize:
+        for n in range(L):
+            x = tokens_m[n]
+            top = elog_B[0, x]
+            for k in range(1, K):
+                top = max(top, elog_B[k, x])
+            total = 0.0
+            for k in range(K):
+                phi[n, k] = np.exp(elog_B[k, x] - top)
+                total += phi[n, k]
+            for k in range(K):
+                phi[n, k] /= total
+    for parity in range(2):
+        for n in range(parity, L, 2):
+            e = emission[tokens_m[n]]
+            for k in range(K):
+                logits[k] = e[k]
+            if n == 0:
+                for k in range(K):
+                    logits[k] += elog_pi[0, k]
+            else:
+                prev = phi[n - 1]
+                for j in range(K):
+                    pj = prev[j]
+                    Aj = elog_A[j]
+                    for k in range(K):
+                        logits[k] += pj * Aj[k]
+            if n < L - 1:
+                nxt = phi[n + 1]
+                for k in range(K):
+                    Ak = elog_A[k]
+                    acc = 0.0
+                    for j in range(K):
+                        acc += Ak[j] * nxt[j]
+                    logits[k] += acc
+            top = logits[0]
+            for k in range(1, K):
+                top = max(top, logits[k])
+            total = 0.0
+            for k in range(K):
+                weights[k] = np.exp(logits[k] - top)
+                total += weights[k]
+            inv = 1.0 / total
+            cur = phi[n]
+            # Every position is set once per pass, so its entropy term is final here:
+            # -sum_k p_k log p_k = log(total) + top - sum_k p_k logit_k (one log, not K).
+            dot = 0.0
+            for k in range(K):
+                p = weights[k] * inv
+                cur[k] = p
+                if p > 0.0:
+                    dot += p * logits[k]
+            entropy += np.log(total) + top - dot
+    for n in range(L):
+        for k in range(K):
+            if not np.isfinite(phi[n, k]):
+                return np.nan  # reported as failed; the caller redoes it step by step
+    emitted = emission  # reused as the (V, K) table of expected emission counts
+    for j in range(n_present):
+        v = present[j]
+        for k in range(K):
+            emitted[v, k] = 0.0
+    for k in range(K):
+        c_pi[0, k] = phi[0, k]
+    for n in range(L):
+        cur = phi[n]
+        e = emitted[tokens_m[n]]
+        for k in range(K):
+            e[k] += cur[k]
+        if n > 0:
+            prev = phi[n - 1]
+            for i in range(K):
+                pi_ = prev[i]
+                Pi = pair[i]
+                for k in range(K):
+                    Pi[k] += pi_ * cur[k]
+    for i in range(K):
+        for k in range(K):
+            c_A[i, k] = pair[i, k]
+    for j in range(n_present):
+        v = present[j]
+        for k in range(K):
+            c_B[k, v] = emitted[v, k]
+    return entropy
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=FASTMATH)
+def _fused_e_step(family, tokens, lengths, prior_pi, prior_A, prior_B, fixed_pi, fixed_A,
+                  fixed_B, sequence_groups, prior_log_beta_piA, lgamma_prior_B,
+                  prior_B_rowsum, lgamma_prior_B_rowsum, psi_prior_B, elog_prior_pi,
+                  elog_prior_A, elog_prior_B, counts_pi, counts_A, counts_B, phi_all,
+                  initialize, entropy, elbo, local, sweeps, failed, trace, sum_elog_pi,
+                  sum_elog_A, sum_delta_B, sum_psi_rowsum_B, max_iter,
+                  tol):  # pragma: no cover - compiled
+    M = tokens.shape[0]
+    K, V = prior_B.shape
+    seq_pi, seq_A, seq_B = sequence_groups[0], sequence_groups[1], sequence_groups[2]
+    any_sequence = seq_pi or seq_A or seq_B
+    n_blocks = (M + SUM_BLOCK - 1) // SUM_BLOCK
+    T = tokens.shape[1]
+    T_pf = T if family == 0 else 0  # forward messages: PF only
+    for block in prange(n_blocks):
+        # Scratch for the block's sequences (one thread runs a block): no allocation per
+        # sequence. elog_B, obs_table, emitted, emission: only the present symbols' columns
+        # or rows are written and read.
+        elog_pi = np.empty((1, K))
+        elog_A = np.empty((K, K))
+        elog_B = np.empty((K, V))
+        alpha_block = np.empty((T_pf, K))
+        scale_block = np.empty(T_pf)
+        slot = np.full(V, -1, dtype=np.int64)
+        present = np.empty(min(T, V), dtype=np.int64)
+        symbol_count = np.empty(min(T, V))
+        psi_rowsum_B = np.empty(K)
+        A = np.empty((K, K))
+        table = np.empty((V, K))
+        pair = np.empty((K, K))
+        emitted = np.empty((V, K))
+        vec1 = np.empty(K)
+        vec2 = np.empty(K)
+        vec3 = np.empty(K)
+        vec4 = np.empty(K)
+        for m in range(block * SUM_BLOCK, min(M, (block + 1) * SUM_BLOCK)):
+            L = lengths[m]
+            tokens_m = tokens[m]
+            n_present = 0
+            for n in range(L):
+                x = tokens_m[n]
+                if slot[x] < 0:
+                    slot[x] = n_present
+                    present[n_present] = x
+                    symbol_count[n_present] = 0.0
+                    n_present += 1
+                symbol_count[slot[x]] += 1.0
+            for j in range(n_present):  # ready for the next sequence
+                slot[present[j]] = -1
+            c_pi = counts_pi[m].reshape((1, K))
+            c_A = counts_A[m]
+            c_B = counts_B[m]  # zero outside the present columns, and kept so
+            phi = phi_all[m] if family == 1 else phi_all[0]
+            # E log theta at the warm start (database-level groups: fixed); afterwards each
+            # sweep's special-function pass gives both its collapsed ELBO and the next sweep's
+            # E log theta, and the last one gives the M-step's statistics.
+            if not seq_pi:
+                elog_pi[0, :] = fixed_pi
+            if not seq_A:
+                elog_A[:, :] = fixed_A
+            if not seq_B:
+                for k in range(K):
+                    for j in range(n_present):
+                        elog_B[k, present[j]] = fixed_B[k, present[j]]
+            # A sequence without any counts yet (cold start) has q(theta) = the prior, whose
+            # E log theta is the same for every sequence: computed once by the caller.
+            fresh = True
+            for k in range(K):
+                if c_pi[0, k] != 0.0:
+                    fresh = False
+                for j in range(K):
+                    if c_A[k, j] != 0.0:
+                        fresh = False
+                for j in range(n_present):
+                    if c_B[k, present[j]] != 0.0:
+                        fresh = False
+            if fresh:
+                if seq_pi:
+                    elog_pi[0, :] = elog_prior_pi
+                if seq_A:
+                    elog_A[:, :] = elog_prior_A
+                if seq_B:
+                    for k in range(K):
+                        psi_rowsum_B[k] = lgamma_digamma(prior_B_rowsum[k])[1]
+                        for j in range(n_present):
+                            elog_B[k, present[j]] = elog_prior_B[k, present[j]]
+            else:
+                _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B, prior_B_rowsum,
+                                lgamma_prior_B, lgamma_prior_B_rowsum, c_pi, c_A, c_B, present,
+                                n_present, elog_pi, elog_A, elog_B, psi_rowsum_B)
+            previous = -np.inf
+            for it in range(max_iter):
+                if family == 0:
+                    h = _pf_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
+                                   symbol_count, c_pi, c_A, c_B, alpha_block, scale_block,
+                                   A, table,
+                                   pair, emitted, vec1, vec2, vec3, vec4)
+                else:
+                    h = _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
+                                   phi, initialize and it == 0, c_pi, c_A, c_B, table,
+                                   pair, vec1, vec2)
+                if not np.isfinite(h):
+                    failed[m] = True
+                    break
+                # Per-sequence groups: log B(prior + counts) - log B(prior) (collapsed form);
+                # database-level groups: counts . E log theta (their E log theta is fixed).
+                collapsed = _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B,
+                                            prior_B_rowsum, lgamma_prior_B,
+                                            lgamma_prior_B_rowsum, c_pi, c_A, c_B, present,
+                                            n_present, elog_pi, elog_A, elog_B, psi_rowsum_B)
+                collapsed -= prior_log_beta_piA
+                database = 0.0
+                if not seq_pi:
+                    database += _weighted(c_pi, fixed_pi.reshape((1, K)))
+                if not seq_A:
+                    database += _weighted(c_A, fixed_A)
+                if not seq_B:
+                    for k in range(K):
+                        for j in range(n_present):
+                            v = present[j]
+                            if c_B[k, v] > 0.0:
+                                database += c_B[k, v] * fixed_B[k, v]
+                entropy[m] = h
+                local[m] = h + collapsed
+                value = h + collapsed + database
+                elbo[m] = value
+                sweeps[m] = it + 1
+                if it < trace.shape[1]:
+                    trace[m, it] = value
+                if not any_sequence:
+                    break
+                if abs(value - previous) <= tol * abs(value):
+                    break
+                previous = value
+            if failed[m]:
+                continue
+            # Sufficient statistics of the paper's M-step at the final q(theta) (E log theta was
+            # computed from the final counts), summed per block of sequences: no races, no
+            # per-sequence buffers, and the same sums whatever the number of threads.
+            if seq_pi:
+                for k in range(K):
+                    sum_elog_pi[block, k] += elog_pi[0, k]
+            if seq_A:
+                for i in range(K):
+                    for k in range(K):
+                        sum_elog_A[block, i, k] += elog_A[i, k]
+            if seq_B:
+                for k in range(K):
+                    sum_psi_rowsum_B[block, k] += psi_rowsum_B[k]
+                    for j in range(n_present):
+                        v = present[j]
+                        sum_delta_B[block, k, v] += elog_B[k, v] + psi_rowsum_B[k] - psi_prior_B[k, v]
+
+
+#: The per-sequence q(Z) updates the compiled E-step runs, and whether each carries a state
+#: (FF: the factors ``phi`` (M, T, K)) between sweeps and EM iterations.
+FAMILIES = {"pf": (0, False), "ff": (1, True)}
+
+
+class PriorTerms(NamedTuple):
+    """Quantities of the priors the kernel needs, computed once per E-step by the caller.
+
+    Attributes
+    ----------
+    prior_log_beta_piA : float
+        ``log B(prior)`` summed over the per-sequence rows of pi and A.
+    lgamma_B, psi_B : ndarray (K, V)
+        lgamma and digamma of the emission prior.
+    rowsum_B, lgamma_rowsum_B : ndarray (K,)
+        Row sums of the emission prior and their lgamma.
+    elog_pi, elog_A, elog_B : ndarray (K,), (K, K), (K, V)
+        E log theta under the prior itself (sequences without counts yet start there).
+    """
+
+    prior_log_beta_piA: float
+    lgamma_B: np.ndarray
+    psi_B: np.ndarray
+    rowsum_B: np.ndarray
+    lgamma_rowsum_B: np.ndarray
+    elog_pi: np.ndarray
+    elog_A: np.ndarray
+    elog_B: np.ndarray
+
+
+def fused_e_step(family, tokens, lengths, prior, prior_terms, fixed, sequence_groups, counts,
+                 max_iter, tol, record_trace=False, phi=None):
+    """Whole E-step of a batch in compiled code: every sequence sweeps until it converges.
+
+    Parameters
+    ----------
+    family : {"pf", "ff"}
+        ``"ff"`` updates the factors ``phi`` (M, T, K) in place; ``phi=None`` starts them from
+        the emission potentials, as :func:`ldhmm.inference.ops.mean_field.init_mean_field` does.
+    tokens : ndarray int64 (M, T); lengths : ndarray int64 (M,)
+    prior : tuple of float64 ndarray (K,), (K, K), (K, V)
+        Dirichlet priors of the groups (ignored for groups that are not per-sequence).
+    prior_terms : PriorTerms
+    fixed : tuple of float64 ndarray (K,), (K, K), (K, V)
+        E log theta of database-level groups (ignored for per-sequence groups).
+    sequence_groups : tuple of 3 bool
+    counts : tuple of float64 ndarray (M, K), (M, K, K), (M, K, V)
+        Warm start; overwritten with the final expected counts.
+    max_iter : int; tol : float
+    record_trace : bool
+        Also return the per-sweep ELBO of every sequence (M, max_iter), NaN after it stopped.
+
+    Returns
+    -------
+    dict with ``entropy``, ``elbo``, ``local`` (ELBO less the database-level groups' terms),
+    ``sweeps``, ``failed`` (M,), ``trace`` (or None), ``phi`` (FF), and ``sum_expected_log``:
+    for each per-sequence group, ``sum_m E_q[log theta_m]`` over the sequences that did not fail.
+    """
+    code, _ = FAMILIES[family]
+    M = tokens.shape[0]
+    prior_pi, prior_A, prior_B = prior
+    K, V = prior_B.shape
+    flags = np.array(sequence_groups, dtype=np.bool_)
+    if family == "ff":
+        # FF multiplies log-potentials by factors that can be exactly 0 (see ops.mean_field.LOG_ZERO).
+        fixed = tuple(np.maximum(f, -1e250) for f in fixed)
+    out = {
+        "entropy": np.zeros(M), "elbo": np.full(M, -np.inf), "local": np.zeros(M),
+        "sweeps": np.zeros(M, dtype=np.int64), "failed": np.zeros(M, dtype=np.bool_),
+    }
+    trace = np.full((M, max_iter if record_trace else 0), np.nan)
+    n_blocks = -(-M // SUM_BLOCK)  # per-block partial sums (see SUM_BLOCK)
+    sum_elog_pi = np.zeros((n_blocks, K))
+    sum_elog_A = np.zeros((n_blocks, K, K))
+    sum_delta_B = np.zeros((n_blocks, K, V))
+    sum_psi_rowsum_B = np.zeros((n_blocks, K))
+    initialize = phi is None
+    if family == "ff" and phi is None:
+        phi = np.zeros((M, tokens.shape[1], K))
+    out["phi"] = phi
+    t = prior_terms
+    _fused_e_step(code, np.ascontiguousarray(tokens), np.ascontiguousarray(lengths),
+                  prior_pi, prior_A, prior_B, fixed[0], fixed[1], fixed[2], flags,
+                  float(t.prior_log_beta_piA), t.lgamma_B, t.rowsum_B, t.lgamma_rowsum_B, t.psi_B,
+                  t.elog_pi, t.elog_A, t.elog_B,
+                  counts[0], counts[1], counts[2],
+                  phi if family == "ff" else np.zeros((1, 1, K)), initialize,
+                  out["entropy"], out["elbo"], out["local"], out["sweeps"], out["failed"], trace,
+                  sum_elog_pi, sum_elog_A, sum_delta_B, sum_psi_rowsum_B,
+                  int(max_iter), float(tol))
+    n_ok = int((~out["failed"]).sum())
+    sums = {}
+    if flags[0]:
+        sums["pi"] = sum_elog_pi.sum(0)
+    if flags[1]:
+        sums["A"] = sum_elog_A.sum(0)
+    if flags[2]:
+        sums["B"] = n_ok * t.psi_B + sum_delta_B.sum(0) - sum_psi_rowsum_B.sum(0)[:, None]
+    out["trace"] = trace if record_trace else None
+    out["sum_expected_log"] = sums
+    return out

@@ -1,0 +1,281 @@
+"""The M-step: database-level parameters given the E-step's per-sequence results.
+
+Learned priors of per-sequence groups by Newton-Raphson, two methods (both ascent steps on the
+same ELBO): ``"collapsed"`` (:func:`newton_dirichlet_multinomial`, the default) and ``"paper"``
+(:func:`ldhmm.inference.ops.dirichlet.newton_dirichlet`); shared groups take their VB posterior,
+point groups their normalized counts. docs/math.md derives both M-steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .kernels.dirichlet_multinomial import dirichlet_multinomial_sums
+from .ops.chain import weighted_sum
+from .ops.dirichlet import (
+    MAX_CONCENTRATION,
+    MAX_LOG_STEP,
+    MIN_CONCENTRATION,
+    dirichlet_prior_objective,
+    expected_log_dirichlet,
+    kl_dirichlet,
+    newton_dirichlet,
+)
+from .parameters import EVENT_DIMS, VariantParameters
+from .variants import POINT, SEQUENCE, SHARED
+
+__all__ = ["M_STEP_METHODS", "DirichletMultinomialResult", "newton_dirichlet_multinomial",
+           "database_terms", "total_elbo", "m_step"]
+
+
+@dataclass
+class DirichletMultinomialResult:
+    """Outcome of :func:`newton_dirichlet_multinomial`.
+
+    Attributes
+    ----------
+    concentration : ndarray (R, D)
+    gain : ndarray (R,)
+        Increase of the objective ``sum_m log B(a + n_m) - log B(a)`` per row (>= 0).
+    n_passes : int
+        Passes over the counts (each costs one lgamma/digamma/trigamma per non-zero count of
+        the rows still moving).
+    capped : bool
+    """
+
+    concentration: "object"
+    gain: "object"
+    n_passes: int
+    capped: bool
+
+
+def newton_dirichlet_multinomial(
+    initial,
+    count_batches,
+    max_iter: int = 50,
+    tol: float = 1e-8,
+    objective_tol: float = 1e-12,
+    min_value: float = MIN_CONCENTRATION,
+    max_value: float = MAX_CONCENTRATION,
+    sums=None,
+) -> DirichletMultinomialResult:
+    """Maximize ``f(a) = sum_m [log B(a + n_m) - log B(a)]`` per row (Dirichlet-multinomial /
+    Polya likelihood of expected counts), the collapsed M-step.
+
+    With q(Z) fixed and q(theta_m) = Dir(a + n_m) optimal for any a, the ELBO as a function of
+    the prior is ``f(a)`` plus terms free of ``a``: maximizing it moves ``a`` and every
+    q(theta_m) together, which the paper's M-step (``q(theta)`` held fixed) does only over many
+    EM iterations when sequences are short.
+
+    The Hessian is ``diag(q) + z 1 1^T`` with ``q_d = sum_m psi'(a_d + n_md) - psi'(a_d)`` and
+    ``z = sum_m psi'(a_0) - psi'(a_0 + n_m0)``; ``f`` is not concave everywhere, so a row takes the
+    Newton step only where that Hessian is negative definite and the step increases ``f``, and
+    otherwise Minka's fixed-point step ``a_d <- a_d sum_m[psi(a_d + n_md) - psi(a_d)] /
+    sum_m[psi(a_0 + n_m0) - psi(a_0)]``, which never decreases ``f``. A row whose candidates
+    both fail to increase ``f`` stops where it is.
+
+    Parameters
+    ----------
+    initial : array (R, D), positive
+    count_batches : list of arrays (M_b, R, D)
+        Expected counts of every sequence (rows with no counts contribute nothing).
+    max_iter : int
+    tol : float
+        A row stops when its largest relative change falls below ``tol``, or when a step gains
+        less than ``objective_tol * |f|`` (flat directions, e.g. a concentration growing
+        towards the cap).
+    min_value, max_value : float
+        Box for the iterates (see ``MIN_CONCENTRATION``).
+    sums : callable, optional
+        ``sums(a, count_batches, rows) -> (entry (3, R, D), row (3, R))`` (only the rows
+        flagged in the boolean ``rows`` are needed); default: the compiled
+        kernel (its twin :func:`ldhmm.inference.ops.dirichlet.dirichlet_multinomial_sums_reference`
+        gives the same).
+
+    Returns
+    -------
+    DirichletMultinomialResult
+    """
+    if sums is None:
+        sums = dirichlet_multinomial_sums
+    initial = np.asarray(initial, dtype=np.float64)
+    a = np.clip(initial, min_value, max_value)
+    R = a.shape[0]
+
+    def evaluate(x, rows):
+        entry, row = sums(x, count_batches, rows)
+        f = entry[0].sum(-1) - row[0]
+        return f, entry, row
+
+    active = np.ones(R, dtype=bool)
+    f, entry, row = evaluate(a, active)
+    passes = 1
+    f_start = f.copy()
+    clipped = (a != initial).any(-1)
+    if clipped.any():
+        # A prior given outside the box (user parameters): the gain is measured from where it was.
+        f_start = np.where(clipped, evaluate(initial, clipped)[0], f_start)
+        passes += 1
+    for _ in range(max_iter):
+        g = entry[1] - row[1][:, None]
+        q = entry[2]
+        z = -row[2]
+        # Newton in t = log a: the Hessian there is diag(h) + z a a^T with h = a^2 q + a g,
+        # and steps are multiplicative, which suits concentrations spanning 1e-6..1e6.
+        h = a * a * q + a * g
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            inv_h = 1.0 / h
+            grad_t = a * g
+            coef = z * (a * grad_t * inv_h).sum(-1) / (1.0 + z * (a * a * inv_h).sum(-1))
+            step_t = -(grad_t - coef[:, None] * a) * inv_h
+            newton = a * np.exp(np.clip(step_t, -MAX_LOG_STEP, MAX_LOG_STEP))
+            fixed_point = a * entry[1] / row[1][:, None]
+            negative_definite = (h < 0).all(-1) & (1.0 + z * (a * a * inv_h).sum(-1) > 0.0)
+        # A row without any counts has a flat objective: it keeps its value.
+        fixed_point = np.where((row[1] > 0)[:, None], fixed_point, a)
+        fixed_point = np.clip(np.nan_to_num(fixed_point, nan=-1.0), min_value, max_value)
+        use_newton = negative_definite & (newton > 0).all(-1) & np.isfinite(newton).all(-1)
+        candidate = np.where(use_newton[:, None], np.clip(newton, min_value, max_value), fixed_point)
+        candidate = np.where(active[:, None], candidate, a)
+        # Only the active rows are recomputed; the others keep their values below.
+        f_new, entry_new, row_new = evaluate(candidate, active)
+        passes += 1
+        retry = active & use_newton & ~(f_new >= f)
+        if retry.any():
+            candidate = np.where(retry[:, None], fixed_point, candidate)
+            f_retry, entry_retry, row_retry = evaluate(candidate, retry)
+            passes += 1
+            f_new = np.where(retry, f_retry, f_new)
+            entry_new = np.where(retry[None, :, None], entry_retry, entry_new)
+            row_new = np.where(retry[None, :], row_retry, row_new)
+        improved = active & (f_new >= f)
+        f_before = f
+        rel_change = np.where(improved, (np.abs(candidate - a) / a).max(-1), 0.0)
+        a = np.where(improved[:, None], candidate, a)
+        f = np.where(improved, f_new, f)
+        entry = np.where(improved[None, :, None], entry_new, entry)
+        row = np.where(improved[None, :], row_new, row)
+        active = improved & (rel_change > tol) & (f - f_before > objective_tol * np.abs(f))
+        if not active.any():
+            break
+    worse = f < f_start  # only possible for a row that started outside the box
+    a = np.where(worse[:, None], initial, a)
+    gain = np.where(worse, 0.0, f - f_start)
+    return DirichletMultinomialResult(a, gain, passes, bool((a >= max_value).any()))
+
+
+def database_terms(params: VariantParameters, totals) -> float:
+    """ELBO terms of the database-level groups given the summed counts."""
+    value = 0.0
+    for g in params.sharing.groups(SHARED):
+        elog = expected_log_dirichlet(params.posterior[g])
+        kl = kl_dirichlet(params.posterior[g], params.prior[g]).sum()
+        value += float(weighted_sum(totals.total_counts[g], elog, EVENT_DIMS[g]) - kl)
+    for g in params.sharing.groups(POINT):
+        # With a pseudocount the point estimate is MAP: the objective that the M-step increases
+        # (and the one recorded) includes the log-density of its Dirichlet(1 + pseudocount) prior,
+        # up to a constant.
+        counts = totals.total_counts[g] + params.sharing.pseudocount
+        value += float(weighted_sum(counts, params.log_point[g], EVENT_DIMS[g]))
+    return value
+
+
+def total_elbo(params: VariantParameters, totals) -> float:
+    """Total ELBO of the database right after an E-step with these parameters."""
+    return totals.local_elbo + database_terms(params, totals)
+
+
+M_STEP_METHODS = ("collapsed", "paper")
+
+
+def _count_batches(states, group: str, rows: int) -> list:
+    """Every bucket's expected counts of ``group`` as float64 arrays (M_b, rows, D)."""
+    batches = []
+    for st in states:
+        c = st.counts[group]
+        batches.append(c.reshape(c.shape[0], rows, -1).to(torch.float64).numpy())
+    return batches
+
+
+def m_step(
+    params: VariantParameters,
+    totals,
+    newton_max_iter: int = 100,
+    states: list | None = None,
+    method: str = "collapsed",
+) -> tuple[VariantParameters, float, bool]:
+    """Update the database-level parameters given the E-step's results.
+
+    Learned priors of per-sequence groups, two methods (both Newton-Raphson, both ascent steps
+    on the same ELBO):
+
+    - ``"paper"``: maximize ``sum_m E_q[log Dir(theta_m | a)]`` with every q(theta_m) held fixed
+      (the paper's M-step; needs only ``totals.sum_expected_log``);
+    - ``"collapsed"``: maximize ``sum_m log B(a + n_m) - log B(a)`` (``n_m`` the expected counts
+      in ``states``), i.e. the ELBO over the prior *and* every q(theta_m) = Dir(a + n_m) jointly
+      (:func:`newton_dirichlet_multinomial`). When sequences are short the
+      paper's M-step barely moves a concentration per EM iteration; this one does not have that
+      coupling. ``newton_max_iter`` Newton steps at most (a generalized EM step: the next
+      iterations go on from there).
+
+    Shared groups: the posterior ``prior + total counts`` (a coordinate-ascent step of VB).
+    Point groups: normalized total counts (+ pseudocount); a row without any mass keeps its
+    previous value instead of becoming 0/0.
+
+    Parameters
+    ----------
+    params : VariantParameters
+    totals : EStepTotals
+    newton_max_iter : int
+    states : list of BucketState, optional
+        Required by ``method="collapsed"`` when a prior is learned.
+    method : {"collapsed", "paper"}
+
+    Returns
+    -------
+    new_params : VariantParameters
+    total_elbo : float
+        The total ELBO at the new parameters with q(Z) unchanged (and, for ``"collapsed"``,
+        q(theta_m) = Dir(new prior + counts)).
+    capped : bool
+        Whether a learned concentration hit its upper bound.
+    """
+    if method not in M_STEP_METHODS:
+        raise ValueError(f"m_step method must be one of {M_STEP_METHODS}, got {method!r}")
+    sharing = params.sharing
+    new = params.clone()
+    elbo = totals.local_elbo
+    capped = False
+    if sharing.learn_prior:
+        for g in sharing.groups(SEQUENCE):
+            a = params.prior[g]
+            rows = a.reshape(-1, a.shape[-1])
+            if method == "collapsed":
+                if states is None:
+                    raise ValueError("the collapsed M-step needs the E-step's per-sequence states")
+                res = newton_dirichlet_multinomial(
+                    rows.to(torch.float64).numpy(), _count_batches(states, g, rows.shape[0]),
+                    max_iter=newton_max_iter)
+                new.prior[g] = torch.from_numpy(res.concentration).to(a.dtype).reshape(a.shape)
+                elbo += float(res.gain.sum())
+            else:
+                # Newton in float64 whatever the model's dtype.
+                rows = rows.double()
+                t = totals.sum_expected_log[g].reshape(rows.shape).double()
+                before = dirichlet_prior_objective(rows, t, totals.n_sequences).sum()
+                res = newton_dirichlet(rows, t, totals.n_sequences, max_iter=newton_max_iter)
+                new.prior[g] = res.concentration.reshape(a.shape).to(a.dtype)
+                elbo += float(res.objective.sum() - before)
+            capped |= res.capped
+    for g in sharing.groups(SHARED):
+        new.posterior[g] = params.prior[g] + totals.total_counts[g]
+    for g in sharing.groups(POINT):
+        c = totals.total_counts[g] + sharing.pseudocount
+        row_sum = c.sum(-1, keepdim=True)
+        probs = c / row_sum.clamp_min(torch.finfo(c.dtype).tiny)
+        new.log_point[g] = torch.where(row_sum > 0, torch.log(probs), params.log_point[g])
+    elbo += database_terms(new, totals)
+    return new, elbo, capped

@@ -1,0 +1,169 @@
+"""Chains in log space: the reference forward-backward and the helpers around it.
+
+The PF E-step runs forward-backward on the sub-normalized chain
+``pi*[z1] prod A*[z_(n-1), z_n] prod B*[z_n, x_n]`` with ``pi* = exp(E log pi)`` etc.; the same
+recursion gives an ordinary HMM's posterior when the potentials are log-probabilities.
+:func:`forward_backward_log` is the reference twin of the compiled chain core
+(:mod:`ldhmm.inference.kernels.chain`, reached through :func:`ldhmm.inference.chain.forward_backward`):
+log-sum-exp throughout, any device and dtype, slower. Pure torch, no project imports.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+__all__ = ["ChainPosterior", "emission_potentials", "check_chain_shapes", "backward_log_messages",
+           "forward_backward_log", "weighted_sum", "expected_complete_log_lik"]
+
+
+class ChainPosterior(NamedTuple):
+    """Posterior summaries of a batch of chains.
+
+    Attributes
+    ----------
+    log_normalizer : Tensor, shape (M,)
+        ``log Z`` of each chain (for an HMM with log-probability potentials: ``log p(x)``).
+    state_marginals : Tensor, shape (M, T, K)
+        ``r_n[i] = q(z_n = i)``; zero on padded positions.
+    transition_counts : Tensor, shape (M, K, K)
+        ``sum_{n >= 2} q(z_(n-1) = i, z_n = k)``.
+    """
+
+    log_normalizer: torch.Tensor
+    state_marginals: torch.Tensor
+    transition_counts: torch.Tensor
+
+
+def emission_potentials(log_emission: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Gather ``log B[k, x_n]`` for every position.
+
+    Parameters
+    ----------
+    log_emission : Tensor, shape (M or 1, K, V)
+    tokens : LongTensor, shape (M, T)
+
+    Returns
+    -------
+    Tensor, shape (M, T, K)
+    """
+    M, T = tokens.shape
+    K = log_emission.shape[-2]
+    table = log_emission.transpose(-1, -2)  # (M|1, V, K)
+    if table.shape[0] == 1:
+        return table[0][tokens]
+    return torch.gather(table, 1, tokens[:, :, None].expand(M, T, K))
+
+
+def check_chain_shapes(log_initial, log_transition, log_obs, mask):
+    """``(M, T, K)`` of a batch of chains, or a ValueError naming the mismatch."""
+    M, T, K = log_obs.shape
+    if mask.shape != (M, T):
+        raise ValueError(f"mask has shape {tuple(mask.shape)}, expected {(M, T)}")
+    if log_initial.shape[-1] != K or log_transition.shape[-2:] != (K, K):
+        raise ValueError("initial/transition potentials do not match the number of states")
+    return M, T, K
+
+
+def backward_log_messages(log_step: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Backward messages ``log b_n(j) = log sum_k exp(W_(n+1)[j, k] + log b_(n+1)(k))``.
+
+    Parameters
+    ----------
+    log_step : Tensor, shape (M, T, K, K)
+        ``W_n[j, k]``: the log-potential of ``z_(n-1) = j, z_n = k`` including whatever position
+        n emits (entry n = 0 is unused).
+    mask : BoolTensor, shape (M, T)
+
+    Returns
+    -------
+    Tensor, shape (M, T, K): zero at and beyond each chain's last position, so that
+    ``W_n[j, :] + log b_n`` are the exact conditionals of the chain.
+    """
+    M, T, K = log_step.shape[0], log_step.shape[1], log_step.shape[-1]
+    log_b = log_step.new_zeros(M, T, K)
+    for n in range(T - 2, -1, -1):
+        step = torch.logsumexp(log_step[:, n + 1] + log_b[:, n + 1, None, :], dim=-1)
+        log_b[:, n] = torch.where(mask[:, n + 1, None], step, torch.zeros_like(step))
+    return log_b
+
+
+def forward_backward_log(
+    log_initial: torch.Tensor,
+    log_transition: torch.Tensor,
+    log_obs: torch.Tensor,
+    mask: torch.Tensor,
+) -> ChainPosterior:
+    """Reference forward-backward in log space.
+
+    Parameters
+    ----------
+    log_initial : Tensor, shape (M or 1, K)
+    log_transition : Tensor, shape (M or 1, K, K)
+        ``[i, k]`` is the potential of moving from state i to state k.
+    log_obs : Tensor, shape (M, T, K)
+        Emission potentials at each position (see :func:`emission_potentials`).
+    mask : BoolTensor, shape (M, T)
+        True on real positions; every row starts with True and is a prefix of Trues.
+
+    Returns
+    -------
+    ChainPosterior
+    """
+    M, T, K = check_chain_shapes(log_initial, log_transition, log_obs, mask)
+    log_transition = log_transition.expand(M, K, K)
+    log_alpha = torch.empty_like(log_obs)
+    log_alpha[:, 0] = log_initial.expand(M, K) + log_obs[:, 0]
+    for n in range(1, T):
+        step = torch.logsumexp(log_alpha[:, n - 1, :, None] + log_transition, dim=1) + log_obs[:, n]
+        log_alpha[:, n] = torch.where(mask[:, n, None], step, log_alpha[:, n - 1])
+    log_z = torch.logsumexp(log_alpha[:, T - 1], dim=-1)
+    log_beta = torch.zeros_like(log_obs)
+    for n in range(T - 2, -1, -1):
+        step = torch.logsumexp(
+            log_transition + (log_obs[:, n + 1] + log_beta[:, n + 1])[:, None, :], dim=2
+        )
+        log_beta[:, n] = torch.where(mask[:, n + 1, None], step, torch.zeros_like(step))
+    marginals = torch.exp(log_alpha + log_beta - log_z[:, None, None]) * mask[..., None]
+    if T > 1:
+        log_pair = (
+            log_alpha[:, :-1, :, None]
+            + log_transition[:, None]
+            + (log_obs[:, 1:] + log_beta[:, 1:])[:, :, None, :]
+            - log_z[:, None, None, None]
+        )
+        pair = torch.exp(log_pair) * mask[:, 1:, None, None]
+        transition_counts = pair.sum(1)
+    else:
+        transition_counts = log_obs.new_zeros(M, K, K)
+    return ChainPosterior(log_z, marginals, transition_counts)
+
+
+def weighted_sum(weights: torch.Tensor, log_values: torch.Tensor, dims) -> torch.Tensor:
+    """``sum weights * log_values`` over ``dims`` with ``0 * log 0 = 0`` (point estimates can hold
+    exact zeros, log = -inf, where no mass goes)."""
+    return torch.where(weights > 0, weights * log_values, torch.zeros_like(weights)).sum(dims)
+
+
+def expected_complete_log_lik(marginals, transition_counts, log_initial, log_transition, log_obs):
+    """``E_q[log p(X, Z | theta)]`` with expected logs plugged in, per sequence.
+
+    Parameters
+    ----------
+    marginals : Tensor, shape (M, T, K)
+    transition_counts : Tensor, shape (M, K, K)
+    log_initial : Tensor, shape (M or 1, K)
+    log_transition : Tensor, shape (M or 1, K, K)
+    log_obs : Tensor, shape (M, T, K)
+
+    Returns
+    -------
+    Tensor, shape (M,)
+    """
+    M, T, K = marginals.shape
+    return (
+        weighted_sum(marginals[:, 0], log_initial.expand(M, K), -1)
+        + weighted_sum(transition_counts, log_transition.expand(M, K, K), (-1, -2))
+        + weighted_sum(marginals, log_obs, (1, 2))
+    )

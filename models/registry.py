@@ -1,0 +1,156 @@
+"""The registry of the models the comparison harness runs, filled by the model classes themselves.
+
+A model enters the harness by registering its class, next to the class::
+
+    from ldhmm.models import SequenceModel, register
+
+    @register                      # harness name: the class's ``name``
+    class MyBaseline(SequenceModel):
+        name = "MYB"
+        score_kind = "exact"
+        ...
+
+and, for a baseline shipped with ldhmm, one line in ``baselines/__init__.py`` that imports
+its module (the import runs the ``@register``). Everything the harness knows about a model
+is read from the class: ``score_kind``, whether it has ``log_marginal_is`` (then the
+harness reports an importance-sampled estimate beside ``score_samples``), and its
+constructor. What the class cannot say is given to :func:`register`:
+
+``name``
+    The harness name (the ``model`` column of result files, ``--models``); default the
+    class's ``name``. One class may be registered under several names with different
+    fixed ``options`` (``LDHMM-FF`` and ``LDHMM-PF`` are :class:`ldhmm.models.LDHMM` with
+    ``guide="ff"`` / ``"pf"``).
+``options``
+    Constructor arguments fixed for this name.
+``em_settings``
+    Which of the harness-wide settings :data:`EM_SETTINGS` (``--max-iter``, ``--tol``,
+    ``--m-step``) the model takes as constructor arguments of the same names. Default
+    ``("max_iter", "tol")``, for a model that iterates EM to convergence; ``()`` for one
+    whose ``max_iter`` means something else (LDA: per-document iterations).
+
+Tables list the models in the order they were registered: the LDHMM entries (registered
+when :mod:`ldhmm.models` is imported, which every baseline's import does first), then the
+baselines in the order ``baselines/__init__.py`` imports them.
+
+Every registered class is called as ``cls(n_states, n_symbols=V, seed=seed, **options)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .base import SCORE_KINDS
+
+__all__ = ["EM_SETTINGS", "ModelSpec", "register", "unregister", "registered", "get_spec"]
+
+#: The harness-wide settings a model may take (constructor arguments of these names).
+EM_SETTINGS = ("max_iter", "tol", "m_step")
+
+_REGISTRY: dict[str, "ModelSpec"] = {}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One harness name: a model class with its fixed options.
+
+    Attributes
+    ----------
+    name : str
+        The harness name.
+    cls : type
+        The model class (follows :class:`ldhmm.models.base.SequenceModelProtocol`).
+    options : Mapping
+        Constructor arguments fixed for this name.
+    em_settings : tuple of str
+        The harness-wide settings (of :data:`EM_SETTINGS`) the model takes.
+    """
+
+    name: str
+    cls: type
+    options: Mapping[str, Any] = field(default_factory=dict)
+    em_settings: tuple[str, ...] = ("max_iter", "tol")
+
+    @property
+    def score_kind(self) -> str:
+        """What ``score_samples`` returns, as the class says (one of ``SCORE_KINDS``)."""
+        return self.cls.score_kind
+
+    @property
+    def has_log_marginal_is(self) -> bool:
+        """Whether the model estimates ``log p(x)`` by importance sampling (``log_marginal_is``)."""
+        return callable(getattr(self.cls, "log_marginal_is", None))
+
+    def make(self, n_states: int, n_symbols: int | None, seed: int = 0, **options):
+        """A fresh, unfitted model: ``cls(n_states, n_symbols=..., seed=..., **fixed, **options)``."""
+        return self.cls(n_states, n_symbols=n_symbols, seed=seed, **{**self.options, **options})
+
+
+def register(cls=None, *, name: str | None = None, options: Mapping[str, Any] | None = None,
+             em_settings: tuple[str, ...] = ("max_iter", "tol")):
+    """Register a model class with the harness; usable as ``@register`` or ``@register(...)``.
+
+    Parameters
+    ----------
+    cls : type, optional
+        The model class; omitted when used as a decorator with arguments.
+    name : str, optional
+        Harness name (default ``cls.name``).
+    options : mapping, optional
+        Constructor arguments fixed for this name.
+    em_settings : tuple of str
+        The settings of :data:`EM_SETTINGS` the model takes (see the module docstring).
+
+    Returns
+    -------
+    The class (so that it works as a decorator), or the decorator when ``cls`` is omitted.
+
+    Raises
+    ------
+    ValueError
+        The name is taken by another class, is empty, or ``em_settings`` names an unknown
+        setting.
+    TypeError
+        The class declares no valid ``score_kind``.
+    """
+    if cls is None:
+        return lambda klass: register(klass, name=name, options=options, em_settings=em_settings)
+    key = name if name is not None else getattr(cls, "name", "")
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"{cls.__name__}: a harness name is needed (name= or the class's `name`)")
+    if getattr(cls, "score_kind", None) not in SCORE_KINDS:
+        raise TypeError(f"{cls.__name__}.score_kind must be one of {SCORE_KINDS}")
+    unknown = [s for s in em_settings if s not in EM_SETTINGS]
+    if unknown:
+        raise ValueError(f"{key}: unknown em_settings {unknown}; known: {', '.join(EM_SETTINGS)}")
+    old = _REGISTRY.get(key)
+    # The same class defined again (a module re-executed) replaces its entry, keeping its
+    # place in the order; another class may not take a name.
+    if old is not None and _qualified(old.cls) != _qualified(cls):
+        raise ValueError(f"harness name {key!r} is taken by {_qualified(old.cls)}")
+    _REGISTRY[key] = ModelSpec(key, cls, MappingProxyType(dict(options or {})), tuple(em_settings))
+    return cls
+
+
+def unregister(name: str) -> None:
+    """Remove a harness name (a no-op when it is not registered)."""
+    _REGISTRY.pop(name, None)
+
+
+def registered() -> tuple[ModelSpec, ...]:
+    """Every registered model, in registration order (the order of the tables)."""
+    return tuple(_REGISTRY.values())
+
+
+def get_spec(name: str) -> ModelSpec:
+    """The spec of a harness name, or a ``ValueError`` listing the known names."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(_REGISTRY)}") from None
+
+
+def _qualified(cls) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"

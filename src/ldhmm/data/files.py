@@ -1,0 +1,69 @@
+"""Load a data file of any format ldhmm reads, telling the format from the file itself.
+
+:func:`load_path` is what ``ldhmm data info FILE`` and the experiment commands' ``--file``
+use: a user names a file, not its format.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+from .database import TEXT_MAGIC, SequenceDatabase
+from .uci import read_msnbc, read_splice
+from .userdata import load_event_log, load_text
+
+__all__ = ["load_path"]
+
+
+def load_path(path, sequence_col=None, event_col=None, time_col=None) -> SequenceDatabase:
+    """Load a data file, guessing its format.
+
+    ``.csv``/``.parquet`` with ``sequence_col`` and ``event_col``: an event log; a file that
+    starts with the ``ldhmm-sequences`` header: the text format; an MSNBC ``.seq`` (plain or
+    gzip, header ``% ...``): MSNBC; a file named ``splice.data`` or whose first line has the
+    splice layout: splice; otherwise a plain token file (:func:`load_text`).
+
+    Parameters
+    ----------
+    path : str or Path
+    sequence_col, event_col, time_col : str, optional
+        Columns of an event log (:func:`load_event_log`); the first two are needed for one.
+
+    Returns
+    -------
+    SequenceDatabase
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        An event log without its columns; :class:`DataFormatError` (a ``ValueError``) for an
+        error in the file, naming file and line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    suffixes = [s.lower() for s in path.suffixes]
+    if sequence_col or event_col or any(s in (".csv", ".parquet", ".pq") for s in suffixes[-2:]):
+        if not (sequence_col and event_col):
+            raise ValueError(f"{path}: an event log needs --sequence-col and --event-col")
+        return load_event_log(path, sequence_col, event_col, time_col)
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    try:
+        opener = gzip.open if magic == b"\x1f\x8b" else open
+        with opener(path, "rb") as f:
+            first = f.readline(4096)
+    except (OSError, EOFError):
+        first = b""
+    text = first.decode("utf-8", "replace").strip()
+    if text == TEXT_MAGIC:
+        return SequenceDatabase.from_text(path)
+    if text.startswith("%"):
+        return read_msnbc(path)
+    fields = [x.strip() for x in text.split(",")]
+    if path.name == "splice.data" or (len(fields) == 3 and fields[0] in ("EI", "IE", "N")):
+        return read_splice(path)
+    return load_text(path)

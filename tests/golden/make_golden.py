@@ -1,0 +1,151 @@
+"""Write (or check) the golden file: numbers the project computes, to guard refactors.
+
+``python tests/golden/make_golden.py --write`` records them in ``tests/golden/golden.json``;
+``tests/test_golden.py`` recomputes them and compares (1e-12 relative unless a key says
+otherwise). Regenerate only when a change means to alter results, and say why in the commit.
+
+What is recorded: fitted hyper-parameters, ELBO traces (E- and M-steps), held-out scores,
+importance-sampled log p(x) and state marginals, for LDHMM (PF, FF, FF torch path, paper and
+collapsed M-steps, a user-written guide, float32), VBHMM, HMMV, a point-B variant, the HMM and
+LDA baselines, on synthetic data and on the Entree paper subset (when the data are present).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ldhmm import LDHMM, FFGuide, ParameterSharing, VariantHMM
+from ldhmm.baselines.hmm import HMM
+from ldhmm.baselines.hmmv import HMMV
+from ldhmm.baselines.lda import LDA
+from ldhmm.baselines.vbhmm import VBHMM
+from ldhmm.data import kfold_indices, load_paper_subset
+from ldhmm.inference import HiddenUpdate, expected_complete_log_lik, forward_backward_log
+
+GOLDEN = Path(__file__).with_name("golden.json")
+
+
+class LogSpacePFGuide:
+    """A user-written guide (no library base class): log-space forward-backward."""
+
+    name = "pf-logspace"
+
+    def init_state(self, log_initial, log_transition, log_obs, mask):
+        return None
+
+    def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
+        post = forward_backward_log(log_initial, log_transition, log_obs, mask)
+        expected = expected_complete_log_lik(post.state_marginals, post.transition_counts,
+                                             log_initial, log_transition, log_obs)
+        return HiddenUpdate(post.state_marginals, post.transition_counts,
+                            post.log_normalizer - expected), None
+
+    def select_state(self, state, index):
+        return None
+
+    def scatter_state(self, state, index, part):
+        return None
+
+
+def _arr(x):
+    return np.asarray(x, dtype=np.float64).tolist()
+
+
+def _variant_record(model, held_out, is_samples=0):
+    rec = {"elbo_history": _arr(model.elbo_history_),
+           "trace": [float(v) for _, v in model.elbo_trace_],
+           "score_samples": _arr(model.score_samples(held_out))}
+    for kind in ("prior", "posterior", "log_point"):
+        for g, v in getattr(model.params_, kind).items():
+            rec[f"{kind}_{g}"] = _arr(v.double().numpy())
+    if is_samples:
+        rec["log_marginal_is"] = _arr(model.log_marginal_is(held_out, n_samples=is_samples, seed=3))
+    return rec
+
+
+def synthetic_records():
+    truth = LDHMM.from_hyperparameters(
+        [1.0, 2.0, 0.5],
+        [[6.0, 1.0, 1.0], [1.0, 6.0, 1.0], [1.0, 1.0, 6.0]],
+        [[4.0, 1.0, 0.5, 0.5], [0.5, 4.0, 1.0, 0.5], [0.5, 0.5, 1.0, 4.0]],
+    )
+    rng = np.random.default_rng(0)
+    train = truth.sample(150, lengths=rng.integers(1, 30, 150), seed=1)
+    held = truth.sample(40, lengths=rng.integers(1, 30, 40), seed=2)
+    out = {}
+    runs = {
+        "ldhmm_pf": LDHMM(3, guide="pf", seed=0, max_iter=12),
+        "ldhmm_ff": LDHMM(3, guide="ff", seed=0, max_iter=12),
+        "ldhmm_pf_paper": LDHMM(3, guide="pf", seed=1, max_iter=10, m_step="paper"),
+        "ldhmm_ff_paper": LDHMM(3, guide="ff", seed=1, max_iter=10, m_step="paper"),
+        "ldhmm_ff_torch": LDHMM(3, guide=FFGuide(extra_sweeps=1), seed=0, max_iter=6),
+        "ldhmm_user_guide": LDHMM(2, guide=LogSpacePFGuide(), seed=1, max_iter=6, m_step="paper"),
+        "ldhmm_pf_restarts": LDHMM(2, guide="pf", seed=0, max_iter=6, n_init=2),
+        "vbhmm": VBHMM(3, max_iter=10, seed=0),
+        "hmmv": HMMV(3, max_iter=10, seed=0),
+        "hmmv_learned": HMMV(3, max_iter=8, seed=0, learn_prior=True),
+        "point_B": VariantHMM(3, sharing=ParameterSharing(B="point"), max_iter=8, seed=0),
+    }
+    for key, model in runs.items():
+        model.fit(train)
+        out[key] = _variant_record(model, held, is_samples=10 if key in ("ldhmm_pf", "ldhmm_ff") else 0)
+        if key == "ldhmm_pf":
+            post = model.posterior(held[:5])
+            out[key]["state_marginals"] = _arr(np.concatenate(post["state_marginals"]))
+            out[key]["g_B"] = _arr(post["g_B"])
+    f32 = LDHMM(3, guide="pf", seed=0, max_iter=5, dtype="float32").fit(train)
+    out["ldhmm_pf_float32"] = {"elbo_history": _arr(f32.elbo_history_),
+                               "score_samples": _arr(f32.score_samples(held)), "rtol": 1e-4}
+    hmm = HMM(3, seed=0, max_iter=20).fit(train)
+    out["hmm"] = {"score_samples": _arr(hmm.score_samples(held))}
+    lda = LDA(3, seed=0).fit(train)
+    out["lda"] = {"score_samples": _arr(lda.score_samples(held))}
+    return out
+
+
+def entree_records(data_dir):
+    db = load_paper_subset("entree", data_dir)
+    seqs = list(db)
+    train_idx, test_idx = kfold_indices(len(seqs), 10, seed=0)[0]
+    train = [seqs[i] for i in train_idx]
+    held = [seqs[i] for i in test_idx]
+    out = {}
+    for key, model in {"pf": LDHMM(3, n_symbols=db.n_symbols, guide="pf", seed=0),
+                       "ff": LDHMM(3, n_symbols=db.n_symbols, guide="ff", seed=0)}.items():
+        model.fit(train)
+        out[f"entree_ldhmm_{key}"] = _variant_record(model, held)
+    hmm = HMM(3, n_symbols=db.n_symbols, seed=0).fit(train)
+    out["entree_hmm"] = {"score_samples": _arr(hmm.score_samples(held))}
+    return out
+
+
+def compute(data_dir=None) -> dict:
+    torch.set_num_threads(1)
+    records = synthetic_records()
+    if data_dir is not None and Path(data_dir).is_dir():
+        records.update(entree_records(data_dir))
+    return records
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="write tests/golden/golden.json")
+    args = parser.parse_args(argv)
+    data_dir = os.environ.get("LDHMM_DATA", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
+    records = compute(data_dir)
+    if args.write:
+        GOLDEN.write_text(json.dumps(records, indent=0))
+        print(f"wrote {GOLDEN} ({len(records)} records)")
+    else:
+        json.dump({k: sorted(v) for k, v in records.items()}, sys.stdout, indent=1)
+
+
+if __name__ == "__main__":
+    main()
