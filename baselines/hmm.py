@@ -50,7 +50,6 @@ from hmmlearn.hmm import CategoricalHMM
 from scipy.special import xlogy
 
 from ..inference import forward_backward, make_buckets
-
 from ..models.base import SequenceModel, check_seed
 from ..models.registry import register
 
@@ -126,9 +125,11 @@ class _MAPCategoricalHMM(CategoricalHMM):
 def _log_parameters(startprob, transmat, emissionprob):
     """Log-potentials of one shared HMM for the chain core: (1, K), (1, K, K), (V, K)."""
     with np.errstate(divide="ignore"):  # a probability of exactly 0 is a potential of -inf
-        return (torch.from_numpy(np.log(np.asarray(startprob, dtype=np.float64)))[None],
-                torch.from_numpy(np.log(np.asarray(transmat, dtype=np.float64)))[None],
-                torch.from_numpy(np.log(np.asarray(emissionprob, dtype=np.float64)).T.copy()))
+        return (
+            torch.from_numpy(np.log(np.asarray(startprob, dtype=np.float64)))[None],
+            torch.from_numpy(np.log(np.asarray(transmat, dtype=np.float64)))[None],
+            torch.from_numpy(np.log(np.asarray(emissionprob, dtype=np.float64)).T.copy()),
+        )
 
 
 def _posteriors(startprob, transmat, emissionprob, sequences, max_cells):
@@ -292,8 +293,10 @@ class HMM(SequenceModel):
             raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
         if not isinstance(n_init, (int, np.integer)) or isinstance(n_init, bool) or n_init < 1:
             raise ValueError(f"n_init must be an integer >= 1, got {n_init!r}")
-        for nm, v in (("emission_pseudocount", emission_pseudocount),
-                      ("transition_pseudocount", transition_pseudocount)):
+        for nm, v in (
+            ("emission_pseudocount", emission_pseudocount),
+            ("transition_pseudocount", transition_pseudocount),
+        ):
             if not np.isfinite(v) or v < 0:
                 raise ValueError(f"{nm} must be a finite number >= 0, got {v!r}")
         if implementation not in ("scaling", "log"):
@@ -362,6 +365,4 @@ class HMM(SequenceModel):
 
     # ---------------------------------------------------------------- score
     def _score_samples(self, sequences):
-        return forward_log_likelihood(
-            self.startprob_, self.transmat_, self.emissionprob_, sequences
-        )
+        return forward_log_likelihood(self.startprob_, self.transmat_, self.emissionprob_, sequences)

@@ -1,8 +1,8 @@
 """HMMV (Blasiak & Rangwala, IJCAI 2011): per-sequence transition matrices, shared pi and B.
 
-A special case of LDHMM (:class:`ldhmm.inference.ParameterSharing`): A is ``"sequence"`` with a fixed Dirichlet
-prior, pi and B are database-level point estimates. The held-out score is the per-sequence ELBO
-(a lower bound: A_m is integrated out variationally).
+A special case of LDHMM (:class:`ldhmm.inference.ParameterSharing`): A is ``"sequence"`` with a
+fixed Dirichlet prior, pi and B are database-level point estimates. The held-out score is the
+per-sequence ELBO (a lower bound: A_m is integrated out variationally).
 """
 
 from __future__ import annotations
@@ -41,14 +41,42 @@ class HMMV(VariantHMM):
     # section (``_from_config`` reads them back from there)
     _not_config = ("sharing", "verbose", "learn_prior", "pseudocount")
 
-    def __init__(self, n_states, n_symbols=None, prior_concentration=1.0, learn_prior=False,
-                 pseudocount=1e-3, guide="pf", max_iter=200, tol=1e-6, seed=0, verbose=False,
-                 dtype="float64", sharing=None, **kwargs):
-        sharing = ParameterSharing(pi=HMMV_SHARING.pi, A=HMMV_SHARING.A, B=HMMV_SHARING.B,
-                                   learn_prior=learn_prior, pseudocount=pseudocount)
-        super().__init__(n_states, n_symbols, sharing, guide=guide, max_iter=max_iter, tol=tol,
-                         prior_concentration=prior_concentration, seed=seed, verbose=verbose,
-                         dtype=dtype, **kwargs)
+    def __init__(
+        self,
+        n_states,
+        n_symbols=None,
+        prior_concentration=1.0,
+        learn_prior=False,
+        pseudocount=1e-3,
+        guide="pf",
+        max_iter=200,
+        tol=1e-6,
+        seed=0,
+        verbose=False,
+        dtype="float64",
+        sharing=None,
+        **kwargs,
+    ):
+        sharing = ParameterSharing(
+            pi=HMMV_SHARING.pi,
+            A=HMMV_SHARING.A,
+            B=HMMV_SHARING.B,
+            learn_prior=learn_prior,
+            pseudocount=pseudocount,
+        )
+        super().__init__(
+            n_states,
+            n_symbols,
+            sharing,
+            guide=guide,
+            max_iter=max_iter,
+            tol=tol,
+            prior_concentration=prior_concentration,
+            seed=seed,
+            verbose=verbose,
+            dtype=dtype,
+            **kwargs,
+        )
 
     @property
     def learn_prior(self) -> bool:
@@ -62,8 +90,7 @@ class HMMV(VariantHMM):
 
     @classmethod
     def _from_config(cls, config, sharing, guide):
-        return cls(guide=guide, learn_prior=sharing.learn_prior, pseudocount=sharing.pseudocount,
-                   **config)
+        return cls(guide=guide, learn_prior=sharing.learn_prior, pseudocount=sharing.pseudocount, **config)
 
     def _set_params(self, params):
         super()._set_params(params)

@@ -89,9 +89,7 @@ def to_bow_matrix(sequences: list[np.ndarray], n_symbols: int) -> sp.csr_matrix:
     lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=m)
     rows = np.repeat(np.arange(m, dtype=np.int64), lengths)
     cols = np.concatenate(sequences)
-    counts = sp.csr_matrix(
-        (np.ones(len(cols), dtype=np.int64), (rows, cols)), shape=(m, n_symbols)
-    )
+    counts = sp.csr_matrix((np.ones(len(cols), dtype=np.int64), (rows, cols)), shape=(m, n_symbols))
     counts.sum_duplicates()
     counts.sort_indices()
     return counts
@@ -292,8 +290,12 @@ class LDA(SequenceModel):
     ):
         super().__init__(n_states, seed)
         self.n_symbols = n_symbols
-        for nm, v, lo in (("max_iter", max_iter, 1), ("passes", passes, 1),
-                          ("chunksize", chunksize, 1), ("update_every", update_every, 0)):
+        for nm, v, lo in (
+            ("max_iter", max_iter, 1),
+            ("passes", passes, 1),
+            ("chunksize", chunksize, 1),
+            ("update_every", update_every, 0),
+        ):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
                 raise ValueError(f"{nm} must be an integer >= {lo}, got {v!r}")
         if not np.isfinite(gamma_threshold) or gamma_threshold < 0:
@@ -373,9 +375,9 @@ class LDA(SequenceModel):
         words = np.zeros(m, dtype=np.float64)
         step = max(1, (1 << 20) // max(1, self.n_states))
         for a in range(0, len(rows), step):
-            r, c = rows[a:a + step], cols[a:a + step]
+            r, c = rows[a : a + step], cols[a : a + step]
             lse = logsumexp(elog_theta[r] + elog_beta_t[c], axis=1)
-            words += np.bincount(r, weights=cnt[a:a + step] * lse, minlength=m)
+            words += np.bincount(r, weights=cnt[a : a + step] * lse, minlength=m)
         theta = (
             np.sum((alpha - gamma) * elog_theta, axis=1)
             + np.sum(gammaln(gamma) - gammaln(alpha), axis=1)

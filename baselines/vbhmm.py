@@ -1,9 +1,10 @@
 """VBHMM (MacKay 1997; Beal 2003): one pi, A, B for the database, Dirichlet posteriors, fixed priors.
 
-A special case of LDHMM where every group is ``"shared"`` (:class:`ldhmm.inference.ParameterSharing`); fitted by
-the same variational EM code. The held-out score of a sequence is its ELBO with the training
-posterior q(pi) q(A) q(B) held fixed: a lower bound on the predictive ``log p(x | training data)``
-(Jensen over q(theta)), not an exact likelihood.
+A special case of LDHMM where every group is ``"shared"``
+(:class:`ldhmm.inference.ParameterSharing`); fitted by the same variational EM code. The held-out
+score of a sequence is its ELBO with the training posterior q(pi) q(A) q(B) held fixed: a lower
+bound on the predictive ``log p(x | training data)`` (Jensen over q(theta)), not an exact
+likelihood.
 """
 
 from __future__ import annotations
@@ -34,11 +35,32 @@ class VBHMM(VariantHMM):
     name = "VBHMM"
     score_kind = "lower_bound"
 
-    def __init__(self, n_states, n_symbols=None, prior_concentration=1.0, guide="pf", max_iter=200,
-                 tol=1e-6, seed=0, verbose=False, dtype="float64", **kwargs):
-        super().__init__(n_states, n_symbols, VBHMM_SHARING, guide=guide, max_iter=max_iter, tol=tol,
-                         prior_concentration=prior_concentration, seed=seed, verbose=verbose,
-                         dtype=dtype, **kwargs)
+    def __init__(
+        self,
+        n_states,
+        n_symbols=None,
+        prior_concentration=1.0,
+        guide="pf",
+        max_iter=200,
+        tol=1e-6,
+        seed=0,
+        verbose=False,
+        dtype="float64",
+        **kwargs,
+    ):
+        super().__init__(
+            n_states,
+            n_symbols,
+            VBHMM_SHARING,
+            guide=guide,
+            max_iter=max_iter,
+            tol=tol,
+            prior_concentration=prior_concentration,
+            seed=seed,
+            verbose=verbose,
+            dtype=dtype,
+            **kwargs,
+        )
 
     @classmethod
     def _from_config(cls, config, sharing, guide):

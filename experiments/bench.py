@@ -48,8 +48,13 @@ import torch  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
 PROFILE_K = 8
-_THREAD_ENV = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-               "GOMP_SPINCOUNT")
+_THREAD_ENV = (
+    "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "GOMP_SPINCOUNT",
+)
 LOG_REFERENCE_K = 8
 
 __all__ = ["main", "parse_args", "load_sequences", "synthetic_sequences"]
@@ -133,8 +138,9 @@ def _msnbc_like_lengths(n: int, rng: np.random.Generator) -> np.ndarray:
     return out[:n].astype(np.int64)
 
 
-def synthetic_sequences(n: int = 31071, n_symbols: int = MSNBC_N_SYMBOLS, kind: str = "ldhmm",
-                        seed: int = 0) -> list[np.ndarray]:
+def synthetic_sequences(
+    n: int = 31071, n_symbols: int = MSNBC_N_SYMBOLS, kind: str = "ldhmm", seed: int = 0
+) -> list[np.ndarray]:
     """A database with the shape of the MSNBC subset (lengths 20..100, 17 symbols).
 
     ``kind="ldhmm"`` samples from an LDHMM with 8 states and sparse-ish priors
@@ -190,8 +196,8 @@ def make_params(K: int, V: int, dtype: str):
     float32 parameters are the float64 ones rounded to float32 (same values up to rounding), so
     that float32 and float64 sweeps can be compared sequence by sequence.
     """
+    from ..inference import VariantParameters, init_parameters
     from ..inference.variants import LDHMM_SHARING
-    from ..inference.variational_em import VariantParameters, init_parameters
 
     p = init_parameters(LDHMM_SHARING, K, V, seed=0, dtype=torch.float64)
     if dtype == "float64":
@@ -207,7 +213,7 @@ def make_params(K: int, V: int, dtype: str):
 
 def e_step_sweep(buckets, params, guide, n_total: int | None = None):
     """One E-step sweep over all buckets; returns the per-sequence ELBO (numpy, data order)."""
-    from ..inference.variational_em import e_step_bucket
+    from ..inference import e_step_bucket
 
     elbo = np.full(n_total, np.nan) if n_total is not None else None
     for b in buckets:
@@ -220,8 +226,15 @@ def e_step_sweep(buckets, params, guide, n_total: int | None = None):
 def hmmlearn_model(K: int, V: int, implementation: str, n_iter: int = 1, tol: float = 0.0):
     from hmmlearn.hmm import CategoricalHMM
 
-    return CategoricalHMM(n_components=K, n_features=V, implementation=implementation,
-                          n_iter=n_iter, init_params="ste", tol=tol, random_state=0)
+    return CategoricalHMM(
+        n_components=K,
+        n_features=V,
+        implementation=implementation,
+        n_iter=n_iter,
+        init_params="ste",
+        tol=tol,
+        random_state=0,
+    )
 
 
 def hmmlearn_inputs(seqs):
@@ -308,13 +321,28 @@ def _worker(spec_json: str) -> int:
 
 
 def subprocess_peak(row: Row, cache: Path, V: int, threads: int | None, pf_kernel: str) -> float:
-    spec = {"impl": row.impl, "guide": row.guide, "dtype": row.dtype, "K": row.K, "V": V,
-            "cache": str(cache), "threads": threads, "pf_kernel": pf_kernel}
-    proc = subprocess.run([sys.executable, "-m", "ldhmm.experiments.bench", "--_worker", json.dumps(spec)],
-                          cwd=str(REPO), capture_output=True, text=True)
+    spec = {
+        "impl": row.impl,
+        "guide": row.guide,
+        "dtype": row.dtype,
+        "K": row.K,
+        "V": V,
+        "cache": str(cache),
+        "threads": threads,
+        "pf_kernel": pf_kernel,
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "ldhmm.experiments.bench", "--_worker", json.dumps(spec)],
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
-        print(f"  memory worker failed for {row.impl} {row.guide} {row.dtype} K={row.K}:\n"
-              + proc.stderr[-2000:], file=sys.stderr)
+        print(
+            f"  memory worker failed for {row.impl} {row.guide} {row.dtype} K={row.K}:\n"
+            + proc.stderr[-2000:],
+            file=sys.stderr,
+        )
         return math.nan
     return float(json.loads(proc.stdout.strip().splitlines()[-1])["peak_mib"])
 
@@ -347,20 +375,25 @@ def _numba_threading_ready() -> bool:
 
 
 def thread_info() -> str:
-    parts = [f"torch {torch.__version__}: intra-op threads {torch.get_num_threads()}, "
-             f"inter-op threads {torch.get_num_interop_threads()}"]
+    parts = [
+        f"torch {torch.__version__}: intra-op threads {torch.get_num_threads()}, "
+        f"inter-op threads {torch.get_num_interop_threads()}"
+    ]
     try:
         from threadpoolctl import threadpool_info
 
-        pools = [f"{p.get('internal_api')}({p.get('prefix')}) {p.get('num_threads')}"
-                 for p in threadpool_info()]
+        pools = [
+            f"{p.get('internal_api')}({p.get('prefix')}) {p.get('num_threads')}" for p in threadpool_info()
+        ]
         parts.append("native thread pools: " + (", ".join(pools) if pools else "none loaded"))
     except ImportError:
         parts.append("numpy BLAS threads: unknown (threadpoolctl not installed)")
     nb = _numba_module()
     if nb is not None:
-        parts.append(f"numba {nb.__version__}: threads {nb.get_num_threads()} "
-                     f"(layer {getattr(nb, 'threading_layer', lambda: '?')() if _numba_threading_ready() else 'not started'})")
+        parts.append(
+            f"numba {nb.__version__}: threads {nb.get_num_threads()} "
+            f"(layer {getattr(nb, 'threading_layer', lambda: '?')() if _numba_threading_ready() else 'not started'})"  # noqa: E501
+        )
     return "; ".join(parts)
 
 
@@ -381,21 +414,16 @@ def set_threads(n: int):
 
 
 def kernel_info(choice: str) -> str:
-    """Which forward-backward the PF guide runs (the project may switch to compiled kernels)."""
-    from ..inference import forward_backward as fb
+    """Which E-step route the PF guide runs: the compiled kernels or the torch reference."""
+    from ..inference import kernels
 
-    compiled = getattr(fb, "_numba_kernels", None)
-    has_switch = hasattr(fb, "USE_COMPILED")
     if choice != "default":
-        if has_switch:
-            fb.USE_COMPILED = choice == "compiled"
-        else:
-            return f"PF kernel: torch (no compiled kernel switch found; --pf-kernel {choice} ignored)"
-    if compiled is not None and getattr(compiled, "AVAILABLE", False) and getattr(fb, "USE_COMPILED", False):
+        kernels.ENABLED = choice == "compiled"
+    if kernels.ENABLED:
         nb = _numba_module()
         nthreads = nb.get_num_threads() if nb is not None else "?"
-        return f"PF kernel: compiled (inference._numba_kernels, numba threads {nthreads})"
-    return "PF kernel: torch (inference.forward_backward)"
+        return f"PF kernel: compiled (ldhmm.inference.kernels, numba threads {nthreads})"
+    return "PF kernel: torch reference route (ldhmm.inference.ops)"
 
 
 def format_table(header: list[str], rows: list[list[str]]) -> str:
@@ -417,8 +445,8 @@ def _g(x, spec):
 # ----------------------------------------------------------------------------- checks
 def numerical_checks(seqs, V, K, guides, dtypes, elbos, log):
     """float32 vs float64 ELBO after one sweep; PF fast vs reference path on a small subset."""
+    from ..inference import e_step_bucket
     from ..inference.batch import make_buckets
-    from ..inference.variational_em import e_step_bucket
 
     out = []
     if "float32" in dtypes and "float64" in dtypes:
@@ -428,10 +456,12 @@ def numerical_checks(seqs, V, K, guides, dtypes, elbos, log):
                 continue
             diff = np.abs(a - b)
             rel = diff / np.maximum(np.abs(a), 1e-300)
-            out.append(f"float32 vs float64, {g.upper()}, K={K}, one sweep, {len(a)} sequences: "
-                       f"per-sequence ELBO max abs diff {diff.max():.3g} nats, max rel diff "
-                       f"{rel.max():.3g}, total ELBO rel diff {abs(a.sum() - b.sum()) / abs(a.sum()):.3g}"
-                       f"; finite: {bool(np.isfinite(b).all())}")
+            out.append(
+                f"float32 vs float64, {g.upper()}, K={K}, one sweep, {len(a)} sequences: "
+                f"per-sequence ELBO max abs diff {diff.max():.3g} nats, max rel diff "
+                f"{rel.max():.3g}, total ELBO rel diff {abs(a.sum() - b.sum()) / abs(a.sum()):.3g}"
+                f"; finite: {bool(np.isfinite(b).all())}"
+            )
     # PF fast vs reference on a small subset: a spread of lengths plus short prefixes (1, 2, 3).
     rng = np.random.default_rng(0)
     pick = rng.choice(len(seqs), size=min(300, len(seqs)), replace=False)
@@ -452,15 +482,19 @@ def numerical_checks(seqs, V, K, guides, dtypes, elbos, log):
         worst["elbo"] = max(worst["elbo"], float(d.max()))
         worst["elbo_rel"] = max(worst["elbo_rel"], float((d / ref.elbo.abs()).max()))
         for gname in ("pi", "A", "B"):
-            worst["counts"] = max(worst["counts"], float((fast.counts[gname] - ref.counts[gname]).abs().max()))
+            worst["counts"] = max(
+                worst["counts"], float((fast.counts[gname] - ref.counts[gname]).abs().max())
+            )
         # every real position's marginal sums to 1: pi counts sum to 1, B counts to the length
         tot = fast.counts["B"].sum((1, 2))
         worst["marg_norm"] = max(worst["marg_norm"], float((tot - b.lengths.to(tot.dtype)).abs().max()))
-    out.append(f"PF fast vs reference (log-space) path, K={K}, float64, {len(sub)} sequences "
-               f"(incl. lengths 1, 2, 3): per-sequence ELBO max abs diff {worst['elbo']:.3g} "
-               f"(rel {worst['elbo_rel']:.3g}), expected counts max abs diff {worst['counts']:.3g}, "
-               f"|sum of marginals - length| max {worst['marg_norm']:.3g}; "
-               f"time fast {t_fast:.3f} s vs reference {t_ref:.3f} s")
+    out.append(
+        f"PF fast vs reference (log-space) path, K={K}, float64, {len(sub)} sequences "
+        f"(incl. lengths 1, 2, 3): per-sequence ELBO max abs diff {worst['elbo']:.3g} "
+        f"(rel {worst['elbo_rel']:.3g}), expected counts max abs diff {worst['counts']:.3g}, "
+        f"|sum of marginals - length| max {worst['marg_norm']:.3g}; "
+        f"time fast {t_fast:.3f} s vs reference {t_ref:.3f} s"
+    )
     for line in out:
         log(line)
     return out
@@ -486,10 +520,12 @@ def run_profile(buckets, V, dtype, out_dir: Path, log, top: int = 20):
     total_self_us = sum(e.self_cpu_time_total for e in events)
     steps = sum(b.max_length for b in buckets)
     table = events.table(sort_by="self_cpu_time_total", row_limit=top)
-    header = (f"torch.profiler, one PF sweep, K={PROFILE_K}, {dtype}, {len(buckets)} buckets, "
-              f"{steps} padded time steps in all: wall {wall:.2f} s (with profiler), "
-              f"{n_ops} op calls ({n_ops / max(steps, 1):.1f} per time step), "
-              f"self CPU total {total_self_us / 1e6:.2f} s")
+    header = (
+        f"torch.profiler, one PF sweep, K={PROFILE_K}, {dtype}, {len(buckets)} buckets, "
+        f"{steps} padded time steps in all: wall {wall:.2f} s (with profiler), "
+        f"{n_ops} op calls ({n_ops / max(steps, 1):.1f} per time step), "
+        f"self CPU total {total_self_us / 1e6:.2f} s"
+    )
     log("\n" + header)
     log(table)
 
@@ -502,16 +538,20 @@ def run_profile(buckets, V, dtype, out_dir: Path, log, top: int = 20):
     s = io.StringIO()
     pstats.Stats(pr, stream=s).strip_dirs().sort_stats("tottime").print_stats(top)
     ctext = s.getvalue()
-    log(f"torch ops (aten::*) account for {total_self_us / 1e6:.2f} s of self CPU time; the rest of "
+    log(
+        f"torch ops (aten::*) account for {total_self_us / 1e6:.2f} s of self CPU time; the rest of "
         f"the sweep's wall time is Python and kernels the torch profiler does not see (numba, "
-        f"numpy): see cProfile below.")
+        f"numpy): see cProfile below."
+    )
     log(f"cProfile, same sweep (wall {wall_c:.2f} s), top {top} by own time:")
-    log(ctext[ctext.find("ncalls") - 3:] if "ncalls" in ctext else ctext)
+    log(ctext[ctext.find("ncalls") - 3 :] if "ncalls" in ctext else ctext)
 
     # per-bucket wall times, to see how the cost splits by bucket size
-    lines = ["per-bucket wall time of one PF sweep (no profiler):",
-             f"  {'M_b':>7} {'T_b':>5} {'cells':>9} {'seconds':>9} {'us/cell':>8}"]
-    from ..inference.variational_em import e_step_bucket
+    lines = [
+        "per-bucket wall time of one PF sweep (no profiler):",
+        f"  {'M_b':>7} {'T_b':>5} {'cells':>9} {'seconds':>9} {'us/cell':>8}",
+    ]
+    from ..inference import e_step_bucket
 
     for b in buckets:
         dt = math.inf
@@ -523,8 +563,9 @@ def run_profile(buckets, V, dtype, out_dir: Path, log, top: int = 20):
         lines.append(f"  {b.n_sequences:>7} {b.max_length:>5} {cells:>9} {dt:>9.3f} {1e6 * dt / cells:>8.2f}")
     log("\n".join(lines))
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "profile.txt").write_text(header + "\n" + table + "\n\ncProfile:\n" + ctext + "\n"
-                                         + "\n".join(lines) + "\n")
+    (out_dir / "profile.txt").write_text(
+        header + "\n" + table + "\n\ncProfile:\n" + ctext + "\n" + "\n".join(lines) + "\n"
+    )
 
 
 # ----------------------------------------------------------------------------- full fit
@@ -537,70 +578,130 @@ def run_full_fit(seqs, V, tol, max_iter, log):
     first = hmmlearn_model(K, V, "scaling", n_iter=1).fit(X, L)
     ll1 = float(first.monitor_.history[0])
     abs_tol = tol * abs(ll1)
-    log(f"full fit, K={K}: relative tol {tol:g}; hmmlearn's first-iteration log-lik {ll1:.6g} "
-        f"-> absolute tol {abs_tol:.6g}")
+    log(
+        f"full fit, K={K}: relative tol {tol:g}; hmmlearn's first-iteration log-lik {ll1:.6g} "
+        f"-> absolute tol {abs_tol:.6g}"
+    )
     t0 = time.perf_counter()
     hm = hmmlearn_model(K, V, "scaling", n_iter=max_iter, tol=abs_tol).fit(X, L)
     t_h = time.perf_counter() - t0
     hist = list(hm.monitor_.history)
     # monitor_.converged is also True when n_iter ran out; this is the tolerance test alone
     h_conv = len(hist) >= 2 and hist[-1] - hist[-2] < abs_tol
-    log(f"  hmmlearn scaling: {t_h:.1f} s, {hm.monitor_.iter} iterations, converged "
-        f"{h_conv}, final log-lik {hist[-1]:.6g}")
+    log(
+        f"  hmmlearn scaling: {t_h:.1f} s, {hm.monitor_.iter} iterations, converged "
+        f"{h_conv}, final log-lik {hist[-1]:.6g}"
+    )
     t0 = time.perf_counter()
     lm = LDHMM(K, n_symbols=V, guide="pf", tol=tol, max_iter=max_iter).fit(seqs)
     t_l = time.perf_counter() - t0
-    log(f"  LDHMM-PF: {t_l:.1f} s, {lm.n_iter_} EM iterations, converged {lm.converged_}, "
-        f"final ELBO {lm.elbo_history_[-1]:.6g}; time ratio LDHMM/hmmlearn {t_l / t_h:.2f}")
+    log(
+        f"  LDHMM-PF: {t_l:.1f} s, {lm.n_iter_} EM iterations, converged {lm.converged_}, "
+        f"final ELBO {lm.elbo_history_[-1]:.6g}; time ratio LDHMM/hmmlearn {t_l / t_h:.2f}"
+    )
     return [
-        {"impl": "hmmlearn/scaling-fit", "K": K, "seconds": t_h, "iterations": hm.monitor_.iter,
-         "converged": h_conv, "tol": abs_tol, "tol_kind": "absolute",
-         "final": hm.monitor_.history[-1]},
-        {"impl": "ldhmm/pf-fit", "K": K, "seconds": t_l, "iterations": lm.n_iter_,
-         "converged": lm.converged_, "tol": tol, "tol_kind": "relative",
-         "final": float(lm.elbo_history_[-1])},
+        {
+            "impl": "hmmlearn/scaling-fit",
+            "K": K,
+            "seconds": t_h,
+            "iterations": hm.monitor_.iter,
+            "converged": h_conv,
+            "tol": abs_tol,
+            "tol_kind": "absolute",
+            "final": hm.monitor_.history[-1],
+        },
+        {
+            "impl": "ldhmm/pf-fit",
+            "K": K,
+            "seconds": t_l,
+            "iterations": lm.n_iter_,
+            "converged": lm.converged_,
+            "tol": tol,
+            "tol_kind": "relative",
+            "final": float(lm.elbo_history_[-1]),
+        },
     ]
 
 
 # ----------------------------------------------------------------------------- main
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m ldhmm.experiments.bench", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m ldhmm.experiments.bench",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--synthetic", action="store_true", help="sample a synthetic MSNBC-shaped database")
-    p.add_argument("--synthetic-kind", choices=("ldhmm", "uniform"), default="ldhmm",
-                   help="synthetic symbols: sampled from an LDHMM (default) or uniform")
-    p.add_argument("--data-dir", default=None,
-                   help="UCI data directory (default: $LDHMM_DATA, else <repo>/../shared/data)")
-    p.add_argument("--n-sequences", type=int, default=None,
-                   help="use a seeded random sample of this many sequences (quick runs)")
+    p.add_argument(
+        "--synthetic-kind",
+        choices=("ldhmm", "uniform"),
+        default="ldhmm",
+        help="synthetic symbols: sampled from an LDHMM (default) or uniform",
+    )
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="UCI data directory (default: $LDHMM_DATA, else <repo>/../shared/data)",
+    )
+    p.add_argument(
+        "--n-sequences",
+        type=int,
+        default=None,
+        help="use a seeded random sample of this many sequences (quick runs)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of --n-sequences / --synthetic")
     p.add_argument("--states", type=int, nargs="+", default=[2, 4, 8, 16])
     p.add_argument("--guides", nargs="+", choices=("pf", "ff"), default=["pf", "ff"])
     p.add_argument("--dtypes", nargs="+", choices=tuple(TORCH_DTYPES), default=["float64", "float32"])
     p.add_argument("--repeats", type=int, default=3, help="timed runs per configuration (median)")
-    p.add_argument("--time-budget", type=float, default=15.0,
-                   help="stop timed runs of a configuration once warm-up + runs exceed this many "
-                        "seconds (at least one timed run; default 15)")
-    p.add_argument("--threads", type=int, nargs="+", default=None,
-                   help="torch.set_num_threads(N) for the LDHMM rows; several values run every "
-                        "E-step configuration at each (default: torch's default)")
-    p.add_argument("--pf-kernel", choices=("default", "torch", "compiled"), default="default",
-                   help="PF forward-backward: the project's default, or force the torch / compiled "
-                        "path (sets inference.forward_backward.USE_COMPILED when it exists)")
-    p.add_argument("--omp-passive", action="store_true",
-                   help="set OMP_WAIT_POLICY=PASSIVE before torch loads (idle OpenMP threads sleep "
-                        "instead of spinning; matters on a shared or oversubscribed machine)")
-    p.add_argument("--memory", choices=("inproc", "subprocess", "off"), default="inproc",
-                   help="peak memory: in-process high-water mark (default), a fresh subprocess "
-                        "per configuration (one extra run each), or not at all")
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=15.0,
+        help="stop timed runs of a configuration once warm-up + runs exceed this many "
+        "seconds (at least one timed run; default 15)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=None,
+        help="torch.set_num_threads(N) for the LDHMM rows; several values run every "
+        "E-step configuration at each (default: torch's default)",
+    )
+    p.add_argument(
+        "--pf-kernel",
+        choices=("default", "torch", "compiled"),
+        default="default",
+        help="PF forward-backward: the project's default, or force the torch / compiled "
+        "path (sets inference.forward_backward.USE_COMPILED when it exists)",
+    )
+    p.add_argument(
+        "--omp-passive",
+        action="store_true",
+        help="set OMP_WAIT_POLICY=PASSIVE before torch loads (idle OpenMP threads sleep "
+        "instead of spinning; matters on a shared or oversubscribed machine)",
+    )
+    p.add_argument(
+        "--memory",
+        choices=("inproc", "subprocess", "off"),
+        default="inproc",
+        help="peak memory: in-process high-water mark (default), a fresh subprocess "
+        "per configuration (one extra run each), or not at all",
+    )
     p.add_argument("--no-hmmlearn", action="store_true", help="skip hmmlearn (ratios become empty)")
     p.add_argument("--no-checks", action="store_true", help="skip the numerical checks")
     p.add_argument("--out", default="results/bench", help="output directory (bench.csv, profile.txt)")
-    p.add_argument("--profile", action="store_true",
-                   help=f"profile one PF sweep at K={PROFILE_K} (torch.profiler + cProfile)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help=f"profile one PF sweep at K={PROFILE_K} (torch.profiler + cProfile)",
+    )
     p.add_argument("--profile-only", action="store_true", help="only the profile, no table")
-    p.add_argument("--full-fit", action="store_true",
-                   help="also fit LDHMM-PF and hmmlearn to convergence (needs --states 8; slow)")
+    p.add_argument(
+        "--full-fit",
+        action="store_true",
+        help="also fit LDHMM-PF and hmmlearn to convergence (needs --states 8; slow)",
+    )
     p.add_argument("--fit-tol", type=float, default=1e-4, help="relative tolerance of --full-fit")
     p.add_argument("--fit-max-iter", type=int, default=1000, help="EM iterations at most in --full-fit")
     p.add_argument("--quiet", action="store_true", help="print only the table and checks")
@@ -650,8 +751,11 @@ def main(argv=None) -> int:
         f"({padded / n_tokens:.3f} x tokens), {sum(b.max_length for b in buckets)} time steps in all",
         f"threads: {thread_info()}",
         kernel if "ignored" in kernel else kernel_info("default"),
-        "thread environment: " + (", ".join(f"{k}={os.environ[k]}" for k in _THREAD_ENV if k in os.environ)
-                                  or "none of " + " ".join(_THREAD_ENV) + " set"),
+        "thread environment: "
+        + (
+            ", ".join(f"{k}={os.environ[k]}" for k in _THREAD_ENV if k in os.environ)
+            or "none of " + " ".join(_THREAD_ENV) + " set"
+        ),
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"numpy {np.__version__}",
     ]
@@ -684,12 +788,13 @@ def main(argv=None) -> int:
 
     # bucketing
     r = Row("ldhmm/bucketing", "", "", None, threads=torch.get_num_threads())
-    r.warmup_s, r.times, r.peak_mib = time_config(lambda: make_buckets(seqs), args.repeats,
-                                                  args.time_budget, meter)
+    r.warmup_s, r.times, r.peak_mib = time_config(
+        lambda: make_buckets(seqs), args.repeats, args.time_budget, meter
+    )
     rows.append(r)
     progress(f"bucketing: {r.seconds:.3f} s")
 
-    X, L = (hmmlearn_inputs(seqs) if not args.no_hmmlearn else (None, None))
+    X, L = hmmlearn_inputs(seqs) if not args.no_hmmlearn else (None, None)
     elbos = {}
     check_K = 8 if 8 in args.states else max(args.states)
     for K in args.states:
@@ -716,8 +821,7 @@ def main(argv=None) -> int:
             result = {}
 
             def fn(params=params, guide=guide, result=result, K=K):
-                result["elbo"] = e_step_sweep(buckets, params, guide,
-                                              len(seqs) if K == check_K else None)
+                result["elbo"] = e_step_sweep(buckets, params, guide, len(seqs) if K == check_K else None)
 
             r = Row("ldhmm/e-step", g, dt, K, threads=threads)
             r.warmup_s, r.times, r.peak_mib = time_config(fn, args.repeats, args.time_budget, meter)
@@ -739,40 +843,87 @@ def main(argv=None) -> int:
 
     # table
     ref = {r.K: r.seconds for r in rows if r.impl == "hmmlearn/scaling"}
-    table_header = ["implementation", "guide", "dtype", "K", "thr", "runs", "seconds", "min_s", "warmup_s",
-                    "tokens*K^2/s", "x_hmmlearn", "peak_MiB", "note"]
+    table_header = [
+        "implementation",
+        "guide",
+        "dtype",
+        "K",
+        "thr",
+        "runs",
+        "seconds",
+        "min_s",
+        "warmup_s",
+        "tokens*K^2/s",
+        "x_hmmlearn",
+        "peak_MiB",
+        "note",
+    ]
     table_rows, csv_rows = [], []
     for r in rows:
-        thr = n_tokens * r.K ** 2 / r.seconds if r.K else n_tokens / r.seconds
+        thr = n_tokens * r.K**2 / r.seconds if r.K else n_tokens / r.seconds
         ratio = r.seconds / ref[r.K] if r.K in ref else math.nan
         note = r.note or ("tokens/s" if r.K is None else "")
-        table_rows.append([r.impl, r.guide or "-", r.dtype or "-", str(r.K or "-"),
-                           str(r.threads or "-"), str(len(r.times)),
-                           _g(r.seconds, ".3f"), _g(min(r.times), ".3f"), _g(r.warmup_s, ".3f"),
-                           _g(thr, ".3e"), _g(ratio, ".3f"), _g(r.peak_mib, ".0f"), note])
-        csv_rows.append({
-            "implementation": r.impl, "guide": r.guide, "dtype": r.dtype, "K": r.K or "",
-            "threads": r.threads or "", "runs": len(r.times), "seconds_median": r.seconds, "seconds_min": min(r.times),
-            "seconds_all": " ".join(f"{t:.4f}" for t in r.times), "warmup_s": r.warmup_s,
-            "tokens_K2_per_s": thr if r.K else "", "tokens_per_s": n_tokens / r.seconds,
-            "ratio_to_hmmlearn_scaling": ratio, "peak_mib": r.peak_mib, "memory_mode": args.memory,
-            "note": note, "n_sequences": len(seqs), "n_tokens": n_tokens, "padded_cells": padded,
-            "n_buckets": len(buckets),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
-            "data": desc, "torch": torch.__version__, "cpus": os.cpu_count(),
-            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        })
+        table_rows.append(
+            [
+                r.impl,
+                r.guide or "-",
+                r.dtype or "-",
+                str(r.K or "-"),
+                str(r.threads or "-"),
+                str(len(r.times)),
+                _g(r.seconds, ".3f"),
+                _g(min(r.times), ".3f"),
+                _g(r.warmup_s, ".3f"),
+                _g(thr, ".3e"),
+                _g(ratio, ".3f"),
+                _g(r.peak_mib, ".0f"),
+                note,
+            ]
+        )
+        csv_rows.append(
+            {
+                "implementation": r.impl,
+                "guide": r.guide,
+                "dtype": r.dtype,
+                "K": r.K or "",
+                "threads": r.threads or "",
+                "runs": len(r.times),
+                "seconds_median": r.seconds,
+                "seconds_min": min(r.times),
+                "seconds_all": " ".join(f"{t:.4f}" for t in r.times),
+                "warmup_s": r.warmup_s,
+                "tokens_K2_per_s": thr if r.K else "",
+                "tokens_per_s": n_tokens / r.seconds,
+                "ratio_to_hmmlearn_scaling": ratio,
+                "peak_mib": r.peak_mib,
+                "memory_mode": args.memory,
+                "note": note,
+                "n_sequences": len(seqs),
+                "n_tokens": n_tokens,
+                "padded_cells": padded,
+                "n_buckets": len(buckets),
+                "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+                "data": desc,
+                "torch": torch.__version__,
+                "cpus": os.cpu_count(),
+                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            }
+        )
     log("")
     try:
         log(f"load average (1 min) at the end of the timings: {os.getloadavg()[0]:.2f}")
     except OSError:
         pass
     log(format_table(table_header, table_rows))
-    log("seconds: median of the timed runs; x_hmmlearn: seconds / hmmlearn scaling seconds at the "
+    log(
+        "seconds: median of the timed runs; x_hmmlearn: seconds / hmmlearn scaling seconds at the "
         "same K (lower is faster); peak_MiB: "
-        + {"inproc": "extra peak RSS over the RSS before the configuration (in-process, VmHWM)",
-           "subprocess": "extra peak RSS of one run in a fresh subprocess",
-           "off": "not measured"}[args.memory])
+        + {
+            "inproc": "extra peak RSS over the RSS before the configuration (in-process, VmHWM)",
+            "subprocess": "extra peak RSS of one run in a fresh subprocess",
+            "off": "not measured",
+        }[args.memory]
+    )
 
     checks = []
     if not args.no_checks:
@@ -790,8 +941,14 @@ def main(argv=None) -> int:
         w = csv.DictWriter(f, fieldnames=list(csv_rows[0]))
         w.writeheader()
         w.writerows(csv_rows)
-    (out_dir / "bench.txt").write_text("\n".join(header) + "\n\n" + format_table(table_header, table_rows)
-                                       + "\n\n" + "\n".join(checks) + "\n")
+    (out_dir / "bench.txt").write_text(
+        "\n".join(header)
+        + "\n\n"
+        + format_table(table_header, table_rows)
+        + "\n\n"
+        + "\n".join(checks)
+        + "\n"
+    )
     if fit_rows:
         with open(out_dir / "full_fit.csv", "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(fit_rows[0]))

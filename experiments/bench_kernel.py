@@ -22,6 +22,7 @@ import math
 import time
 
 import numpy as np
+import torch
 
 
 def _best_of(fn, repeats=4):
@@ -44,7 +45,10 @@ def main(argv=None) -> int:
     import numba
     from numba import njit
 
-    from ..inference import _numba_kernels as nk
+    from ..inference import HMM_SHARING, LDHMM_SHARING, VariantParameters
+    from ..inference.e_step import prior_terms
+    from ..inference.kernels.e_step import fused_e_step
+    from ..inference.kernels.special import lgamma_digamma
 
     if args.threads:
         numba.set_num_threads(args.threads)
@@ -55,7 +59,7 @@ def main(argv=None) -> int:
     def lgamma_digamma_loop(x):
         s = 0.0
         for i in range(x.shape[0]):
-            a, b = nk._lgamma_digamma(x[i])
+            a, b = lgamma_digamma(x[i])
             s += a + b
         return s
 
@@ -74,37 +78,60 @@ def main(argv=None) -> int:
         return s
 
     x = rng.uniform(0.1, 5.0, 1_000_000)
-    print(f"per call (1 thread, 1e6 calls, x ~ U(0.1, 5)); numba threads for the sweeps: "
-          f"{numba.get_num_threads()}")
-    for name, fn in (("lgamma+digamma (kernel's)", lgamma_digamma_loop), ("exp", exp_loop),
-                     ("log", log_loop)):
+    print(
+        f"per call (1 thread, 1e6 calls, x ~ U(0.1, 5)); numba threads for the sweeps: "
+        f"{numba.get_num_threads()}"
+    )
+    for name, fn in (
+        ("lgamma+digamma (kernel's)", lgamma_digamma_loop),
+        ("exp", exp_loop),
+        ("log", log_loop),
+    ):
         fn(x[:10])
-        print(f"  {name:<28} {_best_of(lambda: fn(x)) * 1e3:6.1f} ns")
+        print(f"  {name:<28} {_best_of(lambda fn=fn: fn(x)) * 1e3:6.1f} ns")
 
-    prior = (np.ones(K), np.ones((K, K)), rng.uniform(0.5, 2.0, (K, V)))
-    fixed = (np.full(K, -math.log(K)), np.full((K, K), -math.log(K)),
-             np.log(rng.dirichlet(np.ones(V), K)))
+    ldhmm_params = VariantParameters(
+        LDHMM_SHARING,
+        prior={
+            "pi": torch.ones(K, dtype=torch.float64),
+            "A": torch.ones(K, K, dtype=torch.float64),
+            "B": torch.from_numpy(rng.uniform(0.5, 2.0, (K, V))),
+        },
+    )
+    hmm_params = VariantParameters(
+        HMM_SHARING,
+        log_point={
+            "pi": torch.full((K,), -math.log(K), dtype=torch.float64),
+            "A": torch.full((K, K), -math.log(K), dtype=torch.float64),
+            "B": torch.from_numpy(np.log(rng.dirichlet(np.ones(V), K))),
+        },
+    )
 
-    def sweep(M, T, groups):
+    def sweep(M, T, params):
         tokens = rng.integers(0, V, (M, T)).astype(np.int64)
         lengths = np.full(M, T, dtype=np.int64)
 
         def run():
             counts = (np.zeros((M, K)), np.zeros((M, K, K)), np.zeros((M, K, V)))
-            nk.fused_e_step("pf", tokens, lengths, prior, fixed, groups, counts, 1, 0.0)
+            prior, terms, fixed, flags = prior_terms(params)
+            fused_e_step("pf", tokens, lengths, prior, terms, fixed, flags, counts, 1, 0.0)
 
         run()
         return _best_of(run)
 
     print(f"\none PF sweep, K={K}, V={V} (cold start), best of 4")
-    print(f"  {'shape':<12} {'per-sequence groups':<20} {'seconds':>8} {'thread-ns/token':>16} "
-          f"{'thread-us/sequence':>19}")
+    print(
+        f"  {'shape':<12} {'per-sequence groups':<20} {'seconds':>8} {'thread-ns/token':>16} "
+        f"{'thread-us/sequence':>19}"
+    )
     threads = numba.get_num_threads()
     for M, T in ((30_000, 30), (900, 1_000)):
-        for label, groups in (("pi, A, B (LDHMM)", (True, True, True)), ("none (HMM)", (False, False, False))):
-            t = sweep(M, T, groups)
-            print(f"  {f'{M} x {T}':<12} {label:<20} {t:8.3f} {t * threads / (M * T) * 1e9:16.0f} "
-                  f"{t * threads / M * 1e6:19.2f}")
+        for label, params in (("pi, A, B (LDHMM)", ldhmm_params), ("none (HMM)", hmm_params)):
+            t = sweep(M, T, params)
+            print(
+                f"  {f'{M} x {T}':<12} {label:<20} {t:8.3f} {t * threads / (M * T) * 1e9:16.0f} "
+                f"{t * threads / M * 1e6:19.2f}"
+            )
     return 0
 
 

@@ -51,15 +51,78 @@ __all__ = ["run_classify", "class_task", "lr_task", "PAPER_TABLE3", "posterior_f
 
 #: The paper's Table 3 (mean ± std of the AUC over 10 folds); "LDHMM-nf" in the paper is LDHMM-PF.
 PAPER_TABLE3 = {
-    ("EI-IE", 2): {"LDA": (0.829, 0.032), "HMM": (0.838, 0.037), "HMMV": (0.829, 0.034), "VBHMM": (0.829, 0.034), "LDHMM-FF": (0.828, 0.035), "LDHMM-PF": (0.834, 0.031)},
-    ("EI-IE", 3): {"LDA": (0.829, 0.032), "HMM": (0.827, 0.046), "HMMV": (0.829, 0.034), "VBHMM": (0.829, 0.034), "LDHMM-FF": (0.828, 0.035), "LDHMM-PF": (0.791, 0.044)},
-    ("EI-IE", 4): {"LDA": (0.829, 0.032), "HMM": (0.81, 0.048), "HMMV": (0.829, 0.034), "VBHMM": (0.829, 0.034), "LDHMM-FF": (0.828, 0.035), "LDHMM-PF": (0.803, 0.048)},
-    ("EI-N", 2): {"LDA": (0.67, 0.029), "HMM": (0.679, 0.038), "HMMV": (0.67, 0.029), "VBHMM": (0.67, 0.029), "LDHMM-FF": (0.677, 0.03), "LDHMM-PF": (0.689, 0.03)},
-    ("EI-N", 3): {"LDA": (0.667, 0.026), "HMM": (0.649, 0.033), "HMMV": (0.669, 0.029), "VBHMM": (0.67, 0.029), "LDHMM-FF": (0.677, 0.03), "LDHMM-PF": (0.671, 0.021)},
-    ("EI-N", 4): {"LDA": (0.671, 0.025), "HMM": (0.659, 0.036), "HMMV": (0.67, 0.029), "VBHMM": (0.67, 0.029), "LDHMM-FF": (0.677, 0.03), "LDHMM-PF": (0.678, 0.03)},
-    ("IE-N", 2): {"LDA": (0.724, 0.036), "HMM": (0.739, 0.029), "HMMV": (0.724, 0.036), "VBHMM": (0.724, 0.036), "LDHMM-FF": (0.734, 0.033), "LDHMM-PF": (0.743, 0.028)},
-    ("IE-N", 3): {"LDA": (0.725, 0.034), "HMM": (0.66, 0.024), "HMMV": (0.724, 0.036), "VBHMM": (0.724, 0.036), "LDHMM-FF": (0.734, 0.033), "LDHMM-PF": (0.733, 0.032)},
-    ("IE-N", 4): {"LDA": (0.729, 0.033), "HMM": (0.721, 0.023), "HMMV": (0.723, 0.036), "VBHMM": (0.724, 0.036), "LDHMM-FF": (0.734, 0.033), "LDHMM-PF": (0.725, 0.039)},
+    ("EI-IE", 2): {
+        "LDA": (0.829, 0.032),
+        "HMM": (0.838, 0.037),
+        "HMMV": (0.829, 0.034),
+        "VBHMM": (0.829, 0.034),
+        "LDHMM-FF": (0.828, 0.035),
+        "LDHMM-PF": (0.834, 0.031),
+    },
+    ("EI-IE", 3): {
+        "LDA": (0.829, 0.032),
+        "HMM": (0.827, 0.046),
+        "HMMV": (0.829, 0.034),
+        "VBHMM": (0.829, 0.034),
+        "LDHMM-FF": (0.828, 0.035),
+        "LDHMM-PF": (0.791, 0.044),
+    },
+    ("EI-IE", 4): {
+        "LDA": (0.829, 0.032),
+        "HMM": (0.81, 0.048),
+        "HMMV": (0.829, 0.034),
+        "VBHMM": (0.829, 0.034),
+        "LDHMM-FF": (0.828, 0.035),
+        "LDHMM-PF": (0.803, 0.048),
+    },
+    ("EI-N", 2): {
+        "LDA": (0.67, 0.029),
+        "HMM": (0.679, 0.038),
+        "HMMV": (0.67, 0.029),
+        "VBHMM": (0.67, 0.029),
+        "LDHMM-FF": (0.677, 0.03),
+        "LDHMM-PF": (0.689, 0.03),
+    },
+    ("EI-N", 3): {
+        "LDA": (0.667, 0.026),
+        "HMM": (0.649, 0.033),
+        "HMMV": (0.669, 0.029),
+        "VBHMM": (0.67, 0.029),
+        "LDHMM-FF": (0.677, 0.03),
+        "LDHMM-PF": (0.671, 0.021),
+    },
+    ("EI-N", 4): {
+        "LDA": (0.671, 0.025),
+        "HMM": (0.659, 0.036),
+        "HMMV": (0.67, 0.029),
+        "VBHMM": (0.67, 0.029),
+        "LDHMM-FF": (0.677, 0.03),
+        "LDHMM-PF": (0.678, 0.03),
+    },
+    ("IE-N", 2): {
+        "LDA": (0.724, 0.036),
+        "HMM": (0.739, 0.029),
+        "HMMV": (0.724, 0.036),
+        "VBHMM": (0.724, 0.036),
+        "LDHMM-FF": (0.734, 0.033),
+        "LDHMM-PF": (0.743, 0.028),
+    },
+    ("IE-N", 3): {
+        "LDA": (0.725, 0.034),
+        "HMM": (0.66, 0.024),
+        "HMMV": (0.724, 0.036),
+        "VBHMM": (0.724, 0.036),
+        "LDHMM-FF": (0.734, 0.033),
+        "LDHMM-PF": (0.733, 0.032),
+    },
+    ("IE-N", 4): {
+        "LDA": (0.729, 0.033),
+        "HMM": (0.721, 0.023),
+        "HMMV": (0.723, 0.036),
+        "VBHMM": (0.724, 0.036),
+        "LDHMM-FF": (0.734, 0.033),
+        "LDHMM-PF": (0.725, 0.039),
+    },
 }
 SPLICE_TASKS = ("EI-IE", "EI-N", "IE-N")
 
@@ -68,15 +131,17 @@ def parse_tasks(specs, label_names) -> list[tuple[str, str]]:
     """``["EI-IE", ...]`` -> ``[("EI", "IE"), ...]``; default: every pair of classes."""
     names = list(label_names)
     if not specs:
-        return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+        return [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
     out = []
     for spec in specs:
         found = None
         for i in range(1, len(spec)):
-            if spec[i] == "-" and spec[:i] in names and spec[i + 1:] in names:
-                found = (spec[:i], spec[i + 1:])
+            if spec[i] == "-" and spec[:i] in names and spec[i + 1 :] in names:
+                found = (spec[:i], spec[i + 1 :])
         if found is None or found[0] == found[1]:
-            raise ValueError(f"--task {spec!r}: expected two different classes CLASS-CLASS of {', '.join(names)}")
+            raise ValueError(
+                f"--task {spec!r}: expected two different classes CLASS-CLASS of {', '.join(names)}"
+            )
         if found not in out:
             out.append(found)
     return out
@@ -103,15 +168,21 @@ def class_task(task, payload) -> dict:
     code = db.label_names.index(c)
     tr_c = tr[db.labels[tr] == code]
     seed_everything(s["seed"])
-    model = make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"],
-                       m_step=s.get("m_step"))
+    model = make_model(
+        name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"], m_step=s.get("m_step")
+    )
     _, fit_s = timed(model.fit, db.subset(tr_c).sequences)
     scores, score_s = timed(model.score_samples, db.subset(te).sequences)
     n_iter = getattr(model, "n_iter_", None)
-    return {"score_kind": type(model).score_kind,
-            "n_train": int(tr_c.size), "test_index": te.tolist(),
-            "test_scores": [float(x) for x in scores], "fit_seconds": fit_s, "score_seconds": score_s,
-            "n_iter": None if n_iter is None else int(n_iter)}
+    return {
+        "score_kind": type(model).score_kind,
+        "n_train": int(tr_c.size),
+        "test_index": te.tolist(),
+        "test_scores": [float(x) for x in scores],
+        "fit_seconds": fit_s,
+        "score_seconds": score_s,
+        "n_iter": None if n_iter is None else int(n_iter),
+    }
 
 
 def lr_task(task, payload) -> dict:
@@ -124,8 +195,9 @@ def lr_task(task, payload) -> dict:
     tr = tr[np.isin(db.labels[tr], [ca, cb])]
     te = te[np.isin(db.labels[te], [ca, cb])]
     seed_everything(s["seed"])
-    model = make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"],
-                       m_step=s.get("m_step"))
+    model = make_model(
+        name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"], m_step=s.get("m_step")
+    )
     _, fit_s = timed(model.fit, db.subset(tr).sequences)
     x_tr = posterior_features(model, db.subset(tr).sequences)
     x_te = posterior_features(model, db.subset(te).sequences)
@@ -135,15 +207,37 @@ def lr_task(task, payload) -> dict:
     clf.fit(x_tr, y_tr)
     auc = float(roc_auc_score(y_te, clf.decision_function(x_te)))
     n_iter = getattr(model, "n_iter_", None)
-    return {"auc": auc, "n_train": int(tr.size), "n_test": int(te.size), "n_features": int(x_tr.shape[1]),
-            "fit_seconds": fit_s, "n_iter": None if n_iter is None else int(n_iter)}
+    return {
+        "auc": auc,
+        "n_train": int(tr.size),
+        "n_test": int(te.size),
+        "n_features": int(x_tr.shape[1]),
+        "fit_seconds": fit_s,
+        "n_iter": None if n_iter is None else int(n_iter),
+    }
 
 
 # ------------------------------------------------------------------------ the command
-def run_classify(dataset=None, file=None, data_dir=None, n_sequences=None, task=None,
-                 states=("2", "3", "4"), folds=10, models=("all",), out=None, jobs=1, quiet=False,
-                 seed=0, max_iter=None, tol=None, m_step="collapsed", no_lr=False, lr_c=1.0,
-                 force=False) -> int:
+def run_classify(
+    dataset=None,
+    file=None,
+    data_dir=None,
+    n_sequences=None,
+    task=None,
+    states=("2", "3", "4"),
+    folds=10,
+    models=("all",),
+    out=None,
+    jobs=1,
+    quiet=False,
+    seed=0,
+    max_iter=None,
+    tol=None,
+    m_step="collapsed",
+    no_lr=False,
+    lr_c=1.0,
+    force=False,
+) -> int:
     """Run ``ldhmm classify``: per-class models and LDHMM features + logistic regression, then AUCs.
 
     Parameters
@@ -184,25 +278,56 @@ def run_classify(dataset=None, file=None, data_dir=None, n_sequences=None, task=
     classes = [c for c in db.label_names if any(c in p for p in pairs)]
     fold_index = kfold_indices(db, folds, seed=seed)
     settings = {
-        "data": {"name": db.name, "description": what, "n_sequences": len(db), "n_symbols": db.n_symbols,
-                 "label_names": db.label_names, "fingerprint": data_fingerprint(db)},
-        "folds": folds, "seed": seed, "max_iter": max_iter, "tol": tol,
-        "m_step": m_step, "lr_c": lr_c,
+        "data": {
+            "name": db.name,
+            "description": what,
+            "n_sequences": len(db),
+            "n_symbols": db.n_symbols,
+            "label_names": db.label_names,
+            "fingerprint": data_fingerprint(db),
+        },
+        "folds": folds,
+        "seed": seed,
+        "max_iter": max_iter,
+        "tol": tol,
+        "m_step": m_step,
+        "lr_c": lr_c,
     }
     out = Path(out) if out else default_out("classify", db.name)
     lr_models = [] if no_lr else [m for m in ldhmm_names() if m in models]
-    digest = prepare_out_dir(out, "classify", settings, force=force,
-                             extra={"models": models, "states": states, "tasks": task_names,
-                                    "lr_models": lr_models, "jobs": jobs})
-    gen = [{"key": f"{m}__K{K}__fold{f}__class{c}", "model": m, "K": K, "fold": f, "cls": c}
-           for K in states for m in models for f in range(folds) for c in classes]
-    lr = [{"key": f"{m}+LR__K{K}__fold{f}__task{a}-{b}", "base_model": m, "model": f"{m}+LR", "K": K,
-           "fold": f, "task": f"{a}|{b}"}
-          for K in states for m in lr_models for f in range(folds) for a, b in pairs]
+    digest = prepare_out_dir(
+        out,
+        "classify",
+        settings,
+        force=force,
+        extra={"models": models, "states": states, "tasks": task_names, "lr_models": lr_models, "jobs": jobs},
+    )
+    gen = [
+        {"key": f"{m}__K{K}__fold{f}__class{c}", "model": m, "K": K, "fold": f, "cls": c}
+        for K in states
+        for m in models
+        for f in range(folds)
+        for c in classes
+    ]
+    lr = [
+        {
+            "key": f"{m}+LR__K{K}__fold{f}__task{a}-{b}",
+            "base_model": m,
+            "model": f"{m}+LR",
+            "K": K,
+            "fold": f,
+            "task": f"{a}|{b}",
+        }
+        for K in states
+        for m in lr_models
+        for f in range(folds)
+        for a, b in pairs
+    ]
     payload = {"db": db, "folds": fold_index, "settings": settings}
     # one pool over both kinds of task: dispatch on the task's fields
-    records, errors = run_tasks(gen + lr, _dispatch, payload, out, digest, jobs=jobs,
-                                quiet=quiet, desc="classify")
+    records, errors = run_tasks(
+        gen + lr, _dispatch, payload, out, digest, jobs=jobs, quiet=quiet, desc="classify"
+    )
     for e in errors:
         print(f"ldhmm classify: warning: task failed: {e}", file=sys.stderr)
     resumed = sum(r.get("resumed", False) for r in records)
@@ -211,7 +336,7 @@ def run_classify(dataset=None, file=None, data_dir=None, n_sequences=None, task=
 
     by_key = {(r["model"], int(r["K"]), int(r["fold"]), r["cls"]): r for r in records if "cls" in r}
     rows = []
-    for (a, b) in pairs:
+    for a, b in pairs:
         ca, cb = db.label_names.index(a), db.label_names.index(b)
         for K in states:
             for m in models:
@@ -227,20 +352,40 @@ def run_classify(dataset=None, file=None, data_dir=None, n_sequences=None, task=
                     auc = math.nan
                     if np.all(np.isfinite(score)) and 0 < y.sum() < y.size:
                         auc = float(roc_auc_score(y, score))
-                    rows.append({"task": f"{a}-{b}", "model": m, "K": K, "fold": f, "auc": auc,
-                                 "score_kind": ra["score_kind"], "n_test": int(keep.sum()),
-                                 "n_train": ra["n_train"] + rb["n_train"],
-                                 "fit_seconds": ra["fit_seconds"] + rb["fit_seconds"]})
+                    rows.append(
+                        {
+                            "task": f"{a}-{b}",
+                            "model": m,
+                            "K": K,
+                            "fold": f,
+                            "auc": auc,
+                            "score_kind": ra["score_kind"],
+                            "n_test": int(keep.sum()),
+                            "n_train": ra["n_train"] + rb["n_train"],
+                            "fit_seconds": ra["fit_seconds"] + rb["fit_seconds"],
+                        }
+                    )
     for r in records:
         if "base_model" in r:
-            rows.append({"task": r["task"].replace("|", "-"), "model": r["model"], "K": int(r["K"]),
-                         "fold": int(r["fold"]), "auc": r["auc"], "score_kind": "discriminative",
-                         "n_test": r["n_test"], "n_train": r["n_train"], "fit_seconds": r["fit_seconds"]})
+            rows.append(
+                {
+                    "task": r["task"].replace("|", "-"),
+                    "model": r["model"],
+                    "K": int(r["K"]),
+                    "fold": int(r["fold"]),
+                    "auc": r["auc"],
+                    "score_kind": "discriminative",
+                    "n_test": r["n_test"],
+                    "n_train": r["n_train"],
+                    "fit_seconds": r["fit_seconds"],
+                }
+            )
     if not rows:
         raise RuntimeError("no task finished")
     df = pd.DataFrame(rows)
-    df = df.sort_values(["task", "K", "model", "fold"],
-                        key=lambda c: c.map(model_order) if c.name == "model" else c)
+    df = df.sort_values(
+        ["task", "K", "model", "fold"], key=lambda c: c.map(model_order) if c.name == "model" else c
+    )
     df.to_csv(out / "folds.csv", index=False)
     col_models = [m for m in models] + [f"{m}+LR" for m in lr_models]
     md = summary_markdown(df, what, settings, task_names, states, col_models, db.name)
@@ -248,8 +393,10 @@ def run_classify(dataset=None, file=None, data_dir=None, n_sequences=None, task=
     print(md)
     print(f"results: {out}/folds.csv, summary.md")
     if errors:
-        print(f"ldhmm classify: error: {len(errors)} task(s) failed (see the warnings); rerun to retry them",
-              file=sys.stderr)
+        print(
+            f"ldhmm classify: error: {len(errors)} task(s) failed (see the warnings); rerun to retry them",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -303,10 +450,18 @@ def summary_markdown(df, what, settings, task_names, states, col_models, db_name
         pcells = {(t, K, m): v for (t, K), row in PAPER_TABLE3.items() for m, v in row.items()}
         ks = [K for K in states if any((t, K) in PAPER_TABLE3 for t in task_names)]
         if ks:
-            lines += ["## The paper's Table 3 (for reference; its LDHMM-nf is LDHMM-PF)", "",
-                      _auc_table(pcells, [t for t in task_names if t in SPLICE_TASKS], ks, paper_cols), ""]
+            lines += [
+                "## The paper's Table 3 (for reference; its LDHMM-nf is LDHMM-PF)",
+                "",
+                _auc_table(pcells, [t for t in task_names if t in SPLICE_TASKS], ks, paper_cols),
+                "",
+            ]
     fit = df.groupby("model")["fit_seconds"].mean()
-    lines += ["## Mean fit seconds per (task, fold) (both class models, or the +LR model)", "",
-              "| model | seconds |", "|---|---|"]
+    lines += [
+        "## Mean fit seconds per (task, fold) (both class models, or the +LR model)",
+        "",
+        "| model | seconds |",
+        "|---|---|",
+    ]
     lines += [f"| {m} | {fit[m]:.1f} |" for m in col_models if m in fit]
     return "\n".join(lines) + "\n"

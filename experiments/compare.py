@@ -46,11 +46,18 @@ from .tasks import (
 __all__ = ["run_compare", "compare_task", "write_reports", "ttests", "SCORE_COLUMNS", "CSV_COLUMNS"]
 
 SCORE_COLUMNS = [
-    "heldout_elbo", "heldout_elbo_per_seq", "heldout_elbo_per_token",
-    "heldout_is", "heldout_is_per_seq", "heldout_is_per_token",
+    "heldout_elbo",
+    "heldout_elbo_per_seq",
+    "heldout_elbo_per_token",
+    "heldout_is",
+    "heldout_is_per_seq",
+    "heldout_is_per_token",
 ]
-CSV_COLUMNS = (["model", "K", "fold", "score_kind", "n_train", "n_test", "n_test_tokens"] + SCORE_COLUMNS
-               + ["is_samples", "fit_seconds", "score_seconds", "is_seconds", "n_iter", "converged"])
+CSV_COLUMNS = (
+    ["model", "K", "fold", "score_kind", "n_train", "n_test", "n_test_tokens"]
+    + SCORE_COLUMNS
+    + ["is_samples", "fit_seconds", "score_seconds", "is_seconds", "n_iter", "converged"]
+)
 
 
 # ------------------------------------------------------------------------ the task
@@ -63,36 +70,59 @@ def compare_task(task, payload) -> dict:
     test = db.subset(te).sequences
     n_tokens = int(sum(len(x) for x in test))
     seed_everything(s["seed"])
-    model = make_model(name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"],
-                       m_step=s.get("m_step"))
+    model = make_model(
+        name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"], m_step=s.get("m_step")
+    )
     _, fit_s = timed(model.fit, train)
     scores, score_s = timed(model.score_samples, test)
     scores = np.asarray(scores, dtype=np.float64)
     total = float(scores.sum())
     is_total, is_s = math.nan, 0.0
     if s["is_samples"] > 0 and name in is_models() and hasattr(model, "log_marginal_is"):
-        is_scores, is_s = timed(model.log_marginal_is, test, n_samples=s["is_samples"],
-                                seed=s["seed"] + 1000 * fold + K)
+        is_scores, is_s = timed(
+            model.log_marginal_is, test, n_samples=s["is_samples"], seed=s["seed"] + 1000 * fold + K
+        )
         is_total = float(np.sum(is_scores))
     n_iter = getattr(model, "n_iter_", None)
     return {
         "score_kind": type(model).score_kind,
-        "n_train": len(train), "n_test": len(test), "n_test_tokens": n_tokens,
-        "heldout_elbo": total, "heldout_elbo_per_seq": total / len(test),
+        "n_train": len(train),
+        "n_test": len(test),
+        "n_test_tokens": n_tokens,
+        "heldout_elbo": total,
+        "heldout_elbo_per_seq": total / len(test),
         "heldout_elbo_per_token": total / n_tokens,
-        "heldout_is": is_total, "heldout_is_per_seq": is_total / len(test),
+        "heldout_is": is_total,
+        "heldout_is_per_seq": is_total / len(test),
         "heldout_is_per_token": is_total / n_tokens,
         "is_samples": s["is_samples"] if math.isfinite(is_total) else 0,
-        "fit_seconds": fit_s, "score_seconds": score_s, "is_seconds": is_s,
+        "fit_seconds": fit_s,
+        "score_seconds": score_s,
+        "is_seconds": is_s,
         "n_iter": None if n_iter is None else int(n_iter),
         "converged": bool(getattr(model, "converged_", False)),
     }
 
 
 # ------------------------------------------------------------------------ the command
-def run_compare(dataset=None, file=None, data_dir=None, n_sequences=None, states=("2..6",), folds=10,
-                models=("all",), out=None, jobs=1, quiet=False, seed=0, max_iter=None, tol=None,
-                m_step="collapsed", is_samples=100, force=False) -> int:
+def run_compare(
+    dataset=None,
+    file=None,
+    data_dir=None,
+    n_sequences=None,
+    states=("2..6",),
+    folds=10,
+    models=("all",),
+    out=None,
+    jobs=1,
+    quiet=False,
+    seed=0,
+    max_iter=None,
+    tol=None,
+    m_step="collapsed",
+    is_samples=100,
+    force=False,
+) -> int:
     """Run ``ldhmm compare``: every (model, K, fold) task not yet done, then the reports.
 
     Parameters
@@ -143,20 +173,34 @@ def run_compare(dataset=None, file=None, data_dir=None, n_sequences=None, states
     print(f"data: {what}", flush=True)
     fold_index = kfold_indices(len(db), folds, seed=seed)
     settings = {
-        "data": {"name": db.name, "description": what, "n_sequences": len(db), "n_symbols": db.n_symbols,
-                 "fingerprint": data_fingerprint(db)},
-        "folds": folds, "seed": seed, "max_iter": max_iter, "tol": tol,
+        "data": {
+            "name": db.name,
+            "description": what,
+            "n_sequences": len(db),
+            "n_symbols": db.n_symbols,
+            "fingerprint": data_fingerprint(db),
+        },
+        "folds": folds,
+        "seed": seed,
+        "max_iter": max_iter,
+        "tol": tol,
         "m_step": m_step,
         "is_samples": is_samples,
     }
     out = Path(out) if out else default_out("compare", db.name)
-    digest = prepare_out_dir(out, "compare", settings,
-                             extra={"models": models, "states": states, "jobs": jobs}, force=force)
-    tasks = [{"key": f"{m}__K{K}__fold{f}", "model": m, "K": K, "fold": f}
-             for K in states for m in models for f in range(folds)]
+    digest = prepare_out_dir(
+        out, "compare", settings, extra={"models": models, "states": states, "jobs": jobs}, force=force
+    )
+    tasks = [
+        {"key": f"{m}__K{K}__fold{f}", "model": m, "K": K, "fold": f}
+        for K in states
+        for m in models
+        for f in range(folds)
+    ]
     payload = {"db": db, "folds": fold_index, "settings": settings}
-    records, errors = run_tasks(tasks, compare_task, payload, out, digest, jobs=jobs,
-                                quiet=quiet, desc="compare")
+    records, errors = run_tasks(
+        tasks, compare_task, payload, out, digest, jobs=jobs, quiet=quiet, desc="compare"
+    )
     resumed = sum(r.get("resumed", False) for r in records)
     if resumed:
         print(f"resumed: {resumed} of {len(tasks)} tasks were already done in {out}", flush=True)
@@ -168,8 +212,9 @@ def run_compare(dataset=None, file=None, data_dir=None, n_sequences=None, states
     for c in CSV_COLUMNS:
         if c not in df:
             df[c] = np.nan
-    df = df[CSV_COLUMNS].sort_values(["K", "model", "fold"],
-                                     key=lambda c: c.map(model_order) if c.name == "model" else c)
+    df = df[CSV_COLUMNS].sort_values(
+        ["K", "model", "fold"], key=lambda c: c.map(model_order) if c.name == "model" else c
+    )
     df.to_csv(out / "folds.csv", index=False)
     summary_md, best_lines = write_reports(df, out, what, settings, models, states)
     print(summary_md.split("\n## Best")[0].rstrip() + "\n")
@@ -177,8 +222,10 @@ def run_compare(dataset=None, file=None, data_dir=None, n_sequences=None, states
     for line in best_lines:
         print(line)
     if errors:
-        print(f"ldhmm compare: error: {len(errors)} task(s) failed (see the warnings); rerun to retry them",
-              file=sys.stderr)
+        print(
+            f"ldhmm compare: error: {len(errors)} task(s) failed (see the warnings); rerun to retry them",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -193,7 +240,7 @@ def _tight_measure(df):
     return tight, kind
 
 
-def ttests(df, models) -> "pd.DataFrame":
+def ttests(df, models) -> pd.DataFrame:
     """Paired two-tailed t-tests (over folds) of each LDHMM variant against every other model."""
     rows = []
     ldhmm = ldhmm_names()
@@ -205,8 +252,10 @@ def ttests(df, models) -> "pd.DataFrame":
             for b in [m for m in models if m != a]:
                 if b in ldhmm and ldhmm.index(b) < ldhmm.index(a):
                     continue  # FF vs PF once
-                for measure, col, kcol in (("paper (heldout_elbo)", "heldout_elbo", "score_kind"),
-                                           ("tightest (IS / exact)", "tight", "tight_kind")):
+                for measure, col, kcol in (
+                    ("paper (heldout_elbo)", "heldout_elbo", "score_kind"),
+                    ("tightest (IS / exact)", "tight", "tight_kind"),
+                ):
                     da = dk[dk["model"] == a].set_index("fold")
                     db_ = dk[dk["model"] == b].set_index("fold")
                     common = sorted(set(da.index) & set(db_.index))
@@ -220,14 +269,22 @@ def ttests(df, models) -> "pd.DataFrame":
                         t, p = math.nan, math.nan
                     ka = str(da[kcol].iloc[0]) if len(da) else ""
                     kb = str(db_[kcol].iloc[0]) if len(db_) else ""
-                    rows.append({
-                        "K": int(K), "model_a": a, "model_b": b, "measure": measure,
-                        "kind_a": KIND_LABEL.get(ka, ka), "kind_b": KIND_LABEL.get(kb, kb),
-                        "n_folds": int(xa.size), "mean_a": float(xa.mean()) if xa.size else math.nan,
-                        "mean_b": float(xb.mean()) if xb.size else math.nan,
-                        "mean_diff": float((xa - xb).mean()) if xa.size else math.nan,
-                        "t": float(t), "p_value": float(p),
-                    })
+                    rows.append(
+                        {
+                            "K": int(K),
+                            "model_a": a,
+                            "model_b": b,
+                            "measure": measure,
+                            "kind_a": KIND_LABEL.get(ka, ka),
+                            "kind_b": KIND_LABEL.get(kb, kb),
+                            "n_folds": int(xa.size),
+                            "mean_a": float(xa.mean()) if xa.size else math.nan,
+                            "mean_b": float(xb.mean()) if xb.size else math.nan,
+                            "mean_diff": float((xa - xb).mean()) if xa.size else math.nan,
+                            "t": float(t),
+                            "p_value": float(p),
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -285,21 +342,35 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states):
             lines.append(_table(df, "heldout_elbo", exact, states, kind_of).split("\n", 2)[2])
     else:
         lines.append("(not computed: --is-samples 0 or no model with an IS estimate)")
-    lines += ["", "## Per token (heldout_elbo / test tokens)", "",
-              _table(df, "heldout_elbo_per_token", present, states, kind_of, digits=4), "",
-              "## Fit time (seconds per fold) and EM iterations", "",
-              _table(df, "fit_seconds", present, states, lambda m, dm: "fit s", digits=1), "",
-              _table(df, "n_iter", present, states, lambda m, dm: "n_iter", digits=1), ""]
-    lines += ["## Paired two-tailed t-tests over folds (scipy.stats.ttest_rel)", "",
-              "mean_diff = mean over folds of (model_a - model_b); measure 'paper' compares "
-              "`heldout_elbo` (kinds as listed), 'tightest' uses the IS estimate where available, "
-              "else `heldout_elbo`.", ""]
+    lines += [
+        "",
+        "## Per token (heldout_elbo / test tokens)",
+        "",
+        _table(df, "heldout_elbo_per_token", present, states, kind_of, digits=4),
+        "",
+        "## Fit time (seconds per fold) and EM iterations",
+        "",
+        _table(df, "fit_seconds", present, states, lambda m, dm: "fit s", digits=1),
+        "",
+        _table(df, "n_iter", present, states, lambda m, dm: "n_iter", digits=1),
+        "",
+    ]
+    lines += [
+        "## Paired two-tailed t-tests over folds (scipy.stats.ttest_rel)",
+        "",
+        "mean_diff = mean over folds of (model_a - model_b); measure 'paper' compares "
+        "`heldout_elbo` (kinds as listed), 'tightest' uses the IS estimate where available, "
+        "else `heldout_elbo`.",
+        "",
+    ]
     if len(tt):
         lines.append("| K | model_a | model_b | measure | kind_a | kind_b | mean_diff | t | p |")
         lines.append("|---|---|---|---|---|---|---|---|---|")
         for r in tt.itertuples():
-            lines.append(f"| {r.K} | {r.model_a} | {r.model_b} | {r.measure} | {r.kind_a} | {r.kind_b} | "
-                         f"{r.mean_diff:.2f} | {r.t:.3g} | {r.p_value:.3g} |")
+            lines.append(
+                f"| {r.K} | {r.model_a} | {r.model_b} | {r.measure} | {r.kind_a} | {r.kind_b} | "
+                f"{r.mean_diff:.2f} | {r.t:.3g} | {r.p_value:.3g} |"
+            )
     else:
         lines.append("(no LDHMM variant with a baseline in this run)")
     best = best_lines(df, present)
@@ -314,8 +385,11 @@ def _exact_models(df, models) -> list[str]:
     """The models without an IS estimate whose rows are exact log-likelihoods (HMM): shown
     beside the IS estimates, which estimate the same quantity."""
     with_is = is_models()
-    return [m for m in models if m not in with_is
-            and set(df.loc[df["model"] == m, "score_kind"].astype(str)) == {"exact"}]
+    return [
+        m
+        for m in models
+        if m not in with_is and set(df.loc[df["model"] == m, "score_kind"].astype(str)) == {"exact"}
+    ]
 
 
 def best_lines(df, models):
@@ -325,10 +399,12 @@ def best_lines(df, models):
     if len(g):
         (m, K), v = g.idxmax(), g.max()
         kind = df[df["model"] == m]["score_kind"].iloc[0]
-        out.append(f"Best by the paper's measure (mean held-out score per fold): {m} with K={K} "
-                   f"({v:.2f} nats, {KIND_LABEL.get(kind, kind)}). Note: this ranks lower bounds and "
-                   f"HMM's exact log-likelihood on one scale; a bound that wins is a real win, "
-                   f"an exact value that wins over a bound may not be.")
+        out.append(
+            f"Best by the paper's measure (mean held-out score per fold): {m} with K={K} "
+            f"({v:.2f} nats, {KIND_LABEL.get(kind, kind)}). Note: this ranks lower bounds and "
+            f"HMM's exact log-likelihood on one scale; a bound that wins is a real win, "
+            f"an exact value that wins over a bound may not be."
+        )
     d = df.copy()
     d["tight"], d["tight_kind"] = _tight_measure(d)
     g2 = d.groupby(["model", "K"])["tight"].mean()
@@ -336,8 +412,10 @@ def best_lines(df, models):
     if len(g2) and np.isfinite(d["heldout_is"].to_numpy(float)).any():
         (m, K), v = g2.idxmax(), g2.max()
         kind = d[d["model"] == m]["tight_kind"].iloc[0]
-        out.append(f"Best by the tightest measure (IS estimate where available, else heldout_elbo): "
-                   f"{m} with K={K} ({v:.2f} nats, {kind}).")
+        out.append(
+            f"Best by the tightest measure (IS estimate where available, else heldout_elbo): "
+            f"{m} with K={K} ({v:.2f} nats, {kind})."
+        )
     return out
 
 
@@ -375,8 +453,15 @@ def plot_loglik(df, models, states, path, title=""):
                 style, tag = "-", "exact"
             else:
                 style, tag = "--", "bound"
-            ax.errorbar(ks, means, yerr=stds, linestyle=style, marker=markers.get(m, "o"), capsize=3,
-                        label=f"{m} ({tag})")
+            ax.errorbar(
+                ks,
+                means,
+                yerr=stds,
+                linestyle=style,
+                marker=markers.get(m, "o"),
+                capsize=3,
+                label=f"{m} ({tag})",
+            )
         ax.set_xlabel("K (hidden states / topics)")
         ax.set_ylabel("held-out log-likelihood per test fold (nats)")
         ax.set_title(f"{title}: {label}", fontsize=9)

@@ -16,8 +16,8 @@ from ..data import (
     PAPER_SUBSETS,
     SequenceDatabase,
     load_dataset,
-    load_path,
     load_paper_subset,
+    load_path,
     resolve_data_dir,
 )
 from ..data.uci import ENTREE_ARCHIVE, ENTREE_SESSION_DIR
@@ -57,14 +57,20 @@ def synthetic_database(n_sequences: int = 300, min_length: int = 10, max_length:
     seqs = model.sample(n_sequences, lengths=lengths, seed=seed)
     V = len(hp["beta"][0])
     return SequenceDatabase.from_sequences(
-        seqs, [f"s{v}" for v in range(V)], name="synthetic",
-        meta={"source": "built-in synthetic LDHMM (ldhmm.experiments.datasets.SYNTHETIC_HYPERPARAMETERS)",
-              "seed": seed, "n_sequences": n_sequences},
+        seqs,
+        [f"s{v}" for v in range(V)],
+        name="synthetic",
+        meta={
+            "source": "built-in synthetic LDHMM (ldhmm.experiments.datasets.SYNTHETIC_HYPERPARAMETERS)",
+            "seed": seed,
+            "n_sequences": n_sequences,
+        },
     )
 
 
-def labelled_synthetic_database(n_per_class: int = 100, min_length: int = 10, max_length: int = 30,
-                                seed: int = 0):
+def labelled_synthetic_database(
+    n_per_class: int = 100, min_length: int = 10, max_length: int = 30, seed: int = 0
+):
     """A two-class synthetic database (classes ``A`` and ``B``) for ``ldhmm classify``: class A
     from the built-in hyper-parameters, class B with the transition prior's rows permuted
     (same symbols, different dynamics)."""
@@ -79,7 +85,11 @@ def labelled_synthetic_database(n_per_class: int = 100, min_length: int = 10, ma
         labels += [c] * int(n_per_class)
     V = len(hp["beta"][0])
     return SequenceDatabase.from_sequences(
-        seqs, [f"s{v}" for v in range(V)], labels=labels, label_names=["A", "B"], name="synthetic-labelled",
+        seqs,
+        [f"s{v}" for v in range(V)],
+        labels=labels,
+        label_names=["A", "B"],
+        name="synthetic-labelled",
         meta={"source": "built-in two-class synthetic LDHMM", "seed": seed},
     )
 
@@ -94,8 +104,15 @@ def _data_files_present(name: str, data_dir) -> bool:
     return False
 
 
-def select_database(dataset: str | None = None, file=None, data_dir=None, n_sequences: int | None = None,
-                    seed: int = 0, default: str = "entree", labelled: bool = False):
+def select_database(
+    dataset: str | None = None,
+    file=None,
+    data_dir=None,
+    n_sequences: int | None = None,
+    seed: int = 0,
+    default: str = "entree",
+    labelled: bool = False,
+):
     """The database of an experiment command and a sentence saying which one it is.
 
     * ``file``: a user's file (any format ``ldhmm data info`` reads; a plain token file is
@@ -125,8 +142,9 @@ def select_database(dataset: str | None = None, file=None, data_dir=None, n_sequ
             dataset = default
         else:
             dataset = "synthetic"
-            fallback = (f" ({default} files not found: pass --data-dir DIR or set LDHMM_DATA to use "
-                        f"the real data)")
+            fallback = (
+                f" ({default} files not found: pass --data-dir DIR or set LDHMM_DATA to use the real data)"
+            )
     key = str(dataset).lower()
     if key == "synthetic":
         if labelled:
@@ -134,16 +152,20 @@ def select_database(dataset: str | None = None, file=None, data_dir=None, n_sequ
             db = labelled_synthetic_database(per, seed=seed)
         else:
             db = synthetic_database(int(n_sequences) if n_sequences else 300, seed=seed)
-        what = (f"built-in synthetic LDHMM database ({len(db)} sequences, K=3 true states, "
-                f"V={db.n_symbols}, seed {seed}){fallback}")
+        what = (
+            f"built-in synthetic LDHMM database ({len(db)} sequences, K=3 true states, "
+            f"V={db.n_symbols}, seed {seed}){fallback}"
+        )
         return db, what
     if key in PAPER_SUBSETS:
         n = int(n_sequences) if n_sequences else None
         db = load_paper_subset(key, data_dir, n=n, seed=seed)
         lo, hi = PAPER_SUBSETS[key]
         sample = f", a seeded sample (seed {seed}) of {n}" if n else ""
-        return db, (f"{key} from the data directory: the paper's subset of sequences of length "
-                    f"{lo}..{hi}{sample} ({len(db)} sequences, {db.n_symbols} symbols)")
+        return db, (
+            f"{key} from the data directory: the paper's subset of sequences of length "
+            f"{lo}..{hi}{sample} ({len(db)} sequences, {db.n_symbols} symbols)"
+        )
     if key == "splice":
         db = load_dataset("splice", data_dir)
         if n_sequences:

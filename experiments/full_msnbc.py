@@ -13,8 +13,12 @@ import resource
 import sys
 import time
 
+from ..data import load_msnbc
+from ..models import LDHMM
+
 
 def main(argv=None) -> int:
+    """Parse the options, fit, print the report; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--states", type=int, default=8)
@@ -22,22 +26,27 @@ def main(argv=None) -> int:
     parser.add_argument("--guide", default="pf", choices=["pf", "ff"])
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
-
-    from ..data import load_msnbc
-    from ..models import LDHMM
-
     start = time.perf_counter()
     db = load_msnbc(args.data_dir)
     seqs = db.sequences
     loaded = time.perf_counter()
-    model = LDHMM(args.states, n_symbols=db.n_symbols, guide=args.guide, max_iter=args.max_iter,
-                  e_step_max_iter=50, e_step_tol=1e-5, verbose=not args.quiet)
+    model = LDHMM(
+        args.states,
+        n_symbols=db.n_symbols,
+        guide=args.guide,
+        max_iter=args.max_iter,
+        e_step_max_iter=50,
+        e_step_tol=1e-5,
+        verbose=not args.quiet,
+    )
     model.fit(seqs)
     fitted = time.perf_counter()
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"sequences {len(seqs):,}  tokens {db.n_tokens:,}  K={args.states}  guide={args.guide}")
-    print(f"load {loaded - start:.1f} s  fit {fitted - loaded:.1f} s  "
-          f"({model.n_iter_} EM iterations, {(fitted - loaded) / model.n_iter_:.1f} s each)")
+    print(
+        f"load {loaded - start:.1f} s  fit {fitted - loaded:.1f} s  "
+        f"({model.n_iter_} EM iterations, {(fitted - loaded) / model.n_iter_:.1f} s each)"
+    )
     print(f"final ELBO {model.elbo_history_[-1]:.6g}  converged {model.converged_}")
     print(f"peak resident memory {peak_mib:,.0f} MiB")
     return 0

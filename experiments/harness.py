@@ -44,7 +44,7 @@ from .tasks import (
     timed,
 )
 
-__all__ = [
+__all__ = [  # noqa: F822 - the first four are served by the module's __getattr__
     "MODEL_NAMES",
     "LDHMM_NAMES",
     "IS_MODELS",

@@ -52,8 +52,21 @@ def _norm(a):
     return a / a.sum(axis=-1, keepdims=True)
 
 
-def run_hinton(dataset=None, file=None, data_dir=None, n_sequences=None, states=6, sequence=0, guide="pf",
-               out="results/hinton", quiet=False, seed=0, max_iter=None, tol=None, force=False) -> int:
+def run_hinton(
+    dataset=None,
+    file=None,
+    data_dir=None,
+    n_sequences=None,
+    states=6,
+    sequence=0,
+    guide="pf",
+    out="results/hinton",
+    quiet=False,
+    seed=0,
+    max_iter=None,
+    tol=None,
+    force=False,
+) -> int:
     """Run ``ldhmm hinton``: fit LDHMM (or reuse the saved fit) and draw the diagrams.
 
     Parameters
@@ -89,8 +102,14 @@ def run_hinton(dataset=None, file=None, data_dir=None, n_sequences=None, states=
     if sequence >= len(db):
         raise ValueError(f"--sequence {sequence} is out of range (the database has {len(db)} sequences)")
     K = states
-    settings = {"data": {"description": what, "fingerprint": data_fingerprint(db)}, "K": K,
-                "guide": guide, "seed": seed, "max_iter": max_iter, "tol": tol}
+    settings = {
+        "data": {"description": what, "fingerprint": data_fingerprint(db)},
+        "K": K,
+        "guide": guide,
+        "seed": seed,
+        "max_iter": max_iter,
+        "tol": tol,
+    }
     out = Path(out)
     digest = prepare_out_dir(out, "hinton", settings, force=force)
     model_path = out / "model.json"
@@ -123,16 +142,27 @@ def run_hinton(dataset=None, file=None, data_dir=None, n_sequences=None, states=
     sid = db.ids[sequence] if db.ids is not None else str(sequence)
     hinton(axes[0, 1], _norm(post["g_A"][0]), states, states, f"sequence {sid}: gamma_A (posterior mean)")
     hinton(axes[1, 1], _norm(post["g_B"][0]), states, vocab, f"sequence {sid}: gamma_B (posterior mean)")
-    hinton(axes[2, 1], _norm(post["g_pi"][0])[None], ["pi"], states, f"sequence {sid}: gamma_pi (posterior mean)")
+    hinton(
+        axes[2, 1], _norm(post["g_pi"][0])[None], ["pi"], states, f"sequence {sid}: gamma_pi (posterior mean)"
+    )
     fig.suptitle(f"LDHMM-{guide.upper()}, K={K}: {db.name or 'data'} ({len(db)} sequences)", fontsize=10)
     fig.tight_layout()
     png = out / "hinton.png"
     fig.savefig(png, dpi=120)
-    params = {"alpha_pi": model.alpha_pi_.tolist(), "alpha_A": model.alpha_A_.tolist(), "beta": model.beta_.tolist(),
-              "sequence": {"index": sequence, "id": sid, "tokens": [vocab[int(t)] for t in seq],
-                           "g_pi": post["g_pi"][0].tolist(), "g_A": post["g_A"][0].tolist(),
-                           "g_B": post["g_B"][0].tolist()},
-              "n_iter": int(getattr(model, "n_iter_", 0) or 0)}
+    params = {
+        "alpha_pi": model.alpha_pi_.tolist(),
+        "alpha_A": model.alpha_A_.tolist(),
+        "beta": model.beta_.tolist(),
+        "sequence": {
+            "index": sequence,
+            "id": sid,
+            "tokens": [vocab[int(t)] for t in seq],
+            "g_pi": post["g_pi"][0].tolist(),
+            "g_A": post["g_A"][0].tolist(),
+            "g_B": post["g_B"][0].tolist(),
+        },
+        "n_iter": int(getattr(model, "n_iter_", 0) or 0),
+    }
     atomic_write_text(out / "parameters.json", json.dumps(params, indent=1) + "\n")
     print(f"alpha_pi = {np.array2string(model.alpha_pi_, precision=3)}")
     print(f"results: {png}, {out}/parameters.json, {model_path}")

@@ -15,13 +15,13 @@ iterations; only the LDHMM entries take ``m_step``).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from .. import baselines  # noqa: F401  (registers the baselines)
 from ..models import LDHMM
 from ..models.registry import get_spec, registered
 
-__all__ = [
+__all__ = [  # noqa: F822 - the first four are served by the module's __getattr__
     "MODEL_NAMES",
     "LDHMM_NAMES",
     "IS_MODELS",
@@ -55,8 +55,7 @@ def _factories() -> dict[str, Callable]:
     return {spec.name: spec.make for spec in registered()}
 
 
-_LIVE = {"MODEL_NAMES": model_names, "LDHMM_NAMES": ldhmm_names, "IS_MODELS": is_models,
-         "MODELS": _factories}
+_LIVE = {"MODEL_NAMES": model_names, "LDHMM_NAMES": ldhmm_names, "IS_MODELS": is_models, "MODELS": _factories}
 
 
 def __getattr__(name):
@@ -73,8 +72,16 @@ def model_score_kind(name: str) -> str:
     return get_spec(name).score_kind
 
 
-def make_model(name: str, n_states: int, n_symbols: int, seed: int = 0, max_iter: int | None = None,
-               tol: float | None = None, m_step: str | None = None, **options):
+def make_model(
+    name: str,
+    n_states: int,
+    n_symbols: int,
+    seed: int = 0,
+    max_iter: int | None = None,
+    tol: float | None = None,
+    m_step: str | None = None,
+    **options,
+):
     """A fresh, unfitted model of the registry.
 
     Parameters

@@ -28,10 +28,10 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -132,8 +132,11 @@ def prepare_out_dir(out, command: str, settings: dict, extra: dict | None = None
             old = {}
         if old.get("config_hash") != digest and not force:
             old_settings = old.get("settings", {}) if isinstance(old.get("settings"), dict) else {}
-            keys = sorted(k for k in set(old_settings) | set(settings)
-                          if _canonical(old_settings.get(k)) != _canonical(settings.get(k)))
+            keys = sorted(
+                k
+                for k in set(old_settings) | set(settings)
+                if _canonical(old_settings.get(k)) != _canonical(settings.get(k))
+            )
             if old.get("command") != command:
                 keys = ["command"] + keys
             differ = ", ".join(keys) if keys else "unreadable config.json"
@@ -203,8 +206,16 @@ def _guarded(fn, task, payload):
         return {"_error": msg}
 
 
-def run_tasks(tasks: list[dict], fn: Callable, payload, out, digest: str, jobs: int = 1,
-              quiet: bool = False, desc: str = "tasks") -> tuple[list[dict], list[str]]:
+def run_tasks(
+    tasks: list[dict],
+    fn: Callable,
+    payload,
+    out,
+    digest: str,
+    jobs: int = 1,
+    quiet: bool = False,
+    desc: str = "tasks",
+) -> tuple[list[dict], list[str]]:
     """Run the tasks not yet done under ``out`` and return all their records.
 
     Parameters
@@ -245,8 +256,15 @@ def run_tasks(tasks: list[dict], fn: Callable, payload, out, digest: str, jobs: 
         else:
             todo.append(t)
     errors: list[str] = []
-    bar = tqdm(total=len(tasks), initial=len(done), desc=desc, disable=quiet, unit="task",
-               dynamic_ncols=True, file=sys.stderr)
+    bar = tqdm(
+        total=len(tasks),
+        initial=len(done),
+        desc=desc,
+        disable=quiet,
+        unit="task",
+        dynamic_ncols=True,
+        file=sys.stderr,
+    )
 
     def finish(task, result):
         if "_error" in result:
@@ -271,8 +289,12 @@ def run_tasks(tasks: list[dict], fn: Callable, payload, out, digest: str, jobs: 
                 torch.set_num_threads(before)
         elif todo:
             ctx = mp.get_context("spawn")  # fork after torch's threads start can deadlock
-            with ProcessPoolExecutor(max_workers=min(int(jobs), len(todo)), mp_context=ctx,
-                                     initializer=_init_worker, initargs=(payload,)) as pool:
+            with ProcessPoolExecutor(
+                max_workers=min(int(jobs), len(todo)),
+                mp_context=ctx,
+                initializer=_init_worker,
+                initargs=(payload,),
+            ) as pool:
                 futures = {pool.submit(_call_in_worker, fn, t): t for t in todo}
                 try:
                     for fut in as_completed(futures):
@@ -318,7 +340,9 @@ def parse_states(values) -> list[int]:
                     try:
                         lo, hi = int(a), int(b)
                     except ValueError:
-                        raise ValueError(f"--states: {part!r} is not an integer or a range like 2..6") from None
+                        raise ValueError(
+                            f"--states: {part!r} is not an integer or a range like 2..6"
+                        ) from None
                     if lo > hi:
                         raise ValueError(f"--states: empty range {part!r}")
                     out.update(range(lo, hi + 1))

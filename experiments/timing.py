@@ -30,21 +30,39 @@ def timing_task(task, payload) -> dict:
     db = payload["dbs"][task["dataset"]]
     s = payload["settings"]
     seed_everything(s["seed"])
-    model = make_model(task["model"], int(task["K"]), db.n_symbols, seed=s["seed"],
-                       max_iter=s["max_iter"], tol=s["tol"])
+    model = make_model(
+        task["model"], int(task["K"]), db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"]
+    )
     seqs = db.sequences
     _, secs = timed(model.fit, seqs)
     n_iter = int(getattr(model, "n_iter_", 0) or 0)
     hist = getattr(model, "elbo_history_", None)
     final = float(hist[-1]) if hist is not None and len(hist) else float("nan")
-    return {"fit_seconds": secs, "n_iter": n_iter, "seconds_per_iter": secs / n_iter if n_iter else float("nan"),
-            "n_sequences": len(seqs), "n_tokens": int(sum(len(x) for x in seqs)), "final_train_elbo": final,
-            "converged": bool(getattr(model, "converged_", False))}
+    return {
+        "fit_seconds": secs,
+        "n_iter": n_iter,
+        "seconds_per_iter": secs / n_iter if n_iter else float("nan"),
+        "n_sequences": len(seqs),
+        "n_tokens": int(sum(len(x) for x in seqs)),
+        "final_train_elbo": final,
+        "converged": bool(getattr(model, "converged_", False)),
+    }
 
 
-def run_timing(dataset=("entree", "msnbc"), data_dir=None, states=("2..6",), n_sequences=1000,
-               models=TIMING_MODELS, out="results/timing", jobs=1, quiet=False, seed=0, max_iter=None,
-               tol=None, force=False) -> int:
+def run_timing(
+    dataset=("entree", "msnbc"),
+    data_dir=None,
+    states=("2..6",),
+    n_sequences=1000,
+    models=TIMING_MODELS,
+    out="results/timing",
+    jobs=1,
+    quiet=False,
+    seed=0,
+    max_iter=None,
+    tol=None,
+    force=False,
+) -> int:
     """Run ``ldhmm timing``: fit each (data set, model, K) once on the whole database and time it.
 
     Parameters
@@ -82,36 +100,76 @@ def run_timing(dataset=("entree", "msnbc"), data_dir=None, states=("2..6",), n_s
         db, what = select_database(name, None, data_dir, n, seed)
         dbs[name], described[name] = db, what
         print(f"data: {what}", flush=True)
-    settings = {"data": {k: {"description": described[k], "fingerprint": data_fingerprint(v)}
-                         for k, v in dbs.items()},
-                "seed": seed, "max_iter": max_iter, "tol": tol}
+    settings = {
+        "data": {
+            k: {"description": described[k], "fingerprint": data_fingerprint(v)} for k, v in dbs.items()
+        },
+        "seed": seed,
+        "max_iter": max_iter,
+        "tol": tol,
+    }
     out = Path(out)
-    digest = prepare_out_dir(out, "timing", settings, force=force,
-                             extra={"models": models, "states": states, "jobs": jobs})
-    tasks = [{"key": f"{d}__{m}__K{K}", "dataset": d, "model": m, "K": K}
-             for d in dbs for K in states for m in models]
-    records, errors = run_tasks(tasks, timing_task, {"dbs": dbs, "settings": settings}, out, digest,
-                                jobs=jobs, quiet=quiet, desc="timing")
+    digest = prepare_out_dir(
+        out, "timing", settings, force=force, extra={"models": models, "states": states, "jobs": jobs}
+    )
+    tasks = [
+        {"key": f"{d}__{m}__K{K}", "dataset": d, "model": m, "K": K}
+        for d in dbs
+        for K in states
+        for m in models
+    ]
+    records, errors = run_tasks(
+        tasks,
+        timing_task,
+        {"dbs": dbs, "settings": settings},
+        out,
+        digest,
+        jobs=jobs,
+        quiet=quiet,
+        desc="timing",
+    )
     for e in errors:
         print(f"ldhmm timing: warning: task failed: {e}", file=sys.stderr)
     if not records:
         raise RuntimeError("no task finished")
-    cols = ["dataset", "model", "K", "fit_seconds", "n_iter", "seconds_per_iter", "converged",
-            "n_sequences", "n_tokens", "final_train_elbo"]
+    cols = [
+        "dataset",
+        "model",
+        "K",
+        "fit_seconds",
+        "n_iter",
+        "seconds_per_iter",
+        "converged",
+        "n_sequences",
+        "n_tokens",
+        "final_train_elbo",
+    ]
     df = pd.DataFrame(records)[cols]
     df.to_csv(out / "timing.csv", index=False)
-    lines = ["# ldhmm timing", "", *[f"- {d}: {described[d]}" for d in dbs], "",
-             f"EM max_iter {max_iter or 'model default (100)'}, tol {tol or 'model default (1e-4)'}; "
-             f"jobs {jobs}. Cells: fit seconds (EM iterations).", ""]
+    lines = [
+        "# ldhmm timing",
+        "",
+        *[f"- {d}: {described[d]}" for d in dbs],
+        "",
+        f"EM max_iter {max_iter or 'model default (100)'}, tol {tol or 'model default (1e-4)'}; "
+        f"jobs {jobs}. Cells: fit seconds (EM iterations).",
+        "",
+    ]
     for d in dbs:
         dd = df[df["dataset"] == d]
-        lines += [f"## {d}", "", "| model | " + " | ".join(f"K={K}" for K in states) + " |",
-                  "|---|" + "---|" * len(states)]
+        lines += [
+            f"## {d}",
+            "",
+            "| model | " + " | ".join(f"K={K}" for K in states) + " |",
+            "|---|" + "---|" * len(states),
+        ]
         for m in models:
             cells = []
             for K in states:
                 r = dd[(dd["model"] == m) & (dd["K"] == K)]
-                cells.append(f"{r['fit_seconds'].iloc[0]:.1f} ({int(r['n_iter'].iloc[0])})" if len(r) else "n/a")
+                cells.append(
+                    f"{r['fit_seconds'].iloc[0]:.1f} ({int(r['n_iter'].iloc[0])})" if len(r) else "n/a"
+                )
             lines.append(f"| {m} | " + " | ".join(cells) + " |")
         lines.append("")
     md = "\n".join(lines)

@@ -8,8 +8,8 @@ list of ``int64`` numpy arrays or raises a ``ValueError`` that names the problem
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -36,8 +36,7 @@ def _as_int_array(seq, index: int) -> np.ndarray:
         np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
     ):
         raise ValueError(
-            f"sequence {index} has non-integer tokens (dtype {arr.dtype}); "
-            "symbols must be integers 0..V-1"
+            f"sequence {index} has non-integer tokens (dtype {arr.dtype}); symbols must be integers 0..V-1"
         )
     if np.issubdtype(arr.dtype, np.floating):
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
@@ -74,12 +73,12 @@ def validate_sequences(sequences, n_symbols: int | None = None) -> list[np.ndarr
     if sequences is None:
         raise ValueError("the database is None; expected a list of 1-D integer arrays")
     if isinstance(sequences, np.ndarray) and sequences.ndim == 1 and sequences.dtype != object:
-        raise ValueError(
-            "expected a list of sequences, got a single 1-D array; wrap it as [sequence]"
-        )
+        raise ValueError("expected a list of sequences, got a single 1-D array; wrap it as [sequence]")
     if isinstance(sequences, torch.Tensor):
         if sequences.ndim != 2:
-            raise ValueError("a tensor database must be 2-D (n_sequences, length); pass a list for ragged data")
+            raise ValueError(
+                "a tensor database must be 2-D (n_sequences, length); pass a list for ragged data"
+            )
         sequences = list(sequences)
     elif isinstance(sequences, np.ndarray) and sequences.ndim == 2:
         sequences = list(sequences)
@@ -186,4 +185,3 @@ def make_buckets(
         )
         start = stop
     return buckets
-

@@ -30,7 +30,7 @@ def forward_backward(
     log_obs: torch.Tensor,
     mask: torch.Tensor,
 ) -> ChainPosterior:
-    """Posterior of a batch of chains; same contract as :func:`ldhmm.inference.ops.chain.forward_backward_log`.
+    """Posterior of a batch of chains (contract of :func:`ldhmm.inference.ops.chain.forward_backward_log`).
 
     Parameters
     ----------
@@ -47,7 +47,9 @@ def forward_backward(
     if not _compiled_applies(log_obs):
         return forward_backward_log(log_initial, log_transition, log_obs, mask)
     log_z, marginals, counts, failed = forward_backward_potentials(
-        log_initial.detach().numpy(), log_transition.detach().numpy(), log_obs.detach().numpy(),
+        log_initial.detach().numpy(),
+        log_transition.detach().numpy(),
+        log_obs.detach().numpy(),
         mask.sum(1).numpy(),
     )
     post = ChainPosterior(torch.from_numpy(log_z), torch.from_numpy(marginals), torch.from_numpy(counts))

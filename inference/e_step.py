@@ -21,8 +21,8 @@ the guide's ``update_hidden`` (the reference the tests compare the kernel agains
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
@@ -96,8 +96,11 @@ def expected_counts(state_marginals, transition_counts, tokens, n_symbols):
     emission = state_marginals.new_zeros(M, n_symbols, K)
     emission.scatter_add_(1, tokens[:, :, None].expand(M, T, K), state_marginals)
     # Copies, not views: a view of the (M, T, K) marginals would keep them alive between EM iterations.
-    return {"pi": state_marginals[:, 0].clone(), "A": transition_counts,
-            "B": emission.transpose(1, 2).contiguous()}
+    return {
+        "pi": state_marginals[:, 0].clone(),
+        "A": transition_counts,
+        "B": emission.transpose(1, 2).contiguous(),
+    }
 
 
 @dataclass
@@ -133,8 +136,9 @@ def collapsed_terms(counts, params, seq_groups, prior_log_beta):
     terms = 0.0
     for g in seq_groups:
         # float64: log B of concentrations near 1e6 are ~1e7 and their differences matter.
-        value = (log_multivariate_beta(params.prior[g].double() + counts[g].double())
-                 - prior_log_beta[g].double())
+        value = (
+            log_multivariate_beta(params.prior[g].double() + counts[g].double()) - prior_log_beta[g].double()
+        )
         terms = terms + (value if g == "pi" else value.sum(-1))
     return terms.to(counts["B"].dtype) if isinstance(terms, torch.Tensor) else terms
 
@@ -149,8 +153,10 @@ def compiled_family(guide: GuideProtocol, counts: dict, guide_state) -> str | No
     if family is None or not kernels.ENABLED:
         return None
     if family not in FAMILIES:
-        raise ValueError(f"{type(guide).__name__}.compiled_update is {family!r}; the compiled "
-                         f"E-step knows {sorted(FAMILIES)} (or None for the torch route)")
+        raise ValueError(
+            f"{type(guide).__name__}.compiled_update is {family!r}; the compiled "
+            f"E-step knows {sorted(FAMILIES)} (or None for the torch route)"
+        )
     tensors = list(counts.values())
     if FAMILIES[family][1] and isinstance(guide_state, torch.Tensor):
         tensors.append(guide_state)
@@ -197,8 +203,17 @@ def _e_step_compiled(family, bucket, params, counts, phi, max_iter, tol, record_
     if phi is not None:
         phi = phi.contiguous()
     out = fused_e_step(
-        family, bucket.tokens.numpy(), bucket.lengths.numpy(), prior, terms, fixed, flags,
-        tuple(counts[g].numpy() for g in GROUPS), max_iter, tol, record_trace,
+        family,
+        bucket.tokens.numpy(),
+        bucket.lengths.numpy(),
+        prior,
+        terms,
+        fixed,
+        flags,
+        tuple(counts[g].numpy() for g in GROUPS),
+        max_iter,
+        tol,
+        record_trace,
         None if phi is None else phi.numpy(),
     )
     for key, value in list(out.items()):
@@ -208,8 +223,20 @@ def _e_step_compiled(family, bucket, params, counts, phi, max_iter, tol, record_
     return out
 
 
-def _e_step_torch(bucket, params, guide, counts, guide_state, max_iter, tol, history,
-                  seq_groups, fixed_groups, fixed_elog, prior_log_beta) -> "BucketState":
+def _e_step_torch(
+    bucket,
+    params,
+    guide,
+    counts,
+    guide_state,
+    max_iter,
+    tol,
+    history,
+    seq_groups,
+    fixed_groups,
+    fixed_elog,
+    prior_log_beta,
+) -> BucketState:
     """The E-step sweep by sweep in torch with the guide's ``update_hidden``, shrinking the
     batch to unconverged sequences."""
     tokens, mask = bucket.tokens, bucket.mask
@@ -219,9 +246,7 @@ def _e_step_torch(bucket, params, guide, counts, guide_state, max_iter, tol, his
 
     elog = params.expected_logs(counts, fixed_elog)
     if guide_state is None:
-        guide_state = guide.init_state(
-            elog["pi"], elog["A"], emission_potentials(elog["B"], tokens), mask
-        )
+        guide_state = guide.init_state(elog["pi"], elog["A"], emission_potentials(elog["B"], tokens), mask)
 
     entropy = torch.zeros(Mb, dtype=dtype)
     elbo = torch.full((Mb,), -math.inf, dtype=dtype)
@@ -263,8 +288,9 @@ def _e_step_torch(bucket, params, guide, counts, guide_state, max_iter, tol, his
             elog = params.expected_logs({g: new_counts[g][keep] for g in seq_groups}, fixed_elog)
 
     local = collapsed_terms(counts, params, seq_groups, prior_log_beta)
-    final_elog = {g: expected_log_dirichlet(params.prior[g].double() + counts[g].double())
-                  for g in seq_groups}
+    final_elog = {
+        g: expected_log_dirichlet(params.prior[g].double() + counts[g].double()) for g in seq_groups
+    }
     return BucketState(
         counts=counts,
         entropy=entropy,
@@ -334,11 +360,31 @@ def e_step_bucket(
 
     family = compiled_family(guide, counts, guide_state)
     if family is None:
-        return _e_step_torch(bucket, params, guide, counts, guide_state, max_iter, tol, history,
-                             seq_groups, fixed_groups, fixed_elog, prior_log_beta)
+        return _e_step_torch(
+            bucket,
+            params,
+            guide,
+            counts,
+            guide_state,
+            max_iter,
+            tol,
+            history,
+            seq_groups,
+            fixed_groups,
+            fixed_elog,
+            prior_log_beta,
+        )
     carries_state = FAMILIES[family][1]
-    result = _e_step_compiled(family, bucket, params, counts, guide_state if carries_state else None,
-                              max_iter, tol, record_trace=history is not None)
+    result = _e_step_compiled(
+        family,
+        bucket,
+        params,
+        counts,
+        guide_state if carries_state else None,
+        max_iter,
+        tol,
+        record_trace=history is not None,
+    )
     entropy, elbo, local = result["entropy"], result["elbo"], result["local"]
     guide_state = result["phi"] if carries_state else guide_state
     failed = result["failed"]
@@ -355,9 +401,20 @@ def e_step_bucket(
         # their statistics.
         idx = failed.nonzero()[:, 0]
         sub = Bucket(bucket.index[idx], tokens[idx], bucket.lengths[idx], mask[idx])
-        redo = _e_step_torch(sub, params, guide, {g: c[idx] for g, c in counts.items()},
-                             guide.select_state(guide_state, idx), max_iter, tol, None,
-                             seq_groups, fixed_groups, fixed_elog, prior_log_beta)
+        redo = _e_step_torch(
+            sub,
+            params,
+            guide,
+            {g: c[idx] for g, c in counts.items()},
+            guide.select_state(guide_state, idx),
+            max_iter,
+            tol,
+            None,
+            seq_groups,
+            fixed_groups,
+            fixed_elog,
+            prior_log_beta,
+        )
         for g in GROUPS:
             counts[g][idx] = redo.counts[g]
         guide_state = guide.scatter_state(guide_state, idx, redo.guide_state)
@@ -390,8 +447,7 @@ def e_step(
     n = 0
     sweeps = 0
     for i, bucket in enumerate(buckets):
-        st = e_step_bucket(bucket, params, guide, states[i], max_iter=max_iter, tol=tol,
-                           consume_state=True)
+        st = e_step_bucket(bucket, params, guide, states[i], max_iter=max_iter, tol=tol, consume_state=True)
         states[i] = None
         new_states.append(st)
         for g in seq_groups:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tqdm.auto import tqdm
 
-from .e_step import e_step
+from .e_step import BucketState, e_step
 from .m_step import M_STEP_METHODS, m_step, total_elbo
 from .parameters import VariantParameters
 
@@ -54,13 +54,23 @@ class VariationalEM:
         sequence's counts cost about a third of an E-step sweep each; 100 for ``"paper"``).
     """
 
-    def __init__(self, guide, max_iter=100, tol=1e-4, e_step_max_iter=100, e_step_tol=1e-6,
-                 progress=False, m_step="collapsed", m_step_max_iter=None):
+    def __init__(
+        self,
+        guide,
+        max_iter=100,
+        tol=1e-4,
+        e_step_max_iter=100,
+        e_step_tol=1e-6,
+        progress=False,
+        m_step="collapsed",
+        m_step_max_iter=None,
+    ):
         if m_step not in M_STEP_METHODS:
             raise ValueError(f"m_step must be one of {M_STEP_METHODS}, got {m_step!r}")
         self.m_step = m_step
-        self.m_step_max_iter = (m_step_max_iter if m_step_max_iter is not None
-                                else (3 if m_step == "collapsed" else 100))
+        self.m_step_max_iter = (
+            m_step_max_iter if m_step_max_iter is not None else (3 if m_step == "collapsed" else 100)
+        )
         self.guide = guide
         self.max_iter = max_iter
         self.tol = tol
@@ -84,13 +94,17 @@ class VariationalEM:
         try:
             for n_iter in range(1, self.max_iter + 1):
                 states, totals = e_step(
-                    buckets, params, self.guide, states,
-                    max_iter=self.e_step_max_iter, tol=self.e_step_tol,
+                    buckets,
+                    params,
+                    self.guide,
+                    states,
+                    max_iter=self.e_step_max_iter,
+                    tol=self.e_step_tol,
                 )
                 e_elbo = total_elbo(params, totals)
                 params, m_elbo, was_capped = m_step(
-                    params, totals, newton_max_iter=self.m_step_max_iter, states=states,
-                    method=self.m_step)
+                    params, totals, newton_max_iter=self.m_step_max_iter, states=states, method=self.m_step
+                )
                 capped |= was_capped
                 trace += [("E", e_elbo), ("M", m_elbo)]
                 e_history.append(e_elbo)
@@ -112,6 +126,7 @@ class VariationalEM:
 
     def score(self, buckets, params: VariantParameters) -> list[BucketState]:
         """E-step with fixed parameters: the per-sequence held-out ELBO of new sequences."""
-        states, _ = e_step(buckets, params, self.guide, None,
-                           max_iter=self.e_step_max_iter, tol=self.e_step_tol)
+        states, _ = e_step(
+            buckets, params, self.guide, None, max_iter=self.e_step_max_iter, tol=self.e_step_tol
+        )
         return states

@@ -89,12 +89,15 @@ class ChainGuide:
         dtype = beta.dtype
         init = init or {}
         positive = constraints.positive
-        g_pi = pyro.param("g_pi", lambda: init.get("g_pi", alpha_pi.detach().expand(M, K).clone()),
-                          constraint=positive)
-        g_A = pyro.param("g_A", lambda: init.get("g_A", alpha_A.detach().expand(M, K, K).clone()),
-                         constraint=positive)
-        g_B = pyro.param("g_B", lambda: init.get("g_B", beta.detach().expand(M, K, V).clone()),
-                         constraint=positive)
+        g_pi = pyro.param(
+            "g_pi", lambda: init.get("g_pi", alpha_pi.detach().expand(M, K).clone()), constraint=positive
+        )
+        g_A = pyro.param(
+            "g_A", lambda: init.get("g_A", alpha_A.detach().expand(M, K, K).clone()), constraint=positive
+        )
+        g_B = pyro.param(
+            "g_B", lambda: init.get("g_B", beta.detach().expand(M, K, V).clone()), constraint=positive
+        )
         defaults = self.init_pyro_hidden_params(M, T, K, dtype)
         hidden = {}
         for name, (default, constraint) in defaults.items():

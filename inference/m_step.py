@@ -27,8 +27,14 @@ from .ops.dirichlet import (
 from .parameters import EVENT_DIMS, VariantParameters
 from .variants import POINT, SEQUENCE, SHARED
 
-__all__ = ["M_STEP_METHODS", "DirichletMultinomialResult", "newton_dirichlet_multinomial",
-           "database_terms", "total_elbo", "m_step"]
+__all__ = [
+    "M_STEP_METHODS",
+    "DirichletMultinomialResult",
+    "newton_dirichlet_multinomial",
+    "database_terms",
+    "total_elbo",
+    "m_step",
+]
 
 
 @dataclass
@@ -46,8 +52,8 @@ class DirichletMultinomialResult:
     capped : bool
     """
 
-    concentration: "object"
-    gain: "object"
+    concentration: object
+    gain: object
     n_passes: int
     capped: bool
 
@@ -257,8 +263,10 @@ def m_step(
                 if states is None:
                     raise ValueError("the collapsed M-step needs the E-step's per-sequence states")
                 res = newton_dirichlet_multinomial(
-                    rows.to(torch.float64).numpy(), _count_batches(states, g, rows.shape[0]),
-                    max_iter=newton_max_iter)
+                    rows.to(torch.float64).numpy(),
+                    _count_batches(states, g, rows.shape[0]),
+                    max_iter=newton_max_iter,
+                )
                 new.prior[g] = torch.from_numpy(res.concentration).to(a.dtype).reshape(a.shape)
                 elbo += float(res.gain.sum())
             else:

@@ -79,14 +79,16 @@ class VariantParameters:
         """
         # Digamma differences in float64 whatever the dtype: with concentrations up to 1e6,
         # float32 cannot even represent prior + counts (see docs/performance.md).
-        elog = {g: expected_log_dirichlet(self.prior[g].double() + counts[g].double()).to(counts[g].dtype)
-                for g in self.sharing.groups(SEQUENCE)}
+        elog = {
+            g: expected_log_dirichlet(self.prior[g].double() + counts[g].double()).to(counts[g].dtype)
+            for g in self.sharing.groups(SEQUENCE)
+        }
         for g in GROUPS:
             if g not in elog:
                 elog[g] = fixed[g] if fixed is not None else self.fixed_expected_log(g)
         return elog
 
-    def clone(self) -> "VariantParameters":
+    def clone(self) -> VariantParameters:
         return VariantParameters(
             self.sharing,
             {k: v.clone() for k, v in self.prior.items()},

@@ -19,8 +19,6 @@ import pyro
 import torch
 from pyro.infer import SVI, TraceGraph_ELBO
 from pyro.optim import Adam
-from torch.distributions import constraints
-
 from tqdm.auto import tqdm
 
 from .batch import Bucket, make_buckets
@@ -37,8 +35,9 @@ def pad_database(sequences) -> Bucket:
     """All sequences in one padded bucket, in their original order."""
     (bucket,) = make_buckets(sequences, max_cells=1 << 62, max_padding_ratio=float("inf"))
     order = torch.argsort(bucket.index)
-    return Bucket(torch.arange(bucket.n_sequences), bucket.tokens[order], bucket.lengths[order],
-                  bucket.mask[order])
+    return Bucket(
+        torch.arange(bucket.n_sequences), bucket.tokens[order], bucket.lengths[order], bucket.mask[order]
+    )
 
 
 @dataclass
@@ -49,8 +48,9 @@ class SVIResult:
     elbo_history: list
 
 
-def fit_svi(model, guide, sequences, params: VariantParameters, n_steps=500, lr=0.05, seed=0,
-            progress=False) -> SVIResult:
+def fit_svi(
+    model, guide, sequences, params: VariantParameters, n_steps=500, lr=0.05, seed=0, progress=False
+) -> SVIResult:
     """Fit LDHMM by stochastic variational inference in Pyro, as ``pyro.infer.SVI(model, guide, ...)``.
 
     Parameters
@@ -117,12 +117,15 @@ def guide_init_from_state(guide, params: VariantParameters, bucket: Bucket, stat
     g = {k: params.prior[k] + state.counts[k] for k in ("pi", "A", "B")}
     elog = params.expected_logs(state.counts)
     log_obs = emission_potentials(elog["B"], bucket.tokens)
-    update, hidden_state = guide.update_hidden(state.guide_state, elog["pi"], elog["A"], log_obs,
-                                               bucket.mask)
-    expected = expected_complete_log_lik(update.state_marginals, update.transition_counts,
-                                         elog["pi"], elog["A"], log_obs)
-    kl = (kl_dirichlet(g["pi"], params.prior["pi"]) + kl_dirichlet(g["A"], params.prior["A"]).sum(-1)
-          + kl_dirichlet(g["B"], params.prior["B"]).sum(-1))
+    update, hidden_state = guide.update_hidden(state.guide_state, elog["pi"], elog["A"], log_obs, bucket.mask)
+    expected = expected_complete_log_lik(
+        update.state_marginals, update.transition_counts, elog["pi"], elog["A"], log_obs
+    )
+    kl = (
+        kl_dirichlet(g["pi"], params.prior["pi"])
+        + kl_dirichlet(g["A"], params.prior["A"]).sum(-1)
+        + kl_dirichlet(g["B"], params.prior["B"]).sum(-1)
+    )
     elbo = expected + update.entropy - kl
     init = {"g_pi": g["pi"], "g_A": g["A"], "g_B": g["B"]}
     init.update(guide.pyro_hidden_params(hidden_state, elog["pi"], elog["A"], log_obs, bucket.mask))

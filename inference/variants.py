@@ -1,6 +1,6 @@
 """Which of pi, A, B is per-sequence, shared with a posterior, or a shared point estimate.
 
-HMM, VBHMM, HMMV and LDHMM are one model with different sharing (MODEL.md, last section):
+HMM, VBHMM, HMMV and LDHMM are one model with different sharing (docs/math.md, "Variants"):
 
 =========  ==========  ==========  ==========  ==============
 variant    pi          A           B           prior
@@ -25,10 +25,19 @@ for everybody" is ``ParameterSharing(B="point")``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, asdict
+from dataclasses import asdict, dataclass
 
-__all__ = ["SEQUENCE", "SHARED", "POINT", "GROUPS", "ParameterSharing", "LDHMM_SHARING",
-           "VBHMM_SHARING", "HMMV_SHARING", "HMM_SHARING"]
+__all__ = [
+    "SEQUENCE",
+    "SHARED",
+    "POINT",
+    "GROUPS",
+    "ParameterSharing",
+    "LDHMM_SHARING",
+    "VBHMM_SHARING",
+    "HMMV_SHARING",
+    "HMM_SHARING",
+]
 
 SEQUENCE = "sequence"
 SHARED = "shared"

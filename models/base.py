@@ -82,7 +82,7 @@ class SequenceModelProtocol(Protocol):
     n_states: int
     seed: int
 
-    def fit(self, sequences) -> "SequenceModelProtocol": ...
+    def fit(self, sequences) -> SequenceModelProtocol: ...
 
     def score_samples(self, sequences) -> np.ndarray: ...
 
@@ -193,8 +193,7 @@ class SequenceModel(abc.ABC):
         out = np.asarray(self._score_samples(seqs), dtype=np.float64)
         if out.shape != (len(seqs),):  # pragma: no cover - a bug in the subclass
             raise RuntimeError(
-                f"{type(self).__name__}._score_samples returned shape {out.shape}, "
-                f"expected ({len(seqs)},)"
+                f"{type(self).__name__}._score_samples returned shape {out.shape}, expected ({len(seqs)},)"
             )
         return out
 
@@ -225,9 +224,7 @@ class SequenceModel(abc.ABC):
 
     def _check_fitted(self) -> None:
         if not self.__sklearn_is_fitted__():
-            raise NotFittedError(
-                f"this {type(self).__name__} is not fitted yet; call fit(sequences) first"
-            )
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(sequences) first")
 
     def _validate_for_score(self, sequences) -> list[np.ndarray]:
         """Check that the model is fitted and validate sequences against ``n_symbols_``."""
@@ -255,8 +252,8 @@ class SequenceModel(abc.ABC):
         for klass in reversed(cls.__mro__):
             if "__init__" in vars(klass) and klass not in (object, SequenceModel):
                 order += [p for p in _init_parameters(klass)[0] if p not in order]
-        # SequenceModel's own arguments come last in the order: a subclass always names
-        # them itself, where it wants them
+        # n_states and seed (SequenceModel's own) go last: every subclass so far names them
+        # itself, where it wants them; only one passing them on through **kwargs gets here
         order += [p for p in _init_parameters(SequenceModel)[0] if p not in order]
         return [p for p in order if p in accepted]
 
@@ -275,4 +272,3 @@ class SequenceModel(abc.ABC):
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({opts})"
-

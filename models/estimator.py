@@ -1,10 +1,11 @@
 """scikit-learn style estimator over any parameter-sharing variant of the LDHMM family.
 
-:class:`VariantHMM` holds configuration and learned state; the math lives in :mod:`ldhmm.inference`.
-:class:`ldhmm.models.ldhmm.LDHMM`, :class:`ldhmm.baselines.vbhmm.VBHMM` and :class:`ldhmm.baselines.hmmv.HMMV` are
-this class with a different :class:`ldhmm.inference.ParameterSharing`. It is a
-:class:`ldhmm.models.base.SequenceModel`, the base of every model the harness runs (input
-checks, the fitted check, the configuration read off the constructor).
+:class:`VariantHMM` holds configuration and learned state; the math lives in
+:mod:`ldhmm.inference`. :class:`ldhmm.models.ldhmm.LDHMM`, :class:`ldhmm.baselines.vbhmm.VBHMM`
+and :class:`ldhmm.baselines.hmmv.HMMV` are this class with a different
+:class:`ldhmm.inference.ParameterSharing`. It is a :class:`ldhmm.models.base.SequenceModel`, the
+base of every model the harness runs (input checks, the fitted check, the configuration read off
+the constructor).
 
 Saved models are JSON (see :meth:`VariantHMM.save`): human-readable, exact for float64 (Python's
 float repr round-trips), and never executable.
@@ -74,7 +75,7 @@ class VariantHMM(SequenceModel):
     m_step : {"collapsed", "paper"}
         Update of learned Dirichlet priors: ``"collapsed"`` (default) maximizes the ELBO over
         the prior and every q(theta_m) jointly; ``"paper"`` holds q(theta_m) fixed as in the
-        paper, and needs many more EM iterations (see :func:`ldhmm.inference.variational_em.m_step`).
+        paper, and needs many more EM iterations (see :func:`ldhmm.inference.m_step`).
     """
 
     name = "variant"
@@ -133,10 +134,15 @@ class VariantHMM(SequenceModel):
         return _DTYPES[self.dtype]
 
     def _engine(self, progress=False) -> VariationalEM:
-        return VariationalEM(self.guide, max_iter=self.max_iter, tol=self.tol,
-                             e_step_max_iter=self.e_step_max_iter, e_step_tol=self.e_step_tol,
-                             m_step=self.m_step,
-                             progress=progress)
+        return VariationalEM(
+            self.guide,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            e_step_max_iter=self.e_step_max_iter,
+            e_step_tol=self.e_step_tol,
+            m_step=self.m_step,
+            progress=progress,
+        )
 
     def __sklearn_is_fitted__(self) -> bool:
         # n_symbols_ is set before EM runs, so only the learned parameters say it finished
@@ -156,9 +162,13 @@ class VariantHMM(SequenceModel):
         V = self.n_symbols_
         freq = np.bincount(np.concatenate(seqs), minlength=V).astype(np.float64)
         return init_parameters(
-            self.sharing, self.n_states, V, symbol_frequencies=freq / freq.sum(),
+            self.sharing,
+            self.n_states,
+            V,
+            symbol_frequencies=freq / freq.sum(),
             seed=self.seed if seed is None else seed,
-            prior_concentration=self.prior_concentration, n_tokens=float(freq.sum()),
+            prior_concentration=self.prior_concentration,
+            n_tokens=float(freq.sum()),
             dtype=self._torch_dtype,
         )
 
@@ -251,7 +261,10 @@ class VariantHMM(SequenceModel):
         """q(z_n) of a bucket at the fitted q(theta): one more q(Z) update from its Elogs."""
         elog = self.params_.expected_logs(state.counts)
         update, _ = self.guide.update_hidden(
-            state.guide_state, elog["pi"], elog["A"], emission_potentials(elog["B"], bucket.tokens),
+            state.guide_state,
+            elog["pi"],
+            elog["A"],
+            emission_potentials(elog["B"], bucket.tokens),
             bucket.mask,
         )
         return update.state_marginals
@@ -319,8 +332,9 @@ class VariantHMM(SequenceModel):
             log_theta[g] = torch.log(theta)
             if kind == SEQUENCE:
                 prior = self.params_.prior[g].expand_as(proposal)
-                log_ratio = log_ratio + dirichlet_log_density(theta, prior) \
-                    - dirichlet_log_density(theta, proposal)
+                log_ratio = (
+                    log_ratio + dirichlet_log_density(theta, prior) - dirichlet_log_density(theta, proposal)
+                )
         tokens = bucket.tokens.repeat(n_draws, 1)
         mask = bucket.mask.repeat(n_draws, 1)
         log_lik = forward_log_normalizer(

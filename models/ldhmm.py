@@ -88,9 +88,20 @@ class LDHMM(VariantHMM):
         m_step: str = "collapsed",
     ):
         super().__init__(
-            n_states, n_symbols, LDHMM_SHARING, guide=guide, max_iter=max_iter, tol=tol,
-            e_step_max_iter=e_step_max_iter, e_step_tol=e_step_tol, seed=seed, verbose=verbose,
-            dtype=dtype, bucket_cells=bucket_cells, n_init=n_init, m_step=m_step,
+            n_states,
+            n_symbols,
+            LDHMM_SHARING,
+            guide=guide,
+            max_iter=max_iter,
+            tol=tol,
+            e_step_max_iter=e_step_max_iter,
+            e_step_tol=e_step_tol,
+            seed=seed,
+            verbose=verbose,
+            dtype=dtype,
+            bucket_cells=bucket_cells,
+            n_init=n_init,
+            m_step=m_step,
         )
         if optimizer not in ("cavi", "svi"):
             raise ValueError(f"optimizer must be 'cavi' or 'svi', got {optimizer!r}")
@@ -105,9 +116,16 @@ class LDHMM(VariantHMM):
     def _fit(self, seqs, n_symbols, init_params: VariantParameters | None = None):
         if self.optimizer == "svi":
             params = init_params if init_params is not None else self.initial_parameters(seqs)
-            result = fit_svi(learned_ldhmm_model, self.guide, seqs, params, n_steps=self.svi_steps,
-                             lr=self.svi_lr,
-                             seed=self.seed, progress=self.verbose)
+            result = fit_svi(
+                learned_ldhmm_model,
+                self.guide,
+                seqs,
+                params,
+                n_steps=self.svi_steps,
+                lr=self.svi_lr,
+                seed=self.seed,
+                progress=self.verbose,
+            )
             self._set_params(result.params)
             self.elbo_history_ = np.asarray(result.elbo_history)
             self.n_iter_ = self.svi_steps
@@ -128,7 +146,7 @@ class LDHMM(VariantHMM):
         return cls(guide=guide, **config)
 
     @classmethod
-    def from_hyperparameters(cls, alpha_pi, alpha_A, beta, guide="pf", **kwargs) -> "LDHMM":
+    def from_hyperparameters(cls, alpha_pi, alpha_A, beta, guide="pf", **kwargs) -> LDHMM:
         """A model ready to score or sample, with given hyper-parameters.
 
         Parameters
@@ -159,14 +177,18 @@ class LDHMM(VariantHMM):
         dtype = model._torch_dtype
         params = VariantParameters(
             LDHMM_SHARING,
-            prior={"pi": torch.tensor(a_pi, dtype=dtype), "A": torch.tensor(a_A, dtype=dtype),
-                   "B": torch.tensor(b, dtype=dtype)},
+            prior={
+                "pi": torch.tensor(a_pi, dtype=dtype),
+                "A": torch.tensor(a_A, dtype=dtype),
+                "B": torch.tensor(b, dtype=dtype),
+            },
         )
         model._set_params(params)
         return model
 
-    def sample(self, n_sequences: int, length=None, lengths=None, seed: int = 0,
-               return_latents: bool = False):
+    def sample(
+        self, n_sequences: int, length=None, lengths=None, seed: int = 0, return_latents: bool = False
+    ):
         """Draw a synthetic database from the fitted (or given) hyper-parameters.
 
         Parameters
@@ -197,8 +219,14 @@ class LDHMM(VariantHMM):
         if lengths.shape != (n_sequences,):
             raise ValueError(f"lengths has shape {lengths.shape}, expected ({n_sequences},)")
         p = self.params_.prior
-        return sample_database(p["pi"].double(), p["A"].double(), p["B"].double(), lengths,
-                               seed=seed, return_latents=return_latents)
+        return sample_database(
+            p["pi"].double(),
+            p["A"].double(),
+            p["B"].double(),
+            lengths,
+            seed=seed,
+            return_latents=return_latents,
+        )
 
 
 # The harness compares the two variational families of q(Z) as two models.

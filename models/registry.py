@@ -38,9 +38,10 @@ Every registered class is called as ``cls(n_states, n_symbols=V, seed=seed, **op
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from .base import SCORE_KINDS
 
@@ -49,7 +50,7 @@ __all__ = ["EM_SETTINGS", "ModelSpec", "register", "unregister", "registered", "
 #: The harness-wide settings a model may take (constructor arguments of these names).
 EM_SETTINGS = ("max_iter", "tol", "m_step")
 
-_REGISTRY: dict[str, "ModelSpec"] = {}
+_REGISTRY: dict[str, ModelSpec] = {}
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,13 @@ class ModelSpec:
         return self.cls(n_states, n_symbols=n_symbols, seed=seed, **{**self.options, **options})
 
 
-def register(cls=None, *, name: str | None = None, options: Mapping[str, Any] | None = None,
-             em_settings: tuple[str, ...] = ("max_iter", "tol")):
+def register(
+    cls=None,
+    *,
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    em_settings: tuple[str, ...] = ("max_iter", "tol"),
+):
     """Register a model class with the harness; usable as ``@register`` or ``@register(...)``.
 
     Parameters

@@ -10,9 +10,9 @@ from gensim.models import LdaModel
 from hmmlearn.hmm import CategoricalHMM
 from scipy.special import digamma, gammaln, logsumexp
 
-from ldhmm.models.base import NotFittedError, SequenceModel, SequenceModelProtocol
 from ldhmm.baselines.hmm import HMM, forward_log_likelihood
 from ldhmm.baselines.lda import LDA, _vectorized_inference, to_bow_corpus, to_bow_matrix
+from ldhmm.models.base import NotFittedError, SequenceModel, SequenceModelProtocol
 
 
 # ---------------------------------------------------------------- data helpers
@@ -78,6 +78,7 @@ def test_protocol_attributes(cls, name, kind):
 
 def test_subclass_with_bad_score_kind_is_rejected():
     with pytest.raises(TypeError, match="score_kind"):
+
         class Bad(SequenceModel):  # noqa: F841
             name = "Bad"
             score_kind = "exactish"
@@ -128,8 +129,7 @@ def test_hmm_map_objective_and_ml_loglik_never_decrease(hmm_data):
     assert obj[-1] > obj[0] + 1.0  # it actually learned something
     assert list(model.monitor_.history) == model.objective_history_
 
-    ml = HMM(3, max_iter=40, tol=0.0, seed=0, emission_pseudocount=0,
-             transition_pseudocount=0).fit(hmm_data)
+    ml = HMM(3, max_iter=40, tol=0.0, seed=0, emission_pseudocount=0, transition_pseudocount=0).fit(hmm_data)
     ll = np.array(ml.loglik_history_)
     assert np.all(np.diff(ll) >= -1e-9 * np.abs(ll[1:])), np.diff(ll).min()
     # with zero pseudocounts the monitored objective is the log-likelihood itself
@@ -159,9 +159,11 @@ def test_hmm_scaling_and_log_implementations_agree(hmm_data):
 def test_hmm_n_init_keeps_the_best_run(hmm_data):
     one = HMM(3, max_iter=10, seed=4).fit(hmm_data)
     three = HMM(3, max_iter=10, seed=4, n_init=3).fit(hmm_data)
+
     # run 0 of n_init=3 is the n_init=1 run, so the kept objective cannot be lower
     def objective(m):
         return m.train_log_likelihood_ + m.model_._log_prior()
+
     assert objective(three) >= objective(one) - 1e-9
 
 
@@ -241,7 +243,10 @@ def dirichlet_kl(a, b):
     """KL(Dir(a) || Dir(b)) row-wise, from the textbook formula."""
     a0, b0 = a.sum(-1), b.sum(-1)
     return (
-        gammaln(a0) - gammaln(a).sum(-1) - gammaln(b0) + gammaln(b).sum(-1)
+        gammaln(a0)
+        - gammaln(a).sum(-1)
+        - gammaln(b0)
+        + gammaln(b).sum(-1)
         + ((a - b) * (digamma(a) - digamma(a0)[..., None])).sum(-1)
     )
 

@@ -53,8 +53,7 @@ def test_compiled_sums_equal_the_dense_reference():
     np.testing.assert_allclose(entry, entry_ref, rtol=1e-11, atol=1e-9)
     np.testing.assert_allclose(row, row_ref, rtol=1e-11, atol=1e-9)
     # entry[0] - row[0] summed is the objective itself
-    f = dirichlet_multinomial_objective(torch.from_numpy(alpha),
-                                        torch.from_numpy(np.concatenate(batches)))
+    f = dirichlet_multinomial_objective(torch.from_numpy(alpha), torch.from_numpy(np.concatenate(batches)))
     np.testing.assert_allclose(entry[0].sum(-1) - row[0], f.numpy(), rtol=1e-11)
 
 
@@ -69,17 +68,25 @@ def test_newton_reaches_the_optimum_found_by_lbfgs(sums):
     batches = [counts[:25], counts[25:]]
     start = np.ones((R, D))
     res = newton_dirichlet_multinomial(
-        start, batches, sums=None if sums == "compiled" else dirichlet_multinomial_sums_reference)
+        start, batches, sums=None if sums == "compiled" else dirichlet_multinomial_sums_reference
+    )
     C = torch.from_numpy(counts)
     before = dirichlet_multinomial_objective(torch.from_numpy(start), C).numpy()
     after = dirichlet_multinomial_objective(torch.from_numpy(res.concentration), C).numpy()
     np.testing.assert_allclose(res.gain, after - before, rtol=1e-9, atol=1e-9)
     for r in range(R):
+
         def negative(log_a, r=r):
-            return -float(dirichlet_multinomial_objective(
-                torch.from_numpy(np.exp(log_a))[None], C[:, r:r + 1]))
-        best = optimize.minimize(negative, np.zeros(D), method="L-BFGS-B",
-                                 options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10_000})
+            return -float(
+                dirichlet_multinomial_objective(torch.from_numpy(np.exp(log_a))[None], C[:, r : r + 1])
+            )
+
+        best = optimize.minimize(
+            negative,
+            np.zeros(D),
+            method="L-BFGS-B",
+            options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10_000},
+        )
         assert after[r] >= -best.fun - 1e-7
         np.testing.assert_allclose(res.concentration[r], np.exp(best.x), rtol=1e-4)
 
@@ -109,16 +116,18 @@ def test_collapsed_m_step_reports_the_elbo_it_reaches(small_db, guide):
     params = init_parameters(LDHMM_SHARING, 3, 4, seed=0, n_tokens=sum(map(len, small_db)))
     states, totals = e_step(buckets, params, guide, None, max_iter=30, tol=1e-10)
     e_value = total_elbo(params, totals)
-    new, m_value, _ = m_step(params, totals, newton_max_iter=5, states=states,
-                             method="collapsed")
+    new, m_value, _ = m_step(params, totals, newton_max_iter=5, states=states, method="collapsed")
     recomputed = 0.0
     for st in states:
         recomputed += float(st.entropy.sum())
         for g in ("pi", "A", "B"):
             prior = new.prior[g]
-            recomputed += float((log_multivariate_beta(prior + st.counts[g])
-                                 - log_multivariate_beta(prior).expand_as(
-                                     log_multivariate_beta(prior + st.counts[g]))).sum())
+            recomputed += float(
+                (
+                    log_multivariate_beta(prior + st.counts[g])
+                    - log_multivariate_beta(prior).expand_as(log_multivariate_beta(prior + st.counts[g]))
+                ).sum()
+            )
     assert m_value == pytest.approx(recomputed, rel=1e-10)
     assert m_value >= e_value
 

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ldhmm.cli.data import register
 from ldhmm.data import (
     DataFormatError,
     SequenceDatabase,
@@ -32,7 +33,6 @@ from ldhmm.data import (
     read_splice,
     resolve_data_dir,
 )
-from ldhmm.cli.data import register
 from ldhmm.data.fetch import ChecksumError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,8 +48,7 @@ DATA = _data_dir()
 needs_data = pytest.mark.skipif(DATA is None, reason="UCI data not found (set LDHMM_DATA)")
 
 MSNBC_HEADER = (
-    "% Different categories found in input file:\r\n\r\n"
-    "frontpage news tech\r\n\r\n\r\n% Sequences:\r\n\r\n"
+    "% Different categories found in input file:\r\n\r\nfrontpage news tech\r\n\r\n\r\n% Sequences:\r\n\r\n"
 )
 
 
@@ -81,8 +80,25 @@ def test_msnbc_full_counts(msnbc):
     stats = msnbc.length_stats()
     assert (stats["min"], stats["max"]) == (1, 14_795)
     assert int((msnbc.lengths == 1).sum()) == 365_435
-    expected_counts = [940469, 452387, 207479, 386217, 151409, 414928, 305615, 439398, 196614,
-                       131760, 96817, 264899, 216125, 395880, 56576, 25249, 16972]
+    expected_counts = [
+        940469,
+        452387,
+        207479,
+        386217,
+        151409,
+        414928,
+        305615,
+        439398,
+        196614,
+        131760,
+        96817,
+        264899,
+        216125,
+        395880,
+        56576,
+        25249,
+        16972,
+    ]
     assert msnbc.symbol_counts().tolist() == expected_counts
     # the paper's subset, by filter on the loaded database
     assert len(msnbc.filter_length(20, 100)) == 31_071
@@ -103,8 +119,15 @@ def test_entree_counts_directory_and_archive(tmp_path):
     db = load_entree(DATA)
     assert len(db) == 50_672
     assert db.n_symbols == 7
-    assert db.vocabulary == ["browse", "cheaper", "nicer", "more-traditional", "more-creative",
-                             "more-lively", "quieter"]
+    assert db.vocabulary == [
+        "browse",
+        "cheaper",
+        "nicer",
+        "more-traditional",
+        "more-creative",
+        "more-lively",
+        "quieter",
+    ]
     assert db.symbol_counts().tolist() == [136646, 7841, 26525, 3155, 5689, 6336, 3099]
     assert db.lengths.max() == 59 and db.lengths.min() == 1
     assert db.ids[0] == "session.1996-Q3:1"
@@ -173,8 +196,13 @@ def test_resolve_data_dir_errors(monkeypatch, tmp_path):
 def small_db(**kw):
     seqs = [np.array([0, 1, 2]), np.array([2]), np.array([1, 1, 0, 2, 2])]
     return SequenceDatabase.from_sequences(
-        seqs, ["a", "b", "c"], labels=[0, 1, 0], label_names=["x", "y"], ids=["s1", "s2", "s3"],
-        name="toy", **kw,
+        seqs,
+        ["a", "b", "c"],
+        labels=[0, 1, 0],
+        label_names=["x", "y"],
+        ids=["s1", "s2", "s3"],
+        name="toy",
+        **kw,
     )
 
 
@@ -254,8 +282,9 @@ names = st.text(
 def databases(draw):
     vocab = draw(st.lists(names, min_size=1, max_size=6, unique=True))
     m = draw(st.integers(0, 8))
-    seqs = [np.array(draw(st.lists(st.integers(0, len(vocab) - 1), min_size=1, max_size=10)))
-            for _ in range(m)]
+    seqs = [
+        np.array(draw(st.lists(st.integers(0, len(vocab) - 1), min_size=1, max_size=10))) for _ in range(m)
+    ]
     kw = {}
     if draw(st.booleans()):
         label_names = draw(st.lists(names, min_size=1, max_size=3, unique=True))
@@ -281,9 +310,26 @@ def test_text_round_trip_property(tmp_path, db):
         st.binary(max_size=200),
         st.text(max_size=200).map(lambda s: s.encode("utf-8")),
         st.lists(
-            st.sampled_from(["# ldhmm-sequences 1", "# vocabulary: a b", "# columns: id label tokens",
-                             "# label_names: x y", "# columns: label tokens", "a b", "x a", "i x a b",
-                             "", "#", "c", "y b a", "\t", "# name: n", "x", "\xff"]),
+            st.sampled_from(
+                [
+                    "# ldhmm-sequences 1",
+                    "# vocabulary: a b",
+                    "# columns: id label tokens",
+                    "# label_names: x y",
+                    "# columns: label tokens",
+                    "a b",
+                    "x a",
+                    "i x a b",
+                    "",
+                    "#",
+                    "c",
+                    "y b a",
+                    "\t",
+                    "# name: n",
+                    "x",
+                    "\xff",
+                ]
+            ),
             max_size=8,
         ).map(lambda lines: "\n".join(lines).encode("utf-8", "surrogatepass")),
     )
@@ -302,8 +348,11 @@ def test_text_parser_garbage(tmp_path, body):
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(body=st.one_of(st.binary(max_size=120),
-                      st.text(alphabet="% 0123456789abx\r\n\t-", max_size=120).map(str.encode)))
+@given(
+    body=st.one_of(
+        st.binary(max_size=120), st.text(alphabet="% 0123456789abx\r\n\t-", max_size=120).map(str.encode)
+    )
+)
 def test_msnbc_and_splice_parsers_garbage(tmp_path, body):
     for reader in (read_msnbc, read_splice):
         path = tmp_path / "garbage.data"
@@ -422,7 +471,7 @@ def test_kfold_indices():
     other = kfold_indices(103, n_folds=10, seed=6)
     assert not all(np.array_equal(a[1], b[1]) for a, b in zip(folds, other))
     labels = np.array([0] * 60 + [1] * 30 + [2] * 10)
-    for tr, te in kfold_indices(labels, n_folds=10, seed=0):
+    for _train, te in kfold_indices(labels, n_folds=10, seed=0):
         assert np.bincount(labels[te], minlength=3).tolist() == [6, 3, 1]
     db = small_db()
     assert len(kfold_indices(db, n_folds=2, stratify=False)) == 2
@@ -496,8 +545,9 @@ def test_cli_info_dataset(capsys):
     assert rc == 0
     assert "3190 sequences" in out and "EI 767, IE 768, N 1655" in out
     assert "vocabulary (4 symbols)" in out and "length histogram" in out
-    rc = _run_cli(["data", "info", "entree", "--data-dir", str(DATA), "--min-length", "20",
-                   "--max-length", "59"])
+    rc = _run_cli(
+        ["data", "info", "entree", "--data-dir", str(DATA), "--min-length", "20", "--max-length", "59"]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "422 sequences" in out and "browse" in out
 
@@ -520,7 +570,10 @@ def test_cli_subprocess_no_traceback(tmp_path):
     bad = write_msnbc(tmp_path / "m.seq", ["1 2", "1 oops"])
     proc = subprocess.run(
         [sys.executable, "-m", "ldhmm.cli", "data", "info", str(bad)],
-        capture_output=True, text=True, cwd=REPO, timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
     )
     assert proc.returncode != 0
     assert proc.stderr.strip().count("\n") == 0 and f"{bad}:9:" in proc.stderr
@@ -532,10 +585,23 @@ def test_cli_fetch_file_url(tmp_path, capsys):
     src = tmp_path / "splice.data"
     src.write_bytes(payload)
     out = tmp_path / "data"
-    rc = _run_cli(["data", "fetch", "splice", "--data-dir", str(out), "--url", _file_url(src), "--quiet",
-                   "--sha256", hashlib.sha256(payload).hexdigest()])
+    rc = _run_cli(
+        [
+            "data",
+            "fetch",
+            "splice",
+            "--data-dir",
+            str(out),
+            "--url",
+            _file_url(src),
+            "--quiet",
+            "--sha256",
+            hashlib.sha256(payload).hexdigest(),
+        ]
+    )
     assert rc == 0 and (out / "splice.data").is_file()
-    rc = _run_cli(["data", "fetch", "splice", "--data-dir", str(tmp_path / "d2"), "--url", _file_url(src),
-                   "--quiet"])
+    rc = _run_cli(
+        ["data", "fetch", "splice", "--data-dir", str(tmp_path / "d2"), "--url", _file_url(src), "--quiet"]
+    )
     err = capsys.readouterr().err
     assert rc != 0 and "checksum mismatch" in err and err.count("\n") == 1

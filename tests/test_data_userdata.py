@@ -60,9 +60,14 @@ def test_load_text_bad_input(tmp_path):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.lists(st.text(alphabet="abcXYZ_-.01", min_size=1, max_size=4), min_size=1, max_size=6),
-                min_size=1, max_size=6),
-       st.sampled_from([" ", ",", ", ", "\t"]))
+@given(
+    st.lists(
+        st.lists(st.text(alphabet="abcXYZ_-.01", min_size=1, max_size=4), min_size=1, max_size=6),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from([" ", ",", ", ", "\t"]),
+)
 def test_load_text_property(tmp_path, sequences, sep):
     path = tmp_path / "seqs.txt"
     path.write_text("\n".join(sep.join(s) for s in sequences) + "\n")
@@ -84,11 +89,13 @@ def test_load_text_garbage(tmp_path, body):
 
 
 def _events():
-    return pd.DataFrame({
-        "user": ["u2", "u1", "u2", "u1", "u3", "u2"],
-        "t": [5, 2, 1, 1, 7, 3],
-        "page": ["news", "home", "home", "home", "sport", "news"],
-    })
+    return pd.DataFrame(
+        {
+            "user": ["u2", "u1", "u2", "u1", "u3", "u2"],
+            "t": [5, 2, 1, 1, 7, 3],
+            "page": ["news", "home", "home", "home", "sport", "news"],
+        }
+    )
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])

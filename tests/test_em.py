@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from ldhmm.inference import FFGuide, PFGuide, make_buckets
+from ldhmm.inference import FFGuide, PFGuide, VariationalEM, e_step_bucket, init_parameters, make_buckets
 from ldhmm.inference.variants import (
     HMM_SHARING,
     HMMV_SHARING,
@@ -14,7 +14,6 @@ from ldhmm.inference.variants import (
     VBHMM_SHARING,
     ParameterSharing,
 )
-from ldhmm.inference import VariationalEM, e_step_bucket, init_parameters
 
 SHARINGS = {
     "ldhmm": LDHMM_SHARING,
@@ -27,8 +26,11 @@ SHARINGS = {
 
 SHARINGS["hmmv-learned"] = ParameterSharing(pi="point", A="sequence", B="point", learn_prior=True)
 # Variants without a learned prior run the same M-step whatever the method: test them once.
-CASES = ([(name, "collapsed") for name in SHARINGS]
-         + [("ldhmm", "paper"), ("ldhmm-shared-B", "paper"), ("hmmv-learned", "paper")])
+CASES = [(name, "collapsed") for name in SHARINGS] + [
+    ("ldhmm", "paper"),
+    ("ldhmm-shared-B", "paper"),
+    ("hmmv-learned", "paper"),
+]
 
 
 @pytest.mark.parametrize("guide", [PFGuide(), FFGuide()], ids=["pf", "ff"])
@@ -38,8 +40,7 @@ def test_elbo_never_decreases_across_e_and_m_steps(small_db, guide, sharing_name
     buckets = make_buckets(small_db, max_cells=600)  # several buckets, ragged lengths
     assert len(buckets) > 2
     params = init_parameters(sharing, 3, 4, seed=0, n_tokens=sum(map(len, small_db)))
-    result = VariationalEM(guide, max_iter=15, tol=0.0, e_step_tol=1e-8,
-                           m_step=method).fit(buckets, params)
+    result = VariationalEM(guide, max_iter=15, tol=0.0, e_step_tol=1e-8, m_step=method).fit(buckets, params)
     values = np.array([v for _, v in result.trace])
     assert np.all(np.isfinite(values))
     assert np.all(np.diff(values) >= -1e-8 * np.abs(values[1:])), np.diff(values).min()
@@ -142,11 +143,14 @@ def test_compiled_e_step_statistics_equal_step_by_step(small_db, sharing):
     np.testing.assert_allclose(fused.local_elbo.numpy(), steps.local_elbo.numpy(), rtol=1e-11, atol=1e-12)
     assert set(fused.sum_expected_log) == set(steps.sum_expected_log)
     for g in fused.sum_expected_log:
-        np.testing.assert_allclose(fused.sum_expected_log[g].numpy(), steps.sum_expected_log[g].numpy(),
-                                   rtol=1e-11, atol=1e-9)
+        np.testing.assert_allclose(
+            fused.sum_expected_log[g].numpy(), steps.sum_expected_log[g].numpy(), rtol=1e-11, atol=1e-9
+        )
 
 
-@pytest.mark.parametrize("sharing", [LDHMM_SHARING, HMMV_SHARING, VBHMM_SHARING], ids=["ldhmm", "hmmv", "vbhmm"])
+@pytest.mark.parametrize(
+    "sharing", [LDHMM_SHARING, HMMV_SHARING, VBHMM_SHARING], ids=["ldhmm", "hmmv", "vbhmm"]
+)
 def test_compiled_ff_e_step_equals_step_by_step_path(small_db, sharing):
     params = init_parameters(sharing, 3, 4, seed=7, n_tokens=500.0)
     for bucket in make_buckets(small_db, max_cells=800):
@@ -159,15 +163,27 @@ def test_compiled_ff_e_step_equals_step_by_step_path(small_db, sharing):
             for g in ("pi", "A", "B"):
                 np.testing.assert_allclose(fused.counts[g].numpy(), steps.counts[g].numpy(), atol=1e-9)
             for g in fused.sum_expected_log:
-                np.testing.assert_allclose(fused.sum_expected_log[g].numpy(),
-                                           steps.sum_expected_log[g].numpy(), rtol=1e-10, atol=1e-9)
+                np.testing.assert_allclose(
+                    fused.sum_expected_log[g].numpy(),
+                    steps.sum_expected_log[g].numpy(),
+                    rtol=1e-10,
+                    atol=1e-9,
+                )
 
 
-@pytest.mark.parametrize("guide", [PFGuide(), FFGuide(), FFGuide(compiled=False), FFGuide(extra_sweeps=1)],
-                         ids=["pf", "ff", "ff-steps", "ff-extra"])
-@pytest.mark.parametrize("sharing", [ParameterSharing("point", "point", "point", False, 5.0),
-                                     ParameterSharing("point", "sequence", "point", False, 0.0)],
-                         ids=["hmm-map", "hmmv-ml"])
+@pytest.mark.parametrize(
+    "guide",
+    [PFGuide(), FFGuide(), FFGuide(compiled=False), FFGuide(extra_sweeps=1)],
+    ids=["pf", "ff", "ff-steps", "ff-extra"],
+)
+@pytest.mark.parametrize(
+    "sharing",
+    [
+        ParameterSharing("point", "point", "point", False, 5.0),
+        ParameterSharing("point", "sequence", "point", False, 0.0),
+    ],
+    ids=["hmm-map", "hmmv-ml"],
+)
 def test_point_estimates_with_zeros_and_map_stay_finite_and_monotone(guide, sharing):
     # Symbol 0 (also the padding token) never occurs, and one transition is exactly impossible:
     # point estimates hold exact zeros, log 0 = -inf must not turn into NaN anywhere.

@@ -48,7 +48,8 @@ def test_golden_records_unchanged(recomputed, golden):
         for field, value in record.items():
             if field == "rtol":
                 continue
-            np.testing.assert_allclose(np.asarray(value), np.asarray(expected[field]), rtol=rtol,
-                                       atol=0, err_msg=f"{key}.{field}")
+            np.testing.assert_allclose(
+                np.asarray(value), np.asarray(expected[field]), rtol=rtol, atol=0, err_msg=f"{key}.{field}"
+            )
             checked += 1
     assert checked > 50

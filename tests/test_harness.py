@@ -9,12 +9,23 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ldhmm.cli import main
 from ldhmm.experiments import compare as compare_mod
 from ldhmm.experiments import harness as H
-from ldhmm.cli import main
 
-TINY = ["--dataset", "synthetic", "--n-sequences", "24", "--states", "2", "--folds", "2",
-        "--max-iter", "2", "--quiet"]
+TINY = [
+    "--dataset",
+    "synthetic",
+    "--n-sequences",
+    "24",
+    "--states",
+    "2",
+    "--folds",
+    "2",
+    "--max-iter",
+    "2",
+    "--quiet",
+]
 
 
 def run_cli(argv, capsys):
@@ -49,6 +60,30 @@ def test_registry_names_and_factories():
         H.resolve_models(["nope"])
 
 
+def test_every_model_has_one_base_and_a_derived_config():
+    from ldhmm.models import NotFittedError, SequenceModel
+    from ldhmm.models.registry import get_spec, register
+
+    good = [np.array([0, 1, 2, 1]), np.array([2, 2, 0])]
+    for name in H.MODEL_NAMES:
+        model = H.make_model(name, 2, 3, seed=1)
+        assert isinstance(model, SequenceModel)
+        assert get_spec(name).score_kind == type(model).score_kind
+        with pytest.raises(NotFittedError, match="not fitted"):
+            model.score_samples(good)
+        config = model.get_config()
+        assert config["n_states"] == 2 and config["seed"] == 1 and "verbose" not in config
+    hmm = H.make_model("HMM", 2, 3, seed=1, max_iter=7)
+    assert type(hmm)(**hmm.get_config()).get_config() == hmm.get_config()
+
+    class Impostor(type(hmm)):  # another class may not take a registered name
+        pass
+
+    with pytest.raises(ValueError, match="taken"):
+        register(Impostor)
+    assert get_spec("HMM").cls is type(hmm)
+
+
 def test_parse_states():
     assert H.parse_states(["2..6"]) == [2, 3, 4, 5, 6]
     assert H.parse_states(["4", "2", "3-3"]) == [2, 3, 4]
@@ -70,8 +105,20 @@ def test_compare_outputs(compare_run):
     for f in ("folds.csv", "summary.md", "ttests.csv", "loglik_vs_K.png", "config.json"):
         assert (out / f).is_file(), f
     df = pd.read_csv(out / "folds.csv")
-    for col in ["model", "K", "fold", "score_kind", "heldout_elbo", "heldout_elbo_per_seq",
-                "heldout_elbo_per_token", "heldout_is", "fit_seconds", "n_iter", "n_train", "n_test"]:
+    for col in [
+        "model",
+        "K",
+        "fold",
+        "score_kind",
+        "heldout_elbo",
+        "heldout_elbo_per_seq",
+        "heldout_elbo_per_token",
+        "heldout_is",
+        "fit_seconds",
+        "n_iter",
+        "n_train",
+        "n_test",
+    ]:
         assert col in df.columns, col
     assert set(df["model"]) == set(H.MODEL_NAMES)
     assert len(df) == 6 * 2
@@ -106,7 +153,9 @@ def test_compare_is_resumable(compare_run, capsys, monkeypatch):
         return real(task, payload)
 
     monkeypatch.setattr(compare_mod, "compare_task", counting)
-    code, stdout, _ = run_cli(["compare", *TINY, "--models", "all", "--is-samples", "3", "--out", str(out)], capsys)
+    code, stdout, _ = run_cli(
+        ["compare", *TINY, "--models", "all", "--is-samples", "3", "--out", str(out)], capsys
+    )
     assert code == 0
     assert calls == ["HMM__K2__fold1"]  # only the missing fold is recomputed
     for p, t in mtimes.items():
@@ -124,8 +173,22 @@ def test_compare_refuses_other_configuration(compare_run, capsys):
 
 def test_jobs2_matches_jobs1(compare_run, tmp_path, capsys):
     out = tmp_path / "j2"
-    code, _, _ = run_cli(["compare", *TINY, "--models", "LDHMM-FF", "HMM", "--is-samples", "3",
-                          "--jobs", "2", "--out", str(out)], capsys)
+    code, _, _ = run_cli(
+        [
+            "compare",
+            *TINY,
+            "--models",
+            "LDHMM-FF",
+            "HMM",
+            "--is-samples",
+            "3",
+            "--jobs",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0
     a = pd.read_csv(compare_run / "folds.csv").set_index(["model", "K", "fold"])
     b = pd.read_csv(out / "folds.csv").set_index(["model", "K", "fold"])
@@ -136,9 +199,28 @@ def test_jobs2_matches_jobs1(compare_run, tmp_path, capsys):
 # ------------------------------------------------------------------------ classify
 def test_classify_tiny(tmp_path, capsys):
     out = tmp_path / "cls"
-    code, stdout, _ = run_cli(["classify", "--dataset", "synthetic", "--n-sequences", "24", "--states", "2",
-                               "--folds", "2", "--models", "LDHMM-PF", "HMM", "--max-iter", "2", "--quiet",
-                               "--out", str(out)], capsys)
+    code, stdout, _ = run_cli(
+        [
+            "classify",
+            "--dataset",
+            "synthetic",
+            "--n-sequences",
+            "24",
+            "--states",
+            "2",
+            "--folds",
+            "2",
+            "--models",
+            "LDHMM-PF",
+            "HMM",
+            "--max-iter",
+            "2",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0
     df = pd.read_csv(out / "folds.csv")
     assert {"task", "model", "K", "fold", "auc"} <= set(df.columns)
@@ -162,14 +244,44 @@ def test_classify_task_parsing():
 
 # ------------------------------------------------------------------------ timing, hinton
 def test_timing_and_hinton_tiny(tmp_path, capsys):
-    code, _, _ = run_cli(["timing", "--dataset", "synthetic", "--n-sequences", "12", "--states", "2",
-                          "--max-iter", "2", "--quiet", "--out", str(tmp_path / "t")], capsys)
+    code, _, _ = run_cli(
+        [
+            "timing",
+            "--dataset",
+            "synthetic",
+            "--n-sequences",
+            "12",
+            "--states",
+            "2",
+            "--max-iter",
+            "2",
+            "--quiet",
+            "--out",
+            str(tmp_path / "t"),
+        ],
+        capsys,
+    )
     assert code == 0
     df = pd.read_csv(tmp_path / "t" / "timing.csv")
     assert set(df["model"]) == {"LDHMM-FF", "LDHMM-PF"} and (df["fit_seconds"] > 0).all()
     assert (tmp_path / "t" / "timing_vs_K.png").is_file() and (tmp_path / "t" / "timing.md").is_file()
-    code, _, _ = run_cli(["hinton", "--dataset", "synthetic", "--n-sequences", "12", "--states", "2",
-                          "--max-iter", "2", "--quiet", "--out", str(tmp_path / "h")], capsys)
+    code, _, _ = run_cli(
+        [
+            "hinton",
+            "--dataset",
+            "synthetic",
+            "--n-sequences",
+            "12",
+            "--states",
+            "2",
+            "--max-iter",
+            "2",
+            "--quiet",
+            "--out",
+            str(tmp_path / "h"),
+        ],
+        capsys,
+    )
     assert code == 0
     assert (tmp_path / "h" / "hinton.png").stat().st_size > 1000
     params = json.loads((tmp_path / "h" / "parameters.json").read_text())
@@ -178,15 +290,18 @@ def test_timing_and_hinton_tiny(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------ CLI errors, data info
-@pytest.mark.parametrize("argv, code", [
-    (["compare", "--folds", "0"], 2),
-    (["compare", "--states"], 2),
-    (["compare", "--jobs", "x"], 2),
-    (["compare", "--dataset", "nope"], 2),
-    (["nosuch-command"], 2),
-    (["compare", "--dataset", "synthetic", "--models", "FOO"], 1),
-    (["compare", "--dataset", "synthetic", "--states", "0"], 1),
-])
+@pytest.mark.parametrize(
+    "argv, code",
+    [
+        (["compare", "--folds", "0"], 2),
+        (["compare", "--states"], 2),
+        (["compare", "--jobs", "x"], 2),
+        (["compare", "--dataset", "nope"], 2),
+        (["nosuch-command"], 2),
+        (["compare", "--dataset", "synthetic", "--models", "FOO"], 1),
+        (["compare", "--dataset", "synthetic", "--states", "0"], 1),
+    ],
+)
 def test_cli_bad_arguments(argv, code, capsys, tmp_path):
     got, _, err = run_cli(argv + ["--out", str(tmp_path / "o")] if argv[0] == "compare" else argv, capsys)
     assert got == code
@@ -196,8 +311,9 @@ def test_cli_bad_arguments(argv, code, capsys, tmp_path):
 
 def test_cli_missing_data_dir(capsys, tmp_path, monkeypatch):
     monkeypatch.delenv("LDHMM_DATA", raising=False)
-    code, _, err = run_cli(["classify", "--data-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "o")],
-                           capsys)
+    code, _, err = run_cli(
+        ["classify", "--data-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "o")], capsys
+    )
     assert code == 1
     assert len(err.strip().splitlines()) == 1 and "does not exist" in err
     code, _, err = run_cli(["compare", "--dataset", "entree", "--out", str(tmp_path / "o2")], capsys)

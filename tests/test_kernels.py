@@ -133,7 +133,7 @@ def test_ff_fixed_point_satisfies_its_update_equations():
         value = float((stats.expected_complete_log_lik + stats.entropy).sum())
         assert value >= previous - 1e-10  # coordinate ascent never decreases
         previous = value
-    # MODEL.md's corrected update, written out independently position by position.
+    # The corrected update of docs/math.md, written out independently position by position.
     for m in range(M):
         L = int(mask[m].sum())
         for n in range(L):
@@ -169,7 +169,8 @@ def test_newton_matches_scipy(D):
     t = np.log(theta).sum(1)
     res = newton_dirichlet(torch.ones(3, D), torch.tensor(t), M)
     for row in range(3):
-        def neg_f(log_a):
+
+        def neg_f(log_a, row=row):
             a = np.exp(log_a)
             return -(M * (special.gammaln(a.sum()) - special.gammaln(a).sum()) + ((a - 1) * t[row]).sum())
 

@@ -20,12 +20,19 @@ def synthetic(true_model):
 @pytest.mark.parametrize("guide", ["pf", "ff"])
 def test_fit_beats_true_hyperparameters_on_held_out_data(true_model, synthetic, guide):
     train, test = synthetic
-    model = LDHMM(3, n_symbols=4, guide=guide, max_iter=60, tol=1e-5, e_step_max_iter=30,
-                  e_step_tol=1e-5, seed=0).fit(train)
+    model = LDHMM(
+        3, n_symbols=4, guide=guide, max_iter=60, tol=1e-5, e_step_max_iter=30, e_step_tol=1e-5, seed=0
+    ).fit(train)
     assert model.n_iter_ >= 2
     assert np.all(np.diff(model.elbo_history_) >= -1e-8 * np.abs(model.elbo_history_[1:]))
-    reference = LDHMM.from_hyperparameters(true_model.alpha_pi_, true_model.alpha_A_, true_model.beta_,
-                                           guide=guide, e_step_max_iter=30, e_step_tol=1e-5)
+    reference = LDHMM.from_hyperparameters(
+        true_model.alpha_pi_,
+        true_model.alpha_A_,
+        true_model.beta_,
+        guide=guide,
+        e_step_max_iter=30,
+        e_step_tol=1e-5,
+    )
     fitted, truth = model.score(test), reference.score(test)
     n_tokens = sum(map(len, test))
     assert fitted >= truth - 0.02 * n_tokens, (fitted, truth)
@@ -72,7 +79,9 @@ def test_score_posterior_sample_and_persistence(tmp_path, small_db):
     assert scores.shape == (10,) and np.all(np.isfinite(scores)) and np.all(scores < 0)
     assert np.isclose(model.score(small_db[:10]), scores.sum())
     post = model.posterior(small_db[:10])
-    assert post["g_pi"].shape == (10, 3) and post["g_A"].shape == (10, 3, 3) and post["g_B"].shape == (10, 3, 4)
+    assert (
+        post["g_pi"].shape == (10, 3) and post["g_A"].shape == (10, 3, 3) and post["g_B"].shape == (10, 3, 4)
+    )
     assert all(m.shape == (len(s), 3) for m, s in zip(post["state_marginals"], small_db[:10]))
     assert np.allclose([m.sum(1) for m in post["state_marginals"][0:1]], 1.0)
     seqs = model.sample(4, lengths=[1, 2, 3, 4], seed=0)
@@ -139,10 +148,12 @@ class LogSpacePFGuide:
 
     def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
         post = forward_backward_log(log_initial, log_transition, log_obs, mask)
-        expected = expected_complete_log_lik(post.state_marginals, post.transition_counts,
-                                             log_initial, log_transition, log_obs)
-        return HiddenUpdate(post.state_marginals, post.transition_counts,
-                            post.log_normalizer - expected), None
+        expected = expected_complete_log_lik(
+            post.state_marginals, post.transition_counts, log_initial, log_transition, log_obs
+        )
+        return HiddenUpdate(
+            post.state_marginals, post.transition_counts, post.log_normalizer - expected
+        ), None
 
     def select_state(self, state, index):
         return None
@@ -158,16 +169,20 @@ def test_user_written_guide_plugs_into_estimator(small_db, tmp_path, m_step):
     # The collapsed M-step moves some concentrations along directions where the ELBO is flat
     # to ~1e-12, so last-digit differences between the two E-step implementations shift where
     # Newton stops; the ELBOs still agree to 1e-6.
-    np.testing.assert_allclose(custom.elbo_history_, builtin.elbo_history_,
-                               rtol=1e-8 if m_step == "paper" else 1e-6)
+    np.testing.assert_allclose(
+        custom.elbo_history_, builtin.elbo_history_, rtol=1e-8 if m_step == "paper" else 1e-6
+    )
     if m_step == "paper":
         np.testing.assert_allclose(custom.beta_, builtin.beta_, rtol=1e-6)
     else:
         # Some rows of beta_ head for the cap along a direction where the objective is flat to
         # 1e-12: their scale is not determined, and an accept/reject decision of a Newton step
         # that flips on last-digit differences changes the path slightly; their mean agrees.
-        np.testing.assert_allclose(custom.beta_ / custom.beta_.sum(-1, keepdims=True),
-                                   builtin.beta_ / builtin.beta_.sum(-1, keepdims=True), rtol=1e-3)
+        np.testing.assert_allclose(
+            custom.beta_ / custom.beta_.sum(-1, keepdims=True),
+            builtin.beta_ / builtin.beta_.sum(-1, keepdims=True),
+            rtol=1e-3,
+        )
     custom.save(tmp_path / "m.json")
     with pytest.raises(ValueError, match="custom guide"):
         LDHMM.load(tmp_path / "m.json")

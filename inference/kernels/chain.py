@@ -52,8 +52,9 @@ def shift_transition(log_transition, A):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def chain_pass(tokens_m, L, initial, A, obs_table, log_z, alpha, scale, pair, emitted, acc, beta,
-               w):  # pragma: no cover - compiled
+def chain_pass(
+    tokens_m, L, initial, A, obs_table, log_z, alpha, scale, pair, emitted, acc, beta, w
+):  # pragma: no cover - compiled
     """Scaled forward-backward of one chain of length ``L``.
 
     The potentials are given exponentiated and shifted (largest entry 1): ``initial`` (K,),
@@ -145,8 +146,9 @@ def chain_pass(tokens_m, L, initial, A, obs_table, log_z, alpha, scale, pair, em
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=FASTMATH)
-def _forward_backward_potentials(log_initial, log_transition, log_obs, lengths, log_z, marginals,
-                                 transition_counts, failed):  # pragma: no cover - compiled
+def _forward_backward_potentials(
+    log_initial, log_transition, log_obs, lengths, log_z, marginals, transition_counts, failed
+):  # pragma: no cover - compiled
     M, T, K = log_obs.shape
     shared_initial = log_initial.shape[0] == 1
     shared_transition = log_transition.shape[0] == 1
@@ -179,8 +181,9 @@ def _forward_backward_potentials(log_initial, log_transition, log_obs, lengths, 
             for n in range(T):
                 for k in range(K):
                     r[n, k] = 0.0
-            lz = chain_pass(positions, L, initial, A, table, lz, alpha, scale,
-                            transition_counts[m], r, acc, beta, w)
+            lz = chain_pass(
+                positions, L, initial, A, table, lz, alpha, scale, transition_counts[m], r, acc, beta, w
+            )
             if not np.isfinite(lz):
                 failed[m] = True
                 continue
@@ -218,6 +221,9 @@ def forward_backward_potentials(log_initial, log_transition, log_obs, lengths):
         np.ascontiguousarray(log_transition, dtype=dtype),
         np.ascontiguousarray(log_obs),
         np.ascontiguousarray(lengths, dtype=np.int64),
-        log_z, marginals, transition_counts, failed,
+        log_z,
+        marginals,
+        transition_counts,
+        failed,
     )
     return log_z, marginals, transition_counts, failed

@@ -18,8 +18,9 @@ SUM_BLOCK = 64
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _dirichlet_multinomial_pass(alpha, alpha_functions, row_functions, counts, rows,
-                                entry_sums, row_sums):  # pragma: no cover - compiled
+def _dirichlet_multinomial_pass(
+    alpha, alpha_functions, row_functions, counts, rows, entry_sums, row_sums
+):  # pragma: no cover - compiled
     """Sums over sequences of [f(alpha + n) - f(alpha)] for f in (lgamma, psi, psi'), per
     entry (only entries with n > 0 contribute) and per row total, accumulated per block of
     SUM_BLOCK sequences (``entry_sums[block]``): the caller adds the blocks in order, so the
@@ -47,6 +48,7 @@ def _dirichlet_multinomial_pass(alpha, alpha_functions, row_functions, counts, r
                     row_sums[block, 0, r] += lg - row_functions[0, r]
                     row_sums[block, 1, r] += psi - row_functions[1, r]
                     row_sums[block, 2, r] += tri - row_functions[2, r]
+
 
 def dirichlet_multinomial_sums(alpha, count_batches, rows=None):
     """Sums over sequences of the Dirichlet-multinomial terms and their first two derivatives.
@@ -79,8 +81,15 @@ def dirichlet_multinomial_sums(alpha, count_batches, rows=None):
         n_blocks = -(-counts.shape[0] // SUM_BLOCK)
         entry = np.zeros((n_blocks, 3, R, D))
         row = np.zeros((n_blocks, 3, R))
-        _dirichlet_multinomial_pass(alpha, alpha_functions, row_functions,
-                                    np.ascontiguousarray(counts, dtype=np.float64), rows, entry, row)
+        _dirichlet_multinomial_pass(
+            alpha,
+            alpha_functions,
+            row_functions,
+            np.ascontiguousarray(counts, dtype=np.float64),
+            rows,
+            entry,
+            row,
+        )
         entry_total += entry.sum(0)  # depends on the block count only, not on the threads
         row_total += row.sum(0)
     return entry_total, row_total

@@ -45,10 +45,28 @@ def _rows_log_beta_and_expected_logs(prior, counts, out):  # pragma: no cover - 
             out[i, d] -= psi_total
     return value
 
+
 @njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
-def _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B, prior_B_rowsum,
-                    lgamma_prior_B, lgamma_prior_B_rowsum, c_pi, c_A, c_B, present, n_present,
-                    elog_pi, elog_A, elog_B, psi_rowsum_B):  # pragma: no cover - compiled
+def _sequence_terms(
+    seq_pi,
+    seq_A,
+    seq_B,
+    prior_pi,
+    prior_A,
+    prior_B,
+    prior_B_rowsum,
+    lgamma_prior_B,
+    lgamma_prior_B_rowsum,
+    c_pi,
+    c_A,
+    c_B,
+    present,
+    n_present,
+    elog_pi,
+    elog_A,
+    elog_B,
+    psi_rowsum_B,
+):  # pragma: no cover - compiled
     """For the per-sequence groups at g = prior + counts: E log theta (for B only the
     columns of the symbols present; psi of B's row sums in ``psi_rowsum_B``), and the
     collapsed ELBO part sum log B(g), less log B(prior) for B (the caller subtracts the
@@ -76,6 +94,7 @@ def _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B, prior_B_ro
                 elog_B[k, present[j]] -= psi_total
     return value
 
+
 @njit(cache=True, nogil=True)
 def _weighted(counts, log_values):  # pragma: no cover - compiled
     R, D = counts.shape
@@ -88,9 +107,29 @@ def _weighted(counts, log_values):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _pf_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present, symbol_count,
-               c_pi, c_A, c_B, alpha, scale, A, obs_table, pair, emitted, acc, beta,
-               w, initial):  # pragma: no cover - compiled
+def _pf_update(
+    tokens_m,
+    L,
+    elog_pi,
+    elog_A,
+    elog_B,
+    present,
+    n_present,
+    symbol_count,
+    c_pi,
+    c_A,
+    c_B,
+    alpha,
+    scale,
+    A,
+    obs_table,
+    pair,
+    emitted,
+    acc,
+    beta,
+    w,
+    initial,
+):  # pragma: no cover - compiled
     """PF q(Z): the chain core on exp(E log theta); new expected counts; returns H[q(Z)] (NaN
     if the scaled recursion failed).
 
@@ -112,8 +151,7 @@ def _pf_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present, symbol_
         log_z += s * symbol_count[j]
         for k in range(K):
             obs_table[v, k] = np.exp(elog_B[k, v] - s)
-    log_z = chain_pass(tokens_m, L, initial, A, obs_table, log_z, alpha, scale, pair, emitted,
-                       acc, beta, w)
+    log_z = chain_pass(tokens_m, L, initial, A, obs_table, log_z, alpha, scale, pair, emitted, acc, beta, w)
     if not np.isfinite(log_z):
         return np.nan
     for i in range(K):
@@ -135,8 +173,24 @@ def _pf_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present, symbol_
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present, phi, initialize,
-               c_pi, c_A, c_B, emission, pair, logits, weights):  # pragma: no cover
+def _ff_update(
+    tokens_m,
+    L,
+    elog_pi,
+    elog_A,
+    elog_B,
+    present,
+    n_present,
+    phi,
+    initialize,
+    c_pi,
+    c_A,
+    c_B,
+    emission,
+    pair,
+    logits,
+    weights,
+):  # pragma: no cover
     """One FF pass (even positions, then odd: exact coordinate ascent); new expected counts;
     returns H[q(Z)]. Rows, not columns, in the K-long loops so that they vectorize (see
     :func:`_pf_update`); scratch arrays from the caller."""
@@ -234,14 +288,45 @@ def _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present, phi, in
             c_B[k, v] = emitted[v, k]
     return entropy
 
+
 @njit(parallel=True, cache=True, nogil=True, fastmath=FASTMATH)
-def _fused_e_step(family, tokens, lengths, prior_pi, prior_A, prior_B, fixed_pi, fixed_A,
-                  fixed_B, sequence_groups, prior_log_beta_piA, lgamma_prior_B,
-                  prior_B_rowsum, lgamma_prior_B_rowsum, psi_prior_B, elog_prior_pi,
-                  elog_prior_A, elog_prior_B, counts_pi, counts_A, counts_B, phi_all,
-                  initialize, entropy, elbo, local, sweeps, failed, trace, sum_elog_pi,
-                  sum_elog_A, sum_delta_B, sum_psi_rowsum_B, max_iter,
-                  tol):  # pragma: no cover - compiled
+def _fused_e_step(
+    family,
+    tokens,
+    lengths,
+    prior_pi,
+    prior_A,
+    prior_B,
+    fixed_pi,
+    fixed_A,
+    fixed_B,
+    sequence_groups,
+    prior_log_beta_piA,
+    lgamma_prior_B,
+    prior_B_rowsum,
+    lgamma_prior_B_rowsum,
+    psi_prior_B,
+    elog_prior_pi,
+    elog_prior_A,
+    elog_prior_B,
+    counts_pi,
+    counts_A,
+    counts_B,
+    phi_all,
+    initialize,
+    entropy,
+    elbo,
+    local,
+    sweeps,
+    failed,
+    trace,
+    sum_elog_pi,
+    sum_elog_A,
+    sum_delta_B,
+    sum_psi_rowsum_B,
+    max_iter,
+    tol,
+):  # pragma: no cover - compiled
     M = tokens.shape[0]
     K, V = prior_B.shape
     seq_pi, seq_A, seq_B = sequence_groups[0], sequence_groups[1], sequence_groups[2]
@@ -322,29 +407,96 @@ def _fused_e_step(family, tokens, lengths, prior_pi, prior_A, prior_B, fixed_pi,
                         for j in range(n_present):
                             elog_B[k, present[j]] = elog_prior_B[k, present[j]]
             else:
-                _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B, prior_B_rowsum,
-                                lgamma_prior_B, lgamma_prior_B_rowsum, c_pi, c_A, c_B, present,
-                                n_present, elog_pi, elog_A, elog_B, psi_rowsum_B)
+                _sequence_terms(
+                    seq_pi,
+                    seq_A,
+                    seq_B,
+                    prior_pi,
+                    prior_A,
+                    prior_B,
+                    prior_B_rowsum,
+                    lgamma_prior_B,
+                    lgamma_prior_B_rowsum,
+                    c_pi,
+                    c_A,
+                    c_B,
+                    present,
+                    n_present,
+                    elog_pi,
+                    elog_A,
+                    elog_B,
+                    psi_rowsum_B,
+                )
             previous = -np.inf
             for it in range(max_iter):
                 if family == 0:
-                    h = _pf_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
-                                   symbol_count, c_pi, c_A, c_B, alpha_block, scale_block,
-                                   A, table,
-                                   pair, emitted, vec1, vec2, vec3, vec4)
+                    h = _pf_update(
+                        tokens_m,
+                        L,
+                        elog_pi,
+                        elog_A,
+                        elog_B,
+                        present,
+                        n_present,
+                        symbol_count,
+                        c_pi,
+                        c_A,
+                        c_B,
+                        alpha_block,
+                        scale_block,
+                        A,
+                        table,
+                        pair,
+                        emitted,
+                        vec1,
+                        vec2,
+                        vec3,
+                        vec4,
+                    )
                 else:
-                    h = _ff_update(tokens_m, L, elog_pi, elog_A, elog_B, present, n_present,
-                                   phi, initialize and it == 0, c_pi, c_A, c_B, table,
-                                   pair, vec1, vec2)
+                    h = _ff_update(
+                        tokens_m,
+                        L,
+                        elog_pi,
+                        elog_A,
+                        elog_B,
+                        present,
+                        n_present,
+                        phi,
+                        initialize and it == 0,
+                        c_pi,
+                        c_A,
+                        c_B,
+                        table,
+                        pair,
+                        vec1,
+                        vec2,
+                    )
                 if not np.isfinite(h):
                     failed[m] = True
                     break
                 # Per-sequence groups: log B(prior + counts) - log B(prior) (collapsed form);
                 # database-level groups: counts . E log theta (their E log theta is fixed).
-                collapsed = _sequence_terms(seq_pi, seq_A, seq_B, prior_pi, prior_A, prior_B,
-                                            prior_B_rowsum, lgamma_prior_B,
-                                            lgamma_prior_B_rowsum, c_pi, c_A, c_B, present,
-                                            n_present, elog_pi, elog_A, elog_B, psi_rowsum_B)
+                collapsed = _sequence_terms(
+                    seq_pi,
+                    seq_A,
+                    seq_B,
+                    prior_pi,
+                    prior_A,
+                    prior_B,
+                    prior_B_rowsum,
+                    lgamma_prior_B,
+                    lgamma_prior_B_rowsum,
+                    c_pi,
+                    c_A,
+                    c_B,
+                    present,
+                    n_present,
+                    elog_pi,
+                    elog_A,
+                    elog_B,
+                    psi_rowsum_B,
+                )
                 collapsed -= prior_log_beta_piA
                 database = 0.0
                 if not seq_pi:
@@ -419,8 +571,20 @@ class PriorTerms(NamedTuple):
     elog_B: np.ndarray
 
 
-def fused_e_step(family, tokens, lengths, prior, prior_terms, fixed, sequence_groups, counts,
-                 max_iter, tol, record_trace=False, phi=None):
+def fused_e_step(
+    family,
+    tokens,
+    lengths,
+    prior,
+    prior_terms,
+    fixed,
+    sequence_groups,
+    counts,
+    max_iter,
+    tol,
+    record_trace=False,
+    phi=None,
+):
     """Whole E-step of a batch in compiled code: every sequence sweeps until it converges.
 
     Parameters
@@ -456,8 +620,11 @@ def fused_e_step(family, tokens, lengths, prior, prior_terms, fixed, sequence_gr
         # FF multiplies log-potentials by factors that can be exactly 0 (see ops.mean_field.LOG_ZERO).
         fixed = tuple(np.maximum(f, -1e250) for f in fixed)
     out = {
-        "entropy": np.zeros(M), "elbo": np.full(M, -np.inf), "local": np.zeros(M),
-        "sweeps": np.zeros(M, dtype=np.int64), "failed": np.zeros(M, dtype=np.bool_),
+        "entropy": np.zeros(M),
+        "elbo": np.full(M, -np.inf),
+        "local": np.zeros(M),
+        "sweeps": np.zeros(M, dtype=np.int64),
+        "failed": np.zeros(M, dtype=np.bool_),
     }
     trace = np.full((M, max_iter if record_trace else 0), np.nan)
     n_blocks = -(-M // SUM_BLOCK)  # per-block partial sums (see SUM_BLOCK)
@@ -470,15 +637,43 @@ def fused_e_step(family, tokens, lengths, prior, prior_terms, fixed, sequence_gr
         phi = np.zeros((M, tokens.shape[1], K))
     out["phi"] = phi
     t = prior_terms
-    _fused_e_step(code, np.ascontiguousarray(tokens), np.ascontiguousarray(lengths),
-                  prior_pi, prior_A, prior_B, fixed[0], fixed[1], fixed[2], flags,
-                  float(t.prior_log_beta_piA), t.lgamma_B, t.rowsum_B, t.lgamma_rowsum_B, t.psi_B,
-                  t.elog_pi, t.elog_A, t.elog_B,
-                  counts[0], counts[1], counts[2],
-                  phi if family == "ff" else np.zeros((1, 1, K)), initialize,
-                  out["entropy"], out["elbo"], out["local"], out["sweeps"], out["failed"], trace,
-                  sum_elog_pi, sum_elog_A, sum_delta_B, sum_psi_rowsum_B,
-                  int(max_iter), float(tol))
+    _fused_e_step(
+        code,
+        np.ascontiguousarray(tokens),
+        np.ascontiguousarray(lengths),
+        prior_pi,
+        prior_A,
+        prior_B,
+        fixed[0],
+        fixed[1],
+        fixed[2],
+        flags,
+        float(t.prior_log_beta_piA),
+        t.lgamma_B,
+        t.rowsum_B,
+        t.lgamma_rowsum_B,
+        t.psi_B,
+        t.elog_pi,
+        t.elog_A,
+        t.elog_B,
+        counts[0],
+        counts[1],
+        counts[2],
+        phi if family == "ff" else np.zeros((1, 1, K)),
+        initialize,
+        out["entropy"],
+        out["elbo"],
+        out["local"],
+        out["sweeps"],
+        out["failed"],
+        trace,
+        sum_elog_pi,
+        sum_elog_A,
+        sum_delta_B,
+        sum_psi_rowsum_B,
+        int(max_iter),
+        float(tol),
+    )
     n_ok = int((~out["failed"]).sum())
     sums = {}
     if flags[0]:

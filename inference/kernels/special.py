@@ -11,11 +11,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["FASTMATH_SPECIAL", "lgamma_psi_asymptotic", "lgamma_digamma", "gamma_functions_scalar",
-           "gamma_functions"]
+__all__ = [
+    "FASTMATH_SPECIAL",
+    "lgamma_psi_asymptotic",
+    "lgamma_digamma",
+    "gamma_functions_scalar",
+    "gamma_functions",
+]
 
 # No 'nnan'/'ninf' (finiteness checks must stay), and no reassociation inside the series.
 FASTMATH_SPECIAL = {"contract", "nsz"}
+
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
 def lgamma_psi_asymptotic(y):  # pragma: no cover - compiled
@@ -23,12 +29,35 @@ def lgamma_psi_asymptotic(y):  # pragma: no cover - compiled
     inv = 1.0 / y
     inv2 = inv * inv
     log_y = np.log(y)
-    lgamma = ((y - 0.5) * log_y - y + 0.91893853320467274178
-              + inv * (1.0 / 12 + inv2 * (-1.0 / 360 + inv2 * (1.0 / 1260 + inv2 * (
-                  -1.0 / 1680 + inv2 * (1.0 / 1188 + inv2 * (-691.0 / 360360)))))))
-    psi = log_y - 0.5 * inv - inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (
-        1.0 / 252 - inv2 * (1.0 / 240 - inv2 * (1.0 / 132 - inv2 * (691.0 / 32760))))))
+    lgamma = (
+        (y - 0.5) * log_y
+        - y
+        + 0.91893853320467274178
+        + inv
+        * (
+            1.0 / 12
+            + inv2
+            * (
+                -1.0 / 360
+                + inv2 * (1.0 / 1260 + inv2 * (-1.0 / 1680 + inv2 * (1.0 / 1188 + inv2 * (-691.0 / 360360))))
+            )
+        )
+    )
+    psi = (
+        log_y
+        - 0.5 * inv
+        - inv2
+        * (
+            1.0 / 12
+            - inv2
+            * (
+                1.0 / 120
+                - inv2 * (1.0 / 252 - inv2 * (1.0 / 240 - inv2 * (1.0 / 132 - inv2 * (691.0 / 32760))))
+            )
+        )
+    )
     return lgamma, psi, inv, inv2
+
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
 def lgamma_digamma(x):  # pragma: no cover - compiled
@@ -44,6 +73,7 @@ def lgamma_digamma(x):  # pragma: no cover - compiled
         p = p * y
     lgamma, psi, _, _ = lgamma_psi_asymptotic(x + 8.0)
     return lgamma - np.log(p), psi - dp / p
+
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
 def gamma_functions_scalar(x):  # pragma: no cover - compiled
@@ -64,10 +94,21 @@ def gamma_functions_scalar(x):  # pragma: no cover - compiled
         p = p * y
     lgamma, psi, inv, inv2 = lgamma_psi_asymptotic(x + 8.0)
     ratio = dp / p
-    trigamma = (inv + 0.5 * inv2 + inv * inv2 * (1.0 / 6 - inv2 * (1.0 / 30 - inv2 * (
-        1.0 / 42 - inv2 * (1.0 / 30 - inv2 * (5.0 / 66 - inv2 * (691.0 / 2730))))))
-        + ratio * ratio - d2p / p)
+    trigamma = (
+        inv
+        + 0.5 * inv2
+        + inv
+        * inv2
+        * (
+            1.0 / 6
+            - inv2
+            * (1.0 / 30 - inv2 * (1.0 / 42 - inv2 * (1.0 / 30 - inv2 * (5.0 / 66 - inv2 * (691.0 / 2730)))))
+        )
+        + ratio * ratio
+        - d2p / p
+    )
     return lgamma - np.log(p), psi - ratio, trigamma
+
 
 @njit(cache=True)
 def _gamma_functions_array(x, out):  # pragma: no cover - compiled

@@ -14,8 +14,15 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["ChainPosterior", "emission_potentials", "check_chain_shapes", "backward_log_messages",
-           "forward_backward_log", "weighted_sum", "expected_complete_log_lik"]
+__all__ = [
+    "ChainPosterior",
+    "emission_potentials",
+    "check_chain_shapes",
+    "backward_log_messages",
+    "forward_backward_log",
+    "weighted_sum",
+    "expected_complete_log_lik",
+]
 
 
 class ChainPosterior(NamedTuple):
@@ -121,9 +128,7 @@ def forward_backward_log(
     log_z = torch.logsumexp(log_alpha[:, T - 1], dim=-1)
     log_beta = torch.zeros_like(log_obs)
     for n in range(T - 2, -1, -1):
-        step = torch.logsumexp(
-            log_transition + (log_obs[:, n + 1] + log_beta[:, n + 1])[:, None, :], dim=2
-        )
+        step = torch.logsumexp(log_transition + (log_obs[:, n + 1] + log_beta[:, n + 1])[:, None, :], dim=2)
         log_beta[:, n] = torch.where(mask[:, n + 1, None], step, torch.zeros_like(step))
     marginals = torch.exp(log_alpha + log_beta - log_z[:, None, None]) * mask[..., None]
     if T > 1:

@@ -169,7 +169,7 @@ def newton_dirichlet(
     f = dirichlet_prior_objective(a, t, M)
     active = torch.ones(a.shape[0], dtype=torch.bool, device=a.device)
     n_iter = 0
-    for n_iter in range(1, max_iter + 1):
+    for n_iter in range(1, max_iter + 1):  # noqa: B007 - the count is reported
         g = M * (torch.digamma(a.sum(-1, keepdim=True)) - torch.digamma(a)) + t
         h = -M * torch.polygamma(1, a)
         z = M * torch.polygamma(1, a.sum(-1, keepdim=True))
@@ -218,8 +218,11 @@ def dirichlet_multinomial_objective(concentration: torch.Tensor, counts: torch.T
     """
     a = concentration
     total = counts.sum(-1)
-    return ((torch.lgamma(a + counts) - torch.lgamma(a)).sum(-1)
-            - torch.lgamma(a.sum(-1) + total) + torch.lgamma(a.sum(-1))).sum(0)
+    return (
+        (torch.lgamma(a + counts) - torch.lgamma(a)).sum(-1)
+        - torch.lgamma(a.sum(-1) + total)
+        + torch.lgamma(a.sum(-1))
+    ).sum(0)
 
 
 def dirichlet_multinomial_sums_reference(concentration, count_batches, rows=None):

@@ -5,7 +5,7 @@ one parity can be updated exactly and at once given the other parity: two such h
 one coordinate-ascent pass with no Python loop over time. (Updating every position at once from
 the old values is not coordinate ascent and can oscillate.)
 
-Corrected update (MODEL.md; the paper adds ``E log pi`` at every n and swaps transition indices)::
+Corrected update (docs/math.md; the paper adds ``E log pi`` at every n and swaps transition indices)::
 
     log phi_n[i] = E log B[i, x_n] + [n = 1] E log pi[i]
                    + [n > 1] sum_j phi_(n-1)[j] E log A[j, i]
@@ -18,8 +18,14 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["MeanFieldStats", "init_mean_field", "mean_field_half_sweep", "mean_field_sweep", "mean_field_stats",
-           "LOG_ZERO"]
+__all__ = [
+    "MeanFieldStats",
+    "init_mean_field",
+    "mean_field_half_sweep",
+    "mean_field_sweep",
+    "mean_field_stats",
+    "LOG_ZERO",
+]
 
 # Stand-in for log 0 in FF updates: exp() of it underflows to 0 like exp(-inf), but 0 * LOG_ZERO
 # is 0 where 0 * -inf is NaN (point estimates can hold exact zeros), and a few such terms add up

@@ -42,10 +42,12 @@ class LogSpacePFGuide:
 
     def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
         post = forward_backward_log(log_initial, log_transition, log_obs, mask)
-        expected = expected_complete_log_lik(post.state_marginals, post.transition_counts,
-                                             log_initial, log_transition, log_obs)
-        return HiddenUpdate(post.state_marginals, post.transition_counts,
-                            post.log_normalizer - expected), None
+        expected = expected_complete_log_lik(
+            post.state_marginals, post.transition_counts, log_initial, log_transition, log_obs
+        )
+        return HiddenUpdate(
+            post.state_marginals, post.transition_counts, post.log_normalizer - expected
+        ), None
 
     def select_state(self, state, index):
         return None
@@ -59,9 +61,11 @@ def _arr(x):
 
 
 def _variant_record(model, held_out, is_samples=0):
-    rec = {"elbo_history": _arr(model.elbo_history_),
-           "trace": [float(v) for _, v in model.elbo_trace_],
-           "score_samples": _arr(model.score_samples(held_out))}
+    rec = {
+        "elbo_history": _arr(model.elbo_history_),
+        "trace": [float(v) for _, v in model.elbo_trace_],
+        "score_samples": _arr(model.score_samples(held_out)),
+    }
     for kind in ("prior", "posterior", "log_point"):
         for g, v in getattr(model.params_, kind).items():
             rec[f"{kind}_{g}"] = _arr(v.double().numpy())
@@ -101,8 +105,11 @@ def synthetic_records():
             out[key]["state_marginals"] = _arr(np.concatenate(post["state_marginals"]))
             out[key]["g_B"] = _arr(post["g_B"])
     f32 = LDHMM(3, guide="pf", seed=0, max_iter=5, dtype="float32").fit(train)
-    out["ldhmm_pf_float32"] = {"elbo_history": _arr(f32.elbo_history_),
-                               "score_samples": _arr(f32.score_samples(held)), "rtol": 1e-4}
+    out["ldhmm_pf_float32"] = {
+        "elbo_history": _arr(f32.elbo_history_),
+        "score_samples": _arr(f32.score_samples(held)),
+        "rtol": 1e-4,
+    }
     hmm = HMM(3, seed=0, max_iter=20).fit(train)
     out["hmm"] = {"score_samples": _arr(hmm.score_samples(held))}
     lda = LDA(3, seed=0).fit(train)
@@ -117,8 +124,10 @@ def entree_records(data_dir):
     train = [seqs[i] for i in train_idx]
     held = [seqs[i] for i in test_idx]
     out = {}
-    for key, model in {"pf": LDHMM(3, n_symbols=db.n_symbols, guide="pf", seed=0),
-                       "ff": LDHMM(3, n_symbols=db.n_symbols, guide="ff", seed=0)}.items():
+    for key, model in {
+        "pf": LDHMM(3, n_symbols=db.n_symbols, guide="pf", seed=0),
+        "ff": LDHMM(3, n_symbols=db.n_symbols, guide="ff", seed=0),
+    }.items():
         model.fit(train)
         out[f"entree_ldhmm_{key}"] = _variant_record(model, held)
     hmm = HMM(3, n_symbols=db.n_symbols, seed=0).fit(train)

@@ -27,15 +27,17 @@ EXIT_USAGE = 2
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``data`` command (with ``fetch`` and ``info``) to an argparse subparsers object."""
-    data = subparsers.add_parser("data", help="fetch and inspect data sets",
-                                 description="Fetch the UCI data sets and inspect data files.")
+    data = subparsers.add_parser(
+        "data",
+        help="fetch and inspect data sets",
+        description="Fetch the UCI data sets and inspect data files.",
+    )
     data.set_defaults(func=lambda args: (data.print_help(), EXIT_USAGE)[1])
     commands = data.add_subparsers(dest="data_command", metavar="{fetch,info}")
 
     p_fetch = commands.add_parser("fetch", help="download a UCI data set and verify its checksum")
     p_fetch.add_argument("name", choices=sorted(DATASETS), help="data set")
-    p_fetch.add_argument("--data-dir", default=None,
-                         help="where to put it (default: $LDHMM_DATA)")
+    p_fetch.add_argument("--data-dir", default=None, help="where to put it (default: $LDHMM_DATA)")
     p_fetch.add_argument("--url", default=None, help="download from this URL instead (file:// works)")
     p_fetch.add_argument("--sha256", default=None, help="expected SHA-256 of the standard file")
     p_fetch.add_argument("--force", action="store_true", help="download even if a verified copy exists")
@@ -43,8 +45,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     p_fetch.set_defaults(func=run_fetch)
 
     p_info = commands.add_parser("info", help="describe a data set or a data file")
-    p_info.add_argument("target", metavar="NAME|PATH",
-                        help=f"a data set ({', '.join(DATASET_NAMES)}) or a file")
+    p_info.add_argument(
+        "target", metavar="NAME|PATH", help=f"a data set ({', '.join(DATASET_NAMES)}) or a file"
+    )
     p_info.add_argument("--data-dir", default=None, help="data directory (default: $LDHMM_DATA)")
     p_info.add_argument("--min-length", type=int, default=None, help="keep sequences at least this long")
     p_info.add_argument("--max-length", type=int, default=None, help="keep sequences at most this long")
@@ -68,8 +71,14 @@ def run_fetch(args) -> int:
     if not data_dir:
         return _fail("no data directory: pass --data-dir DIR or set LDHMM_DATA", EXIT_USAGE)
     try:
-        fetch(args.name, data_dir, url=args.url, sha256=getattr(args, "sha256", None),
-              quiet=args.quiet, force=getattr(args, "force", False))
+        fetch(
+            args.name,
+            data_dir,
+            url=args.url,
+            sha256=getattr(args, "sha256", None),
+            quiet=args.quiet,
+            force=getattr(args, "force", False),
+        )
     except (ChecksumError, ValueError, urllib.error.URLError, OSError) as err:
         return _fail(str(err))
     return 0
@@ -103,8 +112,12 @@ def run_info(args) -> int:
         if target.lower() in DATASET_NAMES and not Path(target).is_file():
             db = load_dataset(target, args.data_dir)
         else:
-            db = load_path(target, getattr(args, "sequence_col", None), getattr(args, "event_col", None),
-                           getattr(args, "time_col", None))
+            db = load_path(
+                target,
+                getattr(args, "sequence_col", None),
+                getattr(args, "event_col", None),
+                getattr(args, "time_col", None),
+            )
         total = len(db)
         db = db.filter_length(args.min_length, args.max_length)
     except (DataFormatError, ValueError, OSError) as err:
@@ -117,8 +130,10 @@ def run_info(args) -> int:
     stats = db.length_stats()
     print(f"{db.name or target}: {len(db)} sequences{bounds}, {stats['tokens']} tokens")
     if stats["n"]:
-        print(f"lengths: min {stats['min']}, median {stats['median']:g}, "
-              f"mean {stats['mean']:.2f}, max {stats['max']}")
+        print(
+            f"lengths: min {stats['min']}, median {stats['median']:g}, "
+            f"mean {stats['mean']:.2f}, max {stats['max']}"
+        )
     if db.labels is not None:
         print("classes: " + ", ".join(f"{k} {v}" for k, v in db.class_counts().items()))
     counts = db.symbol_counts()

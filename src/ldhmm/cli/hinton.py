@@ -13,16 +13,26 @@ __all__ = ["register"]
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``hinton`` command to the ``ldhmm`` parser's sub-commands."""
     p = subparsers.add_parser(
-        "hinton", help="Hinton diagrams of LDHMM-PF's hyper-parameters and one sequence (Figure 7)",
+        "hinton",
+        help="Hinton diagrams of LDHMM-PF's hyper-parameters and one sequence (Figure 7)",
         description="Fit LDHMM-PF and draw Hinton diagrams of the database-level hyper-parameters "
-                    "and of one sequence's variational parameters (the paper's Figure 7).")
+        "and of one sequence's variational parameters (the paper's Figure 7).",
+    )
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--dataset", choices=["entree", "msnbc", "splice", "synthetic"], default=None,
-                     help="default: entree when its files are in the data directory, else synthetic")
+    src.add_argument(
+        "--dataset",
+        choices=["entree", "msnbc", "splice", "synthetic"],
+        default=None,
+        help="default: entree when its files are in the data directory, else synthetic",
+    )
     src.add_argument("--file", help="a user's sequence file")
     p.add_argument("--data-dir", default=None, help="data directory (default: $LDHMM_DATA)")
-    p.add_argument("--n-sequences", type=positive_int, default=None, help="seeded sample of this many sequences")
-    p.add_argument("--states", type=positive_int, default=6, metavar="K", help="K (default 6, as in the paper)")
+    p.add_argument(
+        "--n-sequences", type=positive_int, default=None, help="seeded sample of this many sequences"
+    )
+    p.add_argument(
+        "--states", type=positive_int, default=6, metavar="K", help="K (default 6, as in the paper)"
+    )
     p.add_argument("--sequence", type=nonneg_int, default=0, help="index of the sequence to show (default 0)")
     p.add_argument("--guide", choices=["pf", "ff"], default="pf", help="variational form (default pf)")
     p.add_argument("--out", default="results/hinton", help="output directory (default results/hinton)")

@@ -58,8 +58,10 @@ def main(argv=None) -> int:
     try:
         code = func(args)
     except KeyboardInterrupt:
-        print(f"{command}: interrupted; finished tasks are saved, run the same command again to resume",
-              file=sys.stderr)
+        print(
+            f"{command}: interrupted; finished tasks are saved, run the same command again to resume",
+            file=sys.stderr,
+        )
         return 130
     except Exception as err:  # one line, no traceback
         if os.environ.get("LDHMM_DEBUG"):

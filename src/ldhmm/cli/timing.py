@@ -13,17 +13,33 @@ __all__ = ["register"]
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``timing`` command to the ``ldhmm`` parser's sub-commands."""
     p = subparsers.add_parser(
-        "timing", help="training time of LDHMM-FF vs LDHMM-PF against K (Figure 6)",
+        "timing",
+        help="training time of LDHMM-FF vs LDHMM-PF against K (Figure 6)",
         description="Wall-clock training time of LDHMM-FF and LDHMM-PF for each K on Entree and MSNBC "
-                    "(the paper's Figure 6).")
-    p.add_argument("--dataset", nargs="+", default=["entree", "msnbc"],
-                   choices=["entree", "msnbc", "synthetic"], help="data sets (default: entree msnbc)")
+        "(the paper's Figure 6).",
+    )
+    p.add_argument(
+        "--dataset",
+        nargs="+",
+        default=["entree", "msnbc"],
+        choices=["entree", "msnbc", "synthetic"],
+        help="data sets (default: entree msnbc)",
+    )
     p.add_argument("--data-dir", default=None, help="data directory (default: $LDHMM_DATA)")
     p.add_argument("--states", nargs="+", default=["2..6"], metavar="K", help="K values (default 2..6)")
-    p.add_argument("--n-sequences", type=nonneg_int, default=1000,
-                   help="msnbc/synthetic: seeded sample size (default 1000; 0 = the whole msnbc subset)")
-    p.add_argument("--models", nargs="+", default=list(TIMING_MODELS), metavar="NAME",
-                   help="models to time (default LDHMM-FF LDHMM-PF; any registry name works)")
+    p.add_argument(
+        "--n-sequences",
+        type=nonneg_int,
+        default=1000,
+        help="msnbc/synthetic: seeded sample size (default 1000; 0 = the whole msnbc subset)",
+    )
+    p.add_argument(
+        "--models",
+        nargs="+",
+        default=list(TIMING_MODELS),
+        metavar="NAME",
+        help="models to time (default LDHMM-FF LDHMM-PF; any registry name works)",
+    )
     p.add_argument("--out", default="results/timing", help="output directory (default results/timing)")
     p.add_argument("--jobs", type=positive_int, default=1, help="worker processes (default 1: clean timings)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -197,9 +197,7 @@ class SequenceDatabase:
                 raise ValueError(f"labels must be integer codes, got dtype {labels.dtype}")
             labels = labels.astype(np.int64)
             if m and (labels.min() < 0 or labels.max() >= len(label_names)):
-                raise ValueError(
-                    f"labels must lie in 0..{len(label_names) - 1} (one per label name)"
-                )
+                raise ValueError(f"labels must lie in 0..{len(label_names) - 1} (one per label name)")
             labels.flags.writeable = False
             self._labels = labels
         self._label_names = None if label_names is None else list(label_names)
@@ -223,7 +221,7 @@ class SequenceDatabase:
         ids: Sequence[str] | None = None,
         name: str = "",
         meta: dict | None = None,
-    ) -> "SequenceDatabase":
+    ) -> SequenceDatabase:
         """Build a database from a list of 1-D integer arrays (symbols ``0..V-1``)."""
         arrays = [np.asarray(s) for s in sequences]
         for i, a in enumerate(arrays):
@@ -352,7 +350,7 @@ class SequenceDatabase:
     __hash__ = None
 
     # ------------------------------------------------------------------ selections
-    def subset(self, indices) -> "SequenceDatabase":
+    def subset(self, indices) -> SequenceDatabase:
         """The sequences at ``indices`` (int array, in the given order, or a boolean mask).
 
         Parameters
@@ -395,7 +393,7 @@ class SequenceDatabase:
             meta=self.meta,
         )
 
-    def filter_length(self, min_length: int | None = None, max_length: int | None = None) -> "SequenceDatabase":
+    def filter_length(self, min_length: int | None = None, max_length: int | None = None) -> SequenceDatabase:
         """Sequences with ``min_length <= N_m <= max_length`` (both inclusive; None = no bound)."""
         if min_length is not None and max_length is not None and min_length > max_length:
             raise ValueError(f"min_length {min_length} is larger than max_length {max_length}")
@@ -408,7 +406,7 @@ class SequenceDatabase:
             return self
         return self.subset(keep)
 
-    def sample(self, n: int, seed: int = 0) -> "SequenceDatabase":
+    def sample(self, n: int, seed: int = 0) -> SequenceDatabase:
         """A seeded random sample of ``n`` distinct sequences, kept in database order."""
         n = int(n)
         if not 0 <= n <= len(self):
@@ -518,7 +516,7 @@ class SequenceDatabase:
             out.write(buf.getvalue())
 
     @classmethod
-    def from_text(cls, path) -> "SequenceDatabase":
+    def from_text(cls, path) -> SequenceDatabase:
         """Read a file written by :meth:`to_text`.
 
         Raises
@@ -540,15 +538,17 @@ class SequenceDatabase:
         ids: list[str] = []
         lineno = 0
         try:
-            with open(path, "r", encoding="utf-8", newline=None) as f:
+            with open(path, encoding="utf-8", newline=None) as f:
                 first = f.readline()
                 lineno = 1
                 if first == "":
                     raise DataFormatError(path, None, "empty file (no ldhmm-sequences header)")
                 if first.rstrip("\r\n").strip() != TEXT_MAGIC:
                     raise DataFormatError(
-                        path, 1, f"expected the header line {TEXT_MAGIC!r} (files written by to_text); "
-                        "use ldhmm.data.load_text for plain token files"
+                        path,
+                        1,
+                        f"expected the header line {TEXT_MAGIC!r} (files written by to_text); "
+                        "use ldhmm.data.load_text for plain token files",
                     )
                 for lineno, line in enumerate(f, start=2):
                     stripped = line.strip()
@@ -568,7 +568,8 @@ class SequenceDatabase:
                     n_lead = has_id + has_label
                     if len(fields) <= n_lead:
                         raise DataFormatError(
-                            path, lineno,
+                            path,
+                            lineno,
                             f"expected {n_lead} leading column(s) and at least one token, "
                             f"found {len(fields)} field(s)",
                         )
@@ -580,7 +581,8 @@ class SequenceDatabase:
                         code = label_codes.get(fields[pos])
                         if code is None:
                             raise DataFormatError(
-                                path, lineno,
+                                path,
+                                lineno,
                                 f"label {fields[pos]!r} is not one of the label names {list(label_codes)}",
                             )
                         labels.append(code)
@@ -594,7 +596,9 @@ class SequenceDatabase:
                     tokens.extend(codes)
                     lengths.append(len(codes))
         except UnicodeDecodeError as err:
-            raise DataFormatError(path, lineno + 1 if lineno else None, f"not UTF-8 text ({err.reason})") from None
+            raise DataFormatError(
+                path, lineno + 1 if lineno else None, f"not UTF-8 text ({err.reason})"
+            ) from None
         if in_header:
             token_codes, label_codes, has_id, has_label = _parse_header(path, header, lineno)
         vocabulary = list(token_codes)
@@ -626,7 +630,8 @@ def _parse_header(path, header: dict, lineno: int):
     columns = tuple(header.get("columns", "tokens").split())
     if columns not in _ALLOWED_COLUMNS:
         raise DataFormatError(
-            path, lineno,
+            path,
+            lineno,
             f"columns {' '.join(columns)!r} not understood; expected 'tokens', 'id tokens', "
             "'label tokens' or 'id label tokens'",
         )

@@ -122,8 +122,13 @@ def _download(url: str, target: Path, quiet: bool) -> None:
 
     with urllib.request.urlopen(url, timeout=60) as response, open(target, "wb") as out:
         total = response.headers.get("Content-Length")
-        with tqdm(total=int(total) if total else None, unit="B", unit_scale=True,
-                  desc=os.path.basename(url.rstrip("/")) or url, disable=quiet) as bar:
+        with tqdm(
+            total=int(total) if total else None,
+            unit="B",
+            unit_scale=True,
+            desc=os.path.basename(url.rstrip("/")) or url,
+            disable=quiet,
+        ) as bar:
             for block in iter(lambda: response.read(1 << 16), b""):
                 out.write(block)
                 bar.update(len(block))
@@ -131,8 +136,9 @@ def _download(url: str, target: Path, quiet: bool) -> None:
 
 def _extract_member(archive_names, open_member, members: tuple, url: str, tmp_dir: Path, temps: list):
     wanted = set(members)
-    candidates = [n for n in archive_names
-                  if os.path.basename(n) in wanted and "__MACOSX" not in n.split("/")]
+    candidates = [
+        n for n in archive_names if os.path.basename(n) in wanted and "__MACOSX" not in n.split("/")
+    ]
     if not candidates:
         raise ValueError(
             f"the download from {url} holds none of {', '.join(members)} "
@@ -147,8 +153,14 @@ def _extract_member(archive_names, open_member, members: tuple, url: str, tmp_di
     return Path(out_name)
 
 
-def fetch(name: str, data_dir, url: str | None = None, sha256: str | None = None,
-          quiet: bool = False, force: bool = False) -> Path:
+def fetch(
+    name: str,
+    data_dir,
+    url: str | None = None,
+    sha256: str | None = None,
+    quiet: bool = False,
+    force: bool = False,
+) -> Path:
     """Download data set ``name`` into ``data_dir``; return the path of the standard file.
 
     Parameters

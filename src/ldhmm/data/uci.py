@@ -25,8 +25,9 @@ import re
 import tarfile
 import warnings
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Iterable
+from typing import IO
 
 import numpy as np
 
@@ -82,8 +83,17 @@ SPLICE_CLASSES = ("EI", "IE", "N")
 SPLICE_BASES = ("A", "C", "G", "T")
 #: IUPAC nucleotide ambiguity codes -> compatible bases. The UCI file holds D, N, R, S.
 IUPAC_AMBIGUITY = {
-    "N": "ACGT", "D": "AGT", "R": "AG", "S": "CG", "Y": "CT", "K": "GT", "M": "AC",
-    "W": "AT", "B": "CGT", "H": "ACT", "V": "ACG",
+    "N": "ACGT",
+    "D": "AGT",
+    "R": "AG",
+    "S": "CG",
+    "Y": "CT",
+    "K": "GT",
+    "M": "AC",
+    "W": "AT",
+    "B": "CGT",
+    "H": "ACT",
+    "V": "ACG",
 }
 
 #: The paper's length filters (both bounds inclusive).
@@ -190,7 +200,9 @@ def read_msnbc(path, chunk_bytes: int = 1 << 20) -> SequenceDatabase:
                     continue
                 if text:
                     if vocabulary is not None:
-                        raise DataFormatError(path, lineno, "unexpected line in the header (a second vocabulary line?)")
+                        raise DataFormatError(
+                            path, lineno, "unexpected line in the header (a second vocabulary line?)"
+                        )
                     vocabulary = text.split()
             if vocabulary is None:
                 raise DataFormatError(path, lineno, "the header has no line of category names")
@@ -206,7 +218,7 @@ def read_msnbc(path, chunk_bytes: int = 1 << 20) -> SequenceDatabase:
                     break
                 first_line = lineno + 1
                 lineno += len(lines)
-                counts = np.fromiter((len(l.split()) for l in lines), dtype=np.int64, count=len(lines))
+                counts = np.fromiter((len(line.split()) for line in lines), dtype=np.int64, count=len(lines))
                 codes = _parse_codes(b" ".join(lines), int(counts.sum()))
                 if codes is None or (codes.size and (codes.min() < 1 or codes.max() > n_symbols)):
                     _raise_bad_msnbc_line(path, lines, first_line, n_symbols)
@@ -223,9 +235,7 @@ def read_msnbc(path, chunk_bytes: int = 1 << 20) -> SequenceDatabase:
     lens = lengths.array()
     offsets = np.zeros(lens.size + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
-    return SequenceDatabase(
-        tokens.array(), offsets, vocabulary, name="msnbc", meta={"source": str(path)}
-    )
+    return SequenceDatabase(tokens.array(), offsets, vocabulary, name="msnbc", meta={"source": str(path)})
 
 
 def _decode(raw: bytes, path, lineno: int) -> str:
@@ -255,15 +265,21 @@ def _raise_bad_msnbc_line(path, lines: list[bytes], first_line: int, n_symbols: 
         for tok in raw.split():
             if not tok.isdigit():
                 shown = tok.decode("ascii", "backslashreplace")
-                raise DataFormatError(path, first_line + i, f"token {shown!r} is not a category code 1..{n_symbols}")
+                raise DataFormatError(
+                    path, first_line + i, f"token {shown!r} is not a category code 1..{n_symbols}"
+                )
             value = int(tok)
             if not 1 <= value <= n_symbols:
-                raise DataFormatError(path, first_line + i, f"category code {value} is outside 1..{n_symbols}")
+                raise DataFormatError(
+                    path, first_line + i, f"category code {value} is outside 1..{n_symbols}"
+                )
     # Should not happen: the fast parser rejected something the slow one accepts.
     raise DataFormatError(path, first_line, "could not parse this block of lines")
 
 
-def load_msnbc(data_dir=None, min_length: int | None = None, max_length: int | None = None) -> SequenceDatabase:
+def load_msnbc(
+    data_dir=None, min_length: int | None = None, max_length: int | None = None
+) -> SequenceDatabase:
     """Load the MSNBC.com anonymous web data (UCI 133).
 
     Reads ``msnbc990928.seq`` or ``msnbc990928.seq.gz`` from the data directory.
@@ -305,8 +321,9 @@ def _entree_alphabet(alphabet: str) -> str:
     raise ValueError(f"alphabet must be 'observed' or 'codebook', got {alphabet!r}")
 
 
-def read_entree_sessions(sources: Iterable[tuple[str, IO[bytes]]], alphabet: str = "observed",
-                         display_path=None) -> SequenceDatabase:
+def read_entree_sessions(
+    sources: Iterable[tuple[str, IO[bytes]]], alphabet: str = "observed", display_path=None
+) -> SequenceDatabase:
     """Parse Entree session logs.
 
     Parameters
@@ -341,12 +358,16 @@ def read_entree_sessions(sources: Iterable[tuple[str, IO[bytes]]], alphabet: str
             fields = line.split("\t")
             if len(fields) < 4:
                 raise DataFormatError(
-                    where, lineno,
-                    f"expected tab-separated date, host, entry point, steps..., end point; found {len(fields)} field(s)",
+                    where,
+                    lineno,
+                    "expected tab-separated date, host, entry point, steps..., end point; "
+                    f"found {len(fields)} field(s)",
                 )
             entry, steps, end = fields[2].strip(), fields[3:-1], fields[-1].strip()
             if not _ENTRY_RE.match(entry):
-                raise DataFormatError(where, lineno, f"entry point {entry!r} is neither 0 nor nnnX with X in A..H")
+                raise DataFormatError(
+                    where, lineno, f"entry point {entry!r} is neither 0 nor nnnX with X in A..H"
+                )
             if not _END_RE.match(end):
                 raise DataFormatError(where, lineno, f"end point {end!r} is not a restaurant id or -1")
             codes = []
@@ -354,12 +375,16 @@ def read_entree_sessions(sources: Iterable[tuple[str, IO[bytes]]], alphabet: str
                 step = step.strip()
                 m = _STEP_RE.match(step)
                 if m is None:
-                    raise DataFormatError(where, lineno, f"navigation step {step!r} is not nnnX with X in L..T")
+                    raise DataFormatError(
+                        where, lineno, f"navigation step {step!r} is not nnnX with X in L..T"
+                    )
                 code = code_of.get(m.group(1))
                 if code is None:
                     hint = " (load with alphabet='codebook' to keep O and T)" if m.group(1) in "OT" else ""
                     raise DataFormatError(
-                        where, lineno, f"navigation letter {m.group(1)!r} is not in the alphabet {letters}{hint}"
+                        where,
+                        lineno,
+                        f"navigation letter {m.group(1)!r} is not in the alphabet {letters}{hint}",
                     )
                 codes.append(code)
             if not codes:
@@ -376,7 +401,11 @@ def read_entree_sessions(sources: Iterable[tuple[str, IO[bytes]]], alphabet: str
     offsets = np.zeros(lens.size + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     return SequenceDatabase(
-        tokens.array(), offsets, vocabulary, ids=ids, name="entree",
+        tokens.array(),
+        offsets,
+        vocabulary,
+        ids=ids,
+        name="entree",
         meta={"alphabet": letters, "files": n_files, "skipped_sessions_without_steps": skipped_empty},
     )
 
@@ -405,8 +434,11 @@ def _entree_from_archive(archive: Path, alphabet: str) -> SequenceDatabase:
     try:
         with tarfile.open(archive, "r:*") as tar:
             members = sorted(
-                (m for m in tar.getmembers()
-                 if m.isfile() and re.search(r"(^|/)session/session\.[^/]+$", m.name)),
+                (
+                    m
+                    for m in tar.getmembers()
+                    if m.isfile() and re.search(r"(^|/)session/session\.[^/]+$", m.name)
+                ),
                 key=lambda m: m.name,
             )
             if not members:
@@ -423,8 +455,9 @@ def _entree_from_archive(archive: Path, alphabet: str) -> SequenceDatabase:
     return db
 
 
-def load_entree(data_dir=None, min_length: int | None = None, max_length: int | None = None,
-                alphabet: str = "observed") -> SequenceDatabase:
+def load_entree(
+    data_dir=None, min_length: int | None = None, max_length: int | None = None, alphabet: str = "observed"
+) -> SequenceDatabase:
     """Load the Entree Chicago recommendation sessions (UCI 123).
 
     Reads ``entree/session/session.*`` under the data directory (files in name order, i.e.
@@ -499,11 +532,15 @@ def read_splice(path, ambiguous: str = "random", seed: int = 0) -> SequenceDatab
             fields = [x.strip() for x in line.split(",")]
             if len(fields) != 3:
                 raise DataFormatError(
-                    path, lineno, f"expected 3 comma-separated fields (class, name, sequence), found {len(fields)}"
+                    path,
+                    lineno,
+                    f"expected 3 comma-separated fields (class, name, sequence), found {len(fields)}",
                 )
             cls, name, seq = fields
             if cls not in class_code:
-                raise DataFormatError(path, lineno, f"class {cls!r} is not one of {', '.join(SPLICE_CLASSES)}")
+                raise DataFormatError(
+                    path, lineno, f"class {cls!r} is not one of {', '.join(SPLICE_CLASSES)}"
+                )
             if not name:
                 raise DataFormatError(path, lineno, "empty instance name")
             seq = seq.upper()
@@ -516,7 +553,9 @@ def read_splice(path, ambiguous: str = "random", seed: int = 0) -> SequenceDatab
                 if code is None:
                     compatible = IUPAC_AMBIGUITY.get(ch)
                     if compatible is None:
-                        raise DataFormatError(path, lineno, f"{ch!r} is not a base (A, C, G, T) or an IUPAC ambiguity code")
+                        raise DataFormatError(
+                            path, lineno, f"{ch!r} is not a base (A, C, G, T) or an IUPAC ambiguity code"
+                        )
                     ambiguous_here += 1
                     if ambiguous == "random":
                         code = base_code[compatible[rng.integers(len(compatible))]]
@@ -540,15 +579,30 @@ def read_splice(path, ambiguous: str = "random", seed: int = 0) -> SequenceDatab
     offsets = np.zeros(lens.size + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     return SequenceDatabase(
-        tokens.array(), offsets, vocabulary, labels=labels.array(), label_names=list(SPLICE_CLASSES),
-        ids=ids, name="splice",
-        meta={"source": str(path), "ambiguous": ambiguous, "seed": seed,
-              "rows_with_ambiguity_codes": n_ambiguous_rows, "ambiguity_codes": n_ambiguous_bases},
+        tokens.array(),
+        offsets,
+        vocabulary,
+        labels=labels.array(),
+        label_names=list(SPLICE_CLASSES),
+        ids=ids,
+        name="splice",
+        meta={
+            "source": str(path),
+            "ambiguous": ambiguous,
+            "seed": seed,
+            "rows_with_ambiguity_codes": n_ambiguous_rows,
+            "ambiguity_codes": n_ambiguous_bases,
+        },
     )
 
 
-def load_splice(data_dir=None, ambiguous: str = "random", seed: int = 0,
-                min_length: int | None = None, max_length: int | None = None) -> SequenceDatabase:
+def load_splice(
+    data_dir=None,
+    ambiguous: str = "random",
+    seed: int = 0,
+    min_length: int | None = None,
+    max_length: int | None = None,
+) -> SequenceDatabase:
     """Load the primate splice-junction gene sequences (UCI 69) from ``splice.data``.
 
     Parameters
@@ -616,7 +670,9 @@ def load_paper_subset(name: str, data_dir=None, n: int | None = None, seed: int 
     """
     key = str(name).lower()
     if key not in PAPER_SUBSETS:
-        raise ValueError(f"the paper uses length-filtered subsets of {', '.join(PAPER_SUBSETS)} only, not {name!r}")
+        raise ValueError(
+            f"the paper uses length-filtered subsets of {', '.join(PAPER_SUBSETS)} only, not {name!r}"
+        )
     lo, hi = PAPER_SUBSETS[key]
     db = load_dataset(key, data_dir, min_length=lo, max_length=hi)
     db.meta["paper_subset"] = (lo, hi)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import gzip
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -47,7 +47,7 @@ class Vocabulary:
         self._symbols = symbols
 
     @classmethod
-    def build(cls, token_sequences: Iterable[Iterable[str]], reserve_unknown: bool = False) -> "Vocabulary":
+    def build(cls, token_sequences: Iterable[Iterable[str]], reserve_unknown: bool = False) -> Vocabulary:
         """The vocabulary of the training tokens, sorted by name (so independent of order).
 
         Parameters
@@ -164,8 +164,9 @@ def _open_text_bytes(path: Path):
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
-def load_text(path, vocabulary=None, unknown: str = "error", reserve_unknown: bool = False,
-              name: str | None = None) -> SequenceDatabase:
+def load_text(
+    path, vocabulary=None, unknown: str = "error", reserve_unknown: bool = False, name: str | None = None
+) -> SequenceDatabase:
     """Read a plain text file with one sequence per line.
 
     Format: UTF-8 (optionally gzip-compressed); tokens are separated by white space and/or
@@ -230,7 +231,8 @@ def load_text(path, vocabulary=None, unknown: str = "error", reserve_unknown: bo
                     if code is None:
                         if unk is None:
                             raise DataFormatError(
-                                path, lineno,
+                                path,
+                                lineno,
                                 f"token {t!r} is not in the vocabulary (pass unknown='map' with a "
                                 f"vocabulary built with reserve_unknown=True to map it to {UNKNOWN})",
                             )
@@ -243,7 +245,9 @@ def load_text(path, vocabulary=None, unknown: str = "error", reserve_unknown: bo
             raise
         raise DataFormatError(path, lineno + 1, f"cannot read the file ({err})") from None
     if not line_numbers:
-        raise DataFormatError(path, None, "no sequences (the file is empty or holds only blank and comment lines)")
+        raise DataFormatError(
+            path, None, "no sequences (the file is empty or holds only blank and comment lines)"
+        )
     if vocab is None:
         vocab = Vocabulary.build(raw_sequences, reserve_unknown=reserve_unknown)
         for seq in raw_sequences:
@@ -254,7 +258,9 @@ def load_text(path, vocabulary=None, unknown: str = "error", reserve_unknown: bo
     np.cumsum(lens, out=offsets[1:])
     base = path.name
     return SequenceDatabase(
-        tokens.array(), offsets, vocab.symbols,
+        tokens.array(),
+        offsets,
+        vocab.symbols,
         ids=[f"{base}:{n}" for n in line_numbers],
         name=path.stem if name is None else name,
         meta={"source": str(path)},
@@ -276,7 +282,8 @@ def _event_log_format(path: Path, format: str | None) -> str:
 def _missing_columns_error(path, wanted: dict, present: Sequence[str]):
     missing = [f"{role} column {col!r}" for role, col in wanted.items() if col not in present]
     return DataFormatError(
-        path, None,
+        path,
+        None,
         f"missing {', '.join(missing)}; the file has columns: {', '.join(map(str, present)) or '(none)'}",
     )
 
@@ -307,24 +314,36 @@ def _read_event_frame(path: Path, fmt: str, wanted: dict):
         if any(c not in present for c in columns):
             raise _missing_columns_error(path, wanted, present)
         # all columns are read (not usecols) so that a row with extra fields is an error
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""],
-                            skip_blank_lines=True)[columns]
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], skip_blank_lines=True)[
+            columns
+        ]
     except FileNotFoundError:
         raise
     except pd.errors.EmptyDataError:
         raise DataFormatError(path, None, "empty file (no header line with column names)") from None
     except pd.errors.ParserError as err:
         match = re.search(r"line (\d+)", str(err))
-        raise DataFormatError(path, int(match.group(1)) if match else None,
-                              f"malformed CSV ({str(err).strip().splitlines()[-1]})") from None
+        raise DataFormatError(
+            path,
+            int(match.group(1)) if match else None,
+            f"malformed CSV ({str(err).strip().splitlines()[-1]})",
+        ) from None
     except UnicodeDecodeError as err:
         raise DataFormatError(path, None, f"not UTF-8 text ({err.reason})") from None
     return frame, True
 
 
-def load_event_log(path, sequence_col: str, event_col: str, time_col: str | None = None,
-                   vocabulary=None, unknown: str = "error", reserve_unknown: bool = False,
-                   format: str | None = None, name: str | None = None) -> SequenceDatabase:
+def load_event_log(
+    path,
+    sequence_col: str,
+    event_col: str,
+    time_col: str | None = None,
+    vocabulary=None,
+    unknown: str = "error",
+    reserve_unknown: bool = False,
+    format: str | None = None,
+    name: str | None = None,
+) -> SequenceDatabase:
     """Read an event log (one event per row) and group it into sequences.
 
     Parameters
@@ -398,7 +417,8 @@ def load_event_log(path, sequence_col: str, event_col: str, time_col: str | None
             first = int(np.flatnonzero(unseen)[0])
             line, prefix = where(first)
             raise DataFormatError(
-                path, line,
+                path,
+                line,
                 f"{prefix}event {events[first]!r} is not in the vocabulary (pass unknown='map' with "
                 f"a vocabulary built with reserve_unknown=True to map it to {UNKNOWN})",
             )
@@ -409,10 +429,17 @@ def load_event_log(path, sequence_col: str, event_col: str, time_col: str | None
     offsets = np.zeros(lens.size + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
     return SequenceDatabase(
-        codes[order], offsets, vocab.symbols,
+        codes[order],
+        offsets,
+        vocab.symbols,
         ids=[str(u) for u in uniques],
         name=path.stem.split(".")[0] if name is None else name,
-        meta={"source": str(path), "sequence_col": sequence_col, "event_col": event_col, "time_col": time_col},
+        meta={
+            "source": str(path),
+            "sequence_col": sequence_col,
+            "event_col": event_col,
+            "time_col": time_col,
+        },
     )
 
 
@@ -438,7 +465,8 @@ def _parse_times(path, column, where) -> np.ndarray:
         kind = "a date/time" if expected is parsed else "a number"
         line, prefix = where(bad)
         raise DataFormatError(
-            path, line,
+            path,
+            line,
             f"{prefix}time {column.iloc[bad]!r} in column {column.name!r} is not {kind} like the first row's",
         )
     return parsed.to_numpy().astype("datetime64[ns]").astype(np.int64)
