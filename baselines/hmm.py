@@ -205,7 +205,7 @@ def forward_backward_stats(
     return log_prob, start, trans, obs.T.numpy().copy()
 
 
-@register
+@register(em_settings=("max_iter", "tol", "n_init"))
 class HMM(SequenceModel):
     """Categorical HMM shared by all sequences (Baum-Welch via hmmlearn); exact held-out score.
 

@@ -14,7 +14,7 @@ from ..models.registry import register
 __all__ = ["HMMV"]
 
 
-@register
+@register(em_settings=("max_iter", "tol", "n_init"))
 class HMMV(VariantHMM):
     """HMM variant with one transition matrix per sequence drawn from a Dirichlet prior.
 

@@ -215,8 +215,8 @@ class FastLdaModel(LdaModel):
 
 
 # LDA's max_iter counts per-document inference iterations, not EM iterations: it keeps
-# gensim's own schedule (passes=10) whatever --max-iter/--tol say.
-@register(em_settings=())
+# gensim's own schedule (passes=10) whatever --max-iter/--tol say; it takes the restarts.
+@register(em_settings=("n_init",))
 class LDA(SequenceModel):
     """Latent Dirichlet allocation over bags of symbols (gensim); per-document ELBO score.
 
@@ -253,6 +253,10 @@ class LDA(SequenceModel):
         gensim's Python loop over documents (``False``), in training and at score time.
     verbose : bool
         Keep gensim's logging.
+    n_init : int
+        Restarts: gensim runs with ``random_state`` ``seed``, then seeds derived from
+        ``(seed, r)``; the run with the highest training bound (the per-document bounds plus
+        the topic term) is kept.
 
     Attributes
     ----------
@@ -287,6 +291,7 @@ class LDA(SequenceModel):
         gamma_threshold: float = 1e-4,
         fast_inference: bool = True,
         verbose: bool = False,
+        n_init: int = 1,
     ):
         super().__init__(n_states, seed)
         self.n_symbols = n_symbols
@@ -295,6 +300,7 @@ class LDA(SequenceModel):
             ("passes", passes, 1),
             ("chunksize", chunksize, 1),
             ("update_every", update_every, 0),
+            ("n_init", n_init, 1),
         ):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
                 raise ValueError(f"{nm} must be an integer >= {lo}, got {v!r}")
@@ -311,9 +317,24 @@ class LDA(SequenceModel):
         self.gamma_threshold = float(gamma_threshold)
         self.fast_inference = bool(fast_inference)
         self.verbose = bool(verbose)
+        self.n_init = int(n_init)
 
     # ------------------------------------------------------------------ fit
     def _fit(self, sequences, n_symbols):
+        best = None
+        for seed in [self.seed] + [
+            int(np.random.SeedSequence([self.seed, r]).generate_state(1)[0]) for r in range(1, self.n_init)
+        ]:
+            self._fit_once(sequences, n_symbols, seed)
+            if self.n_init == 1:
+                return
+            bound = float(self._score_samples(sequences).sum()) + self.topic_term()
+            if best is None or bound > best[0]:
+                best = (bound, seed, self.model_)
+        self._set_model(best[2])
+        self.fit_seed_ = best[1]
+
+    def _fit_once(self, sequences, n_symbols, seed):
         cls = FastLdaModel if self.fast_inference else LdaModel
         alpha = self.alpha
         if self.n_states == 1 and isinstance(alpha, str) and alpha == "auto":
@@ -337,9 +358,12 @@ class LDA(SequenceModel):
                 eval_every=None,
                 iterations=self.max_iter,
                 gamma_threshold=self.gamma_threshold,
-                random_state=self.seed,
+                random_state=seed,
                 dtype=np.float64,
             )
+        self._set_model(model)
+
+    def _set_model(self, model):
         self.model_ = model
         self.lambda_ = np.array(model.state.get_lambda(), dtype=np.float64)
         self.topic_word_ = self.lambda_ / self.lambda_.sum(axis=1, keepdims=True)

@@ -16,7 +16,7 @@ from ..models.registry import register
 __all__ = ["VBHMM"]
 
 
-@register
+@register(em_settings=("max_iter", "tol", "n_init"))
 class VBHMM(VariantHMM):
     """Variational Bayesian HMM with fixed symmetric Dirichlet priors.
 

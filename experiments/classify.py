@@ -169,7 +169,14 @@ def class_task(task, payload) -> dict:
     tr_c = tr[db.labels[tr] == code]
     seed_everything(s["seed"])
     model = make_model(
-        name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"], m_step=s.get("m_step")
+        name,
+        K,
+        db.n_symbols,
+        seed=s["seed"],
+        max_iter=s["max_iter"],
+        tol=s["tol"],
+        m_step=s.get("m_step"),
+        n_init=s.get("restarts"),
     )
     _, fit_s = timed(model.fit, db.subset(tr_c).sequences)
     scores, score_s = timed(model.score_samples, db.subset(te).sequences)
@@ -196,7 +203,14 @@ def lr_task(task, payload) -> dict:
     te = te[np.isin(db.labels[te], [ca, cb])]
     seed_everything(s["seed"])
     model = make_model(
-        name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"], m_step=s.get("m_step")
+        name,
+        K,
+        db.n_symbols,
+        seed=s["seed"],
+        max_iter=s["max_iter"],
+        tol=s["tol"],
+        m_step=s.get("m_step"),
+        n_init=s.get("restarts"),
     )
     _, fit_s = timed(model.fit, db.subset(tr).sequences)
     x_tr = posterior_features(model, db.subset(tr).sequences)
@@ -234,6 +248,7 @@ def run_classify(
     max_iter=None,
     tol=None,
     m_step="collapsed",
+    restarts=3,
     no_lr=False,
     lr_c=1.0,
     force=False,
@@ -291,6 +306,7 @@ def run_classify(
         "max_iter": max_iter,
         "tol": tol,
         "m_step": m_step,
+        "restarts": restarts,
         "lr_c": lr_c,
     }
     out = Path(out) if out else default_out("classify", db.name)
@@ -434,7 +450,9 @@ def summary_markdown(df, what, settings, task_names, states, col_models, db_name
         "",
         f"Data: {what}.  ",
         f"{settings['folds']}-fold stratified cross-validation (seed {settings['seed']}), EM max_iter "
-        f"{settings['max_iter'] or 'model default'}, tol {settings['tol'] or 'model default'}.",
+        f"{settings['max_iter'] or 'model default'}, tol {settings['tol'] or 'model default'}, "
+        f"{settings.get('restarts') or 'model default'} restarts for every model (n_init), "
+        f"M-step {settings.get('m_step') or 'collapsed'}.",
         "",
         "## AUC (mean ± std over folds), best of each row in bold",
         "",

@@ -71,7 +71,14 @@ def compare_task(task, payload) -> dict:
     n_tokens = int(sum(len(x) for x in test))
     seed_everything(s["seed"])
     model = make_model(
-        name, K, db.n_symbols, seed=s["seed"], max_iter=s["max_iter"], tol=s["tol"], m_step=s.get("m_step")
+        name,
+        K,
+        db.n_symbols,
+        seed=s["seed"],
+        max_iter=s["max_iter"],
+        tol=s["tol"],
+        m_step=s.get("m_step"),
+        n_init=s.get("restarts"),
     )
     _, fit_s = timed(model.fit, train)
     scores, score_s = timed(model.score_samples, test)
@@ -120,6 +127,7 @@ def run_compare(
     max_iter=None,
     tol=None,
     m_step="collapsed",
+    restarts=3,
     is_samples=100,
     force=False,
 ) -> int:
@@ -154,6 +162,9 @@ def run_compare(
         EM settings (None: each model's own).
     m_step : {"collapsed", "paper"}
         M-step of the LDHMM models.
+    restarts : int
+        Restart budget of every model that takes restarts (``n_init``; all built-in models):
+        the same for all, so that no model wins a comparison by its number of starts.
     is_samples : int
         Importance samples per test sequence for ``heldout_is`` (0: skip).
     force : bool
@@ -185,6 +196,7 @@ def run_compare(
         "max_iter": max_iter,
         "tol": tol,
         "m_step": m_step,
+        "restarts": restarts,
         "is_samples": is_samples,
     }
     out = Path(out) if out else default_out("compare", db.name)
@@ -318,6 +330,8 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states):
         f"Data: {what}.  ",
         f"{settings['folds']}-fold cross-validation, seed {settings['seed']}, EM max_iter "
         f"{settings['max_iter'] or 'model default'}, tol {settings['tol'] or 'model default'}, "
+        f"{settings.get('restarts') or 'model default'} restarts for every model (n_init), "
+        f"M-step {settings.get('m_step') or 'collapsed'}, "
         f"{settings['is_samples']} importance samples per test sequence.",
         "",
         "## Held-out log-likelihood, the paper's measure (nats per test fold, mean ± std over folds)",

@@ -80,6 +80,7 @@ def make_model(
     max_iter: int | None = None,
     tol: float | None = None,
     m_step: str | None = None,
+    n_init: int | None = None,
     **options,
 ):
     """A fresh, unfitted model of the registry.
@@ -96,6 +97,8 @@ def make_model(
         EM settings for the models that iterate EM (not LDA); None keeps the model's default.
     m_step : {"collapsed", "paper"}, optional
         M-step of the LDHMM models (None: their default, ``"collapsed"``).
+    n_init : int, optional
+        Restarts, for every model that takes them (None: each model's default).
     **options
         Further constructor arguments of that model.
     """
@@ -104,6 +107,7 @@ def make_model(
         "max_iter": None if max_iter is None else int(max_iter),
         "tol": None if tol is None else float(tol),
         "m_step": m_step,
+        "n_init": None if n_init is None else int(n_init),
     }
     for key in spec.em_settings:
         if given[key] is not None:

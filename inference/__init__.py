@@ -11,7 +11,17 @@ the layers before it:
 
 from .batch import Bucket, infer_n_symbols, make_buckets, validate_sequences
 from .chain import forward_backward, forward_log_normalizer
-from .e_step import BucketState, EStepTotals, e_step, e_step_bucket, expected_counts
+from .e_step import (
+    RANDOM_STARTS,
+    STARTS,
+    BucketState,
+    EStepTotals,
+    default_starts,
+    e_step,
+    e_step_bucket,
+    expected_counts,
+    guide_starts,
+)
 from .em import FitResult, VariationalEM
 from .guides import ChainGuide, FFGuide, PFGuide, resolve_guide
 from .m_step import M_STEP_METHODS, m_step, newton_dirichlet_multinomial, total_elbo
@@ -50,6 +60,10 @@ __all__ = [
     "validate_sequences",
     "forward_backward",
     "forward_log_normalizer",
+    "RANDOM_STARTS",
+    "STARTS",
+    "default_starts",
+    "guide_starts",
     "BucketState",
     "EStepTotals",
     "e_step",

@@ -15,9 +15,10 @@ import torch
 
 from . import kernels
 from .kernels.chain import forward_backward_potentials
-from .ops.chain import ChainPosterior, check_chain_shapes, forward_backward_log
+from .ops.chain import ChainPosterior, check_chain_shapes, expected_complete_log_lik, forward_backward_log
+from .protocol import HiddenUpdate
 
-__all__ = ["forward_backward", "forward_log_normalizer"]
+__all__ = ["forward_backward", "forward_log_normalizer", "chain_update", "ExactChain"]
 
 
 def _compiled_applies(log_obs: torch.Tensor) -> bool:
@@ -76,3 +77,40 @@ def forward_log_normalizer(
     """``log Z`` of each chain, shape (M,); for an HMM with log-probability potentials this is the
     exact ``log p(x)``. Same arguments as :func:`forward_backward`."""
     return forward_backward(log_initial, log_transition, log_obs, mask).log_normalizer
+
+
+def chain_update(log_initial, log_transition, log_obs, mask, reference: bool = False) -> HiddenUpdate:
+    """The optimal q(Z) among all Markov chains (the PF family) given expected log-potentials.
+
+    Its entropy is ``log Z* - E_q[log potentials]``; ``reference=True`` runs the log-space
+    recursion instead of the compiled core.
+    """
+    run = forward_backward_log if reference else forward_backward
+    post = run(log_initial, log_transition, log_obs, mask)
+    expected = expected_complete_log_lik(
+        post.state_marginals, post.transition_counts, log_initial, log_transition, log_obs
+    )
+    return HiddenUpdate(post.state_marginals, post.transition_counts, post.log_normalizer - expected)
+
+
+class ExactChain:
+    """The closed-form half of the PF family as a guide of the protocol: q(Z) is the exact
+    chain. The E-step uses it to seed other families (see :data:`ldhmm.inference.e_step.STARTS`);
+    :class:`ldhmm.inference.guides.PFGuide` adds the Pyro half."""
+
+    name = "pf"
+    compiled_update = "pf"
+    #: Its "chain" start would be its own best start again.
+    starts = ("prior", "mean")
+
+    def init_state(self, log_initial, log_transition, log_obs, mask):
+        return None
+
+    def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
+        return chain_update(log_initial, log_transition, log_obs, mask), state
+
+    def select_state(self, state, index):
+        return None
+
+    def scatter_state(self, state, index, part):
+        return None

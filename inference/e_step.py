@@ -29,9 +29,11 @@ import torch
 
 from . import kernels
 from .batch import Bucket
+from .chain import ExactChain, forward_backward
 from .kernels.e_step import FAMILIES, PriorTerms, fused_e_step
 from .ops.chain import emission_potentials, weighted_sum
 from .ops.dirichlet import expected_log_dirichlet, log_multivariate_beta
+from .ops.hashing import hashed_uniform
 from .parameters import EVENT_DIMS, VariantParameters, group_shape
 from .protocol import GuideProtocol
 from .variants import GROUPS, SEQUENCE
@@ -44,8 +46,48 @@ __all__ = [
     "compiled_family",
     "prior_terms",
     "e_step_bucket",
+    "STARTS",
+    "guide_starts",
+    "RANDOM_STARTS",
+    "default_starts",
+    "start_state",
+    "best_of_starts",
     "e_step",
 ]
+
+#: Where a sequence's coordinate ascent can start when no warm state exists (the held-out
+#: E-step and a fit's first one run every start and keep each sequence's best bound; a
+#: restart of a fit runs them on its current state too):
+#:
+#: ``"prior"``: q(theta) = the prior, q(Z) from the guide's ``init_state`` (the cold start).
+#: ``"mean"``: counts from the exact chain under the log prior *means*, then the guide from
+#: there. Where a learned prior is sparse, the cold start's ``E log theta = psi(a) - psi(a_0)``
+#: all but forbids what the prior makes rare (psi(0.01) is about -100), and coordinate ascent
+#: stays in that corner; the log mean does not.
+#: ``"chain"``: the best converged E-step of the exact-chain (PF) family first, then the
+#: guide from its counts. For a mean-field guide this escapes the poor per-sequence optima
+#: that its own starts fall into.
+#:
+#: ``"random:<i>"``: counts from random, fairly sharp marginals (the i-th draw, hashed from
+#: the sequence's position in the database, so it does not depend on bucketing), then the
+#: guide from there: where the posterior of a sequence is multimodal, a few random starts
+#: find the modes that the deterministic ones miss.
+#:
+#: Every start is a valid point of the guide's own family, so the best per sequence is still
+#: that family's bound (an FF score stays an FF bound). A guide may narrow the list with a
+#: ``starts`` attribute (PF: ``("prior", "mean")``: its "chain" start is its own best).
+STARTS = ("prior", "mean", "chain")
+#: Random starts of the held-out E-step, a fit's first E-step and its refreshes, by default.
+RANDOM_STARTS = 3
+
+
+def default_starts(guide, n_random: int = RANDOM_STARTS) -> tuple:
+    """The guide's deterministic starts (:func:`guide_starts`) and ``n_random`` random ones."""
+    return guide_starts(guide) + tuple(f"random:{i}" for i in range(n_random))
+
+
+# The exact-chain family that seeds the "chain" start.
+_SEED = ExactChain()
 
 
 @dataclass
@@ -358,6 +400,11 @@ def e_step_bucket(
         if isinstance(guide_state, torch.Tensor) and not consume_state:
             guide_state = guide_state.clone()  # compiled paths update it in place
 
+    if guide_state is None:
+        # Cold start (q(theta) = the prior where no counts exist yet): the guide's own start,
+        # the same for the compiled and the torch route.
+        elog = params.expected_logs(counts, fixed_elog)
+        guide_state = guide.init_state(elog["pi"], elog["A"], emission_potentials(elog["B"], tokens), mask)
     family = compiled_family(guide, counts, guide_state)
     if family is None:
         return _e_step_torch(
@@ -424,6 +471,115 @@ def e_step_bucket(
     return BucketState(counts, entropy, guide_state, elbo, local, sum_elog, n_sweeps)
 
 
+def guide_starts(guide) -> tuple:
+    """The starts the E-step runs for ``guide``: its ``starts`` attribute, else :data:`STARTS`."""
+    starts = tuple(getattr(guide, "starts", STARTS))
+    unknown = [s for s in starts if s not in STARTS and not s.startswith("random:")]
+    if not starts or unknown:
+        raise ValueError(
+            f"{type(guide).__name__}.starts must be a non-empty subset of {STARTS}, got {starts}"
+        )
+    return starts
+
+
+def start_state(start: str, bucket: Bucket, params: VariantParameters, guide, max_iter: int, tol: float):
+    """The state a start begins from (see :data:`STARTS`): None for ``"prior"`` (cold start);
+    otherwise expected counts with the guide's ``init_state`` under their E log theta."""
+    if start == "prior":
+        return None
+    if start == "mean":
+        seq_groups = params.sharing.groups(SEQUENCE)
+        log_mean = {
+            g: torch.log(params.prior[g] / params.prior[g].sum(-1, keepdim=True))[None]
+            if g in seq_groups
+            else params.fixed_expected_log(g)
+            for g in GROUPS
+        }
+        post = forward_backward(
+            log_mean["pi"], log_mean["A"], emission_potentials(log_mean["B"], bucket.tokens), bucket.mask
+        )
+        counts = expected_counts(
+            post.state_marginals, post.transition_counts, bucket.tokens, params.n_symbols
+        )
+    elif start == "chain":
+        counts = best_of_starts(bucket, params, _SEED, guide_starts(_SEED), None, max_iter, tol).counts
+    elif start.startswith("random:"):
+        counts = _random_counts(bucket, params, int(start.split(":", 1)[1]))
+    else:
+        raise ValueError(f"unknown start {start!r}; use one of {STARTS}")
+    elog = params.expected_logs(counts)
+    guide_state = guide.init_state(
+        elog["pi"], elog["A"], emission_potentials(elog["B"], bucket.tokens), bucket.mask
+    )
+    return BucketState(counts, None, guide_state, None, None, {}, 0)
+
+
+def _random_counts(bucket: Bucket, params: VariantParameters, draw: int) -> dict:
+    """Expected counts of random marginals ``r_n ~ u^3`` (normalized; u uniform, hashed from
+    (draw, sequence index, position, state)) with the pair counts of independent positions."""
+    M, T = bucket.tokens.shape
+    K = params.n_states
+    u = hashed_uniform(
+        draw, bucket.index.numpy()[:, None, None], np.arange(T)[None, :, None], np.arange(K)[None, None, :]
+    )
+    marginals = torch.from_numpy(u**3).to(params.dtype)
+    marginals = marginals / marginals.sum(-1, keepdim=True) * bucket.mask[..., None]
+    pairs = (marginals[:, :-1, :, None] * marginals[:, 1:, None, :]).sum(1)
+    return expected_counts(marginals, pairs, bucket.tokens, params.n_symbols)
+
+
+def best_of_starts(
+    bucket: Bucket,
+    params: VariantParameters,
+    guide: GuideProtocol,
+    starts: tuple,
+    warm: BucketState | None = None,
+    max_iter: int = 100,
+    tol: float = 1e-6,
+) -> BucketState:
+    """Coordinate ascent from each start (and from ``warm``, if given), keeping for every
+    sequence the run with the highest ELBO (ties: the earlier run, ``warm`` first).
+
+    Each sequence's bound is its own, so the per-sequence maximum is a bound of the same
+    family; with ``warm`` among the runs the result is never below its warm continuation, so
+    the EM objective still never decreases.
+    """
+    runs = []
+    if warm is not None:
+        runs.append(
+            e_step_bucket(bucket, params, guide, warm, max_iter=max_iter, tol=tol, consume_state=True)
+        )
+    for start in starts:
+        begin = start_state(start, bucket, params, guide, max_iter, tol)
+        runs.append(
+            e_step_bucket(bucket, params, guide, begin, max_iter=max_iter, tol=tol, consume_state=True)
+        )
+    best = runs[0]
+    if len(runs) == 1:
+        return best
+    choice = torch.stack([r.elbo for r in runs]).argmax(0)  # first maximum on ties
+    if not bool((choice > 0).any()):
+        return best
+    counts = {g: c.clone() for g, c in best.counts.items()}
+    entropy, elbo, local = best.entropy.clone(), best.elbo.clone(), best.local_elbo.clone()
+    guide_state = best.guide_state
+    for r, run in enumerate(runs[1:], start=1):
+        idx = (choice == r).nonzero()[:, 0]
+        if idx.numel() == 0:
+            continue
+        for g in GROUPS:
+            counts[g][idx] = run.counts[g][idx]
+        guide_state = guide.scatter_state(guide_state, idx, guide.select_state(run.guide_state, idx))
+        entropy[idx], elbo[idx], local[idx] = run.entropy[idx], run.elbo[idx], run.local_elbo[idx]
+    seq_groups = params.sharing.groups(SEQUENCE)
+    sum_elog = {
+        g: expected_log_dirichlet(params.prior[g].double() + counts[g].double()).sum(0).to(counts[g].dtype)
+        for g in seq_groups
+    }
+    n_sweeps = max(r.n_sweeps for r in runs)
+    return BucketState(counts, entropy, guide_state, elbo, local, sum_elog, n_sweeps)
+
+
 def e_step(
     buckets: list[Bucket],
     params: VariantParameters,
@@ -432,22 +588,32 @@ def e_step(
     max_iter: int = 100,
     tol: float = 1e-6,
     progress: Callable | None = None,
+    starts: tuple = (),
 ) -> tuple[list[BucketState], EStepTotals]:
     """Run :func:`e_step_bucket` on every bucket and reduce the sufficient statistics.
 
     ``states`` (the previous iteration's, for warm starts) is consumed: its entries are updated
     in place and then dropped from the list, so only one copy of the per-sequence state lives.
+    With ``starts`` (see :data:`STARTS`), every bucket runs :func:`best_of_starts` with its
+    warm state among the runs.
     """
     states = states if states is not None else [None] * len(buckets)
     new_states = []
     seq_groups = params.sharing.groups(SEQUENCE)
+    if not seq_groups:
+        starts = ()  # q(Z) given database-level parameters is exact: every start ends alike
     sum_elog = {g: 0.0 for g in seq_groups}
     totals = {g: 0.0 for g in GROUPS}
     local = 0.0
     n = 0
     sweeps = 0
     for i, bucket in enumerate(buckets):
-        st = e_step_bucket(bucket, params, guide, states[i], max_iter=max_iter, tol=tol, consume_state=True)
+        if starts:
+            st = best_of_starts(bucket, params, guide, starts, states[i], max_iter=max_iter, tol=tol)
+        else:
+            st = e_step_bucket(
+                bucket, params, guide, states[i], max_iter=max_iter, tol=tol, consume_state=True
+            )
         states[i] = None
         new_states.append(st)
         for g in seq_groups:

@@ -32,9 +32,9 @@ import torch
 from pyro import poutine
 from torch.distributions import constraints
 
-from .chain import forward_backward
-from .ops.chain import backward_log_messages, expected_complete_log_lik, forward_backward_log
-from .ops.mean_field import init_mean_field, mean_field_stats, mean_field_sweep
+from .chain import ExactChain, chain_update, forward_backward
+from .ops.chain import backward_log_messages
+from .ops.mean_field import mean_field_stats, mean_field_sweep
 from .protocol import GuideProtocol, HiddenUpdate
 
 __all__ = ["ChainGuide", "PFGuide", "FFGuide", "resolve_guide"]
@@ -141,14 +141,11 @@ class PFGuide(ChainGuide):
     def compiled_update(self):
         return None if self.reference or not self.compiled else "pf"
 
+    #: Its "chain" start would be its own best start again (see ExactChain.starts).
+    starts = ExactChain.starts
+
     def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
-        run = forward_backward_log if self.reference else forward_backward
-        post = run(log_initial, log_transition, log_obs, mask)
-        expected = expected_complete_log_lik(
-            post.state_marginals, post.transition_counts, log_initial, log_transition, log_obs
-        )
-        entropy = post.log_normalizer - expected
-        return HiddenUpdate(post.state_marginals, post.transition_counts, entropy), state
+        return chain_update(log_initial, log_transition, log_obs, mask, reference=self.reference), state
 
     def pyro_hidden_params(self, state, log_initial, log_transition, log_obs, mask):
         M, T, K = log_obs.shape
@@ -206,18 +203,29 @@ class FFGuide(ChainGuide):
         # The kernel makes one pass per sweep: extra passes run the torch route.
         return "ff" if self.compiled and not self.extra_sweeps else None
 
+    #: Power that sharpens the exact chain's marginals into the starting factors.
+    init_sharpening = 10.0
+
     def init_state(self, log_initial, log_transition, log_obs, mask):
-        return init_mean_field(log_obs, mask)
+        # The exact chain's marginals under the same potentials, sharpened towards their modes
+        # (r^10, renormalized). The emission potentials alone (the old start) leave q(z_n) blind
+        # to the transitions, and mean field, being mode-seeking, locks into poor per-sequence
+        # optima from an average of modes; starting near one mode avoids both (measured in
+        # docs/math.md, "Held-out E-step").
+        marginals = forward_backward(log_initial, log_transition, log_obs, mask).state_marginals
+        sharp = marginals**self.init_sharpening
+        sharp = sharp / sharp.sum(-1, keepdim=True).clamp_min(torch.finfo(sharp.dtype).tiny)
+        return torch.where(mask[..., None], sharp, torch.zeros_like(sharp)).contiguous()
 
     def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
-        phi = state if state is not None else init_mean_field(log_obs, mask)
+        phi = state if state is not None else self.init_state(log_initial, log_transition, log_obs, mask)
         for _ in range(1 + self.extra_sweeps):
             phi = mean_field_sweep(phi, log_initial, log_transition, log_obs, mask)
         stats = mean_field_stats(phi, log_initial, log_transition, log_obs, mask)
         return HiddenUpdate(phi, stats.transition_counts, stats.entropy), phi
 
     def pyro_hidden_params(self, state, log_initial, log_transition, log_obs, mask):
-        phi = state if state is not None else init_mean_field(log_obs, mask)
+        phi = state if state is not None else self.init_state(log_initial, log_transition, log_obs, mask)
         # Padded positions hold zeros; Pyro's simplex needs a distribution there (masked out).
         M, T, K = phi.shape
         filler = torch.full_like(phi, 1.0 / K)

@@ -47,6 +47,12 @@ class GuideProtocol(Protocol):
         where the kernel does not apply (tensors not float64 on CPU, kernels switched off) and
         for sequences whose compiled recursion underflowed.
 
+    A guide may also set ``starts``: the per-sequence starting points the E-step tries when no
+    warm state exists (a subset of :data:`ldhmm.inference.e_step.STARTS`; default all of
+    them). A family that is the exact chain leaves out ``"chain"``, its own best start; a
+    guide with ``"chain"`` among its starts is by default initialized from the PF fit
+    (``init="auto"`` of the estimators).
+
     Shapes: ``log_initial`` (M or 1, K), ``log_transition`` (M or 1, K, K), ``log_obs``
     (M, T, K), ``mask`` (M, T) bool.
     """

@@ -24,13 +24,17 @@ from ..inference import (
     GROUPS,
     M_STEP_METHODS,
     POINT,
+    RANDOM_STARTS,
     SEQUENCE,
+    FitResult,
     ParameterSharing,
+    PFGuide,
     VariantParameters,
     VariationalEM,
     dirichlet_log_density,
     emission_potentials,
     forward_log_normalizer,
+    guide_starts,
     init_parameters,
     make_buckets,
     resolve_guide,
@@ -39,6 +43,9 @@ from ..inference import (
 from .base import SequenceModel, check_n_symbols
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
+
+#: How a fit starts (see VariantHMM's ``init``).
+INIT_METHODS = ("auto", "random", "pf")
 
 FORMAT_VERSION = 1
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -70,8 +77,19 @@ class VariantHMM(SequenceModel):
     bucket_cells : int
         Padded cells (sequences x length) per E-step batch.
     n_init : int
-        Random restarts (seeds ``seed``, ``seed + 1``, ...); the fit with the highest final
-        training ELBO is kept.
+        Random restarts (seeds :meth:`restart_seeds`); the fit with the highest final
+        training ELBO is kept. Default 3 (docs/math.md, "Restarts and initialization").
+    init : {"auto", "random", "pf"}
+        Where the fit starts: ``"random"``, the ``n_init`` seeded random starting points;
+        ``"pf"``, the same variant fitted first with the PF guide (with those restarts), then
+        this guide from its parameters; ``"auto"`` (default): ``"pf"`` for a guide that the
+        E-step seeds from the exact chain (its ``starts`` include ``"chain"``, e.g. FF), else
+        ``"random"``. A mean-field fit from random points stops in poorer optima than the PF
+        fit it is nested in.
+    random_starts : int
+        Random per-sequence starts of the E-step beside the deterministic ones (held-out
+        scoring, a fit's first E-step and its refreshes; see
+        :data:`ldhmm.inference.e_step.STARTS`).
     m_step : {"collapsed", "paper"}
         Update of learned Dirichlet priors: ``"collapsed"`` (default) maximizes the ELBO over
         the prior and every q(theta_m) jointly; ``"paper"`` holds q(theta_m) fixed as in the
@@ -98,8 +116,10 @@ class VariantHMM(SequenceModel):
         verbose: bool = False,
         dtype: str = "float64",
         bucket_cells: int = 1 << 20,
-        n_init: int = 1,
+        n_init: int = 3,
         m_step: str = "collapsed",
+        init: str = "auto",
+        random_starts: int = RANDOM_STARTS,
     ):
         super().__init__(n_states, seed)
         n_symbols = check_n_symbols(n_symbols)
@@ -112,6 +132,14 @@ class VariantHMM(SequenceModel):
             raise ValueError(f"n_init must be an integer >= 1, got {n_init!r}")
         if m_step not in M_STEP_METHODS:
             raise ValueError(f"m_step must be one of {M_STEP_METHODS}, got {m_step!r}")
+        if init not in INIT_METHODS:
+            raise ValueError(f"init must be one of {INIT_METHODS}, got {init!r}")
+        if (
+            isinstance(random_starts, bool)
+            or not isinstance(random_starts, (int, np.integer))
+            or random_starts < 0
+        ):
+            raise ValueError(f"random_starts must be an integer >= 0, got {random_starts!r}")
         if prior_concentration <= 0:
             raise ValueError(f"prior_concentration must be > 0, got {prior_concentration}")
         self.n_symbols = n_symbols
@@ -127,21 +155,24 @@ class VariantHMM(SequenceModel):
         self.bucket_cells = bucket_cells
         self.n_init = int(n_init)
         self.m_step = m_step
+        self.init = init
+        self.random_starts = int(random_starts)
 
     # ---- helpers -------------------------------------------------------------------------
     @property
     def _torch_dtype(self):
         return _DTYPES[self.dtype]
 
-    def _engine(self, progress=False) -> VariationalEM:
+    def _engine(self, progress=False, guide=None) -> VariationalEM:
         return VariationalEM(
-            self.guide,
+            self.guide if guide is None else guide,
             max_iter=self.max_iter,
             tol=self.tol,
             e_step_max_iter=self.e_step_max_iter,
             e_step_tol=self.e_step_tol,
             m_step=self.m_step,
             progress=progress,
+            random_starts=self.random_starts,
         )
 
     def __sklearn_is_fitted__(self) -> bool:
@@ -190,15 +221,18 @@ class VariantHMM(SequenceModel):
     def _fit(self, seqs, n_symbols, init_params: VariantParameters | None = None):
         buckets = self._buckets(seqs)
         engine = self._engine(progress=self.verbose)
+        self.init_elbo_history_ = np.asarray([])
         if init_params is not None:
             result = engine.fit(buckets, init_params)
+        elif self._init_method() == "pf":
+            # The PF fit (with the restarts) first, then this guide from its parameters.
+            chain = self._best_of_restarts(
+                self._engine(progress=self.verbose, guide=PFGuide()), buckets, seqs
+            )
+            self.init_elbo_history_ = np.asarray(chain.elbo_history)
+            result = engine.fit(buckets, chain.params)
         else:
-            # Restart r starts from seed + r; the run with the highest final ELBO is kept.
-            result = None
-            for restart in range(self.n_init):
-                run = engine.fit(buckets, self.initial_parameters(seqs, seed=self.seed + restart))
-                if result is None or run.elbo_history[-1] > result.elbo_history[-1]:
-                    result = run
+            result = self._best_of_restarts(engine, buckets, seqs)
         self._set_params(result.params)
         self.elbo_history_ = np.asarray(result.elbo_history)
         self.e_step_elbo_history_ = np.asarray(result.e_step_elbo_history)
@@ -206,6 +240,27 @@ class VariantHMM(SequenceModel):
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
         self.prior_capped_ = result.capped
+
+    def restart_seeds(self) -> list[int]:
+        """The seeds of the ``n_init`` starting points: ``seed`` itself, then seeds derived from
+        ``(seed, r)`` (so that models with neighbouring seeds share no restart)."""
+        return [self.seed] + [
+            int(np.random.SeedSequence([self.seed, r]).generate_state(1)[0]) for r in range(1, self.n_init)
+        ]
+
+    def _init_method(self) -> str:
+        if self.init != "auto":
+            return self.init
+        return "pf" if "chain" in guide_starts(self.guide) else "random"
+
+    def _best_of_restarts(self, engine: VariationalEM, buckets, seqs) -> FitResult:
+        """Every restart's seed (:meth:`restart_seeds`); the run with the highest final ELBO is kept."""
+        result = None
+        for seed in self.restart_seeds():
+            run = engine.fit(buckets, self.initial_parameters(seqs, seed=seed))
+            if result is None or run.elbo_history[-1] > result.elbo_history[-1]:
+                result = run
+        return result
 
     # ---- scoring -------------------------------------------------------------------------
     def _e_step(self, seqs):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..inference import LDHMM_SHARING, VariantParameters, fit_svi
+from ..inference import LDHMM_SHARING, RANDOM_STARTS, VariantParameters, fit_svi
 from .estimator import VariantHMM
 from .pyro_model import learned_ldhmm_model, sample_database
 from .registry import register
@@ -49,6 +49,8 @@ class LDHMM(VariantHMM):
         Padded cells per E-step batch (memory/speed trade-off).
     n_init : int
         Random restarts of the closed-form fit; the highest final training ELBO wins.
+    init, random_starts : see :class:`ldhmm.models.estimator.VariantHMM`
+        By default an FF fit starts from the PF fit (with its restarts).
     m_step : {"collapsed", "paper"}
         ``"collapsed"`` (default): Newton-Raphson on ``sum_m log B(alpha + n_m) - log B(alpha)``,
         which moves the priors and every q(theta_m) together; ``"paper"``: the paper's M-step
@@ -84,8 +86,10 @@ class LDHMM(VariantHMM):
         svi_lr: float = 0.05,
         dtype: str = "float64",
         bucket_cells: int = 1 << 20,
-        n_init: int = 1,
+        n_init: int = 3,
         m_step: str = "collapsed",
+        init: str = "auto",
+        random_starts: int = RANDOM_STARTS,
     ):
         super().__init__(
             n_states,
@@ -102,6 +106,8 @@ class LDHMM(VariantHMM):
             bucket_cells=bucket_cells,
             n_init=n_init,
             m_step=m_step,
+            init=init,
+            random_starts=random_starts,
         )
         if optimizer not in ("cavi", "svi"):
             raise ValueError(f"optimizer must be 'cavi' or 'svi', got {optimizer!r}")
@@ -230,6 +236,6 @@ class LDHMM(VariantHMM):
 
 
 # The harness compares the two variational families of q(Z) as two models.
-_HARNESS_SETTINGS = ("max_iter", "tol", "m_step")
+_HARNESS_SETTINGS = ("max_iter", "tol", "m_step", "n_init")
 register(LDHMM, name="LDHMM-FF", options={"guide": "ff"}, em_settings=_HARNESS_SETTINGS)
 register(LDHMM, name="LDHMM-PF", options={"guide": "pf"}, em_settings=_HARNESS_SETTINGS)

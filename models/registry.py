@@ -25,7 +25,8 @@ constructor. What the class cannot say is given to :func:`register`:
     Constructor arguments fixed for this name.
 ``em_settings``
     Which of the harness-wide settings :data:`EM_SETTINGS` (``--max-iter``, ``--tol``,
-    ``--m-step``) the model takes as constructor arguments of the same names. Default
+    ``--m-step``, ``--restarts`` as ``n_init``) the model takes as constructor arguments of
+    the same names. Default
     ``("max_iter", "tol")``, for a model that iterates EM to convergence; ``()`` for one
     whose ``max_iter`` means something else (LDA: per-document iterations).
 
@@ -48,7 +49,7 @@ from .base import SCORE_KINDS
 __all__ = ["EM_SETTINGS", "ModelSpec", "register", "unregister", "registered", "get_spec"]
 
 #: The harness-wide settings a model may take (constructor arguments of these names).
-EM_SETTINGS = ("max_iter", "tol", "m_step")
+EM_SETTINGS = ("max_iter", "tol", "m_step", "n_init")
 
 _REGISTRY: dict[str, ModelSpec] = {}
 

@@ -341,3 +341,12 @@ def test_atomic_write_and_mean_std(tmp_path):
     assert not list(tmp_path.glob(".*tmp"))
     m, s, n = H.mean_std([1.0, 3.0, math.nan])
     assert (m, n) == (2.0, 2) and abs(s - math.sqrt(2)) < 1e-12
+
+
+def test_every_model_gets_the_same_restart_budget(compare_run):
+    # the harness passes --restarts as n_init to every built-in model, and says so
+    for name in H.MODEL_NAMES:
+        assert H.make_model(name, 2, 5, seed=0, n_init=4).n_init == 4
+    cfg = json.loads((compare_run / "config.json").read_text())
+    assert cfg["settings"]["restarts"] == 3
+    assert "3 restarts for every model" in (compare_run / "summary.md").read_text()

@@ -142,6 +142,7 @@ class LogSpacePFGuide:
     the PF family computed with a plain log-space forward-backward."""
 
     name = "pf-logspace"
+    starts = ("prior", "mean")  # the exact-chain family: no "chain" start
 
     def init_state(self, log_initial, log_transition, log_obs, mask):
         return None

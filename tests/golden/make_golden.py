@@ -36,6 +36,7 @@ class LogSpacePFGuide:
     """A user-written guide (no library base class): log-space forward-backward."""
 
     name = "pf-logspace"
+    starts = ("prior", "mean")  # the exact-chain family: no "chain" start
 
     def init_state(self, log_initial, log_transition, log_obs, mask):
         return None

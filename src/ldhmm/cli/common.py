@@ -86,6 +86,12 @@ def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_defau
         "held fixed, as in the paper; needs many more EM iterations)",
     )
     p.add_argument(
+        "--restarts",
+        type=positive_int,
+        default=3,
+        help="restart budget (n_init) of every model that takes restarts: the same for all (default 3)",
+    )
+    p.add_argument(
         "--force",
         action="store_true",
         help="reuse an --out directory that holds results of another configuration",

@@ -1,0 +1,125 @@
+"""Fit quality on synthetic LDHMM data: do default fits reach the optimum the truth allows?
+
+For several data seeds, K = 2..4, prior shapes and length ranges, sample a database from known
+hyper-parameters, fit LDHMM with the defaults (PF and FF), and report per token:
+
+- ``train``: the final training ELBO; ``rescore``: ``score_samples`` of the same training
+  sequences (a cold held-out E-step); the two should agree;
+- ``held`` and ``truth``: the held-out ELBO under the fitted and under the true
+  hyper-parameters (same guide, same E-step); ``held - truth`` should not be negative by much;
+- ``ff <= pf``: the FF bound of the held-out set never exceeds its PF bound for the same
+  hyper-parameters.
+
+Run ``python -m ldhmm.experiments.fit_quality`` (about two minutes; ``--quick`` for a subset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import time
+
+import numpy as np
+
+from ..models import LDHMM
+
+__all__ = ["SHAPES", "LENGTHS", "truth_hyperparameters", "evaluate", "main"]
+
+#: Prior shapes: how much sequences differ from each other.
+SHAPES = ("peaked", "dispersed")
+#: Length ranges of the sequences (inclusive).
+LENGTHS = {"short": (5, 20), "long": (30, 80)}
+
+
+def truth_hyperparameters(n_states: int, n_symbols: int, shape: str, seed: int):
+    """Random hyper-parameters of a given shape.
+
+    ``"peaked"``: rows with a dominant entry (sticky transitions, emissions peaked on two
+    symbols per state) and concentrations around 10; ``"dispersed"``: the same means with
+    concentrations around 3, so each sequence's parameters differ more from the mean.
+    """
+    rng = np.random.default_rng(seed)
+    K, V = n_states, n_symbols
+    scale = 10.0 if shape == "peaked" else 3.0
+    alpha_pi = rng.uniform(0.5, 2.0, K) * scale / K
+    A_mean = np.full((K, K), 0.5) + np.eye(K) * 4.0 * rng.uniform(0.5, 1.5, K)[:, None]
+    alpha_A = A_mean / A_mean.sum(1, keepdims=True) * scale
+    beta = np.full((K, V), 0.2)
+    for k in range(K):
+        beta[k, rng.choice(V, 2, replace=False)] += 3.0
+    beta = beta / beta.sum(1, keepdims=True) * scale
+    return alpha_pi, alpha_A, beta
+
+
+def evaluate(n_states, shape, lengths, seed, guide, n_train=600, n_held=200, n_symbols=6, **fit_options):
+    """One row of the table (see the module docstring)."""
+    truth = LDHMM.from_hyperparameters(*truth_hyperparameters(n_states, n_symbols, shape, seed), guide=guide)
+    rng = np.random.default_rng(seed + 1000)
+    lo, hi = LENGTHS[lengths]
+    train = truth.sample(n_train, lengths=rng.integers(lo, hi + 1, n_train), seed=seed + 1)
+    held = truth.sample(n_held, lengths=rng.integers(lo, hi + 1, n_held), seed=seed + 2)
+    n_train_tokens = sum(map(len, train))
+    n_held_tokens = sum(map(len, held))
+    start = time.perf_counter()
+    model = LDHMM(n_states, n_symbols=n_symbols, guide=guide, seed=seed, **fit_options).fit(train)
+    seconds = time.perf_counter() - start
+    row = {
+        "K": n_states,
+        "shape": shape,
+        "lengths": lengths,
+        "seed": seed,
+        "guide": guide,
+        "iters": int(model.n_iter_),
+        "seconds": seconds,
+        "train": model.elbo_history_[-1] / n_train_tokens,
+        "rescore": model.score_samples(train).sum() / n_train_tokens,
+        "held": model.score_samples(held).sum() / n_held_tokens,
+        "truth": truth.score_samples(held).sum() / n_held_tokens,
+    }
+    if guide == "ff":
+        pf = LDHMM.from_hyperparameters(model.alpha_pi_, model.alpha_A_, model.beta_, guide="pf")
+        row["pf_held"] = pf.score_samples(held).sum() / n_held_tokens
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ldhmm.experiments.fit_quality", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--states", type=int, nargs="+", default=[2, 3, 4])
+    parser.add_argument("--guides", nargs="+", default=["pf", "ff"], choices=["pf", "ff"])
+    parser.add_argument("--quick", action="store_true", help="one seed, K = 3 only")
+    parser.add_argument("--n-init", type=int, default=None, help="restarts (default: the estimator's)")
+    args = parser.parse_args(argv)
+    seeds, states = ([0], [3]) if args.quick else (args.seeds, args.states)
+    options = {} if args.n_init is None else {"n_init": args.n_init}
+    print(
+        f"{'K':>2} {'shape':<9} {'len':<5} {'seed':>4} {'guide':<5} {'iters':>5} {'sec':>6} "
+        f"{'train':>8} {'rescore-train':>13} {'held-truth':>10} {'ff-pf':>7}"
+    )
+    rows = []
+    for K, shape, lengths, seed, guide in itertools.product(states, SHAPES, LENGTHS, seeds, args.guides):
+        row = evaluate(K, shape, lengths, seed, guide, **options)
+        rows.append(row)
+        ffpf = f"{row['held'] - row['pf_held']:7.4f}" if "pf_held" in row else " " * 7
+        print(
+            f"{K:>2} {shape:<9} {lengths:<5} {seed:>4} {guide:<5} {row['iters']:>5} {row['seconds']:6.1f} "
+            f"{row['train']:8.4f} {row['rescore'] - row['train']:13.4f} "
+            f"{row['held'] - row['truth']:10.4f} {ffpf}",
+            flush=True,
+        )
+    for guide in args.guides:
+        sel = [r for r in rows if r["guide"] == guide]
+        gap = max(abs(r["rescore"] - r["train"]) for r in sel)
+        worst = min(r["held"] - r["truth"] for r in sel)
+        total = sum(r["seconds"] for r in sel)
+        print(
+            f"{guide}: max |rescore - train| {gap:.4f} nats/token, min held - truth {worst:.4f}, "
+            f"fit seconds {total:.1f} over {len(sel)} fits"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
