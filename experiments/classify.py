@@ -35,7 +35,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ..data import kfold_indices
 from .datasets import data_fingerprint, select_database
-from .lineup import ldhmm_names, make_model, model_names, model_order, resolve_models
+from .lineup import ldhmm_names, model_from_settings, model_names, model_order, resolve_models
 from .tables import mean_std
 from .tasks import (
     atomic_write_text,
@@ -168,16 +168,7 @@ def class_task(task, payload) -> dict:
     code = db.label_names.index(c)
     tr_c = tr[db.labels[tr] == code]
     seed_everything(s["seed"])
-    model = make_model(
-        name,
-        K,
-        db.n_symbols,
-        seed=s["seed"],
-        max_iter=s["max_iter"],
-        tol=s["tol"],
-        m_step=s.get("m_step"),
-        n_init=s.get("restarts"),
-    )
+    model = model_from_settings(name, K, db.n_symbols, s)
     _, fit_s = timed(model.fit, db.subset(tr_c).sequences)
     scores, score_s = timed(model.score_samples, db.subset(te).sequences)
     n_iter = getattr(model, "n_iter_", None)
@@ -202,16 +193,7 @@ def lr_task(task, payload) -> dict:
     tr = tr[np.isin(db.labels[tr], [ca, cb])]
     te = te[np.isin(db.labels[te], [ca, cb])]
     seed_everything(s["seed"])
-    model = make_model(
-        name,
-        K,
-        db.n_symbols,
-        seed=s["seed"],
-        max_iter=s["max_iter"],
-        tol=s["tol"],
-        m_step=s.get("m_step"),
-        n_init=s.get("restarts"),
-    )
+    model = model_from_settings(name, K, db.n_symbols, s)
     _, fit_s = timed(model.fit, db.subset(tr).sequences)
     x_tr = posterior_features(model, db.subset(tr).sequences)
     x_te = posterior_features(model, db.subset(te).sequences)

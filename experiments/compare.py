@@ -31,7 +31,7 @@ from scipy.stats import ttest_rel
 
 from ..data import kfold_indices
 from .datasets import data_fingerprint, select_database
-from .lineup import is_models, ldhmm_names, make_model, model_names, model_order, resolve_models
+from .lineup import is_models, ldhmm_names, model_from_settings, model_names, model_order, resolve_models
 from .tables import fmt_pm, mean_std
 from .tasks import (
     atomic_write_text,
@@ -70,16 +70,7 @@ def compare_task(task, payload) -> dict:
     test = db.subset(te).sequences
     n_tokens = int(sum(len(x) for x in test))
     seed_everything(s["seed"])
-    model = make_model(
-        name,
-        K,
-        db.n_symbols,
-        seed=s["seed"],
-        max_iter=s["max_iter"],
-        tol=s["tol"],
-        m_step=s.get("m_step"),
-        n_init=s.get("restarts"),
-    )
+    model = model_from_settings(name, K, db.n_symbols, s)
     _, fit_s = timed(model.fit, train)
     scores, score_s = timed(model.score_samples, test)
     scores = np.asarray(scores, dtype=np.float64)

@@ -30,6 +30,7 @@ __all__ = [  # noqa: F822 - the first four are served by the module's __getattr_
     "ldhmm_names",
     "is_models",
     "make_model",
+    "model_from_settings",
     "resolve_models",
     "model_score_kind",
     "model_order",
@@ -113,6 +114,21 @@ def make_model(
         if given[key] is not None:
             options.setdefault(key, given[key])
     return spec.make(int(n_states), int(n_symbols), int(seed), **options)
+
+
+def model_from_settings(name: str, n_states: int, n_symbols: int, settings: dict):
+    """:func:`make_model` with a run's harness-wide settings (``seed``, ``max_iter``, ``tol``,
+    ``m_step``, ``restarts`` as ``n_init``), as ``config.json`` records them."""
+    return make_model(
+        name,
+        n_states,
+        n_symbols,
+        seed=settings["seed"],
+        max_iter=settings["max_iter"],
+        tol=settings["tol"],
+        m_step=settings.get("m_step"),
+        n_init=settings.get("restarts"),
+    )
 
 
 def resolve_models(names: Iterable[str] | None) -> list[str]:
