@@ -49,7 +49,7 @@ import torch
 from hmmlearn.hmm import CategoricalHMM
 from scipy.special import xlogy
 
-from ..inference import forward_backward, make_buckets
+from ..inference import forward_backward, make_buckets, unpad_paths, viterbi_log
 from ..models.base import SequenceModel, check_seed
 from ..models.registry import register
 
@@ -366,3 +366,52 @@ class HMM(SequenceModel):
     # ---------------------------------------------------------------- score
     def _score_samples(self, sequences):
         return forward_log_likelihood(self.startprob_, self.transmat_, self.emissionprob_, sequences)
+
+    # ------------------------------------------------------------ prediction
+    def predict_next_proba(self, sequences) -> np.ndarray:
+        """Predictive distribution of the next symbol of each sequence (the forward filter).
+
+        ``p(x_(n+1) = v | x_1..x_n) = sum_(i,j) alpha_n[i] transmat_[i, j] emissionprob_[j, v]``
+        with ``alpha_n = p(z_n | x_1..x_n)`` the normalized forward message at the last
+        position (the chain core's last state marginal).
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays, each with at least one symbol
+
+        Returns
+        -------
+        np.ndarray, shape (M, V), float64, in the input order; rows sum to 1.
+        """
+        seqs = self._validate_for_score(sequences)
+        out = np.empty((len(seqs), self.n_symbols_))
+        step = self.transmat_ @ self.emissionprob_  # (K, V)
+        for bucket, post in _posteriors(self.startprob_, self.transmat_, self.emissionprob_, seqs, 1 << 19):
+            rows = torch.arange(bucket.n_sequences)
+            alpha = post.state_marginals[rows, bucket.lengths.long() - 1].numpy()  # (M_b, K)
+            p = alpha @ step
+            out[bucket.index.numpy()] = p / p.sum(-1, keepdims=True)
+        return out
+
+    def decode(self, sequences) -> list:
+        """Most probable hidden-state path of each sequence (Viterbi, :func:`ldhmm.inference.viterbi_log`).
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays
+
+        Returns
+        -------
+        list of np.ndarray, each of shape (N_m,) and dtype int64 (states in 0..K-1), in the
+        input order.
+        """
+        seqs = self._validate_for_score(sequences)
+        log_start, log_trans, log_emit_t = _log_parameters(
+            self.startprob_, self.transmat_, self.emissionprob_
+        )
+        out = [None] * len(seqs)
+        for bucket in make_buckets(seqs, max_cells=1 << 19):
+            paths = viterbi_log(log_start, log_trans, log_emit_t[bucket.tokens], bucket.mask)
+            for i, path in zip(bucket.index.tolist(), unpad_paths(paths)):
+                out[i] = path
+        return out

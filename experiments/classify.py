@@ -22,8 +22,9 @@ of pi, of the rows of A and of the rows of B (normalized ``posterior()["g_pi"]``
 
 from __future__ import annotations
 
+import json
 import math
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,9 +35,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ..data import kfold_indices
-from .datasets import data_fingerprint, select_database
-from .lineup import ldhmm_names, model_from_settings, model_names, model_order, resolve_models
-from .tables import mean_std
+from .datasets import data_fingerprint, resolve_data
+from .lineup import ldhmm_names, model_from_settings, model_names, model_order
+from .plugins import build_model, check_scores, check_sendable, resolve_lineup
+from .tables import failure_lines, mean_std
 from .tasks import (
     atomic_write_text,
     default_out,
@@ -47,7 +49,15 @@ from .tasks import (
     timed,
 )
 
-__all__ = ["run_classify", "class_task", "lr_task", "PAPER_TABLE3", "posterior_features", "parse_tasks"]
+__all__ = [
+    "classify",
+    "ClassificationResult",
+    "class_task",
+    "lr_task",
+    "PAPER_TABLE3",
+    "posterior_features",
+    "parse_tasks",
+]
 
 #: The paper's Table 3 (mean ± std of the AUC over 10 folds); "LDHMM-nf" in the paper is LDHMM-PF.
 PAPER_TABLE3 = {
@@ -168,12 +178,13 @@ def class_task(task, payload) -> dict:
     code = db.label_names.index(c)
     tr_c = tr[db.labels[tr] == code]
     seed_everything(s["seed"])
-    model = model_from_settings(name, K, db.n_symbols, s)
+    model = build_model(payload["entries"][name], K, db.n_symbols, s)
     _, fit_s = timed(model.fit, db.subset(tr_c).sequences)
     scores, score_s = timed(model.score_samples, db.subset(te).sequences)
+    scores = check_scores(scores, te.size, name)
     n_iter = getattr(model, "n_iter_", None)
     return {
-        "score_kind": type(model).score_kind,
+        "score_kind": model.score_kind,
         "n_train": int(tr_c.size),
         "test_index": te.tolist(),
         "test_scores": [float(x) for x in scores],
@@ -214,63 +225,109 @@ def lr_task(task, payload) -> dict:
 
 
 # ------------------------------------------------------------------------ the command
-def run_classify(
-    dataset=None,
-    file=None,
-    data_dir=None,
-    n_sequences=None,
-    task=None,
-    states=("2", "3", "4"),
-    folds=10,
-    models=("all",),
+@dataclass
+class ClassificationResult:
+    """What :func:`classify` returns; the same files are under ``out``.
+
+    Attributes
+    ----------
+    folds : pandas.DataFrame
+        One row per (task, model, K, fold): ``auc``, ``score_kind`` (``"discriminative"`` for
+        the ``+LR`` rows), sizes and fit seconds (``folds.csv``).
+    summary : str
+        The Markdown report (``summary.md``).
+    out : Path
+    errors : list of str
+        One line per failed task; rerunning retries them.
+    config : dict
+        The run's ``config.json``.
+    data : str
+        Which database was used.
+    """
+
+    folds: pd.DataFrame
+    summary: str
+    out: Path
+    errors: list
+    config: dict
+    data: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def table(self) -> pd.DataFrame:
+        """Mean AUC over folds per (task, K) (rows) and model (columns)."""
+        return self.folds.pivot_table(index=["task", "K"], columns="model", values="auc", aggfunc="mean")
+
+
+def classify(
+    models="all",
+    data=None,
+    states=(2, 3, 4),
+    folds: int = 10,
+    jobs: int = 1,
     out=None,
-    jobs=1,
-    quiet=False,
-    seed=0,
-    max_iter=None,
-    tol=None,
-    m_step="collapsed",
-    restarts=3,
-    no_lr=False,
-    lr_c=1.0,
-    force=False,
-) -> int:
-    """Run ``ldhmm classify``: per-class models and LDHMM features + logistic regression, then AUCs.
+    seed: int = 0,
+    *,
+    tasks=None,
+    n_sequences: int | None = None,
+    data_dir=None,
+    sequence_col: str | None = None,
+    event_col: str | None = None,
+    time_col: str | None = None,
+    max_iter: int | None = None,
+    tol: float | None = None,
+    m_step: str = "collapsed",
+    restarts: int = 3,
+    lr: bool = True,
+    lr_c: float = 1.0,
+    force: bool = False,
+    quiet: bool = False,
+    plugins=(),
+) -> ClassificationResult:
+    """Generative classification AUCs per model and K, plus LDHMM features + logistic regression.
+
+    ``ldhmm classify`` is this function behind a parser.
 
     Parameters
     ----------
-    dataset : {"splice", "synthetic"}, optional
-        A labelled data set (default splice; synthetic: the built-in two-class database).
-    file : str or Path, optional
-        A labelled file in the ldhmm-sequences text format.
-    data_dir : str or Path, optional
-        Data directory (default ``$LDHMM_DATA``).
-    n_sequences : int, optional
-        Use a seeded random sample of this many sequences.
-    task : list of str, optional
-        Binary tasks ``"A-B"`` (default: every pair of classes).
-    states, folds, models, out, jobs, quiet, seed, max_iter, tol, m_step, force
-        As for :func:`ldhmm.experiments.compare.run_compare` (``out`` default
+    models, states, folds, jobs, out, seed, n_sequences, data_dir, sequence_col, event_col,
+    time_col, max_iter, tol, m_step, restarts, force, quiet, plugins
+        As for :func:`ldhmm.experiments.compare.compare` (``out`` default
         ``results/classify-<data>``).
-    no_lr : bool
-        Skip the LDHMM-features + logistic regression rows.
+    data : optional
+        A labelled database: ``"splice"`` (default), ``"synthetic"`` (a built-in two-class
+        database), a labelled file (ldhmm-sequences text format) or a labelled
+        :class:`SequenceDatabase`.
+    tasks : list of str, optional
+        Binary tasks ``"A-B"`` (default: every pair of classes).
+    lr : bool
+        Add the LDHMM-features + logistic regression rows (``NAME+LR``).
     lr_c : float
         Inverse L2 strength C of the logistic regression.
 
     Returns
     -------
-    int
-        0 when every task finished, 1 when some failed. Writes ``folds.csv`` and
-        ``summary.md`` under ``out``.
+    ClassificationResult
     """
-    models = resolve_models(models)
-    states = parse_states(states)
-    dataset = dataset if (dataset or file) else "splice"
-    db, what = select_database(dataset, file, data_dir, n_sequences, seed, labelled=True)
+    entries = resolve_lineup(models, extra=plugins)
+    check_sendable(entries, jobs)
+    models = [e.name for e in entries]
+    states = parse_states([states] if isinstance(states, (int, str)) else list(states))
+    db, what = resolve_data(
+        "splice" if data is None else data,
+        data_dir,
+        n_sequences,
+        seed,
+        labelled=True,
+        sequence_col=sequence_col,
+        event_col=event_col,
+        time_col=time_col,
+    )
     if db.labels is None:
         raise ValueError(f"{what}: the sequences have no class labels; classify needs a labelled database")
-    print(f"data: {what}", flush=True)
-    pairs = parse_tasks(task, db.label_names)
+    pairs = parse_tasks(tasks, db.label_names)
     task_names = [f"{a}-{b}" for a, b in pairs]
     classes = [c for c in db.label_names if any(c in p for p in pairs)]
     fold_index = kfold_indices(db, folds, seed=seed)
@@ -291,8 +348,11 @@ def run_classify(
         "restarts": restarts,
         "lr_c": lr_c,
     }
+    plugin_sources = {e.name: e.source for e in entries if not e.builtin}
+    if plugin_sources:  # only then: a run of built-in models keeps the hash it always had
+        settings["plugins"] = plugin_sources
     out = Path(out) if out else default_out("classify", db.name)
-    lr_models = [] if no_lr else [m for m in ldhmm_names() if m in models]
+    lr_models = [m for m in ldhmm_names() if m in models] if lr else []
     digest = prepare_out_dir(
         out,
         "classify",
@@ -307,7 +367,7 @@ def run_classify(
         for f in range(folds)
         for c in classes
     ]
-    lr = [
+    lr_tasks = [
         {
             "key": f"{m}+LR__K{K}__fold{f}__task{a}-{b}",
             "base_model": m,
@@ -321,17 +381,12 @@ def run_classify(
         for f in range(folds)
         for a, b in pairs
     ]
-    payload = {"db": db, "folds": fold_index, "settings": settings}
+    payload = {"db": db, "folds": fold_index, "settings": settings, "entries": {e.name: e for e in entries}}
     # one pool over both kinds of task: dispatch on the task's fields
     records, errors = run_tasks(
-        gen + lr, _dispatch, payload, out, digest, jobs=jobs, quiet=quiet, desc="classify"
+        gen + lr_tasks, _dispatch, payload, out, digest, jobs=jobs, quiet=quiet, desc="classify"
     )
-    for e in errors:
-        print(f"ldhmm classify: warning: task failed: {e}", file=sys.stderr)
-    resumed = sum(r.get("resumed", False) for r in records)
-    if resumed:
-        print(f"resumed: {resumed} of {len(gen) + len(lr)} tasks were already done in {out}")
-
+    resumed = sum(bool(r.get("resumed")) for r in records)
     by_key = {(r["model"], int(r["K"]), int(r["fold"]), r["cls"]): r for r in records if "cls" in r}
     rows = []
     for a, b in pairs:
@@ -379,24 +434,20 @@ def run_classify(
                 }
             )
     if not rows:
-        raise RuntimeError("no task finished")
+        first = f"; the first: {errors[0]}" if errors else ""
+        raise RuntimeError(f"no task finished ({len(errors)} failed{first})")
     df = pd.DataFrame(rows)
     df = df.sort_values(
         ["task", "K", "model", "fold"], key=lambda c: c.map(model_order) if c.name == "model" else c
-    )
+    ).reset_index(drop=True)
     df.to_csv(out / "folds.csv", index=False)
     col_models = [m for m in models] + [f"{m}+LR" for m in lr_models]
-    md = summary_markdown(df, what, settings, task_names, states, col_models, db.name)
+    md = summary_markdown(df, what, settings, task_names, states, col_models, db.name, errors=errors)
     atomic_write_text(out / "summary.md", md)
-    print(md)
-    print(f"results: {out}/folds.csv, summary.md")
-    if errors:
-        print(
-            f"ldhmm classify: error: {len(errors)} task(s) failed (see the warnings); rerun to retry them",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    config["resumed_tasks"] = resumed
+    config["n_tasks"] = len(gen) + len(lr_tasks)
+    return ClassificationResult(folds=df, summary=md, out=out, errors=list(errors), config=config, data=what)
 
 
 def _dispatch(task, payload):
@@ -422,7 +473,7 @@ def _auc_table(cells, task_names, states, col_models, bold=True):
     return "\n".join(lines)
 
 
-def summary_markdown(df, what, settings, task_names, states, col_models, db_name) -> str:
+def summary_markdown(df, what, settings, task_names, states, col_models, db_name, errors=()) -> str:
     cells = {}
     for (t, K, m), g in df.groupby(["task", "K", "model"]):
         mean, std, n = mean_std(g["auc"].to_numpy(float))
@@ -464,4 +515,7 @@ def summary_markdown(df, what, settings, task_names, states, col_models, db_name
         "|---|---|",
     ]
     lines += [f"| {m} | {fit[m]:.1f} |" for m in col_models if m in fit]
+    if errors:
+        lines += ["", "## Failed tasks", "", "These tasks left no result; a rerun retries them.", ""]
+        lines += [f"- {f}" for f in failure_lines(errors)]
     return "\n".join(lines) + "\n"

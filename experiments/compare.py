@@ -20,8 +20,9 @@ The summary keeps the two measures in separate tables and marks every row's kind
 
 from __future__ import annotations
 
+import json
 import math
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +31,10 @@ from matplotlib.figure import Figure
 from scipy.stats import ttest_rel
 
 from ..data import kfold_indices
-from .datasets import data_fingerprint, select_database
-from .lineup import is_models, ldhmm_names, model_from_settings, model_names, model_order, resolve_models
-from .tables import fmt_pm, mean_std
+from .datasets import data_fingerprint, resolve_data
+from .lineup import ldhmm_names, model_names, model_order
+from .plugins import build_model, check_scores, check_sendable, resolve_lineup
+from .tables import failure_lines, fmt_pm, mean_std
 from .tasks import (
     atomic_write_text,
     default_out,
@@ -43,7 +45,17 @@ from .tasks import (
     timed,
 )
 
-__all__ = ["run_compare", "compare_task", "write_reports", "ttests", "SCORE_COLUMNS", "CSV_COLUMNS"]
+__all__ = [
+    "compare",
+    "ComparisonResult",
+    "compare_task",
+    "write_reports",
+    "console_table",
+    "failure_lines",
+    "ttests",
+    "SCORE_COLUMNS",
+    "CSV_COLUMNS",
+]
 
 SCORE_COLUMNS = [
     "heldout_elbo",
@@ -70,20 +82,20 @@ def compare_task(task, payload) -> dict:
     test = db.subset(te).sequences
     n_tokens = int(sum(len(x) for x in test))
     seed_everything(s["seed"])
-    model = model_from_settings(name, K, db.n_symbols, s)
+    model = build_model(payload["entries"][name], K, db.n_symbols, s)
     _, fit_s = timed(model.fit, train)
     scores, score_s = timed(model.score_samples, test)
-    scores = np.asarray(scores, dtype=np.float64)
+    scores = check_scores(scores, len(test), name)
     total = float(scores.sum())
     is_total, is_s = math.nan, 0.0
-    if s["is_samples"] > 0 and name in is_models() and hasattr(model, "log_marginal_is"):
+    if s["is_samples"] > 0 and callable(getattr(model, "log_marginal_is", None)):
         is_scores, is_s = timed(
             model.log_marginal_is, test, n_samples=s["is_samples"], seed=s["seed"] + 1000 * fold + K
         )
-        is_total = float(np.sum(is_scores))
+        is_total = float(np.sum(check_scores(is_scores, len(test), name, "log_marginal_is")))
     n_iter = getattr(model, "n_iter_", None)
     return {
-        "score_kind": type(model).score_kind,
+        "score_kind": model.score_kind,
         "n_train": len(train),
         "n_test": len(test),
         "n_test_tokens": n_tokens,
@@ -102,77 +114,143 @@ def compare_task(task, payload) -> dict:
     }
 
 
-# ------------------------------------------------------------------------ the command
-def run_compare(
-    dataset=None,
-    file=None,
-    data_dir=None,
-    n_sequences=None,
-    states=("2..6",),
-    folds=10,
-    models=("all",),
+# ------------------------------------------------------------------------ the API
+@dataclass
+class ComparisonResult:
+    """What :func:`compare` returns; the same files are under ``out``.
+
+    Attributes
+    ----------
+    folds : pandas.DataFrame
+        One row per (model, K, fold): the columns of ``folds.csv`` (:data:`CSV_COLUMNS`).
+    ttests : pandas.DataFrame
+        Paired t-tests over folds (``ttests.csv``).
+    summary : str
+        The Markdown report (``summary.md``).
+    plot : Path
+        ``loglik_vs_K.png``.
+    out : Path
+        The output directory (``config.json``, ``tasks/``, the files above).
+    errors : list of str
+        One line per failed task (``"KEY: reason"``); rerunning retries them.
+    best : list of str
+        The sentences that name the best model and K.
+    config : dict
+        The run's ``config.json``.
+    data : str
+        Which database was used.
+    """
+
+    folds: pd.DataFrame
+    ttests: pd.DataFrame
+    summary: str
+    plot: Path
+    out: Path
+    errors: list
+    best: list
+    config: dict
+    data: str
+
+    @property
+    def ok(self) -> bool:
+        """Whether every task finished."""
+        return not self.errors
+
+    def table(self, column: str = "heldout_elbo") -> pd.DataFrame:
+        """Mean over folds of ``column`` per model (rows, in table order) and K (columns)."""
+        t = self.folds.pivot_table(index="model", columns="K", values=column, aggfunc="mean")
+        order = sorted(t.index, key=lambda m: (list(self.config["models"]).index(m), m))
+        return t.loc[order]
+
+
+def compare(
+    models="all",
+    data=None,
+    states=range(2, 7),
+    folds: int = 10,
+    jobs: int = 1,
     out=None,
-    jobs=1,
-    quiet=False,
-    seed=0,
-    max_iter=None,
-    tol=None,
-    m_step="collapsed",
-    restarts=3,
-    is_samples=100,
-    force=False,
-) -> int:
-    """Run ``ldhmm compare``: every (model, K, fold) task not yet done, then the reports.
+    seed: int = 0,
+    *,
+    n_sequences: int | None = None,
+    data_dir=None,
+    sequence_col: str | None = None,
+    event_col: str | None = None,
+    time_col: str | None = None,
+    max_iter: int | None = None,
+    tol: float | None = None,
+    m_step: str = "collapsed",
+    restarts: int = 3,
+    is_samples: int = 100,
+    force: bool = False,
+    quiet: bool = False,
+    plugins=(),
+) -> ComparisonResult:
+    """Cross-validated held-out log-likelihood of several models against K (resumable).
+
+    For every model, K and fold, the model is fitted on the other folds and scores the held-out
+    fold; ``ldhmm compare`` is this function behind a parser.
 
     Parameters
     ----------
-    dataset : {"entree", "msnbc", "splice", "synthetic"}, optional
-        A named data set; with neither ``dataset`` nor ``file``: Entree when its files are in
-        the data directory, else the built-in synthetic database (:func:`select_database`).
-    file : str or Path, optional
-        A user's sequence file (:func:`ldhmm.data.load_path`).
-    data_dir : str or Path, optional
-        Data directory (default ``$LDHMM_DATA``).
-    n_sequences : int, optional
-        Use a seeded random sample of this many sequences.
-    states : list of int or str
-        K values; strings may be ranges like ``"2..6"`` (:func:`parse_states`).
+    models : str, list of str, or mapping name -> factory
+        ``"all"`` (every registered model and installed plug-in), built-in names
+        (``["LDHMM-PF", "HMM"]``), or ``{name: factory}`` where a factory is
+        ``factory(n_states, n_symbols, seed) -> model``, a ``"package.module:factory"`` string,
+        or None for the built-in model of that name (:mod:`ldhmm.experiments.plugins`).
+    data : str, Path, SequenceDatabase or list of 1-D int arrays, optional
+        A file any loader reads (:func:`ldhmm.data.load_path`; event logs need
+        ``sequence_col`` and ``event_col``), a named data set (``"entree"``, ``"msnbc"``,
+        ``"splice"``, ``"synthetic"``), a database, or integer sequences. None: Entree when
+        its files are in the data directory, else the built-in synthetic database.
+    states : iterable of int or str
+        K values (strings may be ranges like ``"2..6"``).
     folds : int
         Cross-validation folds.
-    models : list of str
-        ``["all"]`` or harness names (:func:`resolve_models`).
+    jobs : int
+        Worker processes (the factories must then be module-level functions or strings).
     out : str or Path, optional
         Output directory (default ``results/compare-<data>``).
-    jobs : int
-        Worker processes.
-    quiet : bool
-        No progress bar.
     seed : int
         Seed of folds, models and sampling.
+    n_sequences : int, optional
+        Use a seeded random sample of this many sequences.
+    data_dir : optional
+        Data directory of the named data sets (default ``$LDHMM_DATA``).
+    sequence_col, event_col, time_col : str, optional
+        Columns of a CSV/Parquet event log.
     max_iter, tol : optional
-        EM settings (None: each model's own).
+        EM settings of the registered models (None: each model's own).
     m_step : {"collapsed", "paper"}
         M-step of the LDHMM models.
     restarts : int
-        Restart budget of every model that takes restarts (``n_init``; all built-in models):
-        the same for all, so that no model wins a comparison by its number of starts.
+        Restart budget (``n_init``) of every registered model that takes restarts.
     is_samples : int
         Importance samples per test sequence for ``heldout_is`` (0: skip).
     force : bool
         Reuse an ``out`` that holds results of another configuration.
+    quiet : bool
+        No progress bar.
+    plugins : iterable of str
+        ``"NAME=package.module:factory"`` strings added to ``models`` (the CLI's ``--model``).
 
     Returns
     -------
-    int
-        0 when every task finished, 1 when some failed (rerun to retry them). Writes
-        ``folds.csv``, ``summary.md``, ``ttests.csv`` and ``loglik_vs_K.png`` under ``out``.
+    ComparisonResult
+        Failed tasks (a plug-in that raises, returns NaN or violates the protocol) are listed
+        in ``errors`` and in ``summary.md``; the other tasks' results are kept.
     """
-    models = resolve_models(models)
-    states = parse_states(states)
+    entries = resolve_lineup(models, extra=plugins)
+    check_sendable(entries, jobs)
+    names = [e.name for e in entries]
+    states = parse_states([states] if isinstance(states, (int, str)) else list(states))
+    if int(folds) < 2:
+        raise ValueError(f"folds must be >= 2, got {folds}")
     if is_samples < 0:
-        raise ValueError(f"--is-samples must be >= 0, got {is_samples}")
-    db, what = select_database(dataset, file, data_dir, n_sequences, seed)
-    print(f"data: {what}", flush=True)
+        raise ValueError(f"is_samples must be >= 0, got {is_samples}")
+    db, what = resolve_data(
+        data, data_dir, n_sequences, seed, sequence_col=sequence_col, event_col=event_col, time_col=time_col
+    )
     fold_index = kfold_indices(len(db), folds, seed=seed)
     settings = {
         "data": {
@@ -190,27 +268,26 @@ def run_compare(
         "restarts": restarts,
         "is_samples": is_samples,
     }
+    plugins = {e.name: e.source for e in entries if not e.builtin}
+    if plugins:  # only then: a run of built-in models keeps the hash it always had
+        settings["plugins"] = plugins
     out = Path(out) if out else default_out("compare", db.name)
     digest = prepare_out_dir(
-        out, "compare", settings, extra={"models": models, "states": states, "jobs": jobs}, force=force
+        out, "compare", settings, extra={"models": names, "states": states, "jobs": jobs}, force=force
     )
     tasks = [
         {"key": f"{m}__K{K}__fold{f}", "model": m, "K": K, "fold": f}
         for K in states
-        for m in models
+        for m in names
         for f in range(folds)
     ]
-    payload = {"db": db, "folds": fold_index, "settings": settings}
+    payload = {"db": db, "folds": fold_index, "settings": settings, "entries": {e.name: e for e in entries}}
     records, errors = run_tasks(
         tasks, compare_task, payload, out, digest, jobs=jobs, quiet=quiet, desc="compare"
     )
-    resumed = sum(r.get("resumed", False) for r in records)
-    if resumed:
-        print(f"resumed: {resumed} of {len(tasks)} tasks were already done in {out}", flush=True)
-    for e in errors:
-        print(f"ldhmm compare: warning: task failed: {e}", file=sys.stderr)
     if not records:
-        raise RuntimeError("no task finished")
+        raise RuntimeError(f"no task finished ({len(errors)} failed; the first: {errors[0]})")
+    resumed = sum(bool(r.get("resumed")) for r in records)
     df = pd.DataFrame(records)
     for c in CSV_COLUMNS:
         if c not in df:
@@ -218,19 +295,22 @@ def run_compare(
     df = df[CSV_COLUMNS].sort_values(
         ["K", "model", "fold"], key=lambda c: c.map(model_order) if c.name == "model" else c
     )
+    df = df.reset_index(drop=True)
     df.to_csv(out / "folds.csv", index=False)
-    summary_md, best_lines = write_reports(df, out, what, settings, models, states)
-    print(summary_md.split("\n## Best")[0].rstrip() + "\n")
-    print(f"results: {out}/folds.csv, summary.md, ttests.csv, loglik_vs_K.png")
-    for line in best_lines:
-        print(line)
-    if errors:
-        print(
-            f"ldhmm compare: error: {len(errors)} task(s) failed (see the warnings); rerun to retry them",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    summary_md, best, tt = write_reports(df, out, what, settings, names, states, errors=errors)
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    config["resumed_tasks"] = resumed
+    return ComparisonResult(
+        folds=df,
+        ttests=tt,
+        summary=summary_md,
+        plot=out / "loglik_vs_K.png",
+        out=out,
+        errors=list(errors),
+        best=best,
+        config=config,
+        data=what,
+    )
 
 
 KIND_LABEL = {"exact": "exact log-lik", "lower_bound": "lower bound (ELBO)", "estimate": "estimate"}
@@ -244,9 +324,11 @@ def _tight_measure(df):
 
 
 def ttests(df, models) -> pd.DataFrame:
-    """Paired two-tailed t-tests (over folds) of each LDHMM variant against every other model."""
+    """Paired two-tailed t-tests (over folds) of each LDHMM variant and each plug-in model
+    against every other model."""
     rows = []
-    ldhmm = ldhmm_names()
+    registered = set(model_names())
+    ldhmm = [m for m in ldhmm_names() if m in models] + [m for m in models if m not in registered]
     df = df.copy()
     df["tight"], df["tight_kind"] = _tight_measure(df)
     for K in sorted(df["K"].unique()):
@@ -306,9 +388,14 @@ def _table(df, col, models, states, kinds, digits=2):
     return "\n".join(lines)
 
 
-def write_reports(df, out: Path, what: str, settings: dict, models, states):
+def _models_with_is(df, models) -> list[str]:
+    """The models of the run whose rows carry an importance-sampled estimate."""
+    return [m for m in models if np.isfinite(df.loc[df["model"] == m, "heldout_is"].to_numpy(float)).any()]
+
+
+def write_reports(df, out: Path, what: str, settings: dict, models, states, errors=()):
     """summary.md, ttests.csv and loglik_vs_K.png from the per-fold table; returns
-    (markdown text, closing lines naming the best model)."""
+    (markdown text, closing lines naming the best model, the t-test table)."""
     out = Path(out)
     present = [m for m in models if m in set(df["model"])]
     tt = ttests(df, present)
@@ -339,8 +426,8 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states):
         "HMM's exact log-likelihood (repeated here) up to the estimator's small downward bias.",
         "",
     ]
-    with_is = [m for m in present if m in is_models()]
-    if with_is and np.isfinite(df["heldout_is"].to_numpy(float)).any():
+    with_is = _models_with_is(df, present)
+    if with_is:
         lines.append(_table(df, "heldout_is", with_is, states, is_kind))
         exact = _exact_models(df, present)
         if exact:
@@ -378,18 +465,27 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states):
             )
     else:
         lines.append("(no LDHMM variant with a baseline in this run)")
+    if errors:
+        lines += [
+            "",
+            "## Failed tasks",
+            "",
+            "These tasks left no result (the other models' results above are complete); a rerun "
+            "retries them.",
+            "",
+        ] + [f"- {f}" for f in failure_lines(errors)]
     best = best_lines(df, present)
     lines += ["", "## Best", ""] + [f"- {b}" for b in best]
     md = "\n".join(lines) + "\n"
     atomic_write_text(out / "summary.md", md)
     plot_loglik(df, present, states, out / "loglik_vs_K.png", title=settings["data"]["name"] or "data")
-    return md, best
+    return md, best, tt
 
 
 def _exact_models(df, models) -> list[str]:
     """The models without an IS estimate whose rows are exact log-likelihoods (HMM): shown
     beside the IS estimates, which estimate the same quantity."""
-    with_is = is_models()
+    with_is = _models_with_is(df, models)
     return [
         m
         for m in models
@@ -432,7 +528,7 @@ def plot_loglik(df, models, states, path, title=""):
     fig = Figure(figsize=(12 if has_is else 6.5, 4.5))
     axes = fig.subplots(1, 2 if has_is else 1, squeeze=False)
     markers = dict(zip(model_names(), "osD^vP"))
-    with_is, exact = is_models(), _exact_models(df, models)
+    with_is, exact = _models_with_is(df, models), _exact_models(df, models)
     panels = [("heldout_elbo", "paper's measure: held-out ELBO (HMM: exact)")]
     if has_is:
         panels.append(("heldout_is", "importance-sampled log p(x) (HMM: exact)"))
@@ -475,3 +571,33 @@ def plot_loglik(df, models, states, path, title=""):
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def console_table(df, models, states) -> str:
+    """The one table a terminal shows: held-out score per model and K, each row's kind labelled.
+
+    The paper's measure (``heldout_elbo``, nats per test fold, mean ± std over folds); an
+    ``IS`` row under each model that has an importance-sampled estimate.
+    """
+    rows = [["model", "score"] + [f"K={K}" for K in states]]
+    for m in models:
+        dm = df[df["model"] == m]
+        if dm.empty:
+            continue
+        kind = str(dm["score_kind"].iloc[0])
+        for col, label in (("heldout_elbo", KIND_LABEL.get(kind, kind)), ("heldout_is", "IS estimate")):
+            values = dm[col].to_numpy(float)
+            if not np.isfinite(values).any():
+                continue
+            cells = []
+            for K in states:
+                mean, std, n = mean_std(dm[dm["K"] == K][col].to_numpy(float))
+                cells.append(fmt_pm(mean, std, 1) if n else "n/a")
+            rows.append([m if col == "heldout_elbo" else "", label] + cells)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        for r in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -9,6 +9,8 @@ database it is (printed, and recorded in the output's ``config.json``);
 from __future__ import annotations
 
 import hashlib
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -28,8 +30,14 @@ __all__ = [
     "synthetic_database",
     "labelled_synthetic_database",
     "select_database",
+    "resolve_data",
+    "data_files_present",
+    "database_from_sequences",
     "data_fingerprint",
 ]
+
+#: The names :func:`resolve_data` takes for the data sets of :func:`select_database`.
+DATA_SET_NAMES = ("entree", "msnbc", "splice", "synthetic")
 
 #: Hyper-parameters of the built-in synthetic LDHMM database (K = 3 states, V = 6 symbols).
 SYNTHETIC_HYPERPARAMETERS = {
@@ -94,7 +102,8 @@ def labelled_synthetic_database(
     )
 
 
-def _data_files_present(name: str, data_dir) -> bool:
+def data_files_present(name: str, data_dir) -> bool:
+    """Whether the files of data set ``name`` (Entree only, for now) are in the data directory."""
     try:
         d = resolve_data_dir(data_dir)
     except FileNotFoundError:
@@ -112,6 +121,9 @@ def select_database(
     seed: int = 0,
     default: str = "entree",
     labelled: bool = False,
+    sequence_col: str | None = None,
+    event_col: str | None = None,
+    time_col: str | None = None,
 ):
     """The database of an experiment command and a sentence saying which one it is.
 
@@ -132,13 +144,13 @@ def select_database(
     if file is not None and dataset is not None:
         raise ValueError("give either --dataset or --file, not both")
     if file is not None:
-        db = load_path(file)
+        db = load_path(file, sequence_col=sequence_col, event_col=event_col, time_col=time_col)
         if n_sequences:
             db = db.sample(min(int(n_sequences), len(db)), seed=seed)
         return db, f"user file {file} ({len(db)} sequences, {db.n_symbols} symbols)"
     fallback = ""
     if dataset is None:
-        if _data_files_present(default, data_dir):
+        if data_files_present(default, data_dir):
             dataset = default
         else:
             dataset = "synthetic"
@@ -172,6 +184,84 @@ def select_database(
             db = db.sample(min(int(n_sequences), len(db)), seed=seed)
         return db, f"splice from the data directory ({len(db)} sequences, {db.n_symbols} symbols)"
     raise ValueError(f"unknown data set {dataset!r}; known: entree, msnbc, splice, synthetic")
+
+
+def database_from_sequences(sequences, name: str = "sequences") -> SequenceDatabase:
+    """A database of integer sequences (symbols ``0..V-1``, V = largest symbol + 1).
+
+    Raises
+    ------
+    ValueError
+        A sequence that is not 1-D integers, a negative symbol, or a symbol id so far beyond
+        the number of tokens that the ids are not a dense code (it would allocate a vocabulary
+        of that size): the message names the id.
+    """
+    arrays = []
+    for i, seq in enumerate(sequences):
+        a = np.asarray(seq)
+        if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+            raise ValueError(
+                f"sequence {i}: expected a 1-D array of integer symbols, got {a.dtype} of shape {a.shape}"
+            )
+        if a.size and a.min() < 0:
+            raise ValueError(f"sequence {i}: symbol {int(a.min())} is negative")
+        arrays.append(a)
+    if not arrays:
+        raise ValueError("no sequences")
+    n_tokens = sum(a.size for a in arrays)
+    top = max((int(a.max()) for a in arrays if a.size), default=0)
+    if top + 1 > 100 * n_tokens + 1000:
+        raise ValueError(
+            f"symbol id {top} is far beyond the {n_tokens} tokens of the data: encode the symbols "
+            f"densely as 0..V-1 (or pass a SequenceDatabase with its vocabulary)"
+        )
+    return SequenceDatabase.from_sequences(arrays, [str(v) for v in range(top + 1)], name=name)
+
+
+def resolve_data(
+    data=None,
+    data_dir=None,
+    n_sequences: int | None = None,
+    seed: int = 0,
+    *,
+    default: str = "entree",
+    labelled: bool = False,
+    sequence_col: str | None = None,
+    event_col: str | None = None,
+    time_col: str | None = None,
+):
+    """The database of an API call (:func:`ldhmm.compare`, :func:`ldhmm.classify`) and a
+    sentence saying which one it is.
+
+    Parameters
+    ----------
+    data : None, str, Path, SequenceDatabase, or list of 1-D int arrays
+        None: as :func:`select_database` without a data set (``default`` or synthetic); an
+        existing file: :func:`ldhmm.data.load_path` (event logs with the column options); one
+        of :data:`DATA_SET_NAMES`: that data set; a database or integer sequences as given
+        (a seeded sample of ``n_sequences`` when given).
+
+    Returns
+    -------
+    (SequenceDatabase, str)
+    """
+    columns = {"sequence_col": sequence_col, "event_col": event_col, "time_col": time_col}
+    if data is None:
+        return select_database(None, None, data_dir, n_sequences, seed, default=default, labelled=labelled)
+    if isinstance(data, (str, os.PathLike)):
+        path = Path(data)
+        if path.is_file():
+            return select_database(None, path, data_dir, n_sequences, seed, **columns)
+        if str(data).lower() in DATA_SET_NAMES:
+            return select_database(str(data).lower(), None, data_dir, n_sequences, seed, labelled=labelled)
+        raise FileNotFoundError(f"{data}: no such file (nor a data set name: {', '.join(DATA_SET_NAMES)})")
+    if isinstance(data, SequenceDatabase):
+        db, kind = data, "database"
+    else:
+        db, kind = database_from_sequences(data), "in-memory sequences"
+    if n_sequences:
+        db = db.sample(min(int(n_sequences), len(db)), seed=seed)
+    return db, f"{kind} {db.name or 'data'!r} ({len(db)} sequences, {db.n_symbols} symbols)"
 
 
 def data_fingerprint(db) -> str:

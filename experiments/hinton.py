@@ -90,7 +90,7 @@ def run_hinton(
     quiet : bool
         No progress bar.
     seed, max_iter, tol, force
-        As for :func:`ldhmm.experiments.compare.run_compare`.
+        As for :func:`ldhmm.experiments.compare.compare`.
 
     Returns
     -------

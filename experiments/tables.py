@@ -1,4 +1,5 @@
-"""Numbers for the result tables: mean and spread over folds, and how a cell prints them."""
+"""Numbers for the result tables: mean and spread over folds, how a cell prints them, and the
+lines that report failed tasks."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 
 import numpy as np
 
-__all__ = ["mean_std", "fmt_pm"]
+__all__ = ["mean_std", "fmt_pm", "failure_lines"]
 
 
 def mean_std(values) -> tuple[float, float, int]:
@@ -22,3 +23,15 @@ def fmt_pm(mean: float, std: float, digits: int = 2) -> str:
     if not np.isfinite(mean):
         return "n/a"
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def failure_lines(errors) -> list[str]:
+    """One line per model with failed tasks: how many, and the first task's reason."""
+    by_model: dict[str, list[str]] = {}
+    for e in errors:
+        key, _, reason = str(e).partition(": ")
+        by_model.setdefault(key.split("__")[0], []).append(reason)
+    return [
+        f"{m}: {len(r)} task(s) failed: {r[0]}" + ("" if len(set(r)) == 1 else " (and other reasons)")
+        for m, r in by_model.items()
+    ]

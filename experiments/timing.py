@@ -91,7 +91,7 @@ def run_timing(
     jobs : int
         Worker processes (1 for clean timings).
     quiet, seed, max_iter, tol, force
-        As for :func:`ldhmm.experiments.compare.run_compare`.
+        As for :func:`ldhmm.experiments.compare.compare`.
 
     Returns
     -------

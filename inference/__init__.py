@@ -38,6 +38,7 @@ from .ops.dirichlet import (
     log_multivariate_beta,
     sample_dirichlet,
 )
+from .ops.viterbi import ViterbiPaths, unpad_paths, viterbi_log
 from .parameters import VariantParameters, init_parameters
 from .protocol import GuideProtocol, HiddenUpdate
 from .svi import SVIResult, fit_svi, guide_init_from_state, pad_database
@@ -83,6 +84,9 @@ __all__ = [
     "emission_potentials",
     "expected_complete_log_lik",
     "forward_backward_log",
+    "ViterbiPaths",
+    "unpad_paths",
+    "viterbi_log",
     "dirichlet_log_density",
     "expected_log_dirichlet",
     "kl_dirichlet",

@@ -182,9 +182,14 @@ class SequenceModel(abc.ABC):
 
     # ----------------------------------------------------------------- protocol
     def fit(self, sequences, **fit_params):
-        """Learn from a database (list of 1-D integer arrays); returns ``self``."""
+        """Learn from a database (list of 1-D integer arrays, or a
+        :class:`ldhmm.data.SequenceDatabase`, whose symbol names are then kept as
+        ``vocabulary_`` and saved with the model); returns ``self``."""
         seqs = self._validate_for_fit(sequences)
         self._fit(seqs, self.n_symbols_, **fit_params)
+        vocabulary = getattr(sequences, "vocabulary", None)  # a SequenceDatabase names its symbols
+        if isinstance(vocabulary, list) and len(vocabulary) == self.n_symbols_:
+            self.vocabulary_ = list(vocabulary)
         return self
 
     def score_samples(self, sequences) -> np.ndarray:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +41,8 @@ from ..inference import (
     make_buckets,
     resolve_guide,
     sample_dirichlet,
+    unpad_paths,
+    viterbi_log,
 )
 from .base import SequenceModel, check_n_symbols
 
@@ -47,7 +51,10 @@ __all__ = ["VariantHMM", "FORMAT_VERSION"]
 #: How a fit starts (see VariantHMM's ``init``).
 INIT_METHODS = ("auto", "random", "pf")
 
-FORMAT_VERSION = 1
+#: The model-file format this version writes; it reads every version up to it.
+FORMAT_VERSION = 2
+#: What each format version added (``load`` reads them all).
+FORMAT_HISTORY = {1: "the first format", 2: "optional 'vocabulary': the training symbols' names"}
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
@@ -324,6 +331,90 @@ class VariantHMM(SequenceModel):
         )
         return update.state_marginals
 
+    def _posterior_means(self, state) -> dict:
+        """``E_q[theta]`` of every group for a bucket after the E-step, float64.
+
+        Per-sequence groups: ``Dir(prior + counts)`` normalized, leading dimension M_b; shared
+        groups: the posterior normalized, point groups: ``exp(log_point)``, both with a leading
+        dimension of 1. Shapes: ``pi`` (., K), ``A`` (., K, K), ``B`` (., K, V).
+        """
+        means = {}
+        for g in GROUPS:
+            kind = self.sharing.kind(g)
+            if kind == SEQUENCE:
+                conc = self.params_.prior[g].double() + state.counts[g].double()
+            elif kind == POINT:
+                means[g] = self.params_.log_point[g].double().exp()[None]
+                continue
+            else:
+                conc = self.params_.posterior[g].double()[None]
+            means[g] = conc / conc.sum(-1, keepdim=True)
+        return means
+
+    def predict_next_proba(self, sequences) -> np.ndarray:
+        """Posterior predictive distribution of the next symbol of each sequence.
+
+        For a sequence ``x_1..x_n`` (the whole of it is the observed prefix), after the
+        held-out E-step of :meth:`score_samples` on it::
+
+            p(x_(n+1) = v | x_1..x_n) = sum_(i,j) q(z_n = i) E_q[A_m][i, j] E_q[B_m][j, v]
+
+        with ``q(z_n)`` the last state marginal and ``E_q`` the means of the sequence's own
+        posterior ``q(theta_m)`` (per-sequence groups), of the shared posterior (shared groups)
+        or the point estimate (point groups). Under the mean-field ``q`` this is the
+        variational posterior predictive (docs/math.md, "Next-event prediction and decoding").
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays, each with at least one symbol
+
+        Returns
+        -------
+        np.ndarray, shape (M, V), float64, in the input order; rows sum to 1.
+        """
+        seqs = self._validate_for_score(sequences)
+        buckets, states = self._e_step(seqs)
+        out = np.empty((len(seqs), self.n_symbols_))
+        for b, st in zip(buckets, states):
+            means = self._posterior_means(st)
+            marg = self._state_marginals(b, st).double()
+            rows = torch.arange(b.n_sequences)
+            last = marg[rows, b.lengths.long() - 1]  # q(z_n), (M_b, K)
+            w = torch.einsum("mi,mij->mj", last, means["A"].expand(b.n_sequences, -1, -1))
+            if means["B"].shape[0] == 1:
+                p = w @ means["B"][0]
+            else:
+                p = torch.einsum("mj,mjv->mv", w, means["B"])
+            out[b.index.numpy()] = (p / p.sum(-1, keepdim=True)).numpy()
+        return out
+
+    def decode(self, sequences) -> list:
+        """Most probable hidden-state path of each sequence under its posterior-mean parameters.
+
+        After the held-out E-step, Viterbi (:func:`ldhmm.inference.viterbi_log`) on the chain
+        with ``E_q[pi_m]``, ``E_q[A_m]``, ``E_q[B_m]`` (the sequence's own posterior means for
+        per-sequence groups; shared posterior means and point estimates otherwise).
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays
+
+        Returns
+        -------
+        list of np.ndarray, each of shape (N_m,) and dtype int64 (states in 0..K-1), in the
+        input order.
+        """
+        seqs = self._validate_for_score(sequences)
+        buckets, states = self._e_step(seqs)
+        out = [None] * len(seqs)
+        for b, st in zip(buckets, states):
+            # a point estimate's exact zero is a potential of -inf (the path avoids it)
+            logs = {g: torch.log(v) for g, v in self._posterior_means(st).items()}
+            paths = viterbi_log(logs["pi"], logs["A"], emission_potentials(logs["B"], b.tokens), b.mask)
+            for i, path in zip(b.index.tolist(), unpad_paths(paths)):
+                out[i] = path
+        return out
+
     def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0) -> np.ndarray:
         """Importance-sampled estimate of ``log p(x_m)`` per sequence (docs/math.md, held-out scoring).
 
@@ -408,21 +499,38 @@ class VariantHMM(SequenceModel):
         config["guide"] = getattr(self.guide, "name", "custom")
         return config
 
-    def save(self, path) -> None:
-        """Write the fitted model as JSON.
+    def save(self, path, vocabulary=None) -> None:
+        """Write the fitted model as JSON (written to a temporary file, then renamed into place).
 
-        Format (version 1)::
+        Format (version 2)::
 
-            {"format": "ldhmm", "version": 1, "class": "LDHMM", "config": {...},
+            {"format": "ldhmm", "version": 2, "class": "LDHMM", "config": {...},
              "sharing": {"pi": ..., "A": ..., "B": ..., "learn_prior": ..., "pseudocount": ...},
              "prior": {"pi": [...], "A": [[...]], "B": [[...]]},      # Dirichlet concentrations
              "posterior": {...},                                     # shared groups
              "log_point": {...},                                     # point groups, log-probs
-             "elbo_history": [...]}
+             "elbo_history": [...],
+             "vocabulary": ["symbol 0", ...] or null}                 # V names (version 2)
 
-        Arrays are nested lists of float64 (exact round trip).
+        Arrays are nested lists of float64 (exact round trip). Version 1 files (no
+        ``vocabulary``) still load.
+
+        Parameters
+        ----------
+        path : str or Path
+        vocabulary : sequence of str, optional
+            The names of the V training symbols (default: ``vocabulary_`` when set), so that a
+            log is mapped into the model's codes by name at score time.
         """
         self._check_fitted()
+        if vocabulary is None:
+            vocabulary = getattr(self, "vocabulary_", None)
+        if vocabulary is not None:
+            vocabulary = [str(v) for v in vocabulary]
+            if len(vocabulary) != self.n_symbols_ or len(set(vocabulary)) != len(vocabulary):
+                raise ValueError(
+                    f"vocabulary: expected {self.n_symbols_} distinct symbol names, got {len(vocabulary)}"
+                )
         doc = {
             "format": "ldhmm",
             "version": FORMAT_VERSION,
@@ -433,12 +541,22 @@ class VariantHMM(SequenceModel):
             "posterior": {k: v.double().tolist() for k, v in self.params_.posterior.items()},
             "log_point": {k: v.double().tolist() for k, v in self.params_.log_point.items()},
             "elbo_history": [float(x) for x in getattr(self, "elbo_history_", [])],
+            "vocabulary": vocabulary,
         }
-        Path(path).write_text(json.dumps(doc, allow_nan=True))
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(doc, allow_nan=True))
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
 
     @classmethod
     def load(cls, path, guide=None):
-        """Read a model written by :meth:`save`.
+        """Read a model written by :meth:`save` (format versions 1 and 2).
 
         Parameters
         ----------
@@ -452,8 +570,17 @@ class VariantHMM(SequenceModel):
             raise ValueError(f"{path}: not an ldhmm model file ({exc})") from None
         if doc.get("format") != "ldhmm":
             raise ValueError(f"{path}: not an ldhmm model file")
-        if doc.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: unsupported format version {doc.get('version')}")
+        version = doc.get("version")
+        if version not in FORMAT_HISTORY:
+            newer = isinstance(version, int) and version > FORMAT_VERSION
+            raise ValueError(
+                f"{path}: model-file format version {version!r}"
+                + (
+                    f" is newer than this ldhmm reads ({FORMAT_VERSION}); upgrade ldhmm"
+                    if newer
+                    else " is unknown"
+                )
+            )
         config = dict(doc["config"])
         saved_guide = config.pop("guide")
         if guide is None:
@@ -472,6 +599,18 @@ class VariantHMM(SequenceModel):
         model._set_params(params)
         model.elbo_history_ = np.asarray(doc.get("elbo_history", []))
         model.n_iter_ = len(model.elbo_history_)
+        vocabulary = doc.get("vocabulary")
+        if vocabulary is not None:
+            if (
+                not isinstance(vocabulary, list)
+                or len(vocabulary) != model.n_symbols_
+                or not all(isinstance(v, str) for v in vocabulary)
+                or len(set(vocabulary)) != len(vocabulary)
+            ):
+                raise ValueError(
+                    f"{path}: field 'vocabulary' must list {model.n_symbols_} distinct symbol names"
+                )
+            model.vocabulary_ = vocabulary
         return model
 
     @classmethod

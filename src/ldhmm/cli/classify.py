@@ -1,13 +1,15 @@
-"""``ldhmm classify``: the parser of the command; the experiment is :mod:`ldhmm.experiments.classify`."""
+"""``ldhmm classify``: a parser over :func:`ldhmm.experiments.classify.classify` (the API)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
-from ..experiments.classify import run_classify
-from .common import add_common_arguments, call_with_args
+from ..experiments.classify import classify
+from ..experiments.tables import failure_lines
+from .common import add_common_arguments, add_data_arguments, print_files
 
-__all__ = ["register"]
+__all__ = ["register", "run_classify"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -19,14 +21,11 @@ def register(subparsers) -> argparse.ArgumentParser:
         "binary tasks (splice: EI-IE, EI-N, IE-N), plus LDHMM posterior features in a "
         "logistic regression (model NAME+LR).",
     )
-    src = p.add_mutually_exclusive_group()
-    src.add_argument(
-        "--dataset",
-        choices=["splice", "synthetic"],
-        default=None,
-        help="labelled data set (default splice; synthetic: a built-in two-class database)",
+    add_data_arguments(
+        p,
+        datasets=["splice", "synthetic"],
+        file_help="a labelled file in the ldhmm-sequences text format (default data: splice)",
     )
-    src.add_argument("--file", help="a labelled file in the ldhmm-sequences text format")
     p.add_argument(
         "--task",
         nargs="+",
@@ -37,5 +36,52 @@ def register(subparsers) -> argparse.ArgumentParser:
     add_common_arguments(p, states_default=["2", "3", "4"])
     p.add_argument("--no-lr", action="store_true", help="skip the LDHMM-features + logistic regression rows")
     p.add_argument("--lr-c", type=float, default=1.0, help="inverse L2 strength C of the logistic regression")
-    p.set_defaults(func=call_with_args(run_classify))
+    p.set_defaults(func=run_classify)
     return p
+
+
+def run_classify(args: argparse.Namespace) -> int:
+    """The ``classify`` command: the API call, then the AUC table."""
+    result = classify(
+        args.models,
+        args.file or args.dataset,
+        states=args.states,
+        folds=args.folds,
+        jobs=args.jobs,
+        out=args.out,
+        seed=args.seed,
+        tasks=args.task,
+        n_sequences=args.n_sequences,
+        data_dir=args.data_dir,
+        sequence_col=args.sequence_col,
+        event_col=args.event_col,
+        time_col=args.time_col,
+        max_iter=args.max_iter,
+        tol=args.tol,
+        m_step=args.m_step,
+        restarts=args.restarts,
+        lr=not args.no_lr,
+        lr_c=args.lr_c,
+        force=args.force,
+        quiet=args.quiet,
+        plugins=args.model,
+    )
+    print(f"data: {result.data}")
+    if result.config.get("resumed_tasks"):
+        print(
+            f"resumed: {result.config['resumed_tasks']} of {result.config['n_tasks']} tasks were "
+            f"already done in {result.out}"
+        )
+    print()
+    print(result.summary.split("\n## Mean fit seconds")[0].split("## AUC", 1)[-1].strip().split("\n", 1)[-1])
+    print()
+    print_files(result.out, ["folds.csv", "summary.md"])
+    for line in failure_lines(result.errors):
+        print(f"ldhmm classify: warning: {line}", file=sys.stderr)
+    if result.errors:
+        print(
+            f"ldhmm classify: error: {len(result.errors)} task(s) failed (summary.md); rerun to retry them",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -4,11 +4,30 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
+import urllib.error
+import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
+from ..data import DATA_ENV_VAR, DATASETS, ChecksumError, fetch
+from ..experiments.datasets import data_files_present
 from ..experiments.lineup import model_names
 
-__all__ = ["int_at_least", "positive_int", "nonneg_int", "add_common_arguments", "call_with_args"]
+__all__ = [
+    "int_at_least",
+    "positive_int",
+    "nonneg_int",
+    "add_common_arguments",
+    "add_data_arguments",
+    "call_with_args",
+    "default_data",
+    "print_files",
+    "OFFLINE_ENV_VAR",
+]
+
+#: Set to 1 to never download a data set the command would otherwise fetch.
+OFFLINE_ENV_VAR = "LDHMM_OFFLINE"
 
 #: argparse bookkeeping in a parsed namespace, never an argument of an experiment function
 _BOOKKEEPING = ("command", "func", "data_command")
@@ -31,6 +50,28 @@ def int_at_least(minimum: int):
 
 positive_int = int_at_least(1)
 nonneg_int = int_at_least(0)
+
+
+def add_data_arguments(p: argparse.ArgumentParser, datasets, file_help: str | None = None) -> None:
+    """``--dataset`` or ``--file`` (with the event-log column options)."""
+    src = p.add_mutually_exclusive_group()
+    src.add_argument(
+        "--dataset", choices=list(datasets), help="a named data set (entree/msnbc: the paper's subsets)"
+    )
+    src.add_argument(
+        "--file",
+        help=file_help
+        or "a user's data file: one sequence of tokens per line, the ldhmm-sequences text format, "
+        "or a CSV/Parquet event log (with --sequence-col and --event-col)",
+    )
+    add_column_arguments(p)
+
+
+def add_column_arguments(p: argparse.ArgumentParser) -> None:
+    """The column options of a CSV/Parquet event log."""
+    p.add_argument("--sequence-col", default=None, help="event log: the column of the sequence (session) id")
+    p.add_argument("--event-col", default=None, help="event log: the column of the event (symbol)")
+    p.add_argument("--time-col", default=None, help="event log: the column that orders a sequence's events")
 
 
 def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_default: int = 10) -> None:
@@ -60,7 +101,15 @@ def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_defau
         nargs="+",
         default=["all"],
         metavar="NAME",
-        help=f"'all' or some of {', '.join(model_names())}",
+        help=f"'all' (the built-in models and installed plug-ins) or some of {', '.join(model_names())}",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=MODULE:FACTORY",
+        help="add a plug-in model: FACTORY(n_states, n_symbols, seed) in the importable module "
+        "MODULE returns the model (repeatable)",
     )
     p.add_argument("--out", default=None, help="output directory (default: results/<command>-<data>)")
     p.add_argument("--jobs", type=positive_int, default=1, help="worker processes (default 1)")
@@ -96,6 +145,45 @@ def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_defau
         action="store_true",
         help="reuse an --out directory that holds results of another configuration",
     )
+
+
+def _default_download_dir(data_dir) -> Path:
+    if data_dir:
+        return Path(data_dir).expanduser()
+    if os.environ.get(DATA_ENV_VAR):
+        return Path(os.environ[DATA_ENV_VAR]).expanduser()
+    return Path.home() / ".cache" / "ldhmm" / "data"
+
+
+def default_data(args: argparse.Namespace, default: str = "entree"):
+    """The data of a command run without ``--dataset``/``--file``: ``default`` from the data
+    directory, downloaded there (checksum verified) when missing and a network answers.
+
+    Returns
+    -------
+    (data, data_dir, note)
+        ``data`` for the API (a file, a data set name or None for its own fallback),
+        the data directory to use, and a line to print (or "").
+    """
+    data = args.file or args.dataset
+    if data is not None or data_files_present(default, args.data_dir):
+        return data, args.data_dir, ""
+    how = f"fetch it with `ldhmm data fetch {default} --data-dir DIR` and set {DATA_ENV_VAR}=DIR"
+    if os.environ.get(OFFLINE_ENV_VAR):
+        return None, args.data_dir, f"{default} files not found ({OFFLINE_ENV_VAR} is set): {how}"
+    target = _default_download_dir(args.data_dir)
+    try:
+        urllib.request.urlopen(urllib.request.Request(DATASETS[default].urls[0], method="HEAD"), timeout=10)
+        fetch(default, target, quiet=args.quiet)
+    except (urllib.error.URLError, OSError, ChecksumError, ValueError) as err:
+        reason = " ".join(str(getattr(err, "reason", err)).split())
+        return None, args.data_dir, f"{default} files not found and not downloaded ({reason}): {how}"
+    return default, str(target), f"downloaded {default} into {target} (checksum verified)"
+
+
+def print_files(out, names) -> None:
+    """The line that lists a run's result files."""
+    print(f"results in {out}/: {', '.join(n for n in names if (Path(out) / n).exists())}")
 
 
 def call_with_args(fn: Callable[..., int]) -> Callable[[argparse.Namespace], int]:

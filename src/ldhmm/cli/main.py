@@ -1,6 +1,7 @@
 """The ``ldhmm`` command: the parser tree and the entry point.
 
-Sub-commands: ``data`` (``fetch``, ``info``), ``compare``, ``classify``, ``timing``, ``hinton``;
+Sub-commands: ``data`` (``fetch``, ``info``), ``compare``, ``classify``, ``timing``, ``hinton``,
+and for a user's own logs ``fit``, ``score``, ``posterior``, ``predict``, ``decode``;
 ``ldhmm COMMAND --help`` describes each. Errors (bad arguments, a missing data directory, a
 bad file, an output directory of another configuration) print one line
 ``ldhmm COMMAND: error: ...`` on stderr and return a non-zero exit code (2 for bad arguments,
@@ -13,7 +14,7 @@ import argparse
 import os
 import sys
 
-from . import classify, compare, data, hinton, timing
+from . import classify, compare, data, decode, fit, hinton, next_event, posterior, predict, score, timing
 
 __all__ = ["main", "build_parser"]
 
@@ -30,14 +31,21 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``ldhmm`` parser: one sub-command per module of :mod:`ldhmm.cli`."""
     parser = OneLineErrorParser(
         prog="ldhmm",
-        description="Latent Dirichlet HMMs for databases of sequences: data, and the paper's experiments.",
+        description="Latent Dirichlet HMMs for databases of sequences: data, the paper's experiments, "
+        "and fit/score/posterior/predict/decode on a user's own logs.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="{data,compare,classify,timing,hinton}")
+    sub = parser.add_subparsers(
+        dest="command",
+        metavar="{data,compare,classify,timing,hinton,next-event,fit,score,posterior,predict,decode}",
+    )
     data.register(sub)
     compare.register(sub)
     classify.register(sub)
     timing.register(sub)
     hinton.register(sub)
+    next_event.register(sub)
+    for command in (fit, score, posterior, predict, decode):
+        command.register(sub)
     return parser
 
 

@@ -6,7 +6,8 @@
   :func:`load_dataset`, and :func:`load_paper_subset` for the paper's length-filtered subsets.
 * :func:`kfold_indices`: deterministic (stratified) K-fold splits.
 * A user's own data: :class:`Vocabulary`, :func:`load_text`, :func:`load_event_log`, and
-  :func:`load_path`, which tells a file's format from the file.
+  :func:`load_path`, which tells a file's format from the file, and :func:`recode`, which maps
+  a file's symbols into a saved model's vocabulary by name.
 * :func:`fetch`: download a UCI data set with checksum verification.
 
 Errors in a file raise :class:`DataFormatError` (a ``ValueError``) naming file and line.
@@ -33,7 +34,7 @@ from .uci import (
     read_splice,
     resolve_data_dir,
 )
-from .userdata import UNKNOWN, Vocabulary, load_event_log, load_text
+from .userdata import UNKNOWN, Vocabulary, load_event_log, load_text, recode
 
 __all__ = [
     "DataFormatError",
@@ -63,4 +64,5 @@ __all__ = [
     "load_event_log",
     "load_text",
     "load_path",
+    "recode",
 ]

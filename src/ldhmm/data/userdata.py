@@ -17,7 +17,7 @@ import numpy as np
 
 from .database import DataFormatError, SequenceDatabase, _IntBuffer
 
-__all__ = ["UNKNOWN", "Vocabulary", "load_text", "load_event_log"]
+__all__ = ["UNKNOWN", "Vocabulary", "load_text", "load_event_log", "recode"]
 
 #: Name of the reserved unknown symbol.
 UNKNOWN = "<unk>"
@@ -470,3 +470,53 @@ def _parse_times(path, column, where) -> np.ndarray:
             f"{prefix}time {column.iloc[bad]!r} in column {column.name!r} is not {kind} like the first row's",
         )
     return parsed.to_numpy().astype("datetime64[ns]").astype(np.int64)
+
+
+def recode(db: SequenceDatabase, vocabulary, unknown: str = "error") -> SequenceDatabase:
+    """The database with its symbols re-coded, by name, into another vocabulary (a model's).
+
+    A saved model knows its training vocabulary; a new log read by any loader has its own
+    codes. This maps each used symbol to the model's code of the same name.
+
+    Parameters
+    ----------
+    db : SequenceDatabase
+    vocabulary : Vocabulary or sequence of str
+        The target vocabulary (symbol k is ``vocabulary[k]``).
+    unknown : {"error", "map"}
+        A symbol of ``db`` that ``vocabulary`` lacks: a ``ValueError`` naming the symbol and
+        the first sequence that holds it, or (``"map"``) the reserved ``<unk>`` symbol.
+
+    Returns
+    -------
+    SequenceDatabase
+        Same sequences, labels, ids and name; ``vocabulary`` as its vocabulary.
+    """
+    vocab = _as_vocabulary(vocabulary)
+    unk = vocab._check_unknown_policy(unknown)
+    used = db.symbol_counts() > 0
+    mapping = np.full(db.n_symbols, -1, dtype=np.int64)
+    for code, name in enumerate(db.vocabulary):
+        target = vocab._index.get(name)
+        if target is None and used[code]:
+            if unk is None:
+                tokens = db.tokens
+                first = int(
+                    np.searchsorted(db.offsets, int(np.flatnonzero(tokens == code)[0]), side="right") - 1
+                )
+                where = db.ids[first] if db.ids else f"sequence {first}"
+                hint = (
+                    f"; the model has {UNKNOWN}: pass unknown='map' (--unknown map) to map new symbols to it"
+                    if vocab.unknown_index is not None
+                    else f" (fit with a reserved {UNKNOWN} symbol to score logs with new symbols)"
+                )
+                raise ValueError(
+                    f"{db.meta.get('source', db.name)}: symbol {name!r} (first in {where}) is not in the "
+                    f"model's vocabulary of {len(vocab)} symbols{hint}"
+                )
+            target = unk
+        mapping[code] = -1 if target is None else target
+    tokens = mapping[db.tokens.astype(np.int64)]
+    return SequenceDatabase(
+        tokens, db.offsets, vocab.symbols, db.labels, db.label_names, db.ids, db.name, db.meta
+    )

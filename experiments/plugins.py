@@ -1,0 +1,264 @@
+"""A run's line-up: the registered models, a user's factories, and installed plug-ins.
+
+The comparison API (:func:`ldhmm.compare`, :func:`ldhmm.classify`) and the commands take
+``models`` as
+
+* a built-in (registered) harness name, ``"all"``, or a list of them (``["LDHMM-PF", "HMM"]``);
+* a mapping ``{name: factory}``, where a factory is a callable
+  ``factory(n_states, n_symbols, seed) -> model``, a string ``"package.module:attribute"`` that
+  names one, or ``None`` for the built-in model of that name;
+* from the command line, ``--model NAME=package.module:factory`` (repeatable);
+* installed packages: an entry point of the group :data:`ENTRY_POINT_GROUP` (``ldhmm.models``)
+  named NAME whose value is ``package.module:factory`` joins ``"all"``.
+
+A factory that names ``n_init``, ``max_iter``, ``tol`` or ``m_step`` among its parameters
+gets the run's values (the restart budget is the same for every model).
+
+The model a factory returns must follow the harness protocol: ``fit(sequences)``,
+``score_samples(sequences) -> (M,) float array`` and a ``score_kind`` attribute (one of
+``"exact"``, ``"lower_bound"``, ``"estimate"``); ``log_marginal_is(sequences, n_samples,
+seed)`` is optional. :func:`check_protocol` checks it; a model that fails it, or whose
+factory raises, fails its own tasks only.
+
+A factory is recorded in the run's ``config.json`` (and its configuration hash) by its
+import path, so a resumed run with another factory under the same name is refused, not mixed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import inspect
+import pickle
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..models.base import SCORE_KINDS
+from .lineup import model_from_settings, model_names, resolve_models
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ModelEntry",
+    "PluginError",
+    "load_factory",
+    "parse_model_option",
+    "entry_point_factories",
+    "resolve_lineup",
+    "check_sendable",
+    "build_model",
+    "check_protocol",
+    "check_scores",
+]
+
+#: The entry-point group through which installed packages add models to ``--models all``.
+ENTRY_POINT_GROUP = "ldhmm.models"
+
+
+class PluginError(ValueError):
+    """A plug-in model that cannot be loaded, built or used (a one-line reason)."""
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model of a run.
+
+    Attributes
+    ----------
+    name : str
+        The name in the result files.
+    factory : callable, str or None
+        ``None`` for a registered model; otherwise a factory or its ``"module:attribute"``.
+    source : str
+        ``"builtin"``, or the factory's import path (recorded in ``config.json``).
+    """
+
+    name: str
+    factory: Callable | str | None = None
+    source: str = "builtin"
+
+    @property
+    def builtin(self) -> bool:
+        return self.factory is None
+
+
+def load_factory(spec: str, what: str = "factory") -> Callable:
+    """Import ``"package.module:attribute"`` (attribute may be dotted) and return the callable.
+
+    Raises
+    ------
+    PluginError
+        A malformed string, a module that does not import, a missing attribute, or an object
+        that is not callable; the message names ``what`` and the string.
+    """
+    text = str(spec).strip()
+    module_name, sep, attr = text.partition(":")
+    if not sep or not module_name or not attr:
+        raise PluginError(f"{what} {text!r}: expected 'package.module:factory'")
+    try:
+        obj = importlib.import_module(module_name)
+    except Exception as err:  # any import-time error of a user's module is its own problem
+        raise PluginError(
+            f"{what} {text!r}: cannot import {module_name!r} ({type(err).__name__}: {err})"
+        ) from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise PluginError(f"{what} {text!r}: module {module_name!r} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise PluginError(f"{what} {text!r}: {attr!r} is not callable")
+    return obj
+
+
+def parse_model_option(text: str) -> tuple[str, str]:
+    """``"NAME=package.module:factory"`` (``--model``) -> ``(NAME, "package.module:factory")``."""
+    name, sep, spec = str(text).partition("=")
+    name, spec = name.strip(), spec.strip()
+    if not sep or not name or not spec:
+        raise PluginError(f"--model {text!r}: expected NAME=package.module:factory")
+    return name, spec
+
+
+def entry_point_factories() -> dict[str, str]:
+    """``{name: "module:attribute"}`` of the installed entry points of :data:`ENTRY_POINT_GROUP`."""
+    return {ep.name: ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _source_of(factory) -> str:
+    if isinstance(factory, str):
+        return factory.strip()
+    module = getattr(factory, "__module__", None) or "?"
+    qualname = getattr(factory, "__qualname__", None) or type(factory).__qualname__
+    return f"{module}:{qualname}"
+
+
+def resolve_lineup(models="all", extra: Iterable[str] = ()) -> list[ModelEntry]:
+    """The models of a run, in table order (registered models first, then the others as given).
+
+    Parameters
+    ----------
+    models : str, iterable of str, or mapping name -> factory
+        See the module docstring. ``"all"`` is every registered model plus every installed
+        entry point.
+    extra : iterable of str
+        ``NAME=package.module:factory`` strings (the CLI's ``--model``), added to ``models``.
+
+    Raises
+    ------
+    ValueError
+        An unknown built-in name, a malformed ``--model``, a name given twice with two
+        factories, or a name of a built-in model given another factory.
+    """
+    builtin = set(model_names())
+    plugins: dict[str, Callable | str] = {}
+    names: list[str] = []
+    if isinstance(models, Mapping):
+        for name, factory in models.items():
+            name = str(name)
+            if factory is None or (isinstance(factory, str) and ":" not in factory):
+                names.append(name if factory is None else str(factory))
+                continue
+            if not (callable(factory) or isinstance(factory, str)):
+                raise PluginError(f"model {name!r}: a factory must be callable or 'module:factory'")
+            plugins[name] = factory
+    else:
+        names = [models] if isinstance(models, str) else list(models or ["all"])
+    wants_all = any(str(n).lower() == "all" for n in names)
+    if wants_all:
+        for name, spec in entry_point_factories().items():
+            plugins.setdefault(name, spec)
+    for text in extra:
+        name, spec = parse_model_option(text)
+        if name in plugins and _source_of(plugins[name]) != spec:
+            raise PluginError(f"--model {name}: given twice with different factories")
+        plugins[name] = spec
+    clash = sorted(set(plugins) & builtin)
+    if clash:
+        raise PluginError(f"model name {clash[0]!r} is a built-in model; give the plug-in another name")
+    for name, factory in plugins.items():
+        if isinstance(factory, str):  # fail now, in one line, not in every task
+            load_factory(factory, what=f"model {name!r}: factory")
+    chosen = resolve_models(names) if (names or not plugins) else []
+    entries = [ModelEntry(n) for n in chosen]
+    entries += [ModelEntry(n, f, _source_of(f)) for n, f in plugins.items()]
+    return entries
+
+
+def check_sendable(entries: list[ModelEntry], jobs: int) -> None:
+    """With worker processes, every factory must pickle (a module-level function or a string)."""
+    if int(jobs) <= 1:
+        return
+    for e in entries:
+        if e.builtin or isinstance(e.factory, str):
+            continue
+        try:
+            pickle.dumps(e.factory)
+        except Exception:
+            raise PluginError(
+                f"model {e.name!r}: factory {e.source} cannot be sent to worker processes (jobs={jobs}); "
+                f"define it at module level, pass 'package.module:factory', or use jobs=1"
+            ) from None
+
+
+def check_protocol(model, name: str) -> None:
+    """Raise :class:`PluginError` when ``model`` does not follow the harness protocol."""
+    for method in ("fit", "score_samples"):
+        if not callable(getattr(model, method, None)):
+            raise PluginError(f"model {name!r} violates the harness protocol: no {method}() method")
+    kind = getattr(model, "score_kind", None)
+    if kind not in SCORE_KINDS:
+        raise PluginError(
+            f"model {name!r} violates the harness protocol: score_kind is {kind!r}, "
+            f"expected one of {', '.join(SCORE_KINDS)}"
+        )
+
+
+def build_model(entry: ModelEntry | str, n_states: int, n_symbols: int, settings: dict):
+    """A fresh model of a run: a registered one with the run's settings, or the factory's.
+
+    A factory is called as ``factory(n_states, n_symbols, seed)``, plus the run's harness-wide
+    settings it names as keyword parameters (``n_init`` = the restart budget, ``max_iter``,
+    ``tol``, ``m_step``; each only when the run sets it), so that a plug-in can take the same
+    restart budget as every other model. Its model is checked by :func:`check_protocol`. Any
+    error names the model.
+    """
+    if isinstance(entry, str):
+        entry = ModelEntry(entry)
+    if entry.builtin:
+        return model_from_settings(entry.name, n_states, n_symbols, settings)
+    factory = entry.factory
+    if isinstance(factory, str):
+        factory = load_factory(factory, what=f"model {entry.name!r}: factory")
+    given = {
+        "n_init": settings.get("restarts"),
+        "max_iter": settings.get("max_iter"),
+        "tol": settings.get("tol"),
+        "m_step": settings.get("m_step"),
+    }
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: positional arguments only
+        params = {}
+    extra = {k: v for k, v in given.items() if v is not None and k in params}
+    try:
+        model = factory(int(n_states), int(n_symbols), int(settings["seed"]), **extra)
+    except Exception as err:
+        raise PluginError(f"model {entry.name!r}: the factory raised {type(err).__name__}: {err}") from None
+    check_protocol(model, entry.name)
+    return model
+
+
+def check_scores(scores, n: int, name: str, what: str = "score_samples") -> np.ndarray:
+    """``scores`` as a finite float array of length ``n``, or a :class:`PluginError`."""
+    try:
+        arr = np.asarray(scores, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise PluginError(f"model {name!r}: {what} returned {type(scores).__name__}, not numbers") from None
+    if arr.size != n:
+        raise PluginError(f"model {name!r}: {what} returned {arr.size} values for {n} sequences")
+    bad = int((~np.isfinite(arr)).sum())
+    if bad:
+        raise PluginError(f"model {name!r}: {what} returned {bad} non-finite values of {n}")
+    return arr

@@ -1,0 +1,116 @@
+"""``ldhmm fit``: fit an LDHMM on a user's log and save it with its vocabulary."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from ..data import UNKNOWN, SequenceDatabase, load_path
+from ..modelfiles import data_for_model, load_model
+from ..models import LDHMM
+from .common import add_column_arguments, nonneg_int, positive_int
+from .outputs import check_out
+
+__all__ = ["register", "run_fit"]
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add the ``fit`` command to the ``ldhmm`` parser's sub-commands."""
+    p = subparsers.add_parser(
+        "fit",
+        help="fit an LDHMM on a data file and save the model (JSON, with the vocabulary)",
+        description="Fit an LDHMM (variational EM) on the sequences of DATA and write the model "
+        "file: the learned Dirichlet priors, the training ELBO history and the training "
+        "vocabulary, so that `ldhmm score/posterior/predict/decode` map a new log's symbols by "
+        "name. --init continues from a saved model on new logs.",
+    )
+    p.add_argument(
+        "data",
+        help="one sequence of tokens per line, the ldhmm-sequences text format, an MSNBC .seq "
+        "file, or a CSV/Parquet event log (with --sequence-col and --event-col)",
+    )
+    add_column_arguments(p)
+    p.add_argument("--states", type=positive_int, default=None, help="K, the number of hidden states")
+    p.add_argument(
+        "--guide", choices=["pf", "ff"], default=None, help="variational family of q(Z) (default pf)"
+    )
+    p.add_argument("--out", default="model.json", help="model file to write (default model.json)")
+    p.add_argument(
+        "--init", default=None, help="a saved model to continue from (its K, guide and vocabulary)"
+    )
+    p.add_argument("--restarts", type=positive_int, default=3, help="random restarts n_init (default 3)")
+    p.add_argument("--max-iter", type=positive_int, default=100, help="EM iterations at most (default 100)")
+    p.add_argument("--tol", type=float, default=1e-4, help="EM relative tolerance (default 1e-4)")
+    p.add_argument(
+        "--m-step", choices=["collapsed", "paper"], default="collapsed", help="M-step (default collapsed)"
+    )
+    p.add_argument(
+        "--unknown",
+        choices=["error", "map", "reserve"],
+        default="error",
+        help=f"'reserve': add a {UNKNOWN} symbol to the vocabulary, so that logs scored later may hold "
+        f"unseen symbols; with --init, 'map' maps symbols the saved model lacks to its {UNKNOWN}",
+    )
+    p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    p.set_defaults(func=run_fit)
+    return p
+
+
+def _with_unknown(db: SequenceDatabase) -> SequenceDatabase:
+    if UNKNOWN in db.vocabulary:
+        return db
+    return SequenceDatabase(
+        db.tokens, db.offsets, db.vocabulary + [UNKNOWN], db.labels, db.label_names, db.ids, db.name, db.meta
+    )
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    """The ``fit`` command."""
+    out = check_out(args.out, suffixes=(".json",))
+    columns = {"sequence_col": args.sequence_col, "event_col": args.event_col, "time_col": args.time_col}
+    init_params = None
+    if args.init:
+        start = load_model(args.init)
+        if not isinstance(start, LDHMM):
+            raise ValueError(
+                f"--init {args.init}: an {type(start).__name__} model; ldhmm fit continues LDHMM models"
+            )
+        if args.states is not None and args.states != start.n_states:
+            raise ValueError(
+                f"--states {args.states} differs from K = {start.n_states} of --init {args.init}"
+            )
+        db = data_for_model(args.data, start, unknown="map" if args.unknown == "map" else "error", **columns)
+        n_states, guide, init_params = start.n_states, args.guide or start.guide.name, start.params_
+    else:
+        if args.states is None:
+            raise ValueError("--states K is required (or --init MODEL)")
+        db = load_path(args.data, **columns)
+        if args.unknown == "reserve":
+            db = _with_unknown(db)
+        n_states, guide = args.states, args.guide or "pf"
+    model = LDHMM(
+        n_states,
+        n_symbols=db.n_symbols,
+        guide=guide,
+        max_iter=args.max_iter,
+        tol=args.tol,
+        m_step=args.m_step,
+        n_init=args.restarts,
+        seed=args.seed,
+        verbose=not args.quiet,
+    )
+    t0 = time.perf_counter()
+    model.fit(db.sequences, init_params=init_params)
+    seconds = time.perf_counter() - t0
+    model.save(out, vocabulary=db.vocabulary)
+    if not args.quiet:
+        elbo = float(model.elbo_history_[-1])
+        print(
+            f"fitted LDHMM-{guide.upper()} K={n_states} on {len(db)} sequences ({db.n_tokens} tokens, "
+            f"{db.n_symbols} symbols) in {seconds:.1f} s, {model.n_iter_} EM iterations: training ELBO "
+            f"{elbo:.2f} nats ({elbo / db.n_tokens:.4f} per token)"
+        )
+        print(f"model written to {Path(out)}")
+    return 0

@@ -1,0 +1,92 @@
+"""What the model commands (``fit``, ``score``, ``posterior``, ``predict``, ``decode``) share:
+the options that read a user's data for a saved model, and output files written whole or not
+at all."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from ..modelfiles import data_for_model, load_model
+from .common import add_column_arguments
+
+__all__ = ["add_model_data_arguments", "read_model_and_data", "write_table", "sequence_ids", "check_out"]
+
+_TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+def add_model_data_arguments(p: argparse.ArgumentParser, out_default: str) -> None:
+    """``MODEL DATA --out FILE`` and the data options of the model commands."""
+    p.add_argument("model", help="a model file written by `ldhmm fit` (JSON)")
+    p.add_argument(
+        "data",
+        help="the sequences: one sequence of tokens per line, the ldhmm-sequences text format, "
+        "or a CSV/Parquet event log (with --sequence-col and --event-col)",
+    )
+    add_column_arguments(p)
+    p.add_argument(
+        "--unknown",
+        choices=["error", "map"],
+        default="error",
+        help="a symbol the model has not seen: an error naming it (default) or the model's <unk>",
+    )
+    p.add_argument(
+        "--out", default=out_default, help=f"output file (.csv or .parquet; default {out_default})"
+    )
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+def check_out(path, suffixes=_TABLE_SUFFIXES) -> Path:
+    """The output path, refused before any work when its suffix or directory is wrong."""
+    path = Path(path)
+    if path.suffix.lower() not in suffixes:
+        raise ValueError(f"--out {str(path)!r}: expected a file ending in {' or '.join(suffixes)}")
+    if path.exists() and path.is_dir():
+        raise ValueError(f"--out {str(path)!r} is a directory")
+    if not path.parent.is_dir() and str(path.parent) not in ("", "."):
+        raise ValueError(f"--out {str(path)!r}: directory {str(path.parent)!r} does not exist")
+    return path
+
+
+def read_model_and_data(args: argparse.Namespace):
+    """``(model, database)``: the saved model and the data file in the model's codes."""
+    model = load_model(args.model)
+    db = data_for_model(
+        args.data,
+        model,
+        unknown=args.unknown,
+        sequence_col=args.sequence_col,
+        event_col=args.event_col,
+        time_col=args.time_col,
+    )
+    return model, db
+
+
+def sequence_ids(db) -> list[str]:
+    """The sequence ids of the log (``FILE:LINE`` for text files), or their positions."""
+    return list(db.ids) if db.ids is not None else [str(i) for i in range(len(db))]
+
+
+def write_table(df: pd.DataFrame, path) -> Path:
+    """Write ``df`` as CSV (one header line) or Parquet, via a temporary file and a rename, so
+    that an interrupted command leaves the old file or none, never half of one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        if path.suffix.lower() == ".csv":
+            df.to_csv(tmp, index=False)
+        else:
+            df.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path

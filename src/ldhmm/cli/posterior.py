@@ -1,0 +1,50 @@
+"""``ldhmm posterior``: per-sequence posterior means and state marginals (features)."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pandas as pd
+
+from .outputs import add_model_data_arguments, check_out, read_model_and_data, sequence_ids, write_table
+
+__all__ = ["register", "run_posterior", "posterior_table"]
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add the ``posterior`` command to the ``ldhmm`` parser's sub-commands."""
+    p = subparsers.add_parser(
+        "posterior",
+        help="per-sequence posterior means of pi, A, B and state marginals (Parquet)",
+        description="One row per sequence of DATA: its id, length, held-out ELBO, the posterior "
+        "means E_q[pi] (K), E_q[A] (K*K, row-major) and E_q[B] (K*V, row-major) of each "
+        "per-sequence group, and the state marginals q(z_n) (N*K, row-major), as list columns "
+        "of a Parquet file: features for downstream models.",
+    )
+    add_model_data_arguments(p, out_default="posterior.parquet")
+    p.set_defaults(func=run_posterior)
+    return p
+
+
+def posterior_table(model, db) -> pd.DataFrame:
+    """The rows of ``ldhmm posterior``: ids, lengths, ELBO, flattened posterior means, marginals."""
+    post = model.posterior(db.sequences)
+    table = pd.DataFrame({"sequence_id": sequence_ids(db), "length": db.lengths, "elbo": post["elbo"]})
+    for key in ("g_pi", "g_A", "g_B"):
+        if key in post:
+            conc = np.asarray(post[key], dtype=np.float64)
+            mean = conc / conc.sum(axis=-1, keepdims=True)
+            table[f"{key[2:]}_mean"] = list(mean.reshape(mean.shape[0], -1))
+    table["state_marginals"] = [np.asarray(m, dtype=np.float64).reshape(-1) for m in post["state_marginals"]]
+    return table
+
+
+def run_posterior(args: argparse.Namespace) -> int:
+    """The ``posterior`` command."""
+    out = check_out(args.out)
+    model, db = read_model_and_data(args)
+    write_table(posterior_table(model, db), out)
+    if not args.quiet:
+        print(f"posterior of {len(db)} sequences (K={model.n_states}, V={model.n_symbols_}) written to {out}")
+    return 0

@@ -1,0 +1,82 @@
+"""Model files: load any saved model by the class it records, and use it on a user's log.
+
+:func:`load_model` reads a file written by a model's ``save`` (the JSON format of
+:meth:`ldhmm.models.estimator.VariantHMM.save`) and builds the class the file names, looked up
+among the registered model classes (:mod:`ldhmm.models.registry`, which the baselines and
+plug-ins fill) and :class:`~ldhmm.models.estimator.VariantHMM`. :func:`data_for_model` reads a
+data file with any loader and maps its symbols into the model's vocabulary by name.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import baselines  # noqa: F401  (registers the baseline classes that files may name)
+from .data import SequenceDatabase, load_path, recode
+from .models import VariantHMM
+from .models.registry import registered
+
+__all__ = ["load_model", "model_classes", "data_for_model"]
+
+
+def model_classes() -> dict[str, type]:
+    """``{class name: class}`` of every class a model file may name."""
+    classes = {VariantHMM.__name__: VariantHMM}
+    for spec in registered():
+        if callable(getattr(spec.cls, "load", None)):
+            classes.setdefault(spec.cls.__name__, spec.cls)
+    return classes
+
+
+def load_model(path, guide=None):
+    """The model saved in ``path``, as the class the file records.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        Not a model file, or a class this installation does not know (one line naming the file).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such model file")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: not an ldhmm model file ({err})") from None
+    if not isinstance(doc, dict) or doc.get("format") != "ldhmm":
+        raise ValueError(f'{path}: not an ldhmm model file (no "format": "ldhmm")')
+    name = doc.get("class")
+    classes = model_classes()
+    if name not in classes:
+        raise ValueError(f"{path}: field 'class' is {name!r}; known: {', '.join(sorted(classes))}")
+    return classes[name].load(path, guide=guide)
+
+
+def data_for_model(path, model, unknown: str = "error", **columns) -> SequenceDatabase:
+    """A data file (any format :func:`ldhmm.data.load_path` reads) in the model's codes.
+
+    Parameters
+    ----------
+    path : str or Path
+    model
+        A fitted model; when it carries ``vocabulary_`` (the training vocabulary saved with the
+        model) the file's symbols are mapped into it by name (:func:`ldhmm.data.recode`);
+        without one the file's codes must be the model's.
+    unknown : {"error", "map"}
+        A symbol the model has not seen: an error naming it, or the model's ``<unk>``.
+    **columns
+        ``sequence_col``, ``event_col``, ``time_col`` of an event log.
+    """
+    db = load_path(path, **columns)
+    vocabulary = getattr(model, "vocabulary_", None)
+    if vocabulary is not None:
+        return recode(db, vocabulary, unknown=unknown)
+    if db.n_symbols > model.n_symbols_:
+        raise ValueError(
+            f"{path}: {db.n_symbols} symbols, but the model knows {model.n_symbols_} and has no "
+            f"saved vocabulary to map them by name"
+        )
+    return db

@@ -1,0 +1,212 @@
+"""The comparison API (``ldhmm.compare`` / ``ldhmm.classify``), plug-in models and the thin CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import ldhmm
+from ldhmm.cli import main
+from ldhmm.experiments.datasets import synthetic_database
+from ldhmm.experiments.plugins import PluginError, resolve_lineup
+
+TINY = dict(states=[2], folds=2, n_sequences=24, max_iter=2, quiet=True, seed=0)
+TINY_ARGS = ["--n-sequences", "24", "--states", "2", "--folds", "2", "--max-iter", "2", "--quiet"]
+
+PLUGIN_SOURCE = textwrap.dedent(
+    """
+    import numpy as np
+    from ldhmm.models import LDHMM
+
+    def good(n_states, n_symbols, seed):
+        return LDHMM(n_states, n_symbols=n_symbols, seed=seed, max_iter=2, n_init=1)
+
+    def raises(n_states, n_symbols, seed):
+        raise RuntimeError("boom in the factory")
+
+    class NaNModel:
+        score_kind = "exact"
+        def fit(self, sequences):
+            return self
+        def score_samples(self, sequences):
+            return np.full(len(sequences), np.nan)
+
+    def nan(n_states, n_symbols, seed):
+        return NaNModel()
+
+    class NoScore:
+        score_kind = "exact"
+        def fit(self, sequences):
+            return self
+
+    def noscore(n_states, n_symbols, seed):
+        return NoScore()
+    """
+)
+
+
+@pytest.fixture()
+def plugin_module(tmp_path, monkeypatch):
+    (tmp_path / "ldhmm_test_plugin.py").write_text(PLUGIN_SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "ldhmm_test_plugin"
+
+
+def run_cli(argv, capsys):
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_and_api_give_identical_numbers(tmp_path, capsys):
+    code, out, _ = run_cli(
+        ["compare", "--dataset", "synthetic", *TINY_ARGS, "--models", "LDHMM-PF", "HMM",
+         "--is-samples", "3", "--out", str(tmp_path / "cli")],
+        capsys,
+    )  # fmt: skip
+    assert code == 0
+    # the terminal shows one table and the files, not the t-tests
+    assert len(out.strip().splitlines()) < 20 and "t-test" not in out
+    res = ldhmm.compare(["LDHMM-PF", "HMM"], "synthetic", out=tmp_path / "api", is_samples=3, **TINY)
+    assert res.ok
+    cli = pd.read_csv(tmp_path / "cli" / "folds.csv")
+    api = pd.read_csv(tmp_path / "api" / "folds.csv")
+    pd.testing.assert_frame_equal(
+        cli[["model", "K", "fold", "score_kind", "heldout_elbo", "heldout_is", "n_iter"]],
+        api[["model", "K", "fold", "score_kind", "heldout_elbo", "heldout_is", "n_iter"]],
+        check_exact=True,
+    )
+    assert res.folds["heldout_elbo"].tolist() == cli["heldout_elbo"].tolist()
+    assert (
+        res.config["config_hash"] == json.loads((tmp_path / "cli" / "config.json").read_text())["config_hash"]
+    )
+    table = res.table()
+    assert list(table.index) == ["LDHMM-PF", "HMM"] and list(table.columns) == [2]
+    assert (tmp_path / "api" / "summary.md").read_text() == res.summary
+    assert res.plot.is_file()
+
+
+def test_api_takes_databases_and_integer_sequences(tmp_path):
+    db = synthetic_database(24, seed=0)
+    a = ldhmm.compare("HMM", db, out=tmp_path / "a", is_samples=0, **{**TINY, "n_sequences": None})
+    b = ldhmm.compare(
+        ["HMM"], db.sequences, out=tmp_path / "b", is_samples=0, **{**TINY, "n_sequences": None}
+    )
+    assert a.folds["heldout_elbo"].tolist() == b.folds["heldout_elbo"].tolist()
+    with pytest.raises(ValueError, match="2199023255552"):
+        ldhmm.compare("HMM", [np.array([0, 1, 2**41])], out=tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+
+
+def test_plugin_factory_beside_builtins(tmp_path, plugin_module):
+    from ldhmm_test_plugin import good
+
+    res = ldhmm.compare({"mine": good, "HMM": None}, "synthetic", out=tmp_path / "o", is_samples=3, **TINY)
+    assert res.ok and set(res.folds["model"]) == {"mine", "HMM"}
+    mine = res.folds[res.folds["model"] == "mine"]
+    assert (mine["score_kind"] == "lower_bound").all() and np.isfinite(mine["heldout_is"]).all()
+    assert res.config["settings"]["plugins"] == {"mine": "ldhmm_test_plugin:good"}
+    # the plug-in is t-tested against the other models
+    assert "mine" in set(res.ttests["model_a"])
+    # the same factory as a string gives the same numbers
+    res2 = ldhmm.compare(
+        {"mine": "ldhmm_test_plugin:good", "HMM": None},
+        "synthetic",
+        out=tmp_path / "o2",
+        is_samples=3,
+        **TINY,
+    )
+    assert res2.folds["heldout_elbo"].tolist() == res.folds["heldout_elbo"].tolist()
+
+
+def test_failing_plugins_fail_only_their_tasks(tmp_path, plugin_module, capsys):
+    argv = ["compare", "--dataset", "synthetic", *TINY_ARGS, "--models", "HMM", "--is-samples", "0"]
+    for name in ("raises", "nan", "noscore"):
+        argv += ["--model", f"{name}={plugin_module}:{name}"]
+    code, out, err = run_cli(argv + ["--out", str(tmp_path / "o")], capsys)
+    assert code == 1
+    df = pd.read_csv(tmp_path / "o" / "folds.csv")
+    assert set(df["model"]) == {"HMM"} and np.isfinite(df["heldout_elbo"]).all()
+    summary = (tmp_path / "o" / "summary.md").read_text()
+    assert "## Failed tasks" in summary
+    for reason in ("boom in the factory", "non-finite", "no score_samples"):
+        assert reason in summary, reason
+    assert "raises: 2 task(s) failed" in err
+
+
+def test_bad_plugin_strings_are_one_line_errors(tmp_path, capsys, plugin_module):
+    for spec, needle in [
+        ("x=no_such_module_xyz:f", "cannot import"),
+        ("x=ldhmm_test_plugin:missing", "no attribute"),
+        ("x=ldhmm_test_plugin", "package.module:factory"),
+        ("justaname", "NAME=package.module:factory"),
+        ("HMM=ldhmm_test_plugin:good", "built-in"),
+    ]:
+        out = tmp_path / "never"
+        code, _, err = run_cli(
+            ["compare", "--dataset", "synthetic", *TINY_ARGS, "--model", spec, "--out", str(out)], capsys
+        )
+        assert code == 1, spec
+        assert len(err.strip().splitlines()) == 1 and needle in err, (spec, err)
+        assert not out.exists()
+
+
+def test_unpicklable_factory_with_jobs2_is_refused(tmp_path):
+    with pytest.raises(PluginError, match="worker processes"):
+        ldhmm.compare({"l": lambda K, V, s: None}, "synthetic", jobs=2, out=tmp_path / "o", **TINY)
+    assert not (tmp_path / "o").exists()
+
+
+def test_entry_point_plugins_join_all(tmp_path, monkeypatch, plugin_module):
+    dist = tmp_path / "ldhmm_test_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ldhmm-test-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[ldhmm.models]\nEP-Model = ldhmm_test_plugin:good\n")
+    names = [e.name for e in resolve_lineup("all")]
+    assert "EP-Model" in names and "LDHMM-PF" in names
+    assert "EP-Model" not in [e.name for e in resolve_lineup(["HMM"])]
+
+
+def test_classify_api_matches_cli(tmp_path, capsys):
+    code, out, _ = run_cli(
+        [
+            "classify",
+            "--dataset",
+            "synthetic",
+            *TINY_ARGS,
+            "--models",
+            "HMM",
+            "LDHMM-PF",
+            "--out",
+            str(tmp_path / "cli"),
+        ],
+        capsys,
+    )
+    assert code == 0 and "| task | K |" in out
+    res = ldhmm.classify(["HMM", "LDHMM-PF"], "synthetic", out=tmp_path / "api", **TINY)
+    cli = pd.read_csv(tmp_path / "cli" / "folds.csv")
+    assert res.folds["auc"].tolist() == cli["auc"].tolist()
+    assert set(res.folds["model"]) == {"HMM", "LDHMM-PF", "LDHMM-PF+LR"}
+    assert res.table().shape[0] == 1
+
+
+def test_worked_example_script_runs(tmp_path, capsys):
+    path = Path(__file__).resolve().parents[1] / "examples" / "compare_variant.py"
+    spec = importlib.util.spec_from_file_location("compare_variant_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    res = module.main(
+        ["--data", "synthetic", "--n-sequences", "30", "--states", "2", "--folds", "2", "--restarts", "1",
+         "--max-iter", "3", "--out", str(tmp_path / "o")]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert res.ok and set(res.folds["model"]) == {"shared-B", "LDHMM-PF", "HMM"}
+    assert "shared-B" in out and "beats LDHMM-PF" in out
+    # the restart budget reached the plug-in through its n_init parameter
+    assert res.config["settings"]["restarts"] == 1

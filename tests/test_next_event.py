@@ -1,0 +1,37 @@
+"""The next-event experiment (``ldhmm next-event``) on tiny synthetic data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ldhmm.cli import main
+from ldhmm.experiments.next_event import MARKOV, next_event, prediction_scores
+
+
+def test_prediction_scores_by_hand():
+    proba = np.array([[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25]])
+    s = prediction_scores(proba, np.array([1, 0, 3]))
+    assert np.isclose(s["log_loss"], -np.mean(np.log([0.3, 0.1, 0.25])))
+    assert s["hit1"] == 1 / 3  # only the tie of the third row counts in the target's favour
+    assert s["hit3"] == 2 / 3
+
+
+def test_next_event_tiny(tmp_path, capsys):
+    res = next_event(
+        ["LDHMM-PF", "HMM", "markov"], "synthetic", states=[2, 3], folds=2, n_sequences=40, max_iter=3,
+        restarts=1, out=tmp_path / "o", quiet=True,
+    )  # fmt: skip
+    df = res.folds
+    assert set(df["model"]) == {"LDHMM-PF", "HMM", MARKOV} and len(df) == 3 * 2 * 2
+    assert np.isfinite(df["log_loss"]).all() and (df["hit3"] >= df["hit1"]).all()
+    m = df[df["model"] == MARKOV].set_index(["K", "fold"])["log_loss"]
+    assert m.loc[2].tolist() == m.loc[3].tolist()  # no K: one fit per fold, repeated
+    assert (tmp_path / "o" / "next_event.png").is_file() and "Log loss" in res.summary
+    # the command gives the same numbers
+    argv = ["next-event", "--dataset", "synthetic", "--n-sequences", "40", "--states", "2", "3"]
+    argv += ["--folds", "2", "--max-iter", "3", "--restarts", "1", "--models", "LDHMM-PF", "HMM", "MARKOV"]
+    code = main(argv + ["--quiet", "--out", str(tmp_path / "cli")])
+    assert code == 0
+    cli = pd.read_csv(tmp_path / "cli" / "folds.csv")
+    assert cli["log_loss"].tolist() == df["log_loss"].tolist()
