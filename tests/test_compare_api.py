@@ -210,3 +210,31 @@ def test_worked_example_script_runs(tmp_path, capsys):
     assert "shared-B" in out and "beats LDHMM-PF" in out
     # the restart budget reached the plug-in through its n_init parameter
     assert res.config["settings"]["restarts"] == 1
+
+
+def test_main_job_fetches_entree_when_missing(tmp_path, monkeypatch):
+    import argparse
+    import urllib.error
+
+    from ldhmm.cli import common
+
+    monkeypatch.delenv("LDHMM_DATA", raising=False)
+    monkeypatch.delenv(common.OFFLINE_ENV_VAR, raising=False)
+    args = argparse.Namespace(file=None, dataset=None, data_dir=str(tmp_path / "d"), quiet=True)
+    calls = []
+    monkeypatch.setattr(common.urllib.request, "urlopen", lambda *a, **k: calls.append("probe"))
+    monkeypatch.setattr(common, "fetch", lambda name, target, quiet: calls.append((name, str(target))))
+    data, data_dir, note = common.default_data(args)
+    assert data == "entree" and data_dir == str(tmp_path / "d") and "downloaded" in note
+    assert calls == ["probe", ("entree", str(tmp_path / "d"))]
+
+    def offline(*a, **k):
+        raise urllib.error.URLError("Name or service not known")
+
+    monkeypatch.setattr(common.urllib.request, "urlopen", offline)
+    data, _, note = common.default_data(args)
+    assert data is None and "ldhmm data fetch entree" in note and "Name or service" in note
+    monkeypatch.setenv(common.OFFLINE_ENV_VAR, "1")
+    calls.clear()
+    data, _, note = common.default_data(args)
+    assert data is None and calls == [] and common.OFFLINE_ENV_VAR in note

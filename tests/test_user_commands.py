@@ -146,6 +146,11 @@ def test_bad_model_files_and_outputs(logs, fitted, tmp_path, capsys):
     code, _, err = run_cli(["score", fitted, logs / "new.txt", "--out", tmp_path / "s.txt"], capsys)
     assert code == 1 and ".csv" in err
     assert not (tmp_path / "s.csv").exists()
+    # a data file whose format cannot be told (binary): one line naming file and line
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 4)
+    code, _, err = run_cli(["score", fitted, tmp_path / "blob.bin", "--out", tmp_path / "s.csv"], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "blob.bin" in err
+    assert not (tmp_path / "s.csv").exists()
 
 
 def test_format1_model_files_still_load():
