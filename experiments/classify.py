@@ -35,13 +35,15 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ..data import kfold_indices
-from .datasets import data_fingerprint, resolve_data
+from .datasets import check_run_memory, data_fingerprint, resolve_data
 from .lineup import ldhmm_names, model_from_settings, model_names, model_order
 from .plugins import build_model, check_scores, check_sendable, resolve_lineup
 from .tables import failure_lines, mean_std
 from .tasks import (
+    atomic_write_csv,
     atomic_write_text,
     default_out,
+    holds_out_dir_lock,
     parse_states,
     prepare_out_dir,
     run_tasks,
@@ -261,6 +263,7 @@ class ClassificationResult:
         return self.folds.pivot_table(index=["task", "K"], columns="model", values="auc", aggfunc="mean")
 
 
+@holds_out_dir_lock
 def classify(
     models="all",
     data=None,
@@ -331,6 +334,7 @@ def classify(
     task_names = [f"{a}-{b}" for a, b in pairs]
     classes = [c for c in db.label_names if any(c in p for p in pairs)]
     fold_index = kfold_indices(db, folds, seed=seed)
+    check_run_memory(db, states, folds, jobs)
     settings = {
         "data": {
             "name": db.name,
@@ -440,7 +444,7 @@ def classify(
     df = df.sort_values(
         ["task", "K", "model", "fold"], key=lambda c: c.map(model_order) if c.name == "model" else c
     ).reset_index(drop=True)
-    df.to_csv(out / "folds.csv", index=False)
+    atomic_write_csv(df, out / "folds.csv")
     col_models = [m for m in models] + [f"{m}+LR" for m in lr_models]
     md = summary_markdown(df, what, settings, task_names, states, col_models, db.name, errors=errors)
     atomic_write_text(out / "summary.md", md)

@@ -31,13 +31,16 @@ from matplotlib.figure import Figure
 from scipy.stats import ttest_rel
 
 from ..data import kfold_indices
-from .datasets import data_fingerprint, resolve_data
+from .datasets import check_run_memory, data_fingerprint, resolve_data
 from .lineup import ldhmm_names, model_names, model_order
 from .plugins import build_model, check_scores, check_sendable, resolve_lineup
 from .tables import failure_lines, fmt_pm, mean_std
 from .tasks import (
+    atomic_savefig,
+    atomic_write_csv,
     atomic_write_text,
     default_out,
+    holds_out_dir_lock,
     parse_states,
     prepare_out_dir,
     run_tasks,
@@ -163,6 +166,7 @@ class ComparisonResult:
         return t.loc[order]
 
 
+@holds_out_dir_lock
 def compare(
     models="all",
     data=None,
@@ -252,6 +256,7 @@ def compare(
         data, data_dir, n_sequences, seed, sequence_col=sequence_col, event_col=event_col, time_col=time_col
     )
     fold_index = kfold_indices(len(db), folds, seed=seed)
+    check_run_memory(db, states, folds, jobs)
     settings = {
         "data": {
             "name": db.name,
@@ -296,7 +301,7 @@ def compare(
         ["K", "model", "fold"], key=lambda c: c.map(model_order) if c.name == "model" else c
     )
     df = df.reset_index(drop=True)
-    df.to_csv(out / "folds.csv", index=False)
+    atomic_write_csv(df, out / "folds.csv")
     summary_md, best, tt = write_reports(df, out, what, settings, names, states, errors=errors)
     config = json.loads((out / "config.json").read_text(encoding="utf-8"))
     config["resumed_tasks"] = resumed
@@ -399,7 +404,7 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
     out = Path(out)
     present = [m for m in models if m in set(df["model"])]
     tt = ttests(df, present)
-    tt.to_csv(out / "ttests.csv", index=False)
+    atomic_write_csv(tt, out / "ttests.csv")
     kind_of = lambda m, dm: KIND_LABEL.get(str(dm["score_kind"].iloc[0]), str(dm["score_kind"].iloc[0]))
     is_kind = lambda m, dm: "IS estimate"
     lines = [
@@ -570,7 +575,7 @@ def plot_loglik(df, models, states, path, title=""):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)
 
 
 def console_table(df, models, states) -> str:

@@ -9,6 +9,7 @@ database it is (printed, and recorded in the output's ``config.json``);
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from ..data import (
 )
 from ..data.uci import ENTREE_ARCHIVE, ENTREE_SESSION_DIR
 from ..models import LDHMM
+from ..models.memory import check_memory, fit_bytes
 
 __all__ = [
     "SYNTHETIC_HYPERPARAMETERS",
@@ -32,6 +34,7 @@ __all__ = [
     "select_database",
     "resolve_data",
     "data_files_present",
+    "check_run_memory",
     "database_from_sequences",
     "data_fingerprint",
 ]
@@ -273,3 +276,19 @@ def data_fingerprint(db) -> str:
         h.update(np.ascontiguousarray(db.labels, dtype=np.int64).tobytes())
     h.update(str(db.n_symbols).encode())
     return h.hexdigest()[:16]
+
+
+def check_run_memory(db, states, folds: int, jobs: int) -> None:
+    """Refuse a cross-validated run whose ``jobs`` simultaneous fits (the largest K, a training
+    fold of the database) would not fit in memory (:mod:`ldhmm.models.memory`)."""
+    K = max(states)
+    share = (folds - 1) / folds if folds > 1 else 1.0
+    M = max(1, int(math.ceil(len(db) * share)))
+    T = int(math.ceil(db.n_tokens * share))
+    L = int(db.lengths.max()) if len(db) else 0
+    need = int(jobs) * fit_bytes(K, db.n_symbols, M, T, L)
+    check_memory(
+        need,
+        f"{jobs} simultaneous fit(s) (--jobs) of K = {K} states, V = {db.n_symbols} symbols on {M} sequences",
+        "fewer --jobs, fewer states (--states) or --n-sequences",
+    )

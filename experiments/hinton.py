@@ -21,7 +21,14 @@ from matplotlib.patches import Rectangle
 from ..models import LDHMM
 from .datasets import data_fingerprint, select_database
 from .lineup import make_model
-from .tasks import atomic_write_text, prepare_out_dir, seed_everything, single_thread
+from .tasks import (
+    atomic_savefig,
+    atomic_write_text,
+    holds_out_dir_lock,
+    prepare_out_dir,
+    seed_everything,
+    single_thread,
+)
 
 __all__ = ["run_hinton", "hinton"]
 
@@ -52,6 +59,7 @@ def _norm(a):
     return a / a.sum(axis=-1, keepdims=True)
 
 
+@holds_out_dir_lock
 def run_hinton(
     dataset=None,
     file=None,
@@ -148,7 +156,7 @@ def run_hinton(
     fig.suptitle(f"LDHMM-{guide.upper()}, K={K}: {db.name or 'data'} ({len(db)} sequences)", fontsize=10)
     fig.tight_layout()
     png = out / "hinton.png"
-    fig.savefig(png, dpi=120)
+    atomic_savefig(fig, png, dpi=120)
     params = {
         "alpha_pi": model.alpha_pi_.tolist(),
         "alpha_A": model.alpha_A_.tolist(),

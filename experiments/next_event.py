@@ -28,12 +28,15 @@ from matplotlib.figure import Figure
 
 from ..baselines import MarkovChain
 from ..data import kfold_indices
-from .datasets import data_fingerprint, resolve_data
+from .datasets import check_run_memory, data_fingerprint, resolve_data
 from .lineup import model_from_settings, resolve_models
 from .tables import failure_lines, fmt_pm, mean_std
 from .tasks import (
+    atomic_savefig,
+    atomic_write_csv,
     atomic_write_text,
     default_out,
+    holds_out_dir_lock,
     parse_states,
     prepare_out_dir,
     run_tasks,
@@ -107,6 +110,7 @@ class NextEventResult:
     data: str
 
 
+@holds_out_dir_lock
 def next_event(
     models=DEFAULT_MODELS,
     data="msnbc",
@@ -141,6 +145,7 @@ def next_event(
     names = (resolve_models(others) if others else []) + ([MARKOV] if with_markov else [])
     states = parse_states([states] if isinstance(states, (int, str)) else list(states))
     db, what = resolve_data(data, data_dir, n_sequences, seed)
+    check_run_memory(db, states, folds, jobs)
     settings = {
         "data": {
             "name": db.name,
@@ -192,7 +197,7 @@ def next_event(
         ["K", "model", "fold"], key=lambda c: c.map(names.index) if c.name == "model" else c
     )
     df = df.reset_index(drop=True)
-    df.to_csv(out / "folds.csv", index=False)
+    atomic_write_csv(df, out / "folds.csv")
     md = _summary(df, what, settings, names, states, errors)
     atomic_write_text(out / "summary.md", md)
     _plot(df, names, states, out / "next_event.png", db.name)
@@ -255,4 +260,4 @@ def _plot(df, names, states, path, title) -> None:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)

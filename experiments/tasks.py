@@ -16,17 +16,53 @@ Determinism: every task seeds its own model from the configuration's ``seed``
 (:func:`seed_everything`); folds come from :func:`ldhmm.data.kfold_indices` with the same
 seed; torch runs single-threaded in every process (``jobs=1`` included), so ``jobs=J`` gives
 the same numbers as ``jobs=1``.
+
+Interrupted runs. Every file of a run (task files, ``config.json``, the reports: see
+:func:`atomic_write_text`, :func:`atomic_write_csv`, :func:`atomic_savefig`) is written to a
+temporary ``.NAME.XXXXXXXX.tmp`` in its directory and renamed into place, so a run killed at
+any moment (SIGKILL included) leaves every result file whole: the old version or the new one.
+A temporary file left by a killed run is never read as a result and is removed by the next
+run that takes the lock.
+
+The lock. :func:`prepare_out_dir` takes an exclusive lock on ``OUT/.lock`` (``fcntl.flock`` on
+an open file descriptor, which the kernel releases when the process ends, however it ends: a
+lock is never stale) and writes the holder's pid and command line into the file. A second
+process pointed at the same ``OUT`` gets :class:`OutputLockedError` (a ``ValueError``) naming
+the holder, before it writes anything. The lock is held until the experiment function
+decorated with :func:`holds_out_dir_lock` that took it returns or raises (``compare``,
+``classify``, ``next_event``, ``run_timing``, ``run_hinton``), or, when ``prepare_out_dir`` is
+called outside such a function, until :func:`release_out_dir` or the end of the process;
+:func:`run_tasks` takes it too, for its duration. Within one process the lock is re-entrant
+(the same process may prepare and run the same ``OUT`` again). The ``.lock`` file stays in
+``OUT`` (emptied when released); its presence means nothing, only the ``flock`` does. Where
+``fcntl`` is missing (Windows) there is no lock. The lock file is opened close-on-exec, so the
+worker processes of ``jobs > 1`` do not hold it; a process that forks without ``exec``
+shares it with its child (the default ``jobs > 1`` workers are spawned, not forked).
+
+Ctrl-C. A ``KeyboardInterrupt`` during :func:`run_tasks` stops its worker processes (the
+workers ignore SIGINT, so a Ctrl-C in a terminal, which reaches the whole process group, prints
+no traceback from them; the parent cancels what is queued and terminates them) and is raised
+again as :class:`RunInterrupted` (a ``KeyboardInterrupt``) that says how many tasks are saved
+where; ``ldhmm`` prints it as one line with the command to resume.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import functools
 import hashlib
 import json
 import multiprocessing as mp
 import os
 import random
+import re
+import shlex
+import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -37,8 +73,20 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+try:
+    import fcntl
+except ImportError:  # not POSIX (Windows): no output-directory lock (module docstring)
+    fcntl = None
+
 __all__ = [
     "ConfigMismatchError",
+    "OutputLockedError",
+    "RunInterrupted",
+    "LOCK_NAME",
+    "holds_out_dir_lock",
+    "lock_out_dir",
+    "release_out_dir",
+    "command_line",
     "config_hash",
     "default_out",
     "prepare_out_dir",
@@ -47,6 +95,8 @@ __all__ = [
     "run_tasks",
     "atomic_write_json",
     "atomic_write_text",
+    "atomic_write_csv",
+    "atomic_savefig",
     "single_thread",
     "seed_everything",
     "timed",
@@ -84,14 +134,25 @@ def _json_default(obj):
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
 
 
-def atomic_write_text(path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and a rename."""
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
+def _atomic_write(path, write: Callable, binary: bool) -> None:
+    """``write(f)`` into a temporary file beside ``path``, then rename it to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's 0600 -> what open() would have given
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
+            write(f)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -101,9 +162,195 @@ def atomic_write_text(path, text: str) -> None:
         raise
 
 
+def atomic_write_text(path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same directory and a rename."""
+    _atomic_write(path, lambda f: f.write(text), binary=False)
+
+
+def atomic_write_csv(df, path, **kwargs) -> None:
+    """``df.to_csv(path, index=False, **kwargs)``, written atomically (:func:`atomic_write_text`)."""
+    kwargs.setdefault("index", False)
+    atomic_write_text(path, df.to_csv(**kwargs))
+
+
+def atomic_savefig(fig, path, **kwargs) -> None:
+    """``fig.savefig(path, **kwargs)``, written atomically; the format is ``path``'s suffix
+    unless ``format`` is given."""
+    kwargs.setdefault("format", Path(path).suffix.lstrip(".").lower() or None)
+    _atomic_write(path, lambda f: fig.savefig(f, **kwargs), binary=True)
+
+
+#: the temporary files of :func:`_atomic_write` (``tempfile.mkstemp``: 8 random characters)
+_TMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+
+
+def _remove_stale_temporaries(out: Path) -> None:
+    """Remove the temporary files a killed run left in ``out`` and ``out/tasks`` (called
+    only while this process holds the lock: nobody else writes there)."""
+    for folder in (out, out / "tasks"):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if _TMP_NAME.match(name):
+                try:
+                    os.unlink(folder / name)
+                except OSError:
+                    pass
+
+
 def atomic_write_json(path, obj) -> None:
     """JSON (NaN written as ``NaN``, read back by :func:`json.load`) written atomically."""
     atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=_json_default) + "\n")
+
+
+# ------------------------------------------------------------------------ the lock
+#: the lock file of an output directory (module docstring)
+LOCK_NAME = ".lock"
+
+
+class OutputLockedError(ValueError):
+    """Another process is running with the same output directory."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A ``KeyboardInterrupt`` during :func:`run_tasks`: ``saved`` of ``total`` tasks are in ``out``."""
+
+    def __init__(self, out, saved: int, total: int):
+        super().__init__(f"interrupted; {saved} of {total} tasks are saved in {out}")
+        self.out, self.saved, self.total = Path(out), int(saved), int(total)
+
+
+_LOCK_GUARD = threading.Lock()
+_HELD: dict[str, list] = {}  # real path of OUT -> [file descriptor, holds]
+_SCOPES = threading.local()  # .stack: one list of OUT keys per active holds_out_dir_lock call
+
+
+def command_line(args=None, program: str | None = None) -> str:
+    """The command line of this process as a user would type it again (shell-quoted).
+
+    ``args``: the arguments after the program (default ``sys.argv[1:]``); ``program``: what
+    runs them (default: ``python -m PACKAGE`` for a module run, ``python`` being
+    ``sys.executable`` unless that is the first ``python`` on the PATH; the script's name for
+    a console script found on the PATH; else ``sys.argv[0]``).
+    """
+    args = [str(a) for a in (sys.argv[1:] if args is None else args)]
+    if program is not None:
+        return " ".join([program, shlex.join(args)]).strip()
+    head = sys.argv[0] if sys.argv else ""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and getattr(spec, "name", None):
+        python = sys.executable or "python"
+        found = shutil.which("python")
+        if found and os.path.abspath(found) == os.path.abspath(python):
+            python = "python"
+        return shlex.join([python, "-m", spec.name.removesuffix(".__main__"), *args])
+    name = os.path.basename(head)
+    found = shutil.which(name) if name else None
+    if found and os.path.abspath(found) == os.path.abspath(head):
+        head = name
+    return shlex.join([head, *args]) if head else shlex.join(args)
+
+
+def _holder_of(fd: int) -> str:
+    """``pid N: COMMAND`` from an open lock file (waits a moment for a holder that has just
+    taken the lock and not yet written it)."""
+    for _ in range(10):
+        try:
+            text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        except OSError:
+            text = ""
+        lines = text.splitlines()
+        if len(lines) >= 2 and lines[0].strip().isdigit():
+            return f"pid {lines[0].strip()}: {' '.join(lines[1].split())}"
+        time.sleep(0.05)
+    return "pid unknown"
+
+
+def _acquire(out: Path) -> tuple[str, bool]:
+    """Take (or, held by this process already, re-enter) the lock of ``out``; returns
+    ``(key, fresh)``, ``fresh`` when this call took the ``flock``."""
+    key = os.path.realpath(out)
+    if fcntl is None:
+        return key, False
+    with _LOCK_GUARD:
+        held = _HELD.get(key)
+        if held is not None:
+            held[1] += 1
+            return key, False
+        fd = os.open(os.path.join(key, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)  # close-on-exec
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                holder = _holder_of(fd)
+                os.close(fd)
+                raise OutputLockedError(
+                    f"{out} is in use by another ldhmm run ({holder}); wait for it or use another --out"
+                ) from None
+            os.close(fd)  # a file system without flock: run unlocked
+            return key, False
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n{' '.join(command_line().split())}\n".encode(), 0)
+        except OSError:
+            pass
+        _HELD[key] = [fd, 1]
+        return key, True
+
+
+def _release(key: str) -> None:
+    with _LOCK_GUARD:
+        held = _HELD.get(key)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] > 0:
+            return
+        del _HELD[key]
+        fd = held[0]
+        try:
+            os.ftruncate(fd, 0)  # still ours: no stale pid in the file
+        except OSError:
+            pass
+        os.close(fd)  # releases the flock
+
+
+def release_out_dir(out) -> None:
+    """Release one hold of ``out``'s lock taken by :func:`prepare_out_dir` outside an
+    experiment function (the flock goes with the last hold)."""
+    _release(os.path.realpath(Path(out)))
+
+
+@contextlib.contextmanager
+def lock_out_dir(out):
+    """Hold the lock of the existing directory ``out`` inside the ``with`` block (re-entrant
+    within a process; :class:`OutputLockedError` when another process holds it)."""
+    key, _ = _acquire(Path(out))
+    try:
+        yield
+    finally:
+        _release(key)
+
+
+def holds_out_dir_lock(fn: Callable) -> Callable:
+    """Decorator of an experiment function: the lock that :func:`prepare_out_dir` takes inside
+    it is released when it returns or raises."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        stack = getattr(_SCOPES, "stack", None)
+        if stack is None:
+            stack = _SCOPES.stack = []
+        stack.append([])
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for key in reversed(stack.pop()):
+                _release(key)
+
+    return wrapper
 
 
 def prepare_out_dir(out, command: str, settings: dict, extra: dict | None = None, force: bool = False) -> str:
@@ -118,11 +365,30 @@ def prepare_out_dir(out, command: str, settings: dict, extra: dict | None = None
     ------
     ConfigMismatchError
         ``out/config.json`` exists with other settings (or another command) and not ``force``.
+    OutputLockedError
+        Another process holds ``out``'s lock (module docstring); the lock taken here is held
+        until the enclosing :func:`holds_out_dir_lock` function ends (else: until
+        :func:`release_out_dir` or the end of the process).
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {str(out)!r} exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
+    key, fresh = _acquire(out)
+    try:
+        if fresh:
+            _remove_stale_temporaries(out)
+        digest = _write_config(out, command, settings, extra, force)
+    except BaseException:
+        _release(key)
+        raise
+    stack = getattr(_SCOPES, "stack", None)
+    if stack:
+        stack[-1].append(key)  # released when the experiment function ends
+    return digest
+
+
+def _write_config(out: Path, command: str, settings: dict, extra: dict | None, force: bool) -> str:
     digest = config_hash({"command": command, **settings})
     path = out / "config.json"
     if path.is_file():
@@ -181,10 +447,69 @@ def load_task(out, key: str, digest: str) -> dict | None:
 _PAYLOAD = None
 
 
-def _init_worker(payload) -> None:
+def _init_worker(payload, parent: int | None = None) -> None:
     global _PAYLOAD
     _PAYLOAD = payload
+    if parent is not None:
+        threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
+    # a Ctrl-C is the parent's to handle (it stops the workers): no traceback from here. The
+    # worker started with SIGINT blocked (_sigint_blocked); ignore it, then unblock.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     single_thread()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this worker when the run that started it is gone (killed with SIGKILL, say):
+    its queues never close, so without this the worker would wait for them forever."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+@contextlib.contextmanager
+def _sigint_blocked():
+    """SIGINT blocked in this thread inside the block: processes started here inherit the
+    mask, so a Ctrl-C cannot reach them before :func:`_init_worker` ignores it; one that
+    reaches this process meanwhile is delivered when the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """A second Ctrl-C does not interrupt the clean-up inside the block (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel the queued tasks and end the workers now (their running tasks are lost)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + 5.0
+    for proc in processes:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1.0)
 
 
 def single_thread() -> int:
@@ -240,12 +565,30 @@ def run_tasks(
         ``records``: the results of the tasks that succeeded, in task order, each with the
         task's fields, ``config_hash`` and ``resumed`` (True when read from disk);
         ``errors``: one line per failed task (their files are not written).
+
+    Raises
+    ------
+    OutputLockedError
+        Another process holds ``out``'s lock (taken here for the run; re-entered when this
+        process took it in :func:`prepare_out_dir`).
+    RunInterrupted
+        On a ``KeyboardInterrupt`` (Ctrl-C): the worker processes are stopped; it says how
+        many of the tasks are saved.
     """
     if int(jobs) < 1:
         raise ValueError(f"--jobs must be >= 1, got {jobs}")
     keys = [t["key"] for t in tasks]
     if len(set(keys)) != len(keys):
         raise ValueError("duplicate task keys")
+    Path(out).mkdir(parents=True, exist_ok=True)
+    lock_key, _ = _acquire(Path(out))  # re-entered when prepare_out_dir took it
+    try:
+        return _run(tasks, keys, fn, payload, out, digest, jobs, quiet, desc)
+    finally:
+        _release(lock_key)
+
+
+def _run(tasks, keys, fn, payload, out, digest, jobs, quiet, desc):
     done: dict[str, dict] = {}
     todo = []
     for t in tasks:
@@ -288,29 +631,50 @@ def run_tasks(
             finally:
                 torch.set_num_threads(before)
         elif todo:
-            ctx = mp.get_context("spawn")  # fork after torch's threads start can deadlock
-            with ProcessPoolExecutor(
-                max_workers=min(int(jobs), len(todo)),
-                mp_context=ctx,
-                initializer=_init_worker,
-                initargs=(payload,),
-            ) as pool:
-                futures = {pool.submit(_call_in_worker, fn, t): t for t in todo}
-                try:
-                    for fut in as_completed(futures):
-                        finish(futures[fut], fut.result())
-                except BrokenProcessPool:
-                    raise RuntimeError(
-                        f"a worker process died (interrupted, killed or out of memory); the {len(done)} "
-                        f"finished tasks are saved under {out}: run the same command again to resume"
-                    ) from None
-                except BaseException:
-                    for fut in futures:
-                        fut.cancel()
-                    raise
+            _run_pool(todo, fn, payload, jobs, finish, done, out)
+    except KeyboardInterrupt as err:
+        if isinstance(err, RunInterrupted):
+            raise
+        # a task file written just before the interrupt may not be in `done` yet
+        saved = len(done) + sum(
+            1 for t in todo if t["key"] not in done and load_task(out, t["key"], digest) is not None
+        )
+        raise RunInterrupted(out, saved, len(tasks)) from err
     finally:
         bar.close()
     return [done[k] for k in keys if k in done], errors
+
+
+def _run_pool(todo, fn, payload, jobs, finish, done, out) -> None:
+    """The tasks ``todo`` in ``jobs`` spawned worker processes; ``finish`` each result here."""
+    ctx = mp.get_context("spawn")  # fork after torch's threads start can deadlock
+    pool = None
+    completed = False
+    try:
+        with _sigint_blocked():  # the workers start with SIGINT blocked, then ignore it
+            pool = ProcessPoolExecutor(
+                max_workers=min(int(jobs), len(todo)),
+                mp_context=ctx,
+                initializer=_init_worker,
+                initargs=(payload, os.getpid()),
+            )
+            futures = {pool.submit(_call_in_worker, fn, t): t for t in todo}
+        try:
+            for fut in as_completed(futures):
+                finish(futures[fut], fut.result())
+        except BrokenProcessPool:
+            raise RuntimeError(
+                f"a worker process died (interrupted, killed or out of memory); the {len(done)} "
+                f"finished tasks are saved under {out}: run the same command again to resume"
+            ) from None
+        completed = True
+    finally:
+        if pool is not None:
+            if completed:
+                pool.shutdown(wait=True)
+            else:
+                with _sigint_ignored():
+                    _stop_pool(pool)
 
 
 # ------------------------------------------------------------------------ inside a task

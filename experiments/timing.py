@@ -19,7 +19,17 @@ from matplotlib.figure import Figure
 
 from .datasets import data_fingerprint, select_database
 from .lineup import make_model, resolve_models
-from .tasks import atomic_write_text, parse_states, prepare_out_dir, run_tasks, seed_everything, timed
+from .tasks import (
+    atomic_savefig,
+    atomic_write_csv,
+    atomic_write_text,
+    holds_out_dir_lock,
+    parse_states,
+    prepare_out_dir,
+    run_tasks,
+    seed_everything,
+    timed,
+)
 
 __all__ = ["run_timing", "timing_task", "TIMING_MODELS"]
 
@@ -58,6 +68,7 @@ def timing_task(task, payload) -> dict:
     }
 
 
+@holds_out_dir_lock
 def run_timing(
     dataset=("entree", "msnbc"),
     data_dir=None,
@@ -154,7 +165,7 @@ def run_timing(
         "final_train_elbo",
     ]
     df = pd.DataFrame(records)[cols]
-    df.to_csv(out / "timing.csv", index=False)
+    atomic_write_csv(df, out / "timing.csv")
     lines = [
         "# ldhmm timing",
         "",
@@ -208,4 +219,4 @@ def plot_timing(df, datasets, models, states, path):
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_savefig(fig, path, dpi=120)

@@ -99,8 +99,24 @@ def validate_sequences(sequences, n_symbols: int | None = None) -> list[np.ndarr
 
 
 def infer_n_symbols(sequences: Sequence[np.ndarray]) -> int:
-    """Vocabulary size implied by a validated database: ``max symbol + 1``."""
-    return int(max(int(s.max()) for s in sequences)) + 1
+    """Vocabulary size implied by a validated database: ``max symbol + 1``.
+
+    Raises
+    ------
+    ValueError
+        A symbol id so far beyond the number of tokens (more than 100 ids per token, and over
+        1000) that the ids are not a dense code: V = id + 1 would size every array by it. The
+        message names the id and says what to do.
+    """
+    top = int(max(int(s.max()) for s in sequences))
+    n_tokens = int(sum(s.size for s in sequences))
+    if top + 1 > 100 * n_tokens + 1000:
+        raise ValueError(
+            f"symbol id {top} is far beyond the {n_tokens} tokens of the data (V would be {top + 1}): "
+            f"encode the symbols densely as 0..V-1 (ldhmm.data.Vocabulary, or a SequenceDatabase), "
+            f"or pass n_symbols= if the vocabulary really is that large"
+        )
+    return top + 1
 
 
 @dataclass

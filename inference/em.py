@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import torch
 from tqdm.auto import tqdm
 
 from .e_step import RANDOM_STARTS, BucketState, default_starts, e_step
 from .m_step import M_STEP_METHODS, m_step, total_elbo
 from .parameters import VariantParameters
 
-__all__ = ["FitResult", "VariationalEM"]
+__all__ = ["NonFiniteELBOError", "FitResult", "VariationalEM"]
 
 
 @dataclass
@@ -31,6 +32,45 @@ class FitResult:
     n_iter: int
     converged: bool
     capped: bool
+
+
+class NonFiniteELBOError(FloatingPointError):
+    """The total ELBO of a fit became NaN or infinite.
+
+    Attributes
+    ----------
+    iteration : int
+        The EM iteration (1-based).
+    step : {"E", "M"}
+        After which step it was seen.
+    group : str
+        ``"pi"``, ``"A"`` or ``"B"`` (the first group whose parameters or expected statistics
+        are not finite), or ``"q(Z)"`` when those are finite and the hidden-state term is not.
+    value : float
+    last_params : VariantParameters
+        The parameters of the last step whose ELBO was finite (the fit's starting point when
+        the first E-step failed).
+    """
+
+    def __init__(self, iteration: int, step: str, group: str, value: float, last_params):
+        super().__init__(
+            f"the total ELBO became {value} at EM iteration {iteration} ({step}-step), in group {group}; "
+            f"the last finite parameters are kept"
+        )
+        self.iteration, self.step, self.group, self.value = iteration, step, group, value
+        self.last_params = last_params
+
+
+def _blame(params: VariantParameters, totals) -> str:
+    """The first group whose parameters or expected statistics are not all finite."""
+    for g in ("pi", "A", "B"):
+        tensors = [d[g] for d in (params.prior, params.posterior, params.log_point) if g in d]
+        tensors += [d[g] for d in (totals.sum_expected_log, totals.total_counts) if g in d]
+        for t in tensors:
+            finite = torch.isfinite(t) | (torch.isneginf(t) & (g in params.log_point))
+            if not bool(finite.all()):
+                return g
+    return "q(Z)"
 
 
 class VariationalEM:
@@ -99,6 +139,12 @@ class VariationalEM:
 
         ``trace`` records ``("E", elbo)`` after every E-step and ``("M", elbo)`` after every
         M-step, so the monotonicity of coordinate ascent can be checked step by step.
+
+        Raises
+        ------
+        NonFiniteELBOError
+            The total ELBO became NaN or infinite: names the iteration, the step and the group
+            (pi, A, B or the hidden states) and carries the last finite parameters.
         """
         states = None
         history, e_history, trace = [], [], []
@@ -111,6 +157,7 @@ class VariationalEM:
         if self.progress:
             bar = tqdm(total=self.max_iter, desc="variational EM", unit="iter", leave=False)
         n_iter = 0
+        last_finite = params
         try:
             for n_iter in range(1, self.max_iter + 1):
                 states, totals = e_step(
@@ -124,9 +171,15 @@ class VariationalEM:
                 )
                 use_starts = ()
                 e_elbo = total_elbo(params, totals)
+                if not math.isfinite(e_elbo):
+                    raise NonFiniteELBOError(n_iter, "E", _blame(params, totals), e_elbo, last_finite)
+                last_finite = params
                 params, m_elbo, was_capped = m_step(
                     params, totals, newton_max_iter=self.m_step_max_iter, states=states, method=self.m_step
                 )
+                if not math.isfinite(m_elbo):
+                    raise NonFiniteELBOError(n_iter, "M", _blame(params, totals), m_elbo, last_finite)
+                last_finite = params
                 capped |= was_capped
                 trace += [("E", e_elbo), ("M", m_elbo)]
                 e_history.append(e_elbo)
@@ -136,8 +189,6 @@ class VariationalEM:
                     bar.set_postfix(elbo=f"{m_elbo:.6g}", sweeps=totals.max_sweeps)
                 if callback is not None:
                     callback(n_iter, m_elbo)
-                if not math.isfinite(m_elbo):
-                    raise FloatingPointError(f"the total ELBO became {m_elbo} at iteration {n_iter}")
                 if before_refresh is not None:
                     # A refresh that gains no more than an ordinary converged iteration ends
                     # the fit; one that found better per-sequence optima continues it.

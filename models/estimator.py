@@ -44,17 +44,16 @@ from ..inference import (
     unpad_paths,
     viterbi_log,
 )
+from ..inference.em import NonFiniteELBOError
 from .base import SequenceModel, check_n_symbols
+from .memory import check_memory, fit_bytes, importance_sampling_bytes, score_bytes
+from .modelfile import FORMAT_VERSION, ModelFileError, check_config_types, validate_model_document
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
 
 #: How a fit starts (see VariantHMM's ``init``).
 INIT_METHODS = ("auto", "random", "pf")
 
-#: The model-file format this version writes; it reads every version up to it.
-FORMAT_VERSION = 2
-#: What each format version added (``load`` reads them all).
-FORMAT_HISTORY = {1: "the first format", 2: "optional 'vocabulary': the training symbols' names"}
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
@@ -225,7 +224,28 @@ class VariantHMM(SequenceModel):
         """
         return super().fit(sequences, init_params=init_params)
 
+    def _check_memory(self, seqs, doing: str, knob: str, estimate=fit_bytes) -> None:
+        """Refuse before allocating when the estimate exceeds the memory limit (models/memory.py)."""
+        M, T = len(seqs), int(sum(len(x) for x in seqs))
+        L = max((len(x) for x in seqs), default=0)
+        K, V = self.n_states, self.n_symbols_
+        check_memory(
+            estimate(K, V, M, T, L, self.bucket_cells),
+            f"{doing} K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
+            knob,
+        )
+
     def _fit(self, seqs, n_symbols, init_params: VariantParameters | None = None):
+        self._check_memory(seqs, "fitting", "fewer states (n_states / --states) or fewer sequences")
+        try:
+            self._fit_em(seqs, init_params)
+        except NonFiniteELBOError as err:
+            # Stop, and keep the last finite parameters: the model stays usable for scoring.
+            self._set_params(err.last_params)
+            self.converged_ = False
+            raise
+
+    def _fit_em(self, seqs, init_params: VariantParameters | None):
         buckets = self._buckets(seqs)
         engine = self._engine(progress=self.verbose)
         self.init_elbo_history_ = np.asarray([])
@@ -271,6 +291,7 @@ class VariantHMM(SequenceModel):
 
     # ---- scoring -------------------------------------------------------------------------
     def _e_step(self, seqs):
+        self._check_memory(seqs, "scoring with", "fewer sequences at a time", estimate=score_bytes)
         buckets = self._buckets(seqs)
         return buckets, self._engine().score(buckets, self.params_)
 
@@ -437,6 +458,15 @@ class VariantHMM(SequenceModel):
         if n_samples < 1:
             raise ValueError(f"n_samples must be >= 1, got {n_samples}")
         seqs = self._validate_for_score(sequences)
+        L = max((len(x) for x in seqs), default=0)
+        check_memory(
+            importance_sampling_bytes(
+                self.n_states, self.n_symbols_, len(seqs), L, n_samples, self.bucket_cells
+            ),
+            f"importance sampling ({n_samples} samples) with K = {self.n_states} states, "
+            f"V = {self.n_symbols_} symbols",
+            "fewer samples (n_samples / --is-samples) or a smaller bucket_cells",
+        )
         buckets, states = self._e_step(seqs)
         with torch.random.fork_rng():
             torch.manual_seed(int(seed))
@@ -558,37 +588,44 @@ class VariantHMM(SequenceModel):
     def load(cls, path, guide=None):
         """Read a model written by :meth:`save` (format versions 1 and 2).
 
+        Every field is checked against the schema of :mod:`ldhmm.models.modelfile` (types,
+        ranges, shapes, finiteness, signs, vocabulary) before anything is built.
+
         Parameters
         ----------
         path : str or Path
         guide : guide object, optional
             Needed when the model was fitted with a custom guide (saved as its name only).
+
+        Raises
+        ------
+        ValueError
+            One line naming the file and the field (:class:`ModelFileError`) for a file that
+            does not follow the schema, is not JSON, or is of a newer format version.
         """
         try:
-            doc = json.loads(Path(path).read_text())
-        except json.JSONDecodeError as exc:
+            doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"{path}: not an ldhmm model file ({exc})") from None
-        if doc.get("format") != "ldhmm":
-            raise ValueError(f"{path}: not an ldhmm model file")
-        version = doc.get("version")
-        if version not in FORMAT_HISTORY:
-            newer = isinstance(version, int) and version > FORMAT_VERSION
-            raise ValueError(
-                f"{path}: model-file format version {version!r}"
-                + (
-                    f" is newer than this ldhmm reads ({FORMAT_VERSION}); upgrade ldhmm"
-                    if newer
-                    else " is unknown"
-                )
-            )
+        validate_model_document(doc, path)
         config = dict(doc["config"])
-        saved_guide = config.pop("guide")
+        check_config_types(path, cls, config)
+        saved_guide = config.pop("guide", "pf")
         if guide is None:
             if saved_guide not in ("pf", "ff"):
-                raise ValueError(f"{path}: saved with custom guide {saved_guide!r}; pass guide=")
+                raise ModelFileError(
+                    path, "config.guide", f"custom guide {saved_guide!r}; pass guide= to load it"
+                )
             guide = saved_guide
-        sharing = ParameterSharing(**doc["sharing"])
-        model = cls._from_config(config, sharing, guide)
+        try:
+            sharing = ParameterSharing(**doc["sharing"])
+            model = cls._from_config(config, sharing, guide)
+        except (TypeError, ValueError) as err:
+            raise ModelFileError(path, "config", " ".join(str(err).split())) from None
+        if model.sharing != sharing:
+            raise ModelFileError(
+                path, "sharing", f"{doc['sharing']} is not the sharing of class {type(model).__name__}"
+            )
         dtype = _DTYPES[model.dtype]
         params = VariantParameters(
             sharing,
@@ -597,20 +634,10 @@ class VariantHMM(SequenceModel):
             {k: torch.tensor(v, dtype=dtype) for k, v in doc["log_point"].items()},
         )
         model._set_params(params)
-        model.elbo_history_ = np.asarray(doc.get("elbo_history", []))
+        model.elbo_history_ = np.asarray(doc.get("elbo_history", []), dtype=np.float64)
         model.n_iter_ = len(model.elbo_history_)
-        vocabulary = doc.get("vocabulary")
-        if vocabulary is not None:
-            if (
-                not isinstance(vocabulary, list)
-                or len(vocabulary) != model.n_symbols_
-                or not all(isinstance(v, str) for v in vocabulary)
-                or len(set(vocabulary)) != len(vocabulary)
-            ):
-                raise ValueError(
-                    f"{path}: field 'vocabulary' must list {model.n_symbols_} distinct symbol names"
-                )
-            model.vocabulary_ = vocabulary
+        if doc.get("vocabulary") is not None:
+            model.vocabulary_ = list(doc["vocabulary"])
         return model
 
     @classmethod

@@ -15,6 +15,7 @@ from pathlib import Path
 from . import baselines  # noqa: F401  (registers the baseline classes that files may name)
 from .data import SequenceDatabase, load_path, recode
 from .models import VariantHMM
+from .models.modelfile import ModelFileError
 from .models.registry import registered
 
 __all__ = ["load_model", "model_classes", "data_for_model"]
@@ -50,8 +51,9 @@ def load_model(path, guide=None):
         raise ValueError(f'{path}: not an ldhmm model file (no "format": "ldhmm")')
     name = doc.get("class")
     classes = model_classes()
-    if name not in classes:
-        raise ValueError(f"{path}: field 'class' is {name!r}; known: {', '.join(sorted(classes))}")
+    if not isinstance(name, str) or name not in classes:
+        known = ", ".join(sorted(classes))
+        raise ModelFileError(path, "class", f"{name!r} is not a model class; known: {known}")
     return classes[name].load(path, guide=guide)
 
 

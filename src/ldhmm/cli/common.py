@@ -13,6 +13,7 @@ from pathlib import Path
 from ..data import DATA_ENV_VAR, DATASETS, ChecksumError, fetch
 from ..experiments.datasets import data_files_present
 from ..experiments.lineup import model_names
+from ..models.memory import parse_size
 
 __all__ = [
     "int_at_least",
@@ -20,6 +21,8 @@ __all__ = [
     "nonneg_int",
     "add_common_arguments",
     "add_data_arguments",
+    "add_memory_argument",
+    "memory_size",
     "call_with_args",
     "default_data",
     "print_files",
@@ -30,7 +33,7 @@ __all__ = [
 OFFLINE_ENV_VAR = "LDHMM_OFFLINE"
 
 #: argparse bookkeeping in a parsed namespace, never an argument of an experiment function
-_BOOKKEEPING = ("command", "func", "data_command")
+_BOOKKEEPING = ("command", "func", "data_command", "max_memory")
 
 
 def int_at_least(minimum: int):
@@ -50,6 +53,25 @@ def int_at_least(minimum: int):
 
 positive_int = int_at_least(1)
 nonneg_int = int_at_least(0)
+
+
+def add_memory_argument(p: argparse.ArgumentParser) -> None:
+    """``--max-memory``: the limit memory estimates are checked against (ldhmm.models.memory)."""
+    p.add_argument(
+        "--max-memory",
+        type=memory_size,
+        default=None,
+        metavar="SIZE",
+        help="refuse work whose memory estimate exceeds SIZE (e.g. 64G; default: the machine's memory)",
+    )
+
+
+def memory_size(text: str) -> int:
+    """argparse type of ``--max-memory``."""
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def add_data_arguments(p: argparse.ArgumentParser, datasets, file_help: str | None = None) -> None:
@@ -145,6 +167,7 @@ def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_defau
         action="store_true",
         help="reuse an --out directory that holds results of another configuration",
     )
+    add_memory_argument(p)
 
 
 def _default_download_dir(data_dir) -> Path:

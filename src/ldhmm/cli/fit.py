@@ -9,7 +9,7 @@ from pathlib import Path
 from ..data import UNKNOWN, SequenceDatabase, load_path
 from ..modelfiles import data_for_model, load_model
 from ..models import LDHMM
-from .common import add_column_arguments, nonneg_int, positive_int
+from .common import add_column_arguments, add_memory_argument, nonneg_int, positive_int
 from .outputs import check_out
 
 __all__ = ["register", "run_fit"]
@@ -54,6 +54,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    add_memory_argument(p)
     p.set_defaults(func=run_fit)
     return p
 

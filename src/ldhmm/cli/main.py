@@ -6,6 +6,12 @@ and for a user's own logs ``fit``, ``score``, ``posterior``, ``predict``, ``deco
 bad file, an output directory of another configuration) print one line
 ``ldhmm COMMAND: error: ...`` on stderr and return a non-zero exit code (2 for bad arguments,
 1 otherwise), without a traceback; set ``LDHMM_DEBUG=1`` to get the traceback.
+
+Ctrl-C (``KeyboardInterrupt``) prints one line and returns 130: for a command that runs tasks,
+``ldhmm COMMAND: interrupted; N of M tasks are saved in OUT: run the same command again to
+resume: COMMAND LINE`` (:class:`ldhmm.experiments.tasks.RunInterrupted`; the worker processes
+of ``--jobs`` are stopped first). Two runs with the same ``--out`` are refused by the
+output-directory lock (:class:`ldhmm.experiments.tasks.OutputLockedError`, one error line).
 """
 
 from __future__ import annotations
@@ -14,9 +20,14 @@ import argparse
 import os
 import sys
 
+from ..experiments.tasks import RunInterrupted, command_line
+from ..models.memory import set_max_memory
 from . import classify, compare, data, decode, fit, hinton, next_event, posterior, predict, score, timing
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "interrupted_line"]
+
+#: the commands whose runs resume from their output directory
+RESUMABLE = ("compare", "classify", "timing", "hinton", "next-event")
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -63,13 +74,12 @@ def main(argv=None) -> int:
         parser.print_help(sys.stderr)
         return 2
     command = f"ldhmm {args.command}" if getattr(args, "command", None) else "ldhmm"
+    set_max_memory(getattr(args, "max_memory", None))  # every command checks its estimates
     try:
         code = func(args)
-    except KeyboardInterrupt:
-        print(
-            f"{command}: interrupted; finished tasks are saved, run the same command again to resume",
-            file=sys.stderr,
-        )
+    except KeyboardInterrupt as err:
+        explicit = argv != sys.argv[1:]  # called as main([...]): show it as the ldhmm command
+        print(interrupted_line(command, err, argv, explicit), file=sys.stderr, flush=True)
         return 130
     except Exception as err:  # one line, no traceback
         if os.environ.get("LDHMM_DEBUG"):
@@ -81,3 +91,16 @@ def main(argv=None) -> int:
         print(f"{command}: error: {one_line}", file=sys.stderr)
         return 1
     return int(code or 0)
+
+
+def interrupted_line(command: str, err: KeyboardInterrupt, argv, explicit: bool = False) -> str:
+    """The one line of a Ctrl-C: what is saved where, and the command line that resumes."""
+    again = command_line(argv, program="ldhmm" if explicit else None)
+    if "\n" in again or "\r" in again:  # an argument with a line break: not one line
+        again = ""
+    resume = "run the same command again to resume" + (f": {again}" if again else "")
+    if isinstance(err, RunInterrupted):
+        return f"{command}: interrupted; {err.saved} of {err.total} tasks are saved in {err.out}: {resume}"
+    if command.split(" ", 1)[-1] in RESUMABLE:
+        return f"{command}: interrupted; finished tasks are saved: {resume}"
+    return f"{command}: interrupted"

@@ -7,7 +7,7 @@ import sys
 
 from ..experiments.next_event import DEFAULT_MODELS, next_event
 from ..experiments.tables import failure_lines
-from .common import nonneg_int, positive_int, print_files
+from .common import add_memory_argument, nonneg_int, positive_int, print_files
 
 __all__ = ["register", "run_next_event"]
 
@@ -53,6 +53,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")
     p.add_argument("--force", action="store_true", help="reuse an --out of another configuration")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_memory_argument(p)
     p.set_defaults(func=run_next_event)
     return p
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..modelfiles import data_for_model, load_model
-from .common import add_column_arguments
+from .common import add_column_arguments, add_memory_argument
 
 __all__ = ["add_model_data_arguments", "read_model_and_data", "write_table", "sequence_ids", "check_out"]
 
@@ -38,6 +38,7 @@ def add_model_data_arguments(p: argparse.ArgumentParser, out_default: str) -> No
         "--out", default=out_default, help=f"output file (.csv or .parquet; default {out_default})"
     )
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_memory_argument(p)
 
 
 def check_out(path, suffixes=_TABLE_SUFFIXES) -> Path:

@@ -1,0 +1,154 @@
+"""Memory estimates: refuse a fit or a scoring run that cannot fit in memory, before allocating.
+
+A model of K states over V symbols keeps, per sequence, the expected counts of its own
+pi (K), A (K x K) and B (K x V), and per token the hidden-state marginals; each E-step batch
+(at most ``bucket_cells`` padded positions) holds a few K-vectors per position. Importance
+sampling draws theta for a batch of sequences at once. The estimates below count those arrays
+(float64 unless told otherwise); they are meant to be within a factor of about two of the peak,
+enough to tell "fits" from "needs 61 GB".
+
+The limit is the machine's memory (physical, or the cgroup's limit when lower) unless
+overridden: :func:`set_max_memory`, the environment variable ``LDHMM_MAX_MEMORY`` (``"64G"``,
+``"512M"``, bytes), or the CLI's ``--max-memory``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+__all__ = [
+    "MemoryEstimateError",
+    "parse_size",
+    "format_size",
+    "machine_memory",
+    "memory_limit",
+    "set_max_memory",
+    "fit_bytes",
+    "score_bytes",
+    "importance_sampling_bytes",
+    "check_memory",
+    "MAX_MEMORY_ENV_VAR",
+]
+
+MAX_MEMORY_ENV_VAR = "LDHMM_MAX_MEMORY"
+_OVERRIDE: int | None = None
+_UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+class MemoryEstimateError(ValueError):
+    """What was asked for needs more memory than the limit (the message says how much and
+    which knob to turn)."""
+
+
+def parse_size(text) -> int:
+    """``"64G"``, ``"512M"``, ``"1.5T"``, ``"2e9"`` or an int -> bytes (powers of 1024)."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if text <= 0:
+            raise ValueError(f"a memory size must be > 0, got {text}")
+        return int(text)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([KMGT]?)i?B?\s*", str(text), re.IGNORECASE)
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not a memory size like 64G, 512M or 2000000000")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def format_size(n: float) -> str:
+    """Bytes as ``"61.2 GB"`` (decimal units, as allocators print them)."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} bytes"
+
+
+def machine_memory() -> int:
+    """Physical memory, or the cgroup's memory limit when that is lower."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 8 * 2**30
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < total:
+            total = int(text)
+    return int(total)
+
+
+def set_max_memory(size) -> None:
+    """Override the limit for this process (None: back to the environment or the machine)."""
+    global _OVERRIDE
+    _OVERRIDE = None if size is None else parse_size(size)
+
+
+def memory_limit() -> int:
+    """The limit estimates are checked against."""
+    if _OVERRIDE is not None:
+        return _OVERRIDE
+    env = os.environ.get(MAX_MEMORY_ENV_VAR)
+    if env:
+        return parse_size(env)
+    return machine_memory()
+
+
+def _per_sequence_values(K: int, V: int) -> int:
+    return K + K * K + K * V
+
+
+def fit_bytes(
+    K: int, V: int, n_sequences: int, n_tokens: int, max_length: int, bucket_cells: int = 1 << 20
+) -> int:
+    """Peak bytes of a variational EM fit (or an E-step) of M sequences, T tokens.
+
+    Per sequence: its expected counts of pi, A, B, kept twice (the state and the best of the
+    starts); per token: the hidden-state marginals and factors (3 K values); per batch: four
+    K-vectors per padded position (emission potentials, forward and backward messages,
+    marginals). The per-sequence K x K and K x V counts dominate at large K or V (K = 5000 on
+    Entree's 422 sessions: 2 x 422 x 5000^2 x 8 bytes = 169 GB; the first batch alone asks the
+    allocator for 61 GB).
+    """
+    cells = min(int(bucket_cells), int(n_sequences) * int(max_length)) if n_sequences else 0
+    values = 2 * n_sequences * _per_sequence_values(K, V) + 3 * n_tokens * K + 4 * cells * K
+    return int(8 * values)
+
+
+def score_bytes(
+    K: int, V: int, n_sequences: int, n_tokens: int, max_length: int, bucket_cells: int = 1 << 20
+) -> int:
+    """Peak bytes of scoring (the held-out E-step): as a fit's E-step."""
+    return fit_bytes(K, V, n_sequences, n_tokens, max_length, bucket_cells)
+
+
+def importance_sampling_bytes(
+    K: int, V: int, n_sequences: int, max_length: int, n_samples: int, bucket_cells: int = 1 << 20
+) -> int:
+    """Peak bytes of ``log_marginal_is``: per batch, draws of pi, A, B (three copies each:
+    the draw, its log and the proposal) for as many (sample, sequence) pairs as fit in the
+    batch's cells."""
+    pairs = max(1, min(int(n_samples) * int(n_sequences), int(bucket_cells) // max(1, int(max_length))))
+    pairs = max(pairs, min(int(n_sequences), int(bucket_cells)))
+    return int(8 * 3 * pairs * _per_sequence_values(K, V))
+
+
+def check_memory(needed: int, what: str, knob: str) -> None:
+    """Raise :class:`MemoryEstimateError` when ``needed`` bytes exceed :func:`memory_limit`.
+
+    Parameters
+    ----------
+    needed : int
+        The estimate.
+    what : str
+        What needs it ("K = 5000 states, V = 7 symbols, 422 sequences").
+    knob : str
+        What to turn ("fewer states (--states)").
+    """
+    limit = memory_limit()
+    if needed > limit:
+        raise MemoryEstimateError(
+            f"{what} needs about {format_size(needed)} of memory, more than the {format_size(limit)} "
+            f"available: use {knob}, or raise the limit with --max-memory / {MAX_MEMORY_ENV_VAR} "
+            f"(e.g. {MAX_MEMORY_ENV_VAR}=64G) to try anyway"
+        )

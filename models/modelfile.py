@@ -1,0 +1,248 @@
+"""The model-file schema: every field a saved LDHMM-family model holds, checked on load.
+
+A model file is JSON (never pickle) written by :meth:`ldhmm.models.estimator.VariantHMM.save`::
+
+    format        "ldhmm"
+    version       1 or 2 (FORMAT_HISTORY); a newer version is refused with both numbers
+    class         the estimator class ("LDHMM", "VariantHMM", "VBHMM", "HMMV", ...)
+    config        the constructor's settings: each of the type of its default (an int where
+                  the default is an int, never a bool; a finite number where it is a float;
+                  a string; null only where the default is null), and in its range
+    sharing       {"pi", "A", "B": "sequence" | "shared" | "point", "learn_prior": bool,
+                   "pseudocount": number >= 0}; for a class with a fixed sharing, that one
+    prior         {group: Dirichlet concentrations} for every "sequence" and "shared" group,
+                  each finite and in [MIN_CONCENTRATION, MAX_CONCENTRATION] (the M-step's box)
+    posterior     {group: concentrations} for every "shared" group: finite, in
+                  [MIN_CONCENTRATION, MAX_POSTERIOR_CONCENTRATION]
+    log_point     {group: log-probabilities} for every "point" group: <= 0 or -inf, not NaN,
+                  every row normalized (logsumexp within 1e-6 of 0)
+    elbo_history  a list of finite numbers
+    vocabulary    (version 2) null or V distinct strings
+
+with shapes pi (K,), A (K, K), B (K, V), K = ``config.n_states`` and V = ``config.n_symbols``
+(when that is null: the vocabulary's length, else B's width).
+:func:`validate_model_document` checks all of it and raises one ``ValueError`` naming the
+file and the field; a model that passes scores every valid
+sequence with a finite bound.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+
+from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
+
+__all__ = [
+    "FORMAT_VERSION",
+    "FORMAT_HISTORY",
+    "MAX_POSTERIOR_CONCENTRATION",
+    "ModelFileError",
+    "validate_model_document",
+    "check_config_types",
+]
+
+#: The model-file format this version writes; it reads every version in FORMAT_HISTORY.
+FORMAT_VERSION = 2
+#: What each format version added.
+FORMAT_HISTORY = {1: "the first format", 2: "optional 'vocabulary': the training symbols' names"}
+#: Shared posteriors are prior + counts: allowed up to here (float64 digammas stay exact).
+MAX_POSTERIOR_CONCENTRATION = 1e15
+
+_GROUP_SHAPES = {"pi": ("K",), "A": ("K", "K"), "B": ("K", "V")}
+_KINDS = ("sequence", "shared", "point")
+_TOP_LEVEL = ("format", "version", "class", "config", "sharing", "prior", "posterior", "log_point")
+
+
+class ModelFileError(ValueError):
+    """A model file that does not follow the schema (the message names file and field)."""
+
+    def __init__(self, path, field: str, problem: str):
+        super().__init__(f"{path}: field '{field}': {problem}")
+        self.path, self.field, self.problem = path, field, problem
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+def check_config_types(path, cls, config: dict) -> None:
+    """Each setting of ``config`` is a parameter of ``cls`` of its default's type."""
+    if not isinstance(config, dict):
+        raise ModelFileError(path, "config", f"expected an object, got {type(config).__name__}")
+    params = {}
+    for klass in reversed(cls.__mro__):  # a subclass's settings are its own and its bases'
+        if "__init__" in vars(klass) and klass is not object:
+            params.update(inspect.signature(klass.__init__).parameters)
+    for key, value in config.items():
+        where = f"config.{key}"
+        if key not in params or key == "self":
+            raise ModelFileError(path, where, f"not a setting of {cls.__name__}")
+        default = params[key].default
+        if key in ("n_states", "n_symbols"):
+            ok = _is_int(value) and value >= 1 or (key == "n_symbols" and value is None)
+            if not ok:
+                raise ModelFileError(path, where, f"expected an integer >= 1, got {value!r}")
+        elif key == "guide":
+            if not isinstance(value, str):
+                raise ModelFileError(path, where, f"expected a guide name, got {value!r}")
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ModelFileError(path, where, f"expected true or false, got {value!r}")
+        elif _is_int(default):
+            if not _is_int(value) or value < 0:
+                raise ModelFileError(path, where, f"expected a non-negative integer, got {value!r}")
+        elif isinstance(default, float):
+            if not _is_number(value) or value < 0:
+                raise ModelFileError(path, where, f"expected a finite number >= 0, got {value!r}")
+        elif isinstance(default, str):
+            if not isinstance(value, str):
+                raise ModelFileError(path, where, f"expected a string, got {value!r}")
+        elif value is not None and not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ModelFileError(path, where, f"unexpected value {value!r}")
+    for key in ("e_step_max_iter", "bucket_cells", "max_iter", "n_init", "svi_steps"):
+        if key in config and config[key] < 1:
+            raise ModelFileError(path, f"config.{key}", f"must be >= 1, got {config[key]}")
+
+
+def _array(path, field, value, shape, low, high, log_probs=False) -> np.ndarray:
+    """``value`` as a float64 array of ``shape`` with entries in [low, high]."""
+    dims = " x ".join(map(str, shape))
+    expected = f"expected a {'length-' + dims if len(shape) == 1 else dims} array of numbers"
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError):  # ragged nesting
+        raise ModelFileError(path, field, expected) from None
+    if raw.dtype.kind not in "iuf":  # strings, booleans, nulls, objects: not numbers
+        raise ModelFileError(path, field, expected)
+    arr = raw.astype(np.float64)
+    if arr.shape != tuple(shape):
+        raise ModelFileError(path, field, f"expected shape {tuple(shape)}, got {arr.shape}")
+    if np.isnan(arr).any():
+        raise ModelFileError(path, field, "holds NaN")
+    if log_probs:
+        if np.isposinf(arr).any() or (arr > 1e-9).any():
+            raise ModelFileError(path, field, "log-probabilities must be <= 0")
+        finite_rows = np.isfinite(arr).any(axis=-1)
+        if not finite_rows.all():
+            raise ModelFileError(path, field, "a row has no finite log-probability")
+        with np.errstate(divide="ignore"):
+            top = arr.max(axis=-1, keepdims=True)
+            norm = (top + np.log(np.exp(arr - top).sum(axis=-1, keepdims=True)))[..., 0]
+        if np.abs(norm).max() > 1e-6:
+            raise ModelFileError(path, field, "rows do not sum to 1 (logsumexp must be 0)")
+        return arr
+    if not np.isfinite(arr).all():
+        raise ModelFileError(path, field, "holds an infinite value")
+    if arr.min() < low or arr.max() > high:
+        bad = arr.min() if arr.min() < low else arr.max()
+        raise ModelFileError(path, field, f"value {bad:g} outside [{low:g}, {high:g}]")
+    return arr
+
+
+def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
+    """Check a parsed model file against the schema (module docstring); the class's own
+    checks of ``config`` and ``sharing`` run when it is built (:meth:`VariantHMM.load`).
+
+    Raises
+    ------
+    ModelFileError
+        The first field that does not follow the schema.
+    """
+    if not isinstance(doc, dict):
+        raise ModelFileError(path, "(top level)", f"expected a JSON object, got {type(doc).__name__}")
+    if doc.get("format") != "ldhmm":
+        raise ModelFileError(
+            path, "format", f'expected "ldhmm", got {doc.get("format")!r}: not an ldhmm model file'
+        )
+    version = doc.get("version")
+    if not _is_int(version) or version not in versions:
+        if _is_int(version) and version > max(versions):
+            raise ModelFileError(
+                path,
+                "version",
+                f"format version {version} is newer than this ldhmm reads ({max(versions)}); upgrade ldhmm",
+            )
+        raise ModelFileError(
+            path, "version", f"unknown format version {version!r} (known: {sorted(versions)})"
+        )
+    for key in _TOP_LEVEL:
+        if key not in doc:
+            raise ModelFileError(path, key, "missing")
+    sharing = doc["sharing"]
+    if not isinstance(sharing, dict):
+        raise ModelFileError(path, "sharing", "expected an object")
+    for g in _GROUP_SHAPES:
+        if sharing.get(g) not in _KINDS:
+            raise ModelFileError(
+                path, f"sharing.{g}", f"expected one of {', '.join(_KINDS)}, got {sharing.get(g)!r}"
+            )
+    if not isinstance(sharing.get("learn_prior", True), bool):
+        raise ModelFileError(path, "sharing.learn_prior", "expected true or false")
+    pseudo = sharing.get("pseudocount", 0.0)
+    if not _is_number(pseudo) or pseudo < 0:
+        raise ModelFileError(path, "sharing.pseudocount", f"expected a finite number >= 0, got {pseudo!r}")
+    unknown = sorted(set(sharing) - set(_GROUP_SHAPES) - {"learn_prior", "pseudocount"})
+    if unknown:
+        raise ModelFileError(path, f"sharing.{unknown[0]}", "unknown field")
+    config = doc["config"]
+    if not isinstance(config, dict):
+        raise ModelFileError(path, "config", "expected an object")
+    K = config.get("n_states")
+    if not _is_int(K) or K < 1:
+        raise ModelFileError(path, "config.n_states", f"expected an integer >= 1, got {K!r}")
+    V = config.get("n_symbols")
+    sections = {"prior": ("sequence", "shared"), "posterior": ("shared",), "log_point": ("point",)}
+    for section, kinds in sections.items():
+        if not isinstance(doc[section], dict):
+            raise ModelFileError(path, section, "expected an object")
+        want = {g for g in _GROUP_SHAPES if sharing[g] in kinds}
+        have = set(doc[section])
+        if have != want:
+            extra, missing = sorted(have - want), sorted(want - have)
+            what = f"unexpected group {extra[0]!r}" if extra else f"missing group {missing[0]!r}"
+            raise ModelFileError(
+                path, section, f"{what} for sharing {sharing['pi']}/{sharing['A']}/{sharing['B']}"
+            )
+    vocabulary = doc.get("vocabulary")
+    if V is None and isinstance(vocabulary, list) and vocabulary:
+        V = len(vocabulary)
+    if V is None:  # the width of any B array
+        for section in sections:
+            b = doc[section].get("B")
+            if isinstance(b, list) and b and isinstance(b[0], list):
+                V = len(b[0])
+                break
+    if not _is_int(V) or V < 1:
+        raise ModelFileError(path, "config.n_symbols", f"expected an integer >= 1, got {V!r}")
+    sizes = {"K": K, "V": V}
+    for section in sections:
+        for g, value in doc[section].items():
+            shape = [sizes[d] for d in _GROUP_SHAPES[g]]
+            field = f"{section}.{g}"
+            if section == "prior":
+                _array(path, field, value, shape, MIN_CONCENTRATION, MAX_CONCENTRATION)
+            elif section == "posterior":
+                _array(path, field, value, shape, MIN_CONCENTRATION, MAX_POSTERIOR_CONCENTRATION)
+            else:
+                _array(path, field, value, shape, -math.inf, 0.0, log_probs=True)
+    history = doc.get("elbo_history", [])
+    if not isinstance(history, list) or not all(_is_number(x) for x in history):
+        raise ModelFileError(path, "elbo_history", "expected a list of finite numbers")
+    if vocabulary is not None:
+        if (
+            not isinstance(vocabulary, list)
+            or len(vocabulary) != V
+            or not all(isinstance(v, str) for v in vocabulary)
+            or len(set(vocabulary)) != len(vocabulary)
+        ):
+            raise ModelFileError(path, "vocabulary", f"expected null or {V} distinct strings")
+    unknown = sorted(set(doc) - set(_TOP_LEVEL) - {"elbo_history", "vocabulary"})
+    if unknown:
+        raise ModelFileError(path, unknown[0], "unknown field")

@@ -1,0 +1,209 @@
+"""Every bad input the project tries, as data: what it is and what it gets.
+
+``tests/test_bad_inputs.py`` runs each case and checks its outcome (exit code 1 or 2, exactly
+one line on stderr, no traceback, no output file); ``python tests/bad_inputs.py --write``
+regenerates ``docs/bad-inputs.md`` from the same cases, and the test checks that the page is up
+to date. Interruptions are tried in ``tests/test_interrupted_runs.py``; their rows say which
+test tries them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "bad-inputs.md"
+
+
+@dataclass
+class Case:
+    category: str
+    what: str
+    argv: list = field(default_factory=list)  # ldhmm arguments; "{d}" is the case directory
+    python: object = None  # or a callable(d) that must raise ValueError
+    tried_by: str = ""  # for rows checked elsewhere
+
+
+SYMBOLS = "home news sport tech weather shop".split()
+
+
+def make_files(d: Path) -> None:
+    """The files the cases use, in directory ``d``."""
+    from ldhmm.cli import main
+
+    rng = np.random.default_rng(0)
+    lines = [" ".join(rng.choice(SYMBOLS, size=int(rng.integers(3, 9)))) for _ in range(40)]
+    (d / "train.txt").write_text("\n".join(lines) + "\n")
+    (d / "unseen.txt").write_text("home news\nhome casino\n")
+    (d / "blob.bin").write_bytes(bytes(range(256)) * 4)
+    (d / "empty.txt").write_text("# only a comment\n\n")
+    (d / "control.txt").write_text("home news\nhome \x07 news\n")
+    (d / "events.csv").write_text("session,page\ns1,home\ns1,news\ns2,shop\n")
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["fit", str(d / "train.txt"), "--states", "2", "--restarts", "1", "--max-iter", "2",
+                     "--out", str(d / "model.json"), "--quiet"])  # fmt: skip
+    assert code == 0
+    doc = json.loads((d / "model.json").read_text())
+    variants = {
+        "nan-prior": (("prior", "A"), [[math.nan, 1.0], [1.0, 1.0]]),
+        "negative-prior": (("prior", "pi"), [-1.0, 2.0]),
+        "wrong-shape": (("prior", "B"), [[1.0, 2.0], [3.0, 4.0]]),
+        "string-prior": (("prior", "pi"), ["1.0", "2.0"]),
+        "newer-version": (("version",), 3),
+        "unknown-class": (("class",), "Pickle"),
+        "bad-config": (("config", "e_step_max_iter"), 0),
+        "bad-vocabulary": (("vocabulary",), ["a", "a", "b", "c", "d", "e"]),
+    }
+    for name, (path, value) in variants.items():
+        bad = json.loads(json.dumps(doc))
+        node = bad
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        (d / f"{name}.json").write_text(json.dumps(bad))
+    (d / "not-json.json").write_text("{this is not json")
+
+
+def _huge_symbol_id(d):
+    import ldhmm
+
+    ldhmm.compare("HMM", [np.array([0, 1, 2**41])], out=d / "never")
+
+
+def _model_of_unknown_shape(d):
+    from ldhmm.modelfiles import load_model
+
+    load_model(d / "wrong-shape.json")
+
+
+def _nan_fit(d):  # a fit whose ELBO turns NaN: checked in tests/test_nonfinite.py
+    raise NotImplementedError
+
+
+CASES = [
+    # data files
+    Case("data file", "a binary file", ["score", "{d}/model.json", "{d}/blob.bin", "--out", "{d}/o.csv"]),
+    Case("data file", "a file with no sequences", ["fit", "{d}/empty.txt", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "a control character in a line", ["fit", "{d}/control.txt", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "a CSV event log without its columns", ["fit", "{d}/events.csv", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "a CSV event log with a missing column",
+         ["fit", "{d}/events.csv", "--sequence-col", "user", "--event-col", "page", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "no such file", ["fit", "{d}/nope.txt", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "a symbol the model has not seen", ["score", "{d}/model.json", "{d}/unseen.txt", "--out", "{d}/o.csv"]),
+    Case("data file", "a symbol id far beyond the data (Python API)", python=_huge_symbol_id),
+    # model files
+    Case("model file", "not JSON", ["score", "{d}/not-json.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "NaN in a prior", ["score", "{d}/nan-prior.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "a negative concentration", ["score", "{d}/negative-prior.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "an array of the wrong shape", ["score", "{d}/wrong-shape.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "strings where numbers belong", ["score", "{d}/string-prior.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "a newer format version", ["score", "{d}/newer-version.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "an unknown class", ["score", "{d}/unknown-class.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "a setting out of range", ["score", "{d}/bad-config.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "a vocabulary with duplicates", ["score", "{d}/bad-vocabulary.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "every field mutated (hypothesis)", tried_by="tests/test_model_files.py"),
+    # arguments
+    Case("argument", "--states 0", ["compare", "--dataset", "synthetic", "--states", "0", "--out", "{d}/c"]),
+    Case("argument", "--folds 0", ["compare", "--dataset", "synthetic", "--folds", "0", "--out", "{d}/c"]),
+    Case("argument", "--jobs x", ["compare", "--dataset", "synthetic", "--jobs", "x", "--out", "{d}/c"]),
+    Case("argument", "an unknown model name", ["compare", "--dataset", "synthetic", "--models", "FOO", "--out", "{d}/c"]),
+    Case("argument", "--model without NAME=", ["compare", "--dataset", "synthetic", "--model", "justaname", "--out", "{d}/c"]),
+    Case("argument", "--model whose module does not import",
+         ["compare", "--dataset", "synthetic", "--model", "x=no_such_module_xyz:f", "--out", "{d}/c"]),
+    Case("argument", "an output file of an unknown kind", ["score", "{d}/model.json", "{d}/train.txt", "--out", "{d}/o.txt"]),
+    Case("argument", "--max-memory that is not a size", ["fit", "{d}/train.txt", "--states", "2", "--max-memory", "lots"]),
+    Case("argument", "--states and --init disagree",
+         ["fit", "{d}/train.txt", "--init", "{d}/model.json", "--states", "5", "--out", "{d}/o.json"]),
+    # sizes
+    Case("size", "K = 5000 (hinton)", ["hinton", "--dataset", "synthetic", "--states", "5000", "--max-memory", "8G", "--out", "{d}/h"]),
+    Case("size", "K = 3000 with --jobs 2 (compare)",
+         ["compare", "--dataset", "synthetic", "--states", "3000", "--jobs", "2", "--max-memory", "8G", "--out", "{d}/c"]),
+    Case("size", "K = 20000 (fit)", ["fit", "{d}/train.txt", "--states", "20000", "--max-memory", "8G", "--out", "{d}/o.json"]),
+    Case("size", "a fit whose ELBO turns NaN", tried_by="tests/test_nonfinite.py"),
+    # interruptions
+    Case("interruption", "SIGKILL at random moments (compare, classify)", tried_by="tests/test_interrupted_runs.py"),
+    Case("interruption", "two runs on the same --out", tried_by="tests/test_interrupted_runs.py"),
+    Case("interruption", "Ctrl-C", tried_by="tests/test_interrupted_runs.py"),
+]  # fmt: skip
+
+# what the page says for the rows other tests try
+ELSEWHERE = {
+    "every field mutated (hypothesis)": "loaded (and scores finitely) or refused with one line naming file and field",
+    "a fit whose ELBO turns NaN": "stops: `the total ELBO became nan at EM iteration N (M-step), in group A; the last "
+    "finite parameters are kept`",
+    "SIGKILL at random moments (compare, classify)": "the rerun resumes to exactly the results of an uninterrupted run; "
+    "no truncated task or result file",
+    "two runs on the same --out": "the second: one line, `... is in use by another ldhmm run (pid ...)`, exit 1",
+    "Ctrl-C": "one line, `interrupted; N of M tasks are saved in OUT: run the same command again to resume: ...`, "
+    "exit 130",
+}
+
+
+def run_case(case: Case, d: Path) -> tuple[int, str]:
+    """``(exit code, stderr)`` of a case (exit 1 with the message for a Python case)."""
+    from ldhmm.cli import main
+
+    if case.python is not None:
+        try:
+            case.python(d)
+        except ValueError as err:
+            return 1, f"ValueError: {err}"
+        return 0, ""
+    argv = [a.replace("{d}", str(d)) for a in case.argv]
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, err.getvalue()
+
+
+def normalize(text: str, d: Path) -> str:
+    """The message with the case directory and machine-dependent numbers replaced."""
+    text = text.strip().replace(str(d), "DIR")
+    text = re.sub(r"more than the [0-9.]+ [KMGT]?B available", "more than the LIMIT available", text)
+    text = re.sub(r"pid \d+", "pid N", text)
+    return text
+
+
+def table(d: Path) -> str:
+    rows = ["| kind | bad input | what it gets |", "|---|---|---|"]
+    for case in CASES:
+        if case.tried_by:
+            outcome = f"{ELSEWHERE[case.what]} (tried by `{case.tried_by}`)"
+        else:
+            code, err = run_case(case, d)
+            outcome = f"exit {code}: `{normalize(err, d)}`"
+        cell = outcome.replace("|", "\\|")
+        rows.append(f"| {case.category} | {case.what} | {cell} |")
+    return "\n".join(rows)
+
+
+def page(d: Path) -> str:
+    return (
+        "# Bad inputs and what they get\n\n"
+        "Generated by `python tests/bad_inputs.py --write` from the cases that "
+        "`tests/test_bad_inputs.py` runs (a test fails when this page is out of date). Every "
+        "refusal is one line on stderr, exit code 1 (2 for arguments argparse rejects), and "
+        "writes no output file. DIR is the directory of the case's files.\n\n" + table(d) + "\n"
+    )
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        make_files(d)
+        text = page(d)
+    if "--write" in sys.argv:
+        DOC.write_text(text)
+        print(f"wrote {DOC}")
+    else:
+        print(text)

@@ -1,0 +1,447 @@
+"""Interrupted runs: SIGKILL at random moments, Ctrl-C, and two runs on one ``--out``.
+
+The runs are real ``ldhmm`` processes (``python -m ldhmm.cli`` through a small wrapper that
+gives SIGINT Python's default handler even where the test runner was started with SIGINT
+ignored, as a background job is). A killed run is restarted with the same command line until
+it finishes; its ``folds.csv`` must equal that of one uninterrupted run exactly (the timing
+columns aside), and after every kill every file of the run must be whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pandas.testing import assert_frame_equal
+
+from ldhmm.experiments.tasks import (
+    LOCK_NAME,
+    OutputLockedError,
+    atomic_savefig,
+    atomic_write_csv,
+    lock_out_dir,
+    prepare_out_dir,
+    release_out_dir,
+)
+
+fcntl = pytest.importorskip("fcntl")
+
+WRAPPER = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('ldhmm.cli', run_name='__main__', alter_sys=True)"
+)
+COMPARE = [
+    "compare",
+    "--dataset",
+    "synthetic",
+    "--n-sequences",
+    "40",
+    "--states",
+    "2",
+    "3",
+    "--folds",
+    "3",
+    "--max-iter",
+    "3",
+    "--restarts",
+    "1",
+    "--models",
+    "LDHMM-PF",
+    "HMM",
+    "VBHMM",
+    "--is-samples",
+    "3",
+    "--quiet",
+]
+COMPARE_TASKS = 3 * 2 * 3  # models x K x folds
+CLASSIFY = [
+    "classify",
+    "--dataset",
+    "synthetic",
+    "--n-sequences",
+    "40",
+    "--states",
+    "2",
+    "--folds",
+    "3",
+    "--max-iter",
+    "3",
+    "--restarts",
+    "1",
+    "--models",
+    "LDHMM-PF",
+    "HMM",
+    "--quiet",
+]
+CLASSIFY_TASKS = 2 * 3 * 2 + 3  # (models x folds x classes) + LDHMM-PF+LR x folds
+STARTUP_TIMEOUT = 120.0  # imports (torch, numba) on a loaded machine
+
+
+def _env():
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", LDHMM_OFFLINE="1")
+    env.pop("LDHMM_DEBUG", None)
+    return env
+
+
+def _start(args, out: Path, log: Path, new_session: bool = False) -> subprocess.Popen:
+    with open(log, "wb") as err:
+        return subprocess.Popen(
+            [sys.executable, "-c", WRAPPER, *args, "--out", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=_env(),
+            start_new_session=new_session,
+        )
+
+
+def _finish(args, out: Path, log: Path, timeout: float = 300.0) -> int:
+    proc = _start(args, out, log)
+    try:
+        return proc.wait(timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _task_files(out: Path) -> list[Path]:
+    folder = out / "tasks"
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def _wait_until(proc: subprocess.Popen, condition, timeout: float = STARTUP_TIMEOUT) -> bool:
+    """Poll ``condition()`` until true (True) or the process ended (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        if proc.poll() is not None:
+            return condition()
+        time.sleep(0.005)
+    raise AssertionError(f"the run did not get there in {timeout:.0f} s")
+
+
+def _holds_lock(proc: subprocess.Popen, out: Path):
+    """The run has taken the lock of ``out`` (its pid is in the lock file)."""
+
+    def check():
+        try:
+            return (out / LOCK_NAME).read_text().startswith(f"{proc.pid}\n")
+        except OSError:
+            return False
+
+    return check
+
+
+def _assert_whole(out: Path, n_tasks: int) -> int:
+    """Every result file of ``out`` parses; temporaries are never named like a result.
+    Returns the number of task files."""
+    if (out / "config.json").exists():
+        json.loads((out / "config.json").read_text())
+    tasks = out / "tasks"
+    names = sorted(os.listdir(tasks)) if tasks.is_dir() else []
+    n = 0
+    for name in names:
+        if name.endswith(".json"):
+            record = json.loads((tasks / name).read_text())  # never truncated
+            assert isinstance(record, dict) and record.get("config_hash"), name
+            n += 1
+        else:  # what a killed write leaves: hidden, and not KEY.json
+            assert name.startswith(".") and name.endswith(".tmp"), name
+    for csv in ("folds.csv", "ttests.csv"):
+        if (out / csv).exists():
+            df = pd.read_csv(out / csv)
+            assert len(df) > 0
+            if csv == "folds.csv" and "fit_seconds" in df:
+                assert df["fit_seconds"].notna().all()
+    assert n <= n_tasks
+    return n
+
+
+def _scores(out: Path) -> pd.DataFrame:
+    df = pd.read_csv(out / "folds.csv")
+    return df.drop(columns=[c for c in df if c.endswith("_seconds")])
+
+
+def _one_line(log: Path) -> str:
+    lines = log.read_text().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def _session_processes(sid: int) -> list[int]:
+    """Live processes of session ``sid`` (Linux /proc; empty elsewhere)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 3 and fields[0] != "Z" and int(fields[3]) == sid:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory):
+    """One uninterrupted run of each command, started at once and waited for when asked."""
+    root = tmp_path_factory.mktemp("reference")
+    procs = {
+        name: (_start(args, root / name, root / f"{name}.err"), root / name)
+        for name, args in (("compare", COMPARE), ("classify", CLASSIFY))
+    }
+
+    def get(name):
+        proc, out = procs[name]
+        assert proc.wait(300) == 0, (root / f"{name}.err").read_text()
+        return out
+
+    yield get
+    for proc, _ in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _kill_loop(args, out: Path, log: Path, n_tasks: int, kills: int, seed: int) -> list[int]:
+    """SIGKILL the run ``kills`` times at random moments, restarting it each time; returns
+    the number of saved tasks after each kill."""
+    rng = random.Random(seed)
+    saved = []
+    for i in range(kills):
+        before = len(_task_files(out))
+        proc = _start(args, out, log)
+        try:
+            # every restart takes the lock: the one of the killed run is not stale
+            assert _wait_until(proc, _holds_lock(proc, out)), log.read_text()
+            if i % 3 == 2:  # anywhere in the run: tasks, reports, or after the end
+                time.sleep(rng.uniform(0.0, 1.0))
+            else:  # inside the tasks: just after one more task is saved
+                _wait_until(proc, lambda n=before: len(_task_files(out)) > n)
+                time.sleep(rng.uniform(0.0, 0.05))
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        saved.append(_assert_whole(out, n_tasks))
+    return saved
+
+
+@pytest.mark.slow
+def test_compare_killed_ten_times_resumes_to_the_same_results(tmp_path, references):
+    out, log = tmp_path / "run", tmp_path / "run.err"
+    saved = _kill_loop(COMPARE, out, log, COMPARE_TASKS, kills=10, seed=20240611)
+    assert any(0 < n < COMPARE_TASKS for n in saved), saved  # some kills landed mid-run
+    assert _finish(COMPARE, out, log) == 0, log.read_text()
+    assert _assert_whole(out, COMPARE_TASKS) == COMPARE_TASKS
+    assert not [p for p in out.rglob("*.tmp")]  # the last run's lock removed the leftovers
+    ref = references("compare")
+    assert_frame_equal(_scores(out), _scores(ref), check_exact=True)
+    assert_frame_equal(pd.read_csv(out / "ttests.csv"), pd.read_csv(ref / "ttests.csv"), check_exact=True)
+
+
+@pytest.mark.slow
+def test_classify_killed_resumes_to_the_same_results(tmp_path, references):
+    out, log = tmp_path / "run", tmp_path / "run.err"
+    _kill_loop(CLASSIFY, out, log, CLASSIFY_TASKS, kills=3, seed=7)
+    assert _finish(CLASSIFY, out, log) == 0, log.read_text()
+    assert _assert_whole(out, CLASSIFY_TASKS) == CLASSIFY_TASKS
+    assert_frame_equal(_scores(out), _scores(references("classify")), check_exact=True)
+
+
+def test_a_second_run_on_the_same_out_is_refused_with_one_line(tmp_path):
+    out, log = tmp_path / "run", tmp_path / "run.err"
+    out.mkdir()
+    with lock_out_dir(out):  # this process holds it, as a running ldhmm would
+        assert (out / LOCK_NAME).read_text().startswith(f"{os.getpid()}\n")
+        proc = _start(COMPARE, out, log)
+        assert proc.wait(STARTUP_TIMEOUT) == 1
+        line = _one_line(log)
+        assert line.startswith("ldhmm compare: error: ")
+        assert f"is in use by another ldhmm run (pid {os.getpid()}: " in line
+        assert "use another --out" in line
+        assert not (out / "config.json").exists()  # refused before writing anything
+    assert (out / LOCK_NAME).read_text() == ""  # released: emptied, no stale pid
+    proc = _start(COMPARE, out, log)  # now it starts normally
+    try:
+        assert _wait_until(proc, _holds_lock(proc, out)), log.read_text()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_run_with_one_line_and_it_resumes(tmp_path, references):
+    out = tmp_path / "run"
+    total = COMPARE_TASKS
+    # 1. --jobs 2, Ctrl-C in a terminal: SIGINT to the whole process group, workers included
+    log = tmp_path / "jobs2.err"
+    args2 = [*COMPARE, "--jobs", "2"]
+    proc = _start(args2, out, log, new_session=True)
+    try:
+        assert _wait_until(proc, lambda: len(_task_files(out)) > 0), log.read_text()
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(60) == 130, log.read_text()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    line = _one_line(log)  # no traceback from the workers either
+    assert line.startswith("ldhmm compare: interrupted; ")
+    assert f"of {total} tasks are saved in {out}: run the same command again to resume: " in line
+    assert line.endswith(f"--jobs 2 --out {out}") and " -m ldhmm.cli compare --dataset synthetic " in line
+    deadline = time.monotonic() + 10
+    while _session_processes(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _session_processes(proc.pid)  # the workers are gone
+    _assert_whole(out, total)
+    # 2. --jobs 1, SIGINT to the process just after a task is saved
+    log = tmp_path / "jobs1.err"
+    before = len(_task_files(out))
+    proc = _start(COMPARE, out, log)
+    try:
+        _wait_until(proc, lambda: len(_task_files(out)) > before)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 130, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    line = _one_line(log)
+    saved = _assert_whole(out, total)
+    assert f"ldhmm compare: interrupted; {saved} of {total} tasks are saved in {out}" in line
+    assert "resume" in line
+    # 3. the same command again finishes with the uninterrupted run's numbers
+    assert _finish(COMPARE, out, log) == 0, log.read_text()
+    assert_frame_equal(_scores(out), _scores(references("compare")), check_exact=True)
+
+
+# ------------------------------------------------------------------ in-process units
+def _flock_is_free(out: Path) -> bool:
+    """Whether a new open file description of ``out/.lock`` gets the flock (as another
+    process would: flock locks belong to the open file, not the process)."""
+    fd = os.open(out / LOCK_NAME, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_lock_is_reentrant_in_a_process_and_released_by_the_last_hold(tmp_path):
+    out = tmp_path / "out"
+    digest = prepare_out_dir(out, "unit", {"a": 1})  # outside an experiment function: kept
+    assert (out / LOCK_NAME).read_text().startswith(f"{os.getpid()}\n")
+    with lock_out_dir(out):  # re-entered, not refused
+        assert digest == prepare_out_dir(out, "unit", {"a": 1})
+        release_out_dir(out)
+        assert not _flock_is_free(out)
+    assert not _flock_is_free(out)  # prepare_out_dir's first hold
+    release_out_dir(out)
+    assert _flock_is_free(out)
+    assert (out / LOCK_NAME).read_text() == ""  # no stale pid
+
+
+def test_experiment_functions_release_the_lock_when_they_end(tmp_path):
+    from ldhmm.experiments.tasks import holds_out_dir_lock
+
+    @holds_out_dir_lock
+    def experiment(out, fail):
+        prepare_out_dir(out, "unit", {"a": 1})
+        assert not _flock_is_free(out)
+        if fail:
+            raise RuntimeError("boom")
+
+    out = tmp_path / "out"
+    experiment(out, False)
+    assert _flock_is_free(out)
+    with pytest.raises(RuntimeError):
+        experiment(out, True)
+    assert _flock_is_free(out)
+
+
+def test_lock_message_names_the_holder(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, b"4242\nldhmm compare --out x\n")
+        # flock locks belong to the open file: a second open in this process conflicts too
+        with pytest.raises(OutputLockedError, match=r"in use by another ldhmm run \(pid 4242: ldhmm compare"):
+            prepare_out_dir(out, "unit", {"a": 1})
+        assert not (out / "config.json").exists()
+    finally:
+        os.close(fd)
+
+
+def test_atomic_writers_match_the_plain_ones_and_stale_temporaries_go(tmp_path):
+    from matplotlib.figure import Figure
+
+    df = pd.DataFrame({"a": [1.0, float("nan"), 1 / 3], "b": ["x", "y,z", 'q"']})
+    df.to_csv(tmp_path / "plain.csv", index=False)
+    atomic_write_csv(df, tmp_path / "atomic.csv")
+    assert (tmp_path / "plain.csv").read_bytes() == (tmp_path / "atomic.csv").read_bytes()
+    fig = Figure(figsize=(2, 2))
+    fig.subplots().plot([0, 1], [1, 0])
+    fig.savefig(tmp_path / "plain.png", dpi=50)
+    atomic_savefig(fig, tmp_path / "atomic.png", dpi=50)
+    assert (tmp_path / "plain.png").read_bytes() == (tmp_path / "atomic.png").read_bytes()
+    assert (tmp_path / "plain.csv").stat().st_mode == (tmp_path / "atomic.csv").stat().st_mode
+    assert not list(tmp_path.glob(".*"))
+    out = tmp_path / "out"
+    (out / "tasks").mkdir(parents=True)
+    stale = [out / ".folds.csv.abc123_x.tmp", out / "tasks" / ".M__K2__fold0.json.q1w2e3r4.tmp"]
+    keep = out / "tasks" / "notes.tmp"
+    for p in [*stale, keep]:
+        p.write_text("{trunc")
+    prepare_out_dir(out, "unit", {"a": 1})
+    release_out_dir(out)
+    assert not any(p.exists() for p in stale) and keep.exists()
+
+
+def test_interrupted_line_names_what_is_saved_and_the_command_to_resume():
+    from ldhmm.cli.main import interrupted_line
+    from ldhmm.experiments.tasks import RunInterrupted
+
+    err = RunInterrupted(Path("results/x"), 3, 18)
+    argv = ["compare", "--dataset", "synthetic", "--out", "results/x y"]
+    assert interrupted_line("ldhmm compare", err, argv, explicit=True) == (
+        "ldhmm compare: interrupted; 3 of 18 tasks are saved in results/x: run the same command "
+        "again to resume: ldhmm compare --dataset synthetic --out 'results/x y'"
+    )
+    assert isinstance(err, KeyboardInterrupt)
+    line = interrupted_line("ldhmm compare", KeyboardInterrupt(), ["compare", "--out", "a\nb"], True)
+    assert (
+        line == "ldhmm compare: interrupted; finished tasks are saved: run the same command again to resume"
+    )
+    assert interrupted_line("ldhmm fit", KeyboardInterrupt(), ["fit", "x"], True) == "ldhmm fit: interrupted"
+
+
+def test_without_fcntl_the_module_imports_and_runs_unlocked(tmp_path, monkeypatch):
+    import importlib.util
+
+    import ldhmm.experiments.tasks as tasks_mod
+
+    monkeypatch.setitem(sys.modules, "fcntl", None)  # as on Windows: import fcntl fails
+    spec = importlib.util.spec_from_file_location("tasks_without_fcntl", tasks_mod.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.fcntl is None
+    out = tmp_path / "out"
+    module.prepare_out_dir(out, "unit", {"a": 1})
+    assert not (out / LOCK_NAME).exists()
+    with module.lock_out_dir(out):
+        pass

@@ -1,0 +1,136 @@
+"""Model files under attack: every field mutated, each mutation loaded-and-finite or refused
+with one ValueError that names the file and the field (never NaN, never a torch/numba trace)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ldhmm.baselines import HMMV, VBHMM
+from ldhmm.experiments.datasets import synthetic_database
+from ldhmm.modelfiles import load_model
+from ldhmm.models import LDHMM
+
+DB = synthetic_database(30, seed=5)
+SEQS = DB.sequences[:6] + [np.array([0]), np.array([5, 5, 5, 5])]
+
+
+def _saved_doc(tmp_path_factory, model, name):
+    path = tmp_path_factory.mktemp("m") / f"{name}.json"
+    model.fit(DB).save(path)
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory):
+    kw = dict(seed=0, max_iter=4, n_init=1)
+    return {
+        "LDHMM": _saved_doc(tmp_path_factory, LDHMM(2, **kw), "ldhmm"),
+        "LDHMM-FF": _saved_doc(tmp_path_factory, LDHMM(2, guide="ff", **kw), "ff"),
+        "VBHMM": _saved_doc(tmp_path_factory, VBHMM(2, **kw), "vbhmm"),
+        "HMMV": _saved_doc(tmp_path_factory, HMMV(2, **kw), "hmmv"),
+    }
+
+
+def _leaves(obj, prefix=()):
+    """Every path into the document (containers and leaves; list indices up to 2)."""
+    yield prefix
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _leaves(v, prefix + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj[:2]):
+            yield from _leaves(v, prefix + (i,))
+
+
+HOSTILE = [
+    math.nan, math.inf, -math.inf, -1.0, 0.0, 1e-300, 1e300, -5, 0, 7, 2**40, True, False, None,
+    "x", "", [], [1.0], [[1.0, 2.0]], {}, {"a": 1}, 0.5, 3.0,
+]  # fmt: skip
+DELETE = object()
+
+
+def _mutate(doc, path, value):
+    doc = json.loads(json.dumps(doc))
+    if not path:
+        return value if value is not DELETE else {}
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    if value is DELETE:
+        if isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+    return doc
+
+
+def _check(doc, path):
+    path.write_text(json.dumps(doc))  # NaN / Infinity tokens included, as json allows
+    try:
+        model = load_model(path)
+    except ValueError as err:
+        msg = str(err)
+        assert msg.startswith(str(path)) and "\n" not in msg, msg
+        assert "Traceback" not in msg and "CPUDispatcher" not in msg
+        return "refused"
+    scores = model.score_samples(SEQS)
+    assert np.all(np.isfinite(scores)), (doc, scores)
+    return "loaded"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_every_mutation_loads_finite_or_is_refused(docs, tmp_path, data):
+    name = data.draw(st.sampled_from(sorted(docs)))
+    doc = docs[name]
+    paths = list(_leaves(doc))
+    where = data.draw(st.sampled_from(paths))
+    value = data.draw(st.sampled_from(HOSTILE + [DELETE]))
+    _check(_mutate(doc, where, value), tmp_path / "m.json")
+
+
+@pytest.mark.parametrize(
+    "where, value, field",
+    [
+        (("prior", "A", 0, 0), math.nan, "prior.A"),
+        (("prior", "pi", 1), -2.0, "prior.pi"),
+        (("prior", "B"), [[1.0, 2.0], [3.0, 4.0]], "prior.B"),
+        (("prior", "B", 0, 1), "1.5", "prior.B"),
+        (("config", "n_states"), 3, "prior"),
+        (("config", "e_step_tol"), "tiny", "config.e_step_tol"),
+        (("config", "bucket_cells"), True, "config.bucket_cells"),
+        (("sharing", "B"), "shared", "posterior"),
+        (("vocabulary",), ["a", "a", "b", "c", "d", "e"], "vocabulary"),
+        (("version",), 3, "version"),
+        (("elbo_history", 0), math.nan, "elbo_history"),
+    ],
+)
+def test_named_refusals(docs, tmp_path, where, value, field):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(_mutate(docs["LDHMM"], where, value)))
+    with pytest.raises(ValueError) as info:
+        load_model(path)
+    assert f"field '{field}" in str(info.value) and str(path) in str(info.value)
+    if field == "version":
+        assert "newer" in str(info.value) and "3" in str(info.value)
+
+
+def test_the_class_sharing_is_enforced(docs, tmp_path):
+    doc = _mutate(docs["VBHMM"], ("class",), "LDHMM")
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="sharing|prior|posterior"):
+        load_model(path)
+
+
+def test_unmutated_files_round_trip(docs, tmp_path):
+    for name, doc in docs.items():
+        assert _check(doc, tmp_path / f"{name}.json") == "loaded"
