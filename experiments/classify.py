@@ -42,6 +42,7 @@ from .tables import failure_lines, mean_std
 from .tasks import (
     atomic_write_csv,
     atomic_write_text,
+    check_run_settings,
     default_out,
     holds_out_dir_lock,
     parse_states,
@@ -314,6 +315,7 @@ def classify(
     -------
     ClassificationResult
     """
+    check_run_settings(folds, jobs, max_iter, tol, m_step, restarts)
     entries = resolve_lineup(models, extra=plugins)
     check_sendable(entries, jobs)
     models = [e.name for e in entries]

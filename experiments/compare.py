@@ -39,6 +39,7 @@ from .tasks import (
     atomic_savefig,
     atomic_write_csv,
     atomic_write_text,
+    check_run_settings,
     default_out,
     holds_out_dir_lock,
     parse_states,
@@ -248,10 +249,7 @@ def compare(
     check_sendable(entries, jobs)
     names = [e.name for e in entries]
     states = parse_states([states] if isinstance(states, (int, str)) else list(states))
-    if int(folds) < 2:
-        raise ValueError(f"folds must be >= 2, got {folds}")
-    if is_samples < 0:
-        raise ValueError(f"is_samples must be >= 0, got {is_samples}")
+    check_run_settings(folds, jobs, max_iter, tol, m_step, restarts, is_samples)
     db, what = resolve_data(
         data, data_dir, n_sequences, seed, sequence_col=sequence_col, event_col=event_col, time_col=time_col
     )

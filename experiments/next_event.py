@@ -35,6 +35,7 @@ from .tasks import (
     atomic_savefig,
     atomic_write_csv,
     atomic_write_text,
+    check_run_settings,
     default_out,
     holds_out_dir_lock,
     parse_states,
@@ -63,6 +64,8 @@ def prediction_scores(proba: np.ndarray, targets: np.ndarray) -> dict:
     """
     proba = np.asarray(proba, dtype=np.float64)
     targets = np.asarray(targets, dtype=np.int64)
+    if not np.isfinite(proba).all():
+        raise ValueError("the predictive distributions hold non-finite values")
     p = proba[np.arange(targets.size), targets]
     # rank of the target: how many symbols are strictly more probable (ties in its favour)
     rank = (proba > p[:, None]).sum(axis=1)
@@ -139,6 +142,7 @@ def next_event(
     states, folds, jobs, out, seed, n_sequences, data_dir, max_iter, tol, restarts, force, quiet
         As for :func:`ldhmm.experiments.compare.compare`.
     """
+    check_run_settings(folds, jobs, max_iter, tol, None, restarts)
     given = [str(m) for m in ([models] if isinstance(models, str) else models)]
     with_markov = any(m.upper() == MARKOV for m in given)
     others = [m for m in given if m.upper() != MARKOV]

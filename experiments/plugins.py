@@ -26,10 +26,15 @@ import path, so a resumed run with another factory under the same name is refuse
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
 import importlib.metadata
 import inspect
 import pickle
+import re
+import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -54,6 +59,8 @@ __all__ = [
 
 #: The entry-point group through which installed packages add models to ``--models all``.
 ENTRY_POINT_GROUP = "ldhmm.models"
+#: What a model name may hold (it becomes part of file names).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
 class PluginError(ValueError):
@@ -126,12 +133,34 @@ def entry_point_factories() -> dict[str, str]:
     return {ep.name: ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def _fingerprint(*parts) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:12]
+
+
 def _source_of(factory) -> str:
+    """The identity of a factory recorded in ``config.json`` (and its hash): its import path,
+    plus a fingerprint of what the path does not say (a partial's arguments, a lambda's or a
+    closure's code and captured values, a callable object's attributes), so that a resumed run
+    with another factory under the same name is refused rather than mixed."""
     if isinstance(factory, str):
         return factory.strip()
-    module = getattr(factory, "__module__", None) or "?"
-    qualname = getattr(factory, "__qualname__", None) or type(factory).__qualname__
-    return f"{module}:{qualname}"
+    if isinstance(factory, functools.partial):
+        inner = _source_of(factory.func)
+        return f"{inner}#partial-{_fingerprint(factory.args, sorted(factory.keywords.items()))}"
+    module = getattr(factory, "__module__", None) or type(factory).__module__
+    qualname = getattr(factory, "__qualname__", None)
+    if qualname is None:  # a callable object
+        try:
+            state = sorted(vars(factory).items())
+        except TypeError:
+            state = repr(factory)
+        return f"{module}:{type(factory).__qualname__}#object-{_fingerprint(state)}"
+    source = f"{module}:{qualname}"
+    code = getattr(factory, "__code__", None)
+    if code is not None and ("<lambda>" in qualname or "<locals>" in qualname):
+        cells = tuple(repr(c.cell_contents) for c in (factory.__closure__ or ()))
+        source += f"#code-{_fingerprint(code.co_code, code.co_consts, cells)}"
+    return source
 
 
 def resolve_lineup(models="all", extra: Iterable[str] = ()) -> list[ModelEntry]:
@@ -157,17 +186,30 @@ def resolve_lineup(models="all", extra: Iterable[str] = ()) -> list[ModelEntry]:
     if isinstance(models, Mapping):
         for name, factory in models.items():
             name = str(name)
-            if factory is None or (isinstance(factory, str) and ":" not in factory):
-                names.append(name if factory is None else str(factory))
+            if factory is None:
+                names.append(name)
                 continue
+            if isinstance(factory, str) and ":" not in factory:
+                raise PluginError(
+                    f"model {name!r}: {factory!r} is not 'module:factory'; a built-in model is given "
+                    f"by its name with None ({{{factory!r}: None}})"
+                )
             if not (callable(factory) or isinstance(factory, str)):
                 raise PluginError(f"model {name!r}: a factory must be callable or 'module:factory'")
             plugins[name] = factory
     else:
         names = [models] if isinstance(models, str) else list(models or ["all"])
     wants_all = any(str(n).lower() == "all" for n in names)
+    installed = {}
     if wants_all:
         for name, spec in entry_point_factories().items():
+            if name in builtin or not _NAME.fullmatch(name):
+                warnings.warn(
+                    f"entry point {name!r} of {ENTRY_POINT_GROUP} skipped: not a usable model name",
+                    stacklevel=2,
+                )
+                continue
+            installed[name] = spec
             plugins.setdefault(name, spec)
     for text in extra:
         name, spec = parse_model_option(text)
@@ -178,7 +220,13 @@ def resolve_lineup(models="all", extra: Iterable[str] = ()) -> list[ModelEntry]:
     if clash:
         raise PluginError(f"model name {clash[0]!r} is a built-in model; give the plug-in another name")
     for name, factory in plugins.items():
-        if isinstance(factory, str):  # fail now, in one line, not in every task
+        if not _NAME.fullmatch(name) or "__" in name:
+            raise PluginError(
+                f"model name {name!r}: use letters, digits, '.', '_', '-' or '+' (no '__'); it names files"
+            )
+        # an explicit factory string fails now, in one line; an installed entry point that does
+        # not import fails only its own tasks (one broken package must not block the others)
+        if isinstance(factory, str) and installed.get(name) != factory:
             load_factory(factory, what=f"model {name!r}: factory")
     chosen = resolve_models(names) if (names or not plugins) else []
     entries = [ModelEntry(n) for n in chosen]
@@ -190,9 +238,16 @@ def check_sendable(entries: list[ModelEntry], jobs: int) -> None:
     """With worker processes, every factory must pickle (a module-level function or a string)."""
     if int(jobs) <= 1:
         return
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
     for e in entries:
         if e.builtin or isinstance(e.factory, str):
             continue
+        if e.source.startswith("__main__:") and not main_file:
+            raise PluginError(
+                f"model {e.name!r}: factory {e.source} is defined in an interactive session or a script "
+                f"read from stdin, which worker processes cannot import (jobs={jobs}); put it in a module "
+                f"and pass it (or 'package.module:factory'), or use jobs=1"
+            )
         try:
             pickle.dumps(e.factory)
         except Exception:

@@ -101,6 +101,7 @@ __all__ = [
     "seed_everything",
     "timed",
     "parse_states",
+    "check_run_settings",
 ]
 
 
@@ -526,7 +527,10 @@ def _call_in_worker(fn, task):
 def _guarded(fn, task, payload):
     try:
         return fn(task, payload)
-    except Exception as err:  # reported, not saved: the task is retried by the next run
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # reported, not saved: the task is retried by the next run
+        # BaseException: a plug-in that calls sys.exit() fails its own task, not the run
         msg = " ".join(f"{type(err).__name__}: {err}".split())
         return {"_error": msg}
 
@@ -693,6 +697,33 @@ def seed_everything(seed: int) -> None:
 
 
 # ------------------------------------------------------------------------ the grid
+def check_run_settings(
+    folds=None, jobs=1, max_iter=None, tol=None, m_step=None, restarts=None, is_samples=None
+):
+    """The harness-wide settings of a run, checked before its output directory is touched (a
+    bad one would otherwise fail every task after ``config.json`` is written)."""
+    if folds is not None and (isinstance(folds, bool) or not isinstance(folds, int) or folds < 2):
+        raise ValueError(f"folds must be an integer >= 2, got {folds!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
+    if max_iter is not None and (isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1):
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    if tol is not None and not (isinstance(tol, (int, float)) and 0 <= tol < float("inf")):
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    if m_step is not None and m_step not in ("collapsed", "paper"):
+        raise ValueError(f"m_step must be 'collapsed' or 'paper', got {m_step!r}")
+    if restarts is not None and (isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 1):
+        raise ValueError(f"restarts must be an integer >= 1, got {restarts!r}")
+    if is_samples is not None and (
+        isinstance(is_samples, bool) or not isinstance(is_samples, int) or is_samples < 0
+    ):
+        raise ValueError(f"is_samples must be an integer >= 0, got {is_samples!r}")
+
+
+#: At most this many K values in one run (each is a column of every table).
+MAX_STATES_VALUES = 1000
+
+
 def parse_states(values) -> list[int]:
     """K values from ``--states``: integers or ranges ``2..6`` / ``2-6``; sorted, unique."""
     out = set()
@@ -709,6 +740,11 @@ def parse_states(values) -> list[int]:
                         ) from None
                     if lo > hi:
                         raise ValueError(f"--states: empty range {part!r}")
+                    if hi - lo >= MAX_STATES_VALUES:
+                        raise ValueError(
+                            f"--states: the range {part!r} holds {hi - lo + 1} values; at most "
+                            f"{MAX_STATES_VALUES} K values per run"
+                        )
                     out.update(range(lo, hi + 1))
                     break
             else:

@@ -309,11 +309,41 @@ class VariantHMM(SequenceModel):
         return super().score_samples(sequences)
 
     def _score_samples(self, seqs):
-        buckets, states = self._e_step(seqs)
-        out = np.empty(len(seqs))
-        for b, st in zip(buckets, states):
-            out[b.index.numpy()] = st.elbo.double().numpy()
+        # A point-estimated B that gives a symbol probability 0 in every state (a symbol unseen
+        # in training, without pseudocount) makes a sequence holding it impossible: its
+        # log-likelihood, and every bound on it, is -inf (never NaN).
+        possible = ~self._impossible(seqs)
+        out = np.full(len(seqs), -np.inf)
+        if possible.any():
+            kept = [s for s, ok in zip(seqs, possible) if ok]
+            buckets, states = self._e_step(kept)
+            scores = np.empty(len(kept))
+            for b, st in zip(buckets, states):
+                scores[b.index.numpy()] = st.elbo.double().numpy()
+            out[possible] = scores
         return out
+
+    def _impossible(self, seqs) -> np.ndarray:
+        """Which sequences hold a symbol that a point-estimated B forbids in every state, (M,) bool."""
+        log_B = self.params_.log_point.get("B")
+        if log_B is None:
+            return np.zeros(len(seqs), dtype=bool)
+        forbidden = torch.isneginf(log_B).all(0).numpy()
+        if not forbidden.any():
+            return np.zeros(len(seqs), dtype=bool)
+        return np.array([bool(forbidden[s].any()) for s in seqs])
+
+    def _require_possible(self, seqs) -> None:
+        """A one-line error for a sequence the model gives probability 0 (no posterior exists)."""
+        bad = np.flatnonzero(self._impossible(seqs))
+        if bad.size:
+            i = int(bad[0])
+            symbol = int(next(v for v in seqs[i] if torch.isneginf(self.params_.log_point["B"][:, v]).all()))
+            raise ValueError(
+                f"sequence {i} holds symbol {symbol}, to which the model's point-estimated B gives "
+                f"probability 0 in every state (unseen in training; fit with a pseudocount > 0): "
+                f"it has no posterior"
+            )
 
     def posterior(self, sequences) -> dict:
         """Per-sequence variational parameters after the E-step.
@@ -325,6 +355,7 @@ class VariantHMM(SequenceModel):
         and ``elbo`` (M,).
         """
         seqs = self._validate_for_score(sequences)
+        self._require_possible(seqs)
         buckets, states = self._e_step(seqs)
         M = len(seqs)
         out = {"elbo": np.empty(M), "state_marginals": [None] * M}
@@ -394,6 +425,7 @@ class VariantHMM(SequenceModel):
         np.ndarray, shape (M, V), float64, in the input order; rows sum to 1.
         """
         seqs = self._validate_for_score(sequences)
+        self._require_possible(seqs)
         buckets, states = self._e_step(seqs)
         out = np.empty((len(seqs), self.n_symbols_))
         for b, st in zip(buckets, states):
@@ -426,6 +458,7 @@ class VariantHMM(SequenceModel):
         input order.
         """
         seqs = self._validate_for_score(sequences)
+        self._require_possible(seqs)
         buckets, states = self._e_step(seqs)
         out = [None] * len(seqs)
         for b, st in zip(buckets, states):
@@ -458,6 +491,7 @@ class VariantHMM(SequenceModel):
         if n_samples < 1:
             raise ValueError(f"n_samples must be >= 1, got {n_samples}")
         seqs = self._validate_for_score(sequences)
+        self._require_possible(seqs)
         L = max((len(x) for x in seqs), default=0)
         check_memory(
             importance_sampling_bytes(

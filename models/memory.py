@@ -34,6 +34,7 @@ __all__ = [
 
 MAX_MEMORY_ENV_VAR = "LDHMM_MAX_MEMORY"
 _OVERRIDE: int | None = None
+_EXPORTED: str | None = None
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -51,7 +52,10 @@ def parse_size(text) -> int:
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([KMGT]?)i?B?\s*", str(text), re.IGNORECASE)
     if not m or float(m.group(1)) <= 0:
         raise ValueError(f"{text!r} is not a memory size like 64G, 512M or 2000000000")
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    size = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    if size < 1:
+        raise ValueError(f"{text!r} is less than one byte; give a size like 64G or 512M")
+    return size
 
 
 def format_size(n: float) -> str:
@@ -79,9 +83,21 @@ def machine_memory() -> int:
 
 
 def set_max_memory(size) -> None:
-    """Override the limit for this process (None: back to the environment or the machine)."""
-    global _OVERRIDE
+    """Override the limit (None: back to the environment or the machine).
+
+    The value is also put in the environment (``LDHMM_MAX_MEMORY``), so that worker processes
+    started afterwards (``--jobs``) check against the same limit: results do not depend on the
+    number of workers.
+    """
+    global _OVERRIDE, _EXPORTED
     _OVERRIDE = None if size is None else parse_size(size)
+    if _OVERRIDE is not None:
+        os.environ[MAX_MEMORY_ENV_VAR] = str(_OVERRIDE)
+        _EXPORTED = str(_OVERRIDE)
+    elif _EXPORTED is not None:  # take back only what this function put there
+        if os.environ.get(MAX_MEMORY_ENV_VAR) == _EXPORTED:
+            del os.environ[MAX_MEMORY_ENV_VAR]
+        _EXPORTED = None
 
 
 def memory_limit() -> int:
@@ -90,7 +106,10 @@ def memory_limit() -> int:
         return _OVERRIDE
     env = os.environ.get(MAX_MEMORY_ENV_VAR)
     if env:
-        return parse_size(env)
+        try:
+            return parse_size(env)
+        except ValueError as err:
+            raise ValueError(f"environment variable {MAX_MEMORY_ENV_VAR}: {err}") from None
     return machine_memory()
 
 

@@ -53,6 +53,16 @@ MAX_POSTERIOR_CONCENTRATION = 1e15
 
 _GROUP_SHAPES = {"pi": ("K",), "A": ("K", "K"), "B": ("K", "V")}
 _KINDS = ("sequence", "shared", "point")
+#: Settings that decide how long scoring runs: a loaded file may not exceed these.
+_UPPER_BOUNDS = {
+    "random_starts": 100,
+    "e_step_max_iter": 100_000,
+    "max_iter": 1_000_000,
+    "n_init": 1000,
+    "svi_steps": 10_000_000,
+    "bucket_cells": 2**34,
+    "n_states": 100_000,
+}
 _TOP_LEVEL = ("format", "version", "class", "config", "sharing", "prior", "posterior", "log_point")
 
 
@@ -109,6 +119,9 @@ def check_config_types(path, cls, config: dict) -> None:
     for key in ("e_step_max_iter", "bucket_cells", "max_iter", "n_init", "svi_steps"):
         if key in config and config[key] < 1:
             raise ModelFileError(path, f"config.{key}", f"must be >= 1, got {config[key]}")
+    for key, top in _UPPER_BOUNDS.items():  # a file must not make scoring run for ever
+        if key in config and config[key] > top:
+            raise ModelFileError(path, f"config.{key}", f"must be <= {top:g}, got {config[key]}")
 
 
 def _array(path, field, value, shape, low, high, log_probs=False) -> np.ndarray:

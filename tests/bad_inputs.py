@@ -15,10 +15,14 @@ import json
 import math
 import re
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+import ldhmm
+from ldhmm.cli import main
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "bad-inputs.md"
 
@@ -37,8 +41,6 @@ SYMBOLS = "home news sport tech weather shop".split()
 
 def make_files(d: Path) -> None:
     """The files the cases use, in directory ``d``."""
-    from ldhmm.cli import main
-
     rng = np.random.default_rng(0)
     lines = [" ".join(rng.choice(SYMBOLS, size=int(rng.integers(3, 9)))) for _ in range(40)]
     (d / "train.txt").write_text("\n".join(lines) + "\n")
@@ -73,19 +75,7 @@ def make_files(d: Path) -> None:
 
 
 def _huge_symbol_id(d):
-    import ldhmm
-
     ldhmm.compare("HMM", [np.array([0, 1, 2**41])], out=d / "never")
-
-
-def _model_of_unknown_shape(d):
-    from ldhmm.modelfiles import load_model
-
-    load_model(d / "wrong-shape.json")
-
-
-def _nan_fit(d):  # a fit whose ELBO turns NaN: checked in tests/test_nonfinite.py
-    raise NotImplementedError
 
 
 CASES = [
@@ -149,8 +139,6 @@ ELSEWHERE = {
 
 def run_case(case: Case, d: Path) -> tuple[int, str]:
     """``(exit code, stderr)`` of a case (exit 1 with the message for a Python case)."""
-    from ldhmm.cli import main
-
     if case.python is not None:
         try:
             case.python(d)
@@ -196,8 +184,6 @@ def page(d: Path) -> str:
 
 
 if __name__ == "__main__":
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         make_files(d)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+import functools
+import importlib
 import importlib.util
 import json
 import textwrap
+import urllib.error
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +16,11 @@ import pandas as pd
 import pytest
 
 import ldhmm
-from ldhmm.cli import main
+from ldhmm.cli import common, main
+from ldhmm.experiments import plugins
 from ldhmm.experiments.datasets import synthetic_database
 from ldhmm.experiments.plugins import PluginError, resolve_lineup
+from ldhmm.models import LDHMM
 
 TINY = dict(states=[2], folds=2, n_sequences=24, max_iter=2, quiet=True, seed=0)
 TINY_ARGS = ["--n-sequences", "24", "--states", "2", "--folds", "2", "--max-iter", "2", "--quiet"]
@@ -105,8 +111,7 @@ def test_api_takes_databases_and_integer_sequences(tmp_path):
 
 
 def test_plugin_factory_beside_builtins(tmp_path, plugin_module):
-    from ldhmm_test_plugin import good
-
+    good = importlib.import_module("ldhmm_test_plugin").good
     res = ldhmm.compare({"mine": good, "HMM": None}, "synthetic", out=tmp_path / "o", is_samples=3, **TINY)
     assert res.ok and set(res.folds["model"]) == {"mine", "HMM"}
     mine = res.folds[res.folds["model"] == "mine"]
@@ -213,11 +218,6 @@ def test_worked_example_script_runs(tmp_path, capsys):
 
 
 def test_main_job_fetches_entree_when_missing(tmp_path, monkeypatch):
-    import argparse
-    import urllib.error
-
-    from ldhmm.cli import common
-
     monkeypatch.delenv("LDHMM_DATA", raising=False)
     monkeypatch.delenv(common.OFFLINE_ENV_VAR, raising=False)
     args = argparse.Namespace(file=None, dataset=None, data_dir=str(tmp_path / "d"), quiet=True)
@@ -238,3 +238,60 @@ def test_main_job_fetches_entree_when_missing(tmp_path, monkeypatch):
     calls.clear()
     data, _, note = common.default_data(args)
     assert data is None and calls == [] and common.OFFLINE_ENV_VAR in note
+
+
+def _scaled_good(n_states, n_symbols, seed, scale=1.0):
+    return LDHMM(n_states, n_symbols=n_symbols, seed=seed, max_iter=2, n_init=1, tol=1e-4 * scale)
+
+
+def test_factory_identity_decides_resuming(tmp_path):
+    a = functools.partial(_scaled_good, scale=1.0)
+    b = functools.partial(_scaled_good, scale=5.0)
+    ldhmm.compare({"p": a}, "synthetic", out=tmp_path / "o", is_samples=0, **TINY)
+    with pytest.raises(ValueError, match="another configuration"):
+        ldhmm.compare({"p": b}, "synthetic", out=tmp_path / "o", is_samples=0, **TINY)
+
+
+def test_a_plugin_that_exits_fails_only_its_tasks(tmp_path, plugin_module):
+    folder = Path(importlib.import_module(plugin_module).__file__).parent
+    (folder / "ldhmm_exit_plugin.py").write_text(
+        "import sys\ndef make(n_states, n_symbols, seed):\n    sys.exit(3)\n"
+    )
+    res = ldhmm.compare(
+        {"HMM": None, "quits": "ldhmm_exit_plugin:make"},
+        "synthetic",
+        out=tmp_path / "o",
+        is_samples=0,
+        **TINY,
+    )
+    assert set(res.folds["model"]) == {"HMM"} and len(res.errors) == 2 and "SystemExit" in res.errors[0]
+
+
+def test_broken_entry_points_fail_only_their_tasks(tmp_path, monkeypatch):
+    monkeypatch.setattr(
+        plugins, "entry_point_factories", lambda: {"thirdparty": "no_such_dep_xyz:make", "HMM": "x:y"}
+    )
+    with pytest.warns(UserWarning, match="HMM"):
+        names = [e.name for e in resolve_lineup("all")]
+    assert "thirdparty" in names and names.count("HMM") == 1
+
+
+@pytest.mark.parametrize(
+    "models, needle",
+    [
+        ({"../escape": "ldhmm_test_plugin:good"}, "model name"),
+        ({"a__K2": "ldhmm_test_plugin:good"}, "model name"),
+        ({"mine": "LDHMM-PF"}, "not 'module:factory'"),
+    ],
+)
+def test_bad_plugin_names_and_aliases(models, needle, plugin_module, tmp_path):
+    with pytest.raises(PluginError, match=needle):
+        ldhmm.compare(models, "synthetic", out=tmp_path / "o", **TINY)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("setting", [{"restarts": 0}, {"m_step": "bogus"}, {"jobs": 0}, {"tol": -1.0}])
+def test_bad_settings_are_refused_before_the_out_dir(setting, tmp_path):
+    with pytest.raises(ValueError):
+        ldhmm.compare("HMM", "synthetic", out=tmp_path / "o", **{**TINY, **setting})
+    assert not (tmp_path / "o").exists()

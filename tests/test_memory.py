@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from ldhmm import LDHMM
@@ -66,8 +67,18 @@ def test_cli_refuses_with_one_line_and_writes_nothing(tmp_path, capsys):
 
 
 def test_a_huge_symbol_id_is_named_not_allocated():
-    import numpy as np
-
     with pytest.raises(ValueError, match="1099511627776") as info:
         LDHMM(4, seed=0).fit([np.array([0, 1, 2**40])])
     assert "densely" in str(info.value) and "n_symbols" in str(info.value)
+
+
+def test_the_limit_reaches_worker_processes_through_the_environment(monkeypatch):
+    set_max_memory("3G")
+    assert memory.os.environ[memory.MAX_MEMORY_ENV_VAR] == str(3 * 2**30)
+    set_max_memory(None)
+    assert memory.MAX_MEMORY_ENV_VAR not in memory.os.environ
+    monkeypatch.setenv(memory.MAX_MEMORY_ENV_VAR, "lots")
+    with pytest.raises(ValueError, match=memory.MAX_MEMORY_ENV_VAR):
+        memory.memory_limit()
+    with pytest.raises(ValueError, match="less than one byte"):
+        parse_size("0.5")

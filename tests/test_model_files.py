@@ -8,9 +8,11 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ldhmm import ParameterSharing, VariantHMM
 from ldhmm.baselines import HMMV, VBHMM
 from ldhmm.experiments.datasets import synthetic_database
 from ldhmm.modelfiles import load_model
@@ -134,3 +136,27 @@ def test_the_class_sharing_is_enforced(docs, tmp_path):
 def test_unmutated_files_round_trip(docs, tmp_path):
     for name, doc in docs.items():
         assert _check(doc, tmp_path / f"{name}.json") == "loaded"
+
+
+def test_settings_that_would_make_scoring_run_for_ever_are_refused(docs, tmp_path):
+    for key, value in (("random_starts", 2**40), ("e_step_max_iter", 10**9)):
+        path = tmp_path / f"{key}.json"
+        path.write_text(json.dumps(_mutate(docs["LDHMM"], ("config", key), value)))
+        with pytest.raises(ValueError, match=f"config.{key}"):
+            load_model(path)
+
+
+def test_a_symbol_a_point_B_forbids_scores_minus_inf_not_nan(tmp_path):
+    train = [np.array([0, 1, 0, 1, 1]), np.array([1, 0, 0, 1])]
+    model = VariantHMM(2, n_symbols=3, sharing=ParameterSharing(B="point"), seed=0, max_iter=5, n_init=1)
+    model.fit(train)
+    assert torch.isneginf(model.params_.log_point["B"][:, 2]).all()  # symbol 2 never seen
+    scores = model.score_samples([np.array([0, 1, 2]), np.array([0, 1])])
+    assert scores[0] == -np.inf and np.isfinite(scores[1])
+    for method in (model.predict_next_proba, model.decode, model.posterior):
+        with pytest.raises(ValueError, match="symbol 2"):
+            method([np.array([0, 2])])
+    # and the same model from its file
+    model.save(tmp_path / "p.json")
+    again = load_model(tmp_path / "p.json")
+    assert again.score_samples([np.array([2])])[0] == -np.inf

@@ -167,3 +167,17 @@ def test_fit_on_a_database_keeps_its_vocabulary(tmp_path):
     assert model.vocabulary_ == db.vocabulary
     model.save(tmp_path / "m.json")
     assert load_model(tmp_path / "m.json").vocabulary_ == db.vocabulary
+
+
+def test_a_model_without_vocabulary_reads_integer_codes(tmp_path, capsys):
+    (tmp_path / "codes.txt").write_text("0 1 2\n3 3 5 4\n")
+    (tmp_path / "words.txt").write_text("home news\n")
+    model = FIXTURES / "model_format1.json"
+    code, _, err = run_cli(
+        ["predict", model, tmp_path / "codes.txt", "--top-k", "5", "--out", tmp_path / "n.csv"], capsys
+    )
+    assert code == 0, err
+    nxt = pd.read_csv(tmp_path / "n.csv")
+    assert set(nxt["next_1"].astype(str)) <= {str(v) for v in range(6)}
+    code, _, err = run_cli(["score", model, tmp_path / "words.txt", "--out", tmp_path / "s.csv"], capsys)
+    assert code == 1 and "integers 0..5" in err and len(err.strip().splitlines()) == 1

@@ -66,7 +66,7 @@ def data_for_model(path, model, unknown: str = "error", **columns) -> SequenceDa
     model
         A fitted model; when it carries ``vocabulary_`` (the training vocabulary saved with the
         model) the file's symbols are mapped into it by name (:func:`ldhmm.data.recode`);
-        without one the file's codes must be the model's.
+        without one the file's tokens must be the model's integer codes ``0..V-1``.
     unknown : {"error", "map"}
         A symbol the model has not seen: an error naming it, or the model's ``<unk>``.
     **columns
@@ -74,11 +74,9 @@ def data_for_model(path, model, unknown: str = "error", **columns) -> SequenceDa
     """
     db = load_path(path, **columns)
     vocabulary = getattr(model, "vocabulary_", None)
-    if vocabulary is not None:
-        return recode(db, vocabulary, unknown=unknown)
-    if db.n_symbols > model.n_symbols_:
-        raise ValueError(
-            f"{path}: {db.n_symbols} symbols, but the model knows {model.n_symbols_} and has no "
-            f"saved vocabulary to map them by name"
-        )
-    return db
+    if vocabulary is None:
+        # No saved names (a format-1 file, or a model fitted on integer codes): symbol v of
+        # the model is the token "v", so a log of integer codes maps by value, and anything
+        # else is an error naming the token.
+        vocabulary = [str(v) for v in range(model.n_symbols_)]
+    return recode(db, vocabulary, unknown=unknown)

@@ -19,6 +19,7 @@ __all__ = [
     "int_at_least",
     "positive_int",
     "nonneg_int",
+    "finite_nonneg_float",
     "add_common_arguments",
     "add_data_arguments",
     "add_memory_argument",
@@ -49,6 +50,17 @@ def int_at_least(minimum: int):
         return v
 
     return parse
+
+
+def finite_nonneg_float(text: str) -> float:
+    """argparse type: a finite number >= 0 (``--tol``)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (v >= 0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return v
 
 
 positive_int = int_at_least(1)
@@ -146,7 +158,10 @@ def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_defau
         help="EM iterations at most (default: each model's own, 100)",
     )
     p.add_argument(
-        "--tol", type=float, default=None, help="EM relative tolerance (default: each model's own)"
+        "--tol",
+        type=finite_nonneg_float,
+        default=None,
+        help="EM relative tolerance (default: each model's own)",
     )
     p.add_argument(
         "--m-step",
@@ -191,6 +206,9 @@ def default_data(args: argparse.Namespace, default: str = "entree"):
     data = args.file or args.dataset
     if data is not None or data_files_present(default, args.data_dir):
         return data, args.data_dir, ""
+    cache = _default_download_dir(args.data_dir)
+    if cache.is_dir() and data_files_present(default, cache):  # downloaded by an earlier run
+        return default, str(cache), ""
     how = f"fetch it with `ldhmm data fetch {default} --data-dir DIR` and set {DATA_ENV_VAR}=DIR"
     if os.environ.get(OFFLINE_ENV_VAR):
         return None, args.data_dir, f"{default} files not found ({OFFLINE_ENV_VAR} is set): {how}"

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..data import UNKNOWN, SequenceDatabase, load_path
 from ..modelfiles import data_for_model, load_model
 from ..models import LDHMM
-from .common import add_column_arguments, add_memory_argument, nonneg_int, positive_int
+from .common import add_column_arguments, add_memory_argument, finite_nonneg_float, nonneg_int, positive_int
 from .outputs import check_out
 
 __all__ = ["register", "run_fit"]
@@ -41,7 +41,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument("--restarts", type=positive_int, default=3, help="random restarts n_init (default 3)")
     p.add_argument("--max-iter", type=positive_int, default=100, help="EM iterations at most (default 100)")
-    p.add_argument("--tol", type=float, default=1e-4, help="EM relative tolerance (default 1e-4)")
+    p.add_argument(
+        "--tol", type=finite_nonneg_float, default=1e-4, help="EM relative tolerance (default 1e-4)"
+    )
     p.add_argument(
         "--m-step", choices=["collapsed", "paper"], default="collapsed", help="M-step (default collapsed)"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..experiments.hinton import run_hinton
-from .common import add_memory_argument, call_with_args, nonneg_int, positive_int
+from .common import add_memory_argument, call_with_args, finite_nonneg_float, nonneg_int, positive_int
 
 __all__ = ["register"]
 
@@ -39,7 +39,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")
     p.add_argument("--max-iter", type=positive_int, default=None, help="EM iterations at most")
-    p.add_argument("--tol", type=float, default=None, help="EM relative tolerance")
+    p.add_argument("--tol", type=finite_nonneg_float, default=None, help="EM relative tolerance")
     p.add_argument("--force", action="store_true", help="reuse an --out of another configuration")
     add_memory_argument(p)
     p.set_defaults(func=call_with_args(run_hinton))

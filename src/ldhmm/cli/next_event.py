@@ -7,7 +7,7 @@ import sys
 
 from ..experiments.next_event import DEFAULT_MODELS, next_event
 from ..experiments.tables import failure_lines
-from .common import add_memory_argument, nonneg_int, positive_int, print_files
+from .common import add_memory_argument, finite_nonneg_float, nonneg_int, positive_int, print_files
 
 __all__ = ["register", "run_next_event"]
 
@@ -47,7 +47,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--max-iter", type=positive_int, default=None, help="EM iterations at most (default: each model's)"
     )
-    p.add_argument("--tol", type=float, default=None, help="EM relative tolerance (default: each model's)")
+    p.add_argument(
+        "--tol", type=finite_nonneg_float, default=None, help="EM relative tolerance (default: each model's)"
+    )
     p.add_argument("--out", default=None, help="output directory (default results/next-event-<data>)")
     p.add_argument("--jobs", type=positive_int, default=1, help="worker processes (default 1)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..experiments.timing import TIMING_MODELS, run_timing
-from .common import add_memory_argument, call_with_args, nonneg_int, positive_int
+from .common import add_memory_argument, call_with_args, finite_nonneg_float, nonneg_int, positive_int
 
 __all__ = ["register"]
 
@@ -45,7 +45,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")
     p.add_argument("--max-iter", type=positive_int, default=None, help="EM iterations at most (default 100)")
-    p.add_argument("--tol", type=float, default=None, help="EM relative tolerance (default 1e-4)")
+    p.add_argument(
+        "--tol", type=finite_nonneg_float, default=None, help="EM relative tolerance (default 1e-4)"
+    )
     p.add_argument("--force", action="store_true", help="reuse an --out of another configuration")
     add_memory_argument(p)
     p.set_defaults(func=call_with_args(run_timing))

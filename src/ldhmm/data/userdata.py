@@ -510,6 +510,10 @@ def recode(db: SequenceDatabase, vocabulary, unknown: str = "error") -> Sequence
                     if vocab.unknown_index is not None
                     else f" (fit with a reserved {UNKNOWN} symbol to score logs with new symbols)"
                 )
+                if vocab.symbols == [str(v) for v in range(len(vocab))]:
+                    hint = (
+                        f" (the model has no symbol names: its symbols are the integers 0..{len(vocab) - 1})"
+                    )
                 raise ValueError(
                     f"{db.meta.get('source', db.name)}: symbol {name!r} (first in {where}) is not in the "
                     f"model's vocabulary of {len(vocab)} symbols{hint}"
