@@ -35,7 +35,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ..data import kfold_indices
-from .datasets import check_run_memory, data_fingerprint, resolve_data
+from .datasets import check_run_memory, data_settings, resolve_data
 from .lineup import ldhmm_names, model_from_settings, model_names, model_order
 from .plugins import build_model, check_scores, check_sendable, resolve_lineup
 from .tables import failure_lines, mean_std
@@ -338,14 +338,7 @@ def classify(
     fold_index = kfold_indices(db, folds, seed=seed)
     check_run_memory(db, states, folds, jobs)
     settings = {
-        "data": {
-            "name": db.name,
-            "description": what,
-            "n_sequences": len(db),
-            "n_symbols": db.n_symbols,
-            "label_names": db.label_names,
-            "fingerprint": data_fingerprint(db),
-        },
+        "data": data_settings(db, what, labelled=True),
         "folds": folds,
         "seed": seed,
         "max_iter": max_iter,

@@ -31,7 +31,7 @@ from matplotlib.figure import Figure
 from scipy.stats import ttest_rel
 
 from ..data import kfold_indices
-from .datasets import check_run_memory, data_fingerprint, resolve_data
+from .datasets import check_run_memory, data_settings, resolve_data
 from .lineup import ldhmm_names, model_names, model_order
 from .plugins import build_model, check_scores, check_sendable, resolve_lineup
 from .tables import failure_lines, fmt_pm, mean_std
@@ -256,13 +256,7 @@ def compare(
     fold_index = kfold_indices(len(db), folds, seed=seed)
     check_run_memory(db, states, folds, jobs)
     settings = {
-        "data": {
-            "name": db.name,
-            "description": what,
-            "n_sequences": len(db),
-            "n_symbols": db.n_symbols,
-            "fingerprint": data_fingerprint(db),
-        },
+        "data": data_settings(db, what),
         "folds": folds,
         "seed": seed,
         "max_iter": max_iter,

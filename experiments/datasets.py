@@ -37,6 +37,7 @@ __all__ = [
     "check_run_memory",
     "database_from_sequences",
     "data_fingerprint",
+    "data_settings",
 ]
 
 #: The names :func:`resolve_data` takes for the data sets of :func:`select_database`.
@@ -265,6 +266,21 @@ def resolve_data(
     if n_sequences:
         db = db.sample(min(int(n_sequences), len(db)), seed=seed)
     return db, f"{kind} {db.name or 'data'!r} ({len(db)} sequences, {db.n_symbols} symbols)"
+
+
+def data_settings(db, what: str, labelled: bool = False) -> dict:
+    """The ``"data"`` entry of a run's settings (``config.json``, part of its hash); with the
+    class names for a classification run."""
+    out = {
+        "name": db.name,
+        "description": what,
+        "n_sequences": len(db),
+        "n_symbols": db.n_symbols,
+        "fingerprint": data_fingerprint(db),
+    }
+    if labelled:
+        out["label_names"] = db.label_names
+    return out
 
 
 def data_fingerprint(db) -> str:

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 
 from ..baselines import MarkovChain
 from ..data import kfold_indices
-from .datasets import check_run_memory, data_fingerprint, resolve_data
+from .datasets import check_run_memory, data_settings, resolve_data
 from .lineup import model_from_settings, resolve_models
 from .tables import failure_lines, fmt_pm, mean_std
 from .tasks import (
@@ -151,13 +151,7 @@ def next_event(
     db, what = resolve_data(data, data_dir, n_sequences, seed)
     check_run_memory(db, states, folds, jobs)
     settings = {
-        "data": {
-            "name": db.name,
-            "description": what,
-            "n_sequences": len(db),
-            "n_symbols": db.n_symbols,
-            "fingerprint": data_fingerprint(db),
-        },
+        "data": data_settings(db, what),
         "folds": folds,
         "seed": seed,
         "max_iter": max_iter,

@@ -96,6 +96,7 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_text",
     "atomic_write_csv",
+    "atomic_write_parquet",
     "atomic_savefig",
     "single_thread",
     "seed_everything",
@@ -172,6 +173,12 @@ def atomic_write_csv(df, path, **kwargs) -> None:
     """``df.to_csv(path, index=False, **kwargs)``, written atomically (:func:`atomic_write_text`)."""
     kwargs.setdefault("index", False)
     atomic_write_text(path, df.to_csv(**kwargs))
+
+
+def atomic_write_parquet(df, path, **kwargs) -> None:
+    """``df.to_parquet(path, index=False, **kwargs)``, written atomically."""
+    kwargs.setdefault("index", False)
+    _atomic_write(path, lambda f: df.to_parquet(f, **kwargs), binary=True)
 
 
 def atomic_savefig(fig, path, **kwargs) -> None:

@@ -5,12 +5,11 @@ at all."""
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from ..experiments.tasks import atomic_write_csv, atomic_write_parquet
 from ..modelfiles import data_for_model, load_model
 from .common import add_column_arguments, add_memory_argument
 
@@ -76,18 +75,8 @@ def write_table(df: pd.DataFrame, path) -> Path:
     """Write ``df`` as CSV (one header line) or Parquet, via a temporary file and a rename, so
     that an interrupted command leaves the old file or none, never half of one."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        if path.suffix.lower() == ".csv":
-            df.to_csv(tmp, index=False)
-        else:
-            df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    if path.suffix.lower() == ".csv":
+        atomic_write_csv(df, path)
+    else:
+        atomic_write_parquet(df, path)
     return path
