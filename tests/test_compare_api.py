@@ -253,10 +253,11 @@ def test_factory_identity_decides_resuming(tmp_path):
 
 
 def test_a_plugin_that_exits_fails_only_its_tasks(tmp_path, plugin_module):
-    folder = Path(importlib.import_module(plugin_module).__file__).parent
-    (folder / "ldhmm_exit_plugin.py").write_text(
+    # tmp_path is on sys.path (the plugin_module fixture put it there)
+    (tmp_path / "ldhmm_exit_plugin.py").write_text(
         "import sys\ndef make(n_states, n_symbols, seed):\n    sys.exit(3)\n"
     )
+    importlib.invalidate_caches()
     res = ldhmm.compare(
         {"HMM": None, "quits": "ldhmm_exit_plugin:make"},
         "synthetic",
