@@ -506,18 +506,18 @@ def _sigint_ignored():
 
 
 def _stop_pool(pool: ProcessPoolExecutor) -> None:
-    """Cancel the queued tasks and end the workers now (their running tasks are lost)."""
+    """End the workers now (their running tasks are lost), then cancel the queued tasks.
+
+    The workers are killed before the pool's pipes close: a worker still starting up would
+    otherwise print a traceback (the end of its pipe) on the terminal the Ctrl-C came from.
+    """
     processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
     for proc in processes:
-        if proc.is_alive():
-            proc.terminate()
-    deadline = time.monotonic() + 5.0
-    for proc in processes:
-        proc.join(max(0.0, deadline - time.monotonic()))
         if proc.is_alive():
             proc.kill()
-            proc.join(1.0)
+    for proc in processes:
+        proc.join(5.0)
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def single_thread() -> int:
