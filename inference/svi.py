@@ -1,34 +1,68 @@
-"""The Pyro route: the same model and guides, trained or evaluated with ``pyro.infer``.
+"""Pyro's route: any model of a padded sequence database, fitted by ``pyro.infer.SVI`` in minibatches.
 
-- :func:`fit_svi` learns the hyper-parameters (``pyro.param`` sites ``alpha_pi``, ``alpha_A``,
-  ``beta``) and the guide's variational parameters jointly by stochastic gradient steps on
-  ``TraceGraph_ELBO``. It proves the Pyro declaration is a real model; the closed-form optimizer
-  (:mod:`ldhmm.inference.variational_em`) is far faster and is the default.
-- :func:`guide_init_from_state` turns a closed-form E-step into the guide's Pyro parameters and
-  the matching closed-form ELBO, so that Pyro's Monte Carlo ``Trace_ELBO`` can check the closed
-  form (see ``tests/test_pyro_elbo.py``).
+:func:`fit_svi` takes a Pyro ``model`` and ``guide`` of one
+:class:`~ldhmm.inference.minibatch.SequenceBatch` (see that module for the conventions: one
+plate ``"sequences"``, subsampled) and runs ``SVI`` over length-sorted minibatches of the
+database until :class:`~ldhmm.inference.convergence.ConvergenceRule` says stop:
 
-Everything runs on one padded batch: this path is for small databases.
+* the hidden chain is summed out exactly inside the model (the forward algorithm of
+  :class:`~ldhmm.inference.hmm_distribution.MaskedCategoricalHMM`), and any discrete site marked
+  ``infer={"enumerate": "parallel"}`` by ``TraceEnum_ELBO``: nothing discrete is sampled;
+* the model's ``pyro.param`` sites are the global parameters (type-II maximum likelihood of
+  the bound); a guide parameter declared inside the plate with ``event_dim`` is *local* (one
+  row per sequence, Pyro subsamples it); any other guide parameter is global;
+* a guide with a method ``initialize(batches)`` is given every minibatch once before the first
+  step, to start its local parameters (:class:`~ldhmm.inference.dirichlet_guide.DirichletMeanField`);
+* a run is seeded (minibatch order, Monte Carlo draws) and leaves the caller's parameter
+  store and random state as they were: it runs inside its own parameter-store scope and
+  returns the scope's state.
+
+Scoring new sequences is the same call with the fitted global parameters in ``param_state``
+and frozen (``frozen``): only the new sequences' local parameters move.
+
+:func:`guide_init_from_state` and :func:`pad_database` serve the check of the closed-form
+ELBO against Pyro's ``Trace_ELBO`` on the original (sampled-Z) model
+(``tests/test_pyro_elbo.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+import time
+from dataclasses import dataclass, field
 
+import numpy as np
 import pyro
 import torch
-from pyro.infer import SVI, TraceGraph_ELBO
+from pyro import poutine
+from pyro.infer import SVI, Trace_ELBO, TraceEnum_ELBO
 from pyro.optim import Adam
 from tqdm.auto import tqdm
 
 from .batch import Bucket, make_buckets
+from .convergence import ConvergenceRule, ConvergenceState
 from .e_step import BucketState
+from .minibatch import length_batches
+from .model_check import check_model, in_sequence_plate
 from .ops.chain import emission_potentials, expected_complete_log_lik
 from .ops.dirichlet import kl_dirichlet
 from .parameters import VariantParameters
 from .variants import LDHMM_SHARING
 
-__all__ = ["pad_database", "fit_svi", "SVIResult", "guide_init_from_state"]
+__all__ = [
+    "pad_database",
+    "fit_svi",
+    "SVIResult",
+    "NonFiniteSVIError",
+    "guide_init_from_state",
+    "local_param_names",
+    "copy_param_state",
+    "set_param_values",
+]
+
+
+class NonFiniteSVIError(ValueError):
+    """The ELBO estimate of an epoch was not finite; the message names the epoch."""
 
 
 def pad_database(sequences) -> Bucket:
@@ -42,68 +76,232 @@ def pad_database(sequences) -> Bucket:
 
 @dataclass
 class SVIResult:
-    """Outcome of :func:`fit_svi`: learned parameters and the ELBO estimate after every step."""
+    """Outcome of :func:`fit_svi`.
 
-    params: VariantParameters
-    elbo_history: list
+    Attributes
+    ----------
+    params : dict of str to Tensor
+        The global parameters (constrained values, detached): the model's ``pyro.param`` sites
+        and the guide's parameters outside the plate.
+    param_state : dict
+        Pyro's parameter-store state at the end (``ParamStoreDict.get_state()``: globals and
+        locals); pass it back as ``param_state`` to continue or to score.
+    local_params : tuple of str
+        The names of the local (per-sequence) guide parameters.
+    elbo_history : list of float
+        After each epoch, the sum of its minibatch ELBO estimates: an estimate of the whole
+        database's ELBO in nats.
+    smoothed_history : list of float
+        The smoothed ELBO per token that the convergence rule reads.
+    epoch_seconds : list of float
+    n_epochs : int
+    converged : bool
+        Stopped by the rule's patience (not by ``max_epochs``).
+    """
+
+    params: dict
+    param_state: dict
+    local_params: tuple
+    elbo_history: list = field(default_factory=list)
+    smoothed_history: list = field(default_factory=list)
+    epoch_seconds: list = field(default_factory=list)
+    n_epochs: int = 0
+    converged: bool = False
+
+
+def copy_param_state(state: dict, names=None) -> dict:
+    """A detached copy of a parameter-store state, restricted to ``names`` if given."""
+    keep = state["params"].keys() if names is None else [n for n in names if n in state["params"]]
+    params = {n: state["params"][n].detach().clone().requires_grad_(True) for n in keep}
+    return {"params": params, "constraints": {n: state["constraints"][n] for n in keep}}
+
+
+def local_param_names(guide, batch) -> tuple:
+    """Names of the guide's parameters declared inside plate ``"sequences"`` (one row per sequence)."""
+    trace = poutine.block(poutine.trace(guide).get_trace)(batch)
+    return tuple(
+        name
+        for name, site in trace.nodes.items()
+        if site["type"] == "param" and in_sequence_plate(site) and site["kwargs"].get("event_dim") is not None
+    )
+
+
+def set_param_values(values: dict, where: str = "model") -> set:
+    """Overwrite existing entries of Pyro's parameter store, keeping their constraints.
+
+    Names the store does not hold are skipped; a value of another shape, or one outside the
+    parameter's constraint, is a ValueError naming it. Returns the names that were set.
+    """
+    store = pyro.get_param_store()
+    constraints = store.get_state()["constraints"]
+    done = set()
+    for name, value in values.items():
+        if name not in store:
+            continue
+        old = store[name]
+        value = torch.as_tensor(value, dtype=old.dtype)
+        if value.shape != old.shape:
+            raise ValueError(
+                f"init value of {name!r} has shape {tuple(value.shape)}, "
+                f"the {where} declares {tuple(old.shape)}"
+            )
+        if not bool(constraints[name].check(value).all()):
+            raise ValueError(f"init value of {name!r} violates its constraint {constraints[name]}")
+        store[name] = value
+        done.add(name)
+    return done
+
+
+def _initialize(model, guide, batch, init: dict) -> bool:
+    """Create every parameter (model first, so that the guide's local rows start from the
+    initial model), set ``init``, check model and guide; whether the model enumerates."""
+    done = set()
+    if init:
+        poutine.block(poutine.trace(model).get_trace)(batch)
+        done = set_param_values(init, "model")
+    enumerates = check_model(model, guide, batch)
+    if init:
+        done |= set_param_values({k: v for k, v in init.items() if k not in done}, "guide")
+        unknown = sorted(set(init) - done)
+        if unknown:
+            raise ValueError(f"init names {unknown[0]!r}, which neither the model nor the guide declares")
+    return enumerates
 
 
 def fit_svi(
-    model, guide, sequences, params: VariantParameters, n_steps=500, lr=0.05, seed=0, progress=False
+    model,
+    guide,
+    sequences,
+    n_states: int,
+    n_symbols: int,
+    *,
+    init: dict | None = None,
+    param_state: dict | None = None,
+    frozen=(),
+    batch_size: int = 64,
+    lr: float = 0.05,
+    num_particles: int = 1,
+    rule: ConvergenceRule | None = None,
+    seed: int = 0,
+    dtype=torch.float64,
+    progress: bool = False,
+    desc: str = "SVI",
 ) -> SVIResult:
-    """Fit LDHMM by stochastic variational inference in Pyro, as ``pyro.infer.SVI(model, guide, ...)``.
+    """Fit a Pyro model of a sequence database by ``SVI(model, guide, Adam, ELBO)`` in minibatches.
 
     Parameters
     ----------
-    model : callable
-        A Pyro model ``model(tokens, lengths, alpha_pi, alpha_A, beta)`` that declares the
-        hyper-parameters as ``pyro.param`` sites ``alpha_pi``, ``alpha_A``, ``beta`` (the
-        arguments are their initial values), e.g.
-        :func:`ldhmm.models.pyro_model.learned_ldhmm_model`.
-    guide : PFGuide, FFGuide or a :class:`ldhmm.inference.guides.ChainGuide` subclass
-    sequences : list of int64 arrays (validated)
-    params : VariantParameters
-        Starting hyper-parameters (LDHMM sharing).
-    n_steps : int
+    model, guide : callable
+        ``model(batch)``, ``guide(batch)`` of a :class:`~ldhmm.inference.minibatch.SequenceBatch`
+        (e.g. :func:`ldhmm.models.pyro_model.ldhmm_sequence_model` and
+        :class:`ldhmm.inference.dirichlet_guide.DirichletMeanField`); checked first by
+        :func:`~ldhmm.inference.model_check.check_model`.
+    sequences : list of int64 arrays (validated), symbols < n_symbols
+    n_states, n_symbols : int
+        K and V, passed to the model in every batch.
+    init : dict of str to Tensor, optional
+        Starting values of parameters (model or guide), set after they are created.
+    param_state : dict, optional
+        A parameter-store state to start from (e.g. a fit's, to score new sequences).
+    frozen : iterable of str
+        Parameters that stay as they are (hidden from the optimizer).
+    batch_size : int
+        Sequences per minibatch (:func:`~ldhmm.inference.minibatch.length_batches`).
     lr : float
-        Adam learning rate.
+        Adam's learning rate (on unconstrained values: log-concentrations for positive ones).
+    num_particles : int
+        Monte Carlo draws per step (vectorized).
+    rule : ConvergenceRule, optional
+        When to stop (default: ``ConvergenceRule()``).
     seed : int
+    dtype : torch.dtype
     progress : bool
+        A tqdm bar over epochs.
+    desc : str
+        The bar's label.
 
     Returns
     -------
     SVIResult
+
+    Raises
+    ------
+    ldhmm.inference.model_check.ModelCheckError
+        A model or guide that breaks the route's conventions (the message names the site).
+    NonFiniteSVIError
+        An epoch whose ELBO estimate is not finite.
     """
-    if params.sharing != LDHMM_SHARING:
-        raise ValueError("the SVI path is implemented for LDHMM sharing only")
-    bucket = pad_database(sequences)
-    pyro.clear_param_store()
-    pyro.set_rng_seed(seed)
-    args = (bucket.tokens, bucket.lengths, params.prior["pi"], params.prior["A"], params.prior["B"])
-    svi = SVI(model, guide, Adam({"lr": lr}), loss=TraceGraph_ELBO())
-    history = []
-    steps = range(n_steps)
-    if progress:
-        steps = tqdm(steps, desc="SVI", leave=False)
-    for _ in steps:
-        history.append(-float(svi.step(*args)))
+    rule = rule if rule is not None else ConvergenceRule()
+    batches = length_batches(sequences, batch_size, n_states, n_symbols, dtype)
+    M = len(sequences)
+    n_tokens = int(sum(len(s) for s in sequences))
+    frozen = tuple(frozen)
+    order_rng = np.random.default_rng(seed)
     store = pyro.get_param_store()
-    learned = VariantParameters(
-        LDHMM_SHARING,
-        prior={
-            "pi": store["alpha_pi"].detach().clone(),
-            "A": store["alpha_A"].detach().clone(),
-            "B": store["beta"].detach().clone(),
-        },
+    state = copy_param_state(param_state) if param_state is not None else None
+    with store.scope(state) as scope, torch.random.fork_rng():
+        torch.manual_seed(seed)
+        enumerates = _initialize(model, guide, batches[0], init or {})
+        start_rows = getattr(guide, "initialize", None)
+        if callable(start_rows):  # optional: the guide starts its local rows itself
+            start_rows(batches)
+        locals_ = local_param_names(guide, batches[0])
+        if frozen:
+            model, guide = poutine.block(model, hide=list(frozen)), poutine.block(guide, hide=list(frozen))
+        loss_class = TraceEnum_ELBO if enumerates else Trace_ELBO
+        loss = loss_class(
+            max_plate_nesting=1, num_particles=num_particles, vectorize_particles=num_particles > 1
+        )
+        svi = SVI(model, guide, Adam({"lr": lr}), loss=loss)
+        tracker = ConvergenceState(rule)
+        history, seconds = [], []
+        stop = rule.max_epochs == 0
+        with tqdm(total=rule.max_epochs, desc=desc, leave=False, disable=not progress) as bar:
+            while not stop:
+                start = time.perf_counter()
+                total = 0.0
+                for b in order_rng.permutation(len(batches)):
+                    batch = batches[b]
+                    total -= svi.step(batch) * batch.batch_size / M
+                seconds.append(time.perf_counter() - start)
+                if not math.isfinite(total):
+                    raise NonFiniteSVIError(f"{desc}: the ELBO estimate of epoch {len(history)} is {total}")
+                history.append(total)
+                stop = tracker.update(total / n_tokens)
+                bar.update(1)
+                bar.set_postfix(elbo_per_token=f"{total / n_tokens:.4f}")
+    params = {
+        name: store_value.detach().clone()
+        for name, store_value in _constrained(scope).items()
+        if name not in locals_
+    }
+    return SVIResult(
+        params=params,
+        param_state=scope,
+        local_params=locals_,
+        elbo_history=history,
+        smoothed_history=list(tracker.smoothed),
+        epoch_seconds=seconds,
+        n_epochs=len(history),
+        converged=tracker.converged,
     )
-    return SVIResult(learned, history)
+
+
+def _constrained(state: dict) -> dict:
+    """Constrained values of a parameter-store state."""
+    out = {}
+    for name, unconstrained in state["params"].items():
+        out[name] = torch.distributions.transform_to(state["constraints"][name])(unconstrained)
+    return out
 
 
 def guide_init_from_state(guide, params: VariantParameters, bucket: Bucket, state: BucketState):
     """Pyro parameter values that make ``guide`` equal a closed-form q, and that q's ELBO.
 
-    One more q(Z) update is made from ``E log theta`` of the stored Dirichlet posteriors, so that
-    q(Z) and q(theta) are exactly the ones whose ELBO is returned.
+    For the original model with Z sampled (:func:`ldhmm.models.pyro_model.ldhmm_model`) and the
+    guides of :mod:`ldhmm.inference.guides`. One more q(Z) update is made from ``E log theta``
+    of the stored Dirichlet posteriors, so that q(Z) and q(theta) are exactly the ones whose
+    ELBO is returned.
 
     Returns
     -------

@@ -11,11 +11,17 @@ import numpy as np
 import torch
 
 from ..inference import LDHMM_SHARING, RANDOM_STARTS, VariantParameters, fit_svi
+from ..inference.convergence import ConvergenceRule
+from ..inference.dirichlet_guide import SVI_MIN_CONCENTRATION, DirichletMeanField
 from .estimator import VariantHMM
-from .pyro_model import learned_ldhmm_model, sample_database
+from .pyro_model import ldhmm_pf_offsets, ldhmm_sequence_model, sample_database
 from .registry import register
 
-__all__ = ["LDHMM"]
+__all__ = ["LDHMM", "SVI_BATCH_SIZE", "SVI_PATIENCE"]
+
+#: Minibatch size and patience (epochs) of ``optimizer="svi"``.
+SVI_BATCH_SIZE = 64
+SVI_PATIENCE = 30
 
 
 class LDHMM(VariantHMM):
@@ -40,10 +46,19 @@ class LDHMM(VariantHMM):
     verbose : bool
         Progress bar.
     optimizer : {"cavi", "svi"}
-        ``"cavi"``: closed-form variational EM (default). ``"svi"``: gradient steps of Pyro's
-        ``SVI`` on the same model and guide (:func:`ldhmm.inference.svi.fit_svi`); for small data.
+        ``"cavi"``: closed-form variational EM (default). ``"svi"``: the Pyro route
+        (:func:`ldhmm.inference.svi.fit_svi`) with
+        :func:`ldhmm.models.pyro_model.ldhmm_sequence_model` (hidden states summed out by the
+        forward algorithm) and the per-sequence Dirichlet guide
+        (:class:`ldhmm.inference.dirichlet_guide.DirichletMeanField`, each sequence started at
+        its closed-form PF E-step, :func:`ldhmm.models.pyro_model.ldhmm_pf_offsets`), in length-sorted
+        minibatches of :data:`SVI_BATCH_SIZE` sequences, from the closed form's first starting
+        point; it stops when the smoothed training ELBO per token has not risen by ``tol``
+        (relative) for :data:`SVI_PATIENCE` epochs (:class:`ldhmm.inference.convergence.ConvergenceRule`).
+        Only the hyper-parameters are kept: ``score_samples`` and the other methods then run
+        the closed-form E-step of ``guide`` with them.
     svi_steps, svi_lr : int, float
-        Settings of the SVI path.
+        Epochs at most of the SVI route, and Adam's learning rate.
     dtype : {"float64", "float32"}
     bucket_cells : int
         Padded cells per E-step batch (memory/speed trade-off).
@@ -121,23 +136,40 @@ class LDHMM(VariantHMM):
 
     def _fit(self, seqs, n_symbols, init_params: VariantParameters | None = None):
         if self.optimizer == "svi":
-            params = init_params if init_params is not None else self.initial_parameters(seqs)
-            result = fit_svi(
-                learned_ldhmm_model,
-                self.guide,
-                seqs,
-                params,
-                n_steps=self.svi_steps,
-                lr=self.svi_lr,
-                seed=self.seed,
-                progress=self.verbose,
-            )
-            self._set_params(result.params)
-            self.elbo_history_ = np.asarray(result.elbo_history)
-            self.n_iter_ = self.svi_steps
-            self.converged_ = False
+            self._fit_svi(seqs, n_symbols, init_params)
             return
         super()._fit(seqs, n_symbols, init_params)
+
+    def _fit_svi(self, seqs, n_symbols, init_params: VariantParameters | None):
+        params = init_params if init_params is not None else self.initial_parameters(seqs)
+        result = fit_svi(
+            ldhmm_sequence_model,
+            DirichletMeanField(ldhmm_sequence_model, init_offsets=ldhmm_pf_offsets),
+            seqs,
+            self.n_states,
+            n_symbols,
+            init={
+                name: params.prior[g].clamp_min(2 * SVI_MIN_CONCENTRATION)
+                for name, g in (("alpha_pi", "pi"), ("alpha_A", "A"), ("beta", "B"))
+            },
+            batch_size=SVI_BATCH_SIZE,
+            lr=self.svi_lr,
+            rule=ConvergenceRule(tol=self.tol, patience=SVI_PATIENCE, max_epochs=self.svi_steps),
+            seed=self.seed,
+            dtype=self._torch_dtype,
+            progress=self.verbose,
+            desc="SVI LDHMM",
+        )
+        learned = {
+            "pi": result.params["alpha_pi"],
+            "A": result.params["alpha_A"],
+            "B": result.params["beta"],
+        }
+        self._set_params(VariantParameters(LDHMM_SHARING, prior=learned))
+        self.elbo_history_ = np.asarray(result.elbo_history)
+        self.epoch_seconds_ = np.asarray(result.epoch_seconds)
+        self.n_iter_ = result.n_epochs
+        self.converged_ = result.converged
 
     def _set_params(self, params):
         super()._set_params(params)

@@ -1,0 +1,261 @@
+"""Pyro variants beside LDHMM-PF and HMM: sticky LDHMM and a mixture of LDHMM priors, fitted by SVI.
+
+The two worked examples of the Pyro route (:mod:`ldhmm.models.sticky`,
+:mod:`ldhmm.models.mixture`) join the comparison harness as factories, like any plug-in::
+
+    ldhmm.compare({"sticky": ..., "mixture": ..., "LDHMM-PF": None, "HMM": None}, "entree", ...)
+
+The issue's settings (hours on a laptop; the SVI fits dominate)::
+
+    python -m ldhmm.experiments.pyro_variants --data entree --states 2 3 4 5 6 --folds 10
+    python -m ldhmm.experiments.pyro_variants --data msnbc --states 4 --folds 5
+
+A small run to see it work (minutes)::
+
+    python -m ldhmm.experiments.pyro_variants --data entree --states 2 3 --folds 3 --epochs 60
+
+``--measure`` instead times one Entree split (10 folds, fold 0: 90% train, 10% held out) at
+``K = 3``: the closed-form fit, the SVI route on the LDHMM model
+(:func:`ldhmm.models.pyro_model.ldhmm_sequence_model`) and the two variants (seconds per
+epoch, epochs and seconds to the convergence rule), and cross-checks the route against the
+closed form: the held-out bound of the route's own fit, the closed-form PF bound of the route's
+hyper-parameters, and the route's bound of the closed form's hyper-parameters.
+
+On a machine whose cores are shared with other jobs, set ``OMP_WAIT_POLICY=passive`` (before
+Python starts): OpenMP threads that spin-wait after numba's parallel kernels otherwise starve
+torch's small operations, and both the closed-form fit and SVI run several times slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import torch
+from torch.distributions import constraints
+
+from .. import data as ldata
+from ..inference.dirichlet_guide import DirichletMeanField
+from ..inference.hmm_distribution import MaskedCategoricalHMM
+from ..models import LDHMM
+from ..models.mixture import mixture_ldhmm
+from ..models.pyro_model import ldhmm_init, ldhmm_pf_offsets, ldhmm_sequence_model
+from ..models.pyro_sequence import PyroSequenceModel
+from ..models.sticky import sticky_ldhmm
+from .compare import ComparisonResult, compare
+
+__all__ = ["VariantFactory", "lineup", "compare_variants", "ldhmm_model_any_concentration", "measure", "main"]
+
+
+@dataclass(frozen=True)
+class VariantFactory:
+    """A picklable harness factory: ``build(n_states, n_symbols, seed, **options)``.
+
+    Its ``__qualname__`` names the builder and the options, so the run's ``config.json``
+    records them.
+    """
+
+    build: object
+    options: tuple = field(default_factory=tuple)
+
+    def __post_init__(self):
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.options)
+        object.__setattr__(self, "__qualname__", f"{self.build.__name__}({opts})")
+
+    def __call__(self, n_states: int, n_symbols: int, seed: int):
+        return self.build(n_states, n_symbols, seed, **dict(self.options))
+
+
+def lineup(epochs: int | None = None, batch_size: int = 64) -> dict:
+    """The models of the comparison: the two variants (SVI), LDHMM-PF and HMM (built in)."""
+    options = (("batch_size", batch_size),) + ((("max_epochs", int(epochs)),) if epochs else ())
+    return {
+        "sticky": VariantFactory(sticky_ldhmm, options),
+        "mixture": VariantFactory(mixture_ldhmm, options),
+        "LDHMM-PF": None,
+        "HMM": None,
+    }
+
+
+def compare_variants(
+    data="entree",
+    states=(2, 3, 4, 5, 6),
+    folds: int = 10,
+    epochs: int | None = None,
+    jobs: int = 1,
+    out=None,
+    seed: int = 0,
+    data_dir=None,
+    restarts: int = 3,
+    is_samples: int = 100,
+) -> ComparisonResult:
+    """``ldhmm.compare`` of :func:`lineup` (see the module docstring); prints two tables."""
+    result = compare(
+        lineup(epochs),
+        data,
+        states=list(states),
+        folds=folds,
+        jobs=jobs,
+        out=out or f"results/pyro-variants-{data}",
+        seed=seed,
+        data_dir=data_dir,
+        restarts=restarts,
+        is_samples=is_samples,
+        quiet=True,
+    )
+    df = result.folds
+    for column, label in (
+        ("heldout_elbo_per_token", "held-out score per token (bounds; HMM exact)"),
+        ("heldout_is_per_token", "importance-sampled log p(x) per token (HMM: exact)"),
+        ("fit_seconds", "fit seconds (mean over folds)"),
+    ):
+        print(f"\n{label}")
+        print(df.pivot_table(index="model", columns="K", values=column).round(4).to_string())
+    if result.errors:
+        print("\nfailed tasks:", *result.errors, sep="\n  ")
+    print(f"\nfiles: {result.out}/summary.md, folds.csv, ttests.csv")
+    return result
+
+
+def ldhmm_model_any_concentration(batch):
+    """:func:`ldhmm.models.pyro_model.ldhmm_sequence_model` with concentrations only positive,
+    to score given hyper-parameters below the route's floor of 0.02 (the closed form learns
+    1e-6); never fitted (see :data:`ldhmm.inference.dirichlet_guide.SVI_MIN_CONCENTRATION`)."""
+    K, V, dtype = batch.n_states, batch.n_symbols, batch.dtype
+    positive = constraints.positive
+    alpha_pi = pyro.param("alpha_pi", lambda: torch.ones(K, dtype=dtype), constraint=positive)
+    alpha_A = pyro.param("alpha_A", lambda: torch.ones(K, K, dtype=dtype), constraint=positive)
+    beta = pyro.param("beta", lambda: torch.ones(K, V, dtype=dtype), constraint=positive)
+    with batch.plate():
+        pi = pyro.sample("pi", dist.Dirichlet(alpha_pi))
+        A = pyro.sample("A", dist.Dirichlet(alpha_A).to_event(1))
+        B = pyro.sample("B", dist.Dirichlet(beta).to_event(1))
+        pyro.sample("x", MaskedCategoricalHMM.from_probs(pi, A, B, batch.mask), obs=batch.tokens)
+
+
+def _per_token(scores, seqs) -> float:
+    return float(np.sum(scores) / sum(len(s) for s in seqs))
+
+
+def _svi_row(model, fit_seconds, test) -> dict:
+    return {
+        "fit_seconds": fit_seconds,
+        "epochs": int(model.n_iter_),
+        "converged": bool(model.converged_),
+        "seconds_per_epoch": float(np.mean(model.epoch_seconds_)),
+        "heldout_bound_per_token": _per_token(model.score_samples(test), test),
+    }
+
+
+def measure(data_dir=None, n_states: int = 3, folds: int = 10, fold: int = 0, seed: int = 0) -> dict:
+    """Timings and the cross-check of the route against the closed form on one Entree split.
+
+    Returns
+    -------
+    dict of dicts: ``closed_form``, ``route``, ``sticky``, ``mixture`` (fit seconds, epochs,
+    seconds per epoch, held-out bound per token) and ``cross_check`` (the bounds of each
+    fit's hyper-parameters under the other scorer).
+    """
+    db = ldata.load_paper_subset("entree", ldata.resolve_data_dir(data_dir))
+    train_idx, test_idx = ldata.kfold_indices(len(db), folds, seed=seed)[fold]
+    train = [db.sequences[i] for i in train_idx]
+    test = [db.sequences[i] for i in test_idx]
+    K, V = n_states, db.n_symbols
+    out = {}
+
+    start = time.perf_counter()
+    closed = LDHMM(K, n_symbols=V, seed=seed).fit(train)
+    closed_s = time.perf_counter() - start
+    start = time.perf_counter()
+    one_start = LDHMM(K, n_symbols=V, seed=seed, n_init=1).fit(train)
+    out["closed_form"] = {
+        "fit_seconds": closed_s,
+        "fit_seconds_one_start": time.perf_counter() - start,
+        "em_iterations_one_start": int(one_start.n_iter_),
+        "seconds_per_em_iteration": (time.perf_counter() - start) / max(int(one_start.n_iter_), 1),
+        "heldout_bound_per_token": _per_token(closed.score_samples(test), test),
+        "heldout_is_per_token": _per_token(closed.log_marginal_is(test, 200, seed=seed), test),
+    }
+
+    guide = DirichletMeanField(ldhmm_sequence_model, init_offsets=ldhmm_pf_offsets)
+    start = time.perf_counter()
+    route = PyroSequenceModel(ldhmm_sequence_model, guide, K, n_symbols=V, init=ldhmm_init, seed=seed)
+    route.fit(train)
+    out["route"] = _svi_row(route, time.perf_counter() - start, test)
+    out["route"]["heldout_is_per_token"] = _per_token(route.log_marginal_is(test, 200, seed=seed), test)
+
+    p = route.params_
+    route_hyper = LDHMM.from_hyperparameters(p["alpha_pi"], p["alpha_A"], p["beta"])
+    closed_hyper = {"alpha_pi": closed.alpha_pi_, "alpha_A": closed.alpha_A_, "beta": closed.beta_}
+    at_closed = PyroSequenceModel.from_parameters(
+        ldhmm_model_any_concentration,
+        DirichletMeanField(ldhmm_model_any_concentration, init_offsets=ldhmm_pf_offsets),
+        K,
+        V,
+        closed_hyper,
+        score_epochs=0,
+        score_draws=200,
+        seed=seed,
+    )
+    out["cross_check"] = {
+        "closed_form_pf_bound": out["closed_form"]["heldout_bound_per_token"],
+        "route_bound_route_fit": out["route"]["heldout_bound_per_token"],
+        "pf_bound_route_fit": _per_token(route_hyper.score_samples(test), test),
+        "route_bound_closed_form_fit": _per_token(at_closed.score_samples(test), test),
+    }
+
+    for name, build in (("sticky", sticky_ldhmm), ("mixture", mixture_ldhmm)):
+        start = time.perf_counter()
+        model = build(K, V, seed).fit(train)
+        out[name] = _svi_row(model, time.perf_counter() - start, test)
+    return out
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", default="entree", help="entree, msnbc, synthetic or a data file")
+    p.add_argument("--states", nargs="+", type=int, default=[2, 3, 4, 5, 6])
+    p.add_argument("--folds", type=int, default=10)
+    p.add_argument("--epochs", type=int, default=None, help="SVI epochs at most (default: the models' own)")
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--restarts", type=int, default=3)
+    p.add_argument("--is-samples", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--out", default=None)
+    p.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads (small tensors: 1)")
+    p.add_argument("--measure", action="store_true", help="time one Entree split at K = 3 instead")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    if args.measure:
+        result = measure(args.data_dir, seed=args.seed)
+        for part, values in result.items():
+            print(part)
+            for key, value in values.items():
+                print(f"  {key:32s} {value:.4f}" if isinstance(value, float) else f"  {key:32s} {value}")
+        return result
+    return compare_variants(
+        args.data,
+        args.states,
+        args.folds,
+        epochs=args.epochs,
+        jobs=args.jobs,
+        out=args.out,
+        seed=args.seed,
+        data_dir=args.data_dir,
+        restarts=args.restarts,
+        is_samples=args.is_samples,
+    )
+
+
+if __name__ == "__main__":
+    main()

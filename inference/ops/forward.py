@@ -1,0 +1,118 @@
+"""The forward algorithm as a differentiable, broadcasting parallel scan (the SVI route's likelihood).
+
+``log p(x | pi, A, B) = log sum_z pi[z_1] B[z_1, x_1] prod_(n>=2) A[z_(n-1), z_n] B[z_n, x_n]``
+is the product of ``N - 1`` matrices ``W_n[j, k] = A[j, k] B[k, x_n]`` between the row vector
+``pi * B[:, x_1]`` and a column of ones. As in Pyro's ``DiscreteHMM``, the matrices are
+multiplied in log space pairwise, in ``ceil(log2 T)`` rounds of batched products, so a batch of
+chains costs a few tensor operations and no Python loop over positions; autograd
+differentiates through it (the SVI route's gradients). A padded position (``mask`` False) gets
+the identity matrix and contributes nothing, so sequences of different lengths share a batch.
+
+This is not a third copy of the E-step recursion: :func:`ldhmm.inference.chain.forward_backward`
+(compiled, posteriors, not differentiable) and its twin
+:func:`ldhmm.inference.ops.chain.forward_backward_log` compute state marginals for coordinate
+ascent; this module computes only ``log Z``, over any leading batch dimensions (Monte Carlo
+samples, enumerated variables), with gradients. ``tests/test_pyro_route.py`` checks it against
+``forward_backward_log`` and against all hidden paths.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["log_matmul_exp", "gather_emissions", "chain_log_likelihood"]
+
+
+def log_matmul_exp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``log(exp(a) @ exp(b))``, stable, broadcasting over leading dimensions.
+
+    Parameters
+    ----------
+    a : Tensor, shape (..., I, J)
+    b : Tensor, shape (..., J, K)
+
+    Returns
+    -------
+    Tensor, shape (..., I, K). An entry whose sum is exactly zero is ``-inf`` with a zero
+    gradient (never NaN).
+    """
+    lowest = torch.finfo(a.dtype).min
+    a_shift = a.detach().amax(-1, keepdim=True).clamp(min=lowest)
+    b_shift = b.detach().amax(-2, keepdim=True).clamp(min=lowest)
+    prod = torch.matmul((a - a_shift).exp(), (b - b_shift).exp())
+    positive = prod > 0
+    # log only where positive: the other branch's gradient is exactly zero, not 0 * inf
+    log_prod = torch.where(positive, torch.where(positive, prod, torch.ones_like(prod)).log(), -float("inf"))
+    return log_prod + a_shift + b_shift
+
+
+def _product_scan(log_steps: torch.Tensor) -> torch.Tensor:
+    """``log(exp(W_1) @ exp(W_2) @ ... )`` over dimension -3 of (..., N, K, K), pairwise."""
+    while log_steps.shape[-3] > 1:
+        n = log_steps.shape[-3]
+        even = n - n % 2
+        paired = log_matmul_exp(log_steps[..., 0:even:2, :, :], log_steps[..., 1:even:2, :, :])
+        if even < n:
+            paired = torch.cat([paired, log_steps[..., even:, :, :]], dim=-3)
+        log_steps = paired
+    return log_steps[..., 0, :, :]
+
+
+def gather_emissions(log_emission: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """``log B[k, x_n]`` at every position, broadcasting the batch dimensions of both.
+
+    Parameters
+    ----------
+    log_emission : Tensor, shape (..., K, V)
+    tokens : LongTensor, shape (..., T)
+
+    Returns
+    -------
+    Tensor, shape (..., T, K): the broadcast batch shape, then positions and states.
+    """
+    K, V = log_emission.shape[-2:]
+    T = tokens.shape[-1]
+    batch = torch.broadcast_shapes(log_emission.shape[:-2], tokens.shape[:-1])
+    table = log_emission.transpose(-1, -2).expand(batch + (V, K))
+    index = tokens[..., :, None].expand(batch + (T, K))
+    return torch.gather(table, -2, index)
+
+
+def chain_log_likelihood(
+    log_initial: torch.Tensor,
+    log_transition: torch.Tensor,
+    log_obs: torch.Tensor,
+    mask: torch.Tensor,
+) -> torch.Tensor:
+    """``log Z`` of a batch of chains by the parallel forward scan (``log p(x)`` for an HMM).
+
+    Parameters
+    ----------
+    log_initial : Tensor, shape (..., K)
+    log_transition : Tensor, shape (..., K, K)
+        ``[j, k]`` is the log-potential of moving from state j to state k.
+    log_obs : Tensor, shape (..., T, K)
+        Emission log-potentials at each position (:func:`gather_emissions`).
+    mask : BoolTensor, shape (..., T)
+        True on real positions; each row a prefix of Trues starting at position 0.
+
+    Returns
+    -------
+    Tensor with the broadcast batch shape of the four arguments.
+    """
+    K = log_obs.shape[-1]
+    T = log_obs.shape[-2]
+    if log_initial.shape[-1] != K or log_transition.shape[-2:] != (K, K) or mask.shape[-1] != T:
+        raise ValueError(
+            f"chain shapes do not fit: initial {tuple(log_initial.shape)}, transition "
+            f"{tuple(log_transition.shape)}, emissions {tuple(log_obs.shape)}, mask {tuple(mask.shape)}"
+        )
+    log_obs = torch.where(mask[..., None], log_obs, torch.zeros((), dtype=log_obs.dtype))
+    first = log_initial + log_obs[..., 0, :]
+    if T == 1:
+        return torch.logsumexp(first, -1)
+    steps = log_transition[..., None, :, :] + log_obs[..., 1:, None, :]
+    identity = torch.full((K, K), -float("inf"), dtype=log_obs.dtype).fill_diagonal_(0.0)
+    steps = torch.where(mask[..., 1:, None, None], steps, identity)
+    total = _product_scan(steps)
+    return torch.logsumexp(first[..., :, None] + total, dim=(-2, -1))

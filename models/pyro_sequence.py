@@ -1,0 +1,351 @@
+"""The generic Pyro route as a harness model: a user's Pyro model and guide, fitted by SVI.
+
+>>> from ldhmm.models.pyro_sequence import PyroSequenceModel
+>>> from ldhmm.models.pyro_model import ldhmm_sequence_model, ldhmm_init
+>>> model = PyroSequenceModel(ldhmm_sequence_model, "dirichlet", 3, init=ldhmm_init)  # doctest: +SKIP
+>>> model.fit(train).score_samples(test)   # per-sequence held-out bound, nats  # doctest: +SKIP
+
+The ``model`` is a Pyro model of one padded, masked minibatch
+(:class:`~ldhmm.inference.minibatch.SequenceBatch`; conventions in
+:mod:`ldhmm.inference.model_check`); :func:`ldhmm.inference.svi.fit_svi` fits it. Held-out
+sequences are scored with the fitted global parameters frozen: their local variational
+parameters are fitted by the same SVI loop, then ``score_samples`` is the Monte Carlo mean of
+``log p(x_m, theta_m) - log q(theta_m)`` over ``score_draws`` draws (a lower bound on
+``log p(x_m)``, ``score_kind = "lower_bound"``) and :meth:`PyroSequenceModel.log_marginal_is`
+its importance-sampled ``log p(x_m)`` (:mod:`ldhmm.inference.log_weights`).
+
+It follows the harness protocol (:class:`ldhmm.models.base.SequenceModel`), so a factory
+``factory(n_states, n_symbols, seed)`` that returns one joins ``ldhmm.compare``
+(:mod:`ldhmm.models.sticky`, :mod:`ldhmm.models.mixture`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+
+import numpy as np
+import pyro
+import torch
+from pyro import poutine
+from pyro.infer.autoguide import AutoGuide, AutoNormal
+
+from ..inference import validate_sequences
+from ..inference.convergence import ConvergenceRule
+from ..inference.dirichlet_guide import DirichletMeanField
+from ..inference.log_weights import sequence_log_weights
+from ..inference.minibatch import length_batches, pad_batch
+from ..inference.svi import copy_param_state, fit_svi, set_param_values
+from .base import SequenceModel, check_n_symbols
+
+__all__ = ["PyroSequenceModel", "GUIDES"]
+
+#: Guides named by a string: ``"dirichlet"`` (per-sequence Dirichlet mean field) and
+#: ``"normal"`` (Pyro's ``AutoNormal``, a per-sequence Gaussian in unconstrained space).
+GUIDES = ("dirichlet", "normal")
+
+_DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+def _is_autoguide_class(guide) -> bool:
+    target = guide.func if isinstance(guide, functools.partial) else guide
+    return isinstance(target, type) and issubclass(target, AutoGuide)
+
+
+def _sequence_plates(batch):
+    return batch.plate()
+
+
+class PyroSequenceModel(SequenceModel):
+    """A Pyro model of a sequence database with its hidden chain summed out, fitted by SVI.
+
+    Parameters
+    ----------
+    model : callable
+        ``model(batch)``, a Pyro model of a :class:`~ldhmm.inference.minibatch.SequenceBatch`
+        (e.g. :func:`ldhmm.models.pyro_model.ldhmm_sequence_model`).
+    guide : "dirichlet", "normal", an AutoGuide class (or ``functools.partial`` of one), or callable
+        ``"dirichlet"``: :class:`~ldhmm.inference.dirichlet_guide.DirichletMeanField` (the closed
+        form's family of ``q(theta)``); ``"normal"``: ``AutoNormal``; an AutoGuide class is built
+        as ``guide(model, create_plates=...)``, once per data set (fit, each scoring); a callable
+        ``guide(batch)`` is used as it is (local parameters: declared inside ``batch.plate()``
+        with ``event_dim``). Its draws must have a density (not ``AutoDelta``) for the scores to
+        be bounds.
+    n_states : int
+        K, passed to the model as ``batch.n_states``.
+    n_symbols : int, optional
+        V; inferred from the training data when omitted.
+    init : dict or callable, optional
+        Starting values of parameters, or ``init(sequences, n_states, n_symbols, seed, dtype)``
+        returning them (e.g. :func:`ldhmm.models.pyro_model.ldhmm_init`); None: the model's own
+        defaults.
+    batch_size : int
+        Sequences per minibatch (length-sorted batches, :func:`ldhmm.inference.minibatch.length_batches`).
+    max_epochs : int
+        Epochs at most (each minibatch once per epoch).
+    lr : float
+        Adam's learning rate.
+    num_particles : int
+        Monte Carlo draws per SVI step.
+    tol, patience, smoothing : float, int, float
+        The stopping rule (:class:`~ldhmm.inference.convergence.ConvergenceRule`): stop after
+        ``patience`` epochs in which the exponentially smoothed ELBO per token did not rise by
+        ``tol`` relative.
+    score_epochs : int
+        Epochs at most of fitting the local parameters of sequences to score (same rule); 0
+        scores at the guide's starting point (e.g. the closed-form PF ``q(theta)`` of
+        :func:`ldhmm.models.pyro_model.ldhmm_pf_offsets`).
+    score_batch_size : int
+        Minibatch size when scoring (globals frozen, so only memory limits it).
+    score_draws : int
+        Monte Carlo draws per sequence of ``score_samples``.
+    seed : int
+    verbose : bool
+        Progress bars.
+    dtype : {"float64", "float32"}
+
+    Attributes
+    ----------
+    params_ : dict of str to np.ndarray
+        The fitted global parameters.
+    param_state_ : dict
+        Pyro's parameter-store state after the fit (global and local parameters).
+    local_params_ : tuple of str
+    elbo_history_ : np.ndarray
+        Training ELBO estimate (nats, whole database) after each epoch.
+    n_iter_ : int
+        Epochs run.
+    converged_ : bool
+    epoch_seconds_ : np.ndarray
+    fit_seconds_ : float
+    """
+
+    name = "pyro"
+    score_kind = "lower_bound"
+    _not_config = ("verbose", "model", "guide", "init")
+
+    def __init__(
+        self,
+        model,
+        guide="dirichlet",
+        n_states: int = 2,
+        n_symbols: int | None = None,
+        init=None,
+        batch_size: int = 64,
+        max_epochs: int = 1000,
+        lr: float = 0.05,
+        num_particles: int = 1,
+        tol: float = 1e-4,
+        patience: int = 30,
+        smoothing: float = 0.9,
+        score_epochs: int = 200,
+        score_batch_size: int = 256,
+        score_draws: int = 64,
+        seed: int = 0,
+        verbose: bool = False,
+        dtype: str = "float64",
+    ):
+        super().__init__(n_states, seed)
+        if not callable(model):
+            raise ValueError(f"model must be a callable Pyro model, got {model!r}")
+        if isinstance(guide, str) and guide not in GUIDES:
+            raise ValueError(
+                f"guide must be one of {GUIDES}, an AutoGuide class or a callable, got {guide!r}"
+            )
+        if isinstance(guide, AutoGuide):
+            raise ValueError(
+                "pass the AutoGuide class (or functools.partial of it), not an instance: the route "
+                "builds one per data set, so that held-out sequences get their own local parameters"
+            )
+        if not isinstance(guide, str) and not callable(guide):
+            raise ValueError(f"guide must be a string, an AutoGuide class or a callable, got {guide!r}")
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
+        for label, value in (
+            ("batch_size", batch_size),
+            ("max_epochs", max_epochs),
+            ("num_particles", num_particles),
+            ("score_batch_size", score_batch_size),
+            ("score_draws", score_draws),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{label} must be an integer >= 1, got {value!r}")
+        if (
+            isinstance(score_epochs, bool)
+            or not isinstance(score_epochs, (int, np.integer))
+            or score_epochs < 0
+        ):
+            raise ValueError(f"score_epochs must be an integer >= 0, got {score_epochs!r}")
+        if not (lr > 0 and math.isfinite(lr)):
+            raise ValueError(f"lr must be finite and > 0, got {lr}")
+        ConvergenceRule(tol, patience, smoothing, max_epochs)  # checks them
+        self.model = model
+        self.guide = guide
+        self.n_symbols = check_n_symbols(n_symbols)
+        self.init = init
+        self.batch_size = int(batch_size)
+        self.max_epochs = int(max_epochs)
+        self.lr = float(lr)
+        self.num_particles = int(num_particles)
+        self.tol = float(tol)
+        self.patience = int(patience)
+        self.smoothing = float(smoothing)
+        self.score_epochs = int(score_epochs)
+        self.score_batch_size = int(score_batch_size)
+        self.score_draws = int(score_draws)
+        self.verbose = verbose
+        self.dtype = dtype
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def _torch_dtype(self):
+        return _DTYPES[self.dtype]
+
+    def _make_guide(self):
+        """A fresh guide for one data set."""
+        if self.guide == "dirichlet":
+            return DirichletMeanField(self.model)
+        if self.guide == "normal":
+            return AutoNormal(self.model, create_plates=_sequence_plates)
+        if _is_autoguide_class(self.guide):
+            return self.guide(self.model, create_plates=_sequence_plates)
+        return self.guide
+
+    def _initial_values(self, seqs) -> dict:
+        if self.init is None:
+            return {}
+        if callable(self.init):
+            return dict(self.init(seqs, self.n_states, self.n_symbols_, self.seed, self._torch_dtype))
+        return dict(self.init)
+
+    def _rule(self, max_epochs: int) -> ConvergenceRule:
+        return ConvergenceRule(self.tol, self.patience, self.smoothing, max_epochs)
+
+    # --------------------------------------------------------------------- fit
+    def _fit(self, seqs, n_symbols):
+        start = time.perf_counter()
+        result = fit_svi(
+            self.model,
+            self._make_guide(),
+            seqs,
+            self.n_states,
+            n_symbols,
+            init=self._initial_values(seqs),
+            batch_size=self.batch_size,
+            lr=self.lr,
+            num_particles=self.num_particles,
+            rule=self._rule(self.max_epochs),
+            seed=self.seed,
+            dtype=self._torch_dtype,
+            progress=self.verbose,
+            desc=f"SVI {type(self).__name__}",
+        )
+        self.fit_seconds_ = time.perf_counter() - start
+        self.params_ = {k: v.double().numpy() for k, v in result.params.items()}
+        self.param_state_ = result.param_state
+        self.local_params_ = tuple(result.local_params)
+        self.elbo_history_ = np.asarray(result.elbo_history)
+        self.epoch_seconds_ = np.asarray(result.epoch_seconds)
+        self.n_iter_ = result.n_epochs
+        self.converged_ = result.converged
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "param_state_")
+
+    @classmethod
+    def from_parameters(cls, model, guide, n_states: int, n_symbols: int, params: dict, **kwargs):
+        """A model ready to score, with given global parameters (e.g. another fit's).
+
+        Parameters
+        ----------
+        model, guide, n_states, n_symbols, **kwargs
+            As for the constructor.
+        params : dict of str to array
+            Values of the model's ``pyro.param`` sites (constrained); the others keep the
+            model's defaults.
+        """
+        est = cls(model, guide, n_states, n_symbols=n_symbols, **kwargs)
+        dtype = est._torch_dtype
+        probe = pad_batch([np.zeros(1, dtype=np.int64)], [0], 1, n_states, n_symbols, dtype)
+        with pyro.get_param_store().scope() as state:
+            poutine.block(poutine.trace(model).get_trace)(probe)
+            values = {k: torch.as_tensor(np.asarray(v), dtype=dtype) for k, v in params.items()}
+            unknown = sorted(set(values) - set_param_values(values))
+            if unknown:
+                raise ValueError(f"params names {unknown[0]!r}, which the model does not declare")
+        est.param_state_ = state
+        est.local_params_ = ()
+        est.params_ = {
+            k: torch.distributions.transform_to(state["constraints"][k])(v).detach().double().numpy()
+            for k, v in state["params"].items()
+        }
+        est.n_symbols_ = int(n_symbols)
+        return est
+
+    # ------------------------------------------------------------------ scoring
+    def fit_local(self, sequences, seed: int | None = None):
+        """Fit the local variational parameters of ``sequences`` with the global ones frozen.
+
+        Returns
+        -------
+        guide, state, batches
+            The guide built for these sequences, the parameter-store state (fitted globals
+            and the new locals) and the sequences' scoring minibatches.
+        """
+        self._check_fitted()
+        seqs = validate_sequences(sequences, n_symbols=self.n_symbols_)
+        seed = self.seed if seed is None else int(seed)
+        guide = self._make_guide()
+        globals_ = [n for n in self.param_state_["params"] if n not in self.local_params_]
+        result = fit_svi(
+            self.model,
+            guide,
+            seqs,
+            self.n_states,
+            self.n_symbols_,
+            param_state=copy_param_state(self.param_state_, globals_),
+            frozen=globals_,
+            batch_size=self.score_batch_size,
+            lr=self.lr,
+            num_particles=self.num_particles,
+            rule=self._rule(self.score_epochs),
+            seed=seed,
+            dtype=self._torch_dtype,
+            progress=self.verbose,
+            desc="SVI local fit",
+        )
+        batches = length_batches(
+            seqs, self.score_batch_size, self.n_states, self.n_symbols_, self._torch_dtype
+        )
+        return guide, result.param_state, batches
+
+    def _log_weights(self, sequences, n_draws: int, seed: int) -> np.ndarray:
+        guide, state, batches = self.fit_local(sequences, seed=seed)
+        out = np.empty((n_draws, len(sequences)))
+        store = pyro.get_param_store()
+        with store.scope(copy_param_state(state)), torch.random.fork_rng():
+            torch.manual_seed(seed)
+            for batch in batches:
+                log_w = sequence_log_weights(self.model, guide, batch, n_draws)
+                out[:, batch.index.numpy()] = log_w.double().numpy()
+        return out
+
+    def _score_samples(self, seqs):
+        return self._log_weights(seqs, self.score_draws, self.seed).mean(0)
+
+    def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0) -> np.ndarray:
+        """Importance-sampled ``log p(x_m)`` per sequence, proposal the fitted local ``q(theta_m)``.
+
+        ``logmeanexp_s [log p(x_m, theta_s) - log q(theta_s)]``: a stochastic lower bound on
+        ``log p(x_m)`` that tightens with ``n_samples``.
+
+        Returns
+        -------
+        np.ndarray, shape (M,)
+        """
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        seqs = self._validate_for_score(sequences)
+        log_w = self._log_weights(seqs, int(n_samples), int(seed))
+        return np.logaddexp.reduce(log_w, axis=0) - math.log(n_samples)
