@@ -505,6 +505,27 @@ def _sigint_ignored():
         signal.signal(signal.SIGINT, old)
 
 
+def _run_isolated(fn, task, payload, ctx) -> dict:
+    """One task in a worker process of its own: its result, or an error when the process dies."""
+    with _sigint_blocked():
+        pool = ProcessPoolExecutor(
+            max_workers=1, mp_context=ctx, initializer=_init_worker, initargs=(payload, os.getpid())
+        )
+        future = pool.submit(_call_in_worker, fn, task)
+    try:
+        result = future.result()
+    except BrokenProcessPool:
+        result = {
+            "_error": "WorkerDied: the worker process running this task died (a crash or out of memory)"
+        }
+    finally:
+        if future.done():
+            pool.shutdown(wait=True)
+        else:  # interrupted
+            _stop_pool(pool)
+    return result
+
+
 def _stop_pool(pool: ProcessPoolExecutor) -> None:
     """End the workers now (their running tasks are lost), then cancel the queued tasks.
 
@@ -670,14 +691,21 @@ def _run_pool(todo, fn, payload, jobs, finish, done, out) -> None:
                 initargs=(payload, os.getpid()),
             )
             futures = {pool.submit(_call_in_worker, fn, t): t for t in todo}
+        left = []
         try:
             for fut in as_completed(futures):
                 finish(futures[fut], fut.result())
         except BrokenProcessPool:
-            raise RuntimeError(
-                f"a worker process died (interrupted, killed or out of memory); the {len(done)} "
-                f"finished tasks are saved under {out}: run the same command again to resume"
-            ) from None
+            # A worker died (a plug-in that crashed the interpreter, the OOM killer): which task
+            # killed it is unknown, so each task not yet done runs alone in a fresh worker, and
+            # only one that kills its own worker fails; the others' results are kept.
+            left = [futures[f] for f in futures if not f.done() or f.exception() is not None]
+            left = [t for t in left if t["key"] not in done]
+        if left:
+            _stop_pool(pool)
+            pool = None
+            for t in left:
+                finish(t, _run_isolated(fn, t, payload, ctx))
         completed = True
     finally:
         if pool is not None:

@@ -296,3 +296,22 @@ def test_bad_settings_are_refused_before_the_out_dir(setting, tmp_path):
     with pytest.raises(ValueError):
         ldhmm.compare("HMM", "synthetic", out=tmp_path / "o", **{**TINY, **setting})
     assert not (tmp_path / "o").exists()
+
+
+def test_a_plugin_that_kills_its_worker_fails_only_its_tasks(tmp_path, plugin_module):
+    # tmp_path is on sys.path (the plugin_module fixture put it there); workers import it by name
+    (tmp_path / "ldhmm_crash_plugin.py").write_text(
+        "import os\ndef make(n_states, n_symbols, seed):\n    os._exit(7)\n"
+    )
+    importlib.invalidate_caches()
+    res = ldhmm.compare(
+        {"HMM": None, "crashes": "ldhmm_crash_plugin:make"},
+        "synthetic",
+        out=tmp_path / "o",
+        is_samples=0,
+        jobs=2,
+        **TINY,
+    )
+    assert set(res.folds["model"]) == {"HMM"} and len(res.folds) == 2
+    assert len(res.errors) == 2 and all("WorkerDied" in e and e.startswith("crashes__") for e in res.errors)
+    assert "crashes: 2 task(s) failed" in res.summary
