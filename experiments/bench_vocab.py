@@ -50,10 +50,17 @@ def msnbc_lengths(n: int, seed: int = 0, data_dir=None) -> np.ndarray:
     return rng.choice(pool, size=n)
 
 
-def click_log(n_sequences: int, n_symbols: int, seed: int = 0, data_dir=None) -> list[np.ndarray]:
-    """A synthetic click log: MSNBC lengths, Zipf(1.1) symbols, per-sequence favourites."""
+def click_log(
+    n_sequences: int, n_symbols: int, seed: int = 0, data_dir=None, lengths: str = "msnbc"
+) -> list[np.ndarray]:
+    """A synthetic click log: Zipf(1.1) symbols, per-sequence favourites; lengths from MSNBC
+    (``lengths="msnbc"``) or uniform on A..B (``"uniform:A:B"``)."""
     rng = np.random.default_rng(seed)
-    lengths = msnbc_lengths(n_sequences, seed, data_dir)
+    if lengths == "msnbc":
+        lengths = msnbc_lengths(n_sequences, seed, data_dir)
+    else:
+        _, low, high = lengths.split(":")
+        lengths = rng.integers(int(low), int(high) + 1, size=n_sequences)
     ranks = np.arange(1, n_symbols + 1, dtype=np.float64)
     p = ranks**-1.1
     p /= p.sum()
@@ -69,12 +76,19 @@ def click_log(n_sequences: int, n_symbols: int, seed: int = 0, data_dir=None) ->
 
 def _one(args) -> dict:
     """Fit in this process; print the row as JSON."""
-    seqs = click_log(args.n_sequences, args.one_vocab, seed=0, data_dir=args.data_dir)
+    seqs = click_log(args.n_sequences, args.one_vocab, seed=0, data_dir=args.data_dir, lengths=args.lengths)
     row = {"V": args.one_vocab, "model": args.one_model, "n_sequences": len(seqs), "K": args.states}
     t0 = time.perf_counter()
     try:
         if args.one_model == "ldhmm":
-            model = LDHMM(args.states, n_symbols=args.one_vocab, n_init=1, max_iter=args.iters, seed=0)
+            model = LDHMM(
+                args.states,
+                n_symbols=args.one_vocab,
+                n_init=1,
+                max_iter=args.iters,
+                seed=0,
+                emission_layout=args.layout,
+            )
             model.fit(seqs)
             n_iter = model.n_iter_
         else:
@@ -99,6 +113,8 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--iters", type=int, default=3)
     p.add_argument("--models", nargs="+", default=["ldhmm", "hmmlearn"])
     p.add_argument("--data-dir", default=None)
+    p.add_argument("--lengths", default="msnbc", help="msnbc (default) or uniform:A:B")
+    p.add_argument("--layout", default="auto", help="LDHMM's emission_layout: auto, dense or sparse")
     p.add_argument("--one-vocab", type=int, help=argparse.SUPPRESS)
     p.add_argument("--one-model", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -106,6 +122,7 @@ def main(argv=None) -> list[dict]:
         print(json.dumps(_one(args)))
         return []
     rows = []
+    print(f"lengths: {args.lengths}; LDHMM emission_layout: {args.layout}")
     print("| model | V | sequences | K | s / EM iteration | peak RSS (MB) | note |")
     print("|---|---|---|---|---|---|---|")
     for V in args.vocab:
@@ -119,7 +136,7 @@ def main(argv=None) -> list[dict]:
                 "--states",
                 str(args.states),
             ]
-            cmd += ["--iters", str(args.iters)]
+            cmd += ["--iters", str(args.iters), "--lengths", args.lengths, "--layout", args.layout]
             if args.data_dir:
                 cmd += ["--data-dir", args.data_dir]
             out = subprocess.run(cmd, capture_output=True, text=True)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .kernels.sparse import local_symbols
+
 __all__ = ["validate_sequences", "infer_n_symbols", "Bucket", "make_buckets"]
 
 
@@ -132,12 +134,21 @@ class Bucket:
     lengths : LongTensor, shape (M_b,)
     mask : BoolTensor, shape (M_b, T_b)
         True on real positions.
+    symbols : LongTensor, shape (M_b, W_b), optional
+        Sparse emission layout (see :mod:`ldhmm.inference.emissions`): the distinct symbols of
+        each sequence in ascending order, padded with 0 (the padding slots never
+        receive counts). None in the dense layout, where a sequence's emission counts span all
+        V symbols.
+    slots : LongTensor, shape (M_b, T_b), optional
+        Sparse layout: each token as its position in the sequence's ``symbols`` row.
     """
 
     index: torch.Tensor
     tokens: torch.Tensor
     lengths: torch.Tensor
     mask: torch.Tensor
+    symbols: torch.Tensor | None = None
+    slots: torch.Tensor | None = None
 
     @property
     def n_sequences(self) -> int:
@@ -147,11 +158,39 @@ class Bucket:
     def max_length(self) -> int:
         return int(self.tokens.shape[1])
 
+    @property
+    def sparse(self) -> bool:
+        """Whether the bucket's emission counts are stored per distinct symbol (sparse layout)."""
+        return self.symbols is not None
+
+    @property
+    def emission_tokens(self) -> torch.Tensor:
+        """The tokens as indices into the last axis of the emission counts: ``slots`` (sparse
+        layout) or the symbols themselves (dense)."""
+        return self.slots if self.symbols is not None else self.tokens
+
+    def emission_width(self, n_symbols: int) -> int:
+        """Last axis of the per-sequence emission counts: W_b (sparse) or V (dense)."""
+        return int(self.symbols.shape[1]) if self.symbols is not None else int(n_symbols)
+
+    def select(self, idx) -> Bucket:
+        """The sub-bucket of rows ``idx`` (LongTensor), with their layout."""
+        return Bucket(
+            self.index[idx],
+            self.tokens[idx],
+            self.lengths[idx],
+            self.mask[idx],
+            None if self.symbols is None else self.symbols[idx],
+            None if self.slots is None else self.slots[idx],
+        )
+
 
 def make_buckets(
     sequences: Sequence[np.ndarray],
     max_cells: int = 1 << 20,
     max_padding_ratio: float = 1.25,
+    sparse: bool = False,
+    n_symbols: int | None = None,
 ) -> list[Bucket]:
     """Sort sequences by length and cut them into padded buckets.
 
@@ -167,6 +206,11 @@ def make_buckets(
         is a small multiple of ``max_cells * K``). A single sequence longer than this gets a
         bucket of its own.
     max_padding_ratio : float
+    sparse : bool
+        Give every bucket its per-sequence distinct ``symbols`` and ``slots`` (the sparse
+        emission layout).
+    n_symbols : int, optional
+        V, for the sparse layout's scratch (default: the largest symbol + 1).
 
     Returns
     -------
@@ -191,12 +235,17 @@ def make_buckets(
         for row, i in enumerate(idx):
             tokens[row, : lengths[i]] = sequences[i]
         lens = torch.from_numpy(lengths[idx].copy())
+        symbols = slots = None
+        if sparse:
+            symbols, slots = (torch.from_numpy(a) for a in local_symbols(tokens, lengths[idx], n_symbols))
         buckets.append(
             Bucket(
                 index=torch.from_numpy(idx.copy()),
                 tokens=torch.from_numpy(tokens),
                 lengths=lens,
                 mask=torch.arange(width)[None, :] < lens[:, None],
+                symbols=symbols,
+                slots=slots,
             )
         )
         start = stop

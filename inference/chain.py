@@ -54,6 +54,9 @@ def forward_backward(
         mask.sum(1).numpy(),
     )
     post = ChainPosterior(torch.from_numpy(log_z), torch.from_numpy(marginals), torch.from_numpy(counts))
+    # A finite log Z with non-finite marginals (0 * inf in the scaled backward pass, e.g. priors
+    # near 1e-3): redo those in log space too.
+    failed = failed | ~np.isfinite(counts).all((1, 2)) | ~np.isfinite(marginals).all((1, 2))
     if failed.any():
         idx = torch.from_numpy(np.flatnonzero(failed))
         fallback = forward_backward_log(

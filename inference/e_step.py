@@ -30,6 +30,14 @@ import torch
 from . import kernels
 from .batch import Bucket
 from .chain import ExactChain, forward_backward
+from .emissions import (
+    LOCAL_CHUNK,
+    LocalView,
+    chunks,
+    sum_expected_log_emissions,
+    token_potentials,
+    total_emission_counts,
+)
 from .kernels.e_step import FAMILIES, PriorTerms, fused_e_step
 from .ops.chain import emission_potentials, weighted_sum
 from .ops.dirichlet import expected_log_dirichlet, log_multivariate_beta
@@ -109,6 +117,9 @@ class BucketState:
     sum_expected_log : dict[str, Tensor]
         ``sum_m E_q[log theta_m]`` of every per-sequence group over this bucket.
     n_sweeps : int
+    symbols : LongTensor (M_b, W), optional
+        Sparse emission layout: the symbol of each slot of ``counts["B"]`` (the bucket's
+        ``symbols``; see :mod:`ldhmm.inference.emissions`). None in the dense layout.
     """
 
     counts: dict
@@ -118,6 +129,7 @@ class BucketState:
     local_elbo: torch.Tensor
     sum_expected_log: dict
     n_sweeps: int
+    symbols: torch.Tensor | None = None
 
 
 def expected_counts(state_marginals, transition_counts, tokens, n_symbols):
@@ -128,11 +140,13 @@ def expected_counts(state_marginals, transition_counts, tokens, n_symbols):
     state_marginals : Tensor, shape (M, T, K)
     transition_counts : Tensor, shape (M, K, K)
     tokens : LongTensor, shape (M, T)
+        Indices into the emission axis: symbols (dense layout) or slots (sparse).
     n_symbols : int
+        Width of the emission axis: V (dense) or W (sparse).
 
     Returns
     -------
-    dict with ``pi`` (M, K), ``A`` (M, K, K), ``B`` (M, K, V)
+    dict with ``pi`` (M, K), ``A`` (M, K, K), ``B`` (M, K, n_symbols)
     """
     M, T, K = state_marginals.shape
     emission = state_marginals.new_zeros(M, n_symbols, K)
@@ -207,9 +221,32 @@ def compiled_family(guide: GuideProtocol, counts: dict, guide_state) -> str | No
     return family
 
 
+def _tensors_key(params: VariantParameters) -> tuple:
+    """Identifies the parameters' current values: each tensor's storage and in-place version."""
+    return tuple(
+        (name, g, t.data_ptr(), t._version)
+        for name, d in (("prior", params.prior), ("posterior", params.posterior), ("point", params.log_point))
+        for g, t in sorted(d.items())
+    )
+
+
 def prior_terms(params: VariantParameters) -> tuple[tuple, PriorTerms, tuple, tuple]:
     """The priors, their derived terms and the database-level E log theta, as the compiled
-    E-step takes them (float64 numpy; groups that do not apply get placeholder ones)."""
+    E-step takes them (float64 numpy; groups that do not apply get placeholder ones).
+
+    O(K V) special functions: computed once per parameters object (cached on it, keyed by the
+    tensors' versions so that an in-place change recomputes), not once per bucket.
+    """
+    key = _tensors_key(params)
+    cached = getattr(params, "_prior_terms_cache", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    value = _prior_terms(params)
+    params._prior_terms_cache = (key, value)
+    return value
+
+
+def _prior_terms(params: VariantParameters) -> tuple[tuple, PriorTerms, tuple, tuple]:
     K, V = params.n_states, params.n_symbols
     prior, fixed, flags = [], [], []
     for g in GROUPS:
@@ -246,7 +283,7 @@ def _e_step_compiled(family, bucket, params, counts, phi, max_iter, tol, record_
         phi = phi.contiguous()
     out = fused_e_step(
         family,
-        bucket.tokens.numpy(),
+        bucket.emission_tokens.numpy(),
         bucket.lengths.numpy(),
         prior,
         terms,
@@ -257,6 +294,7 @@ def _e_step_compiled(family, bucket, params, counts, phi, max_iter, tol, record_
         tol,
         record_trace,
         None if phi is None else phi.numpy(),
+        None if bucket.symbols is None else bucket.symbols.numpy(),
     )
     for key, value in list(out.items()):
         if isinstance(value, np.ndarray):
@@ -344,6 +382,75 @@ def _e_step_torch(
     )
 
 
+def _e_step_local(
+    bucket,
+    params,
+    guide,
+    counts,
+    guide_state,
+    max_iter,
+    tol,
+    history,
+) -> BucketState:
+    """The torch route in the sparse layout: chunks of the bucket, each as a dense problem over
+    the symbols it contains plus one lumped remainder (:class:`LocalView`), exact by the
+    Dirichlet's aggregation property. The bucket runs as one chunk when ``history`` is recorded."""
+    M = bucket.n_sequences
+    parts = []
+    for start, stop in chunks(M, M if history is not None else LOCAL_CHUNK):
+        idx = torch.arange(start, stop)
+        view = LocalView(bucket.select(idx), params)
+        local = view.params
+        seq_groups = local.sharing.groups(SEQUENCE)
+        fixed_groups = [g for g in GROUPS if g not in seq_groups]
+        sub_counts = {g: c[idx].clone() for g, c in counts.items()}
+        sub_counts["B"] = view.dense_counts(sub_counts["B"])
+        run = _e_step_torch(
+            view.bucket,
+            local,
+            guide,
+            sub_counts,
+            guide.select_state(guide_state, idx),
+            max_iter,
+            tol,
+            history,
+            seq_groups,
+            fixed_groups,
+            {g: local.fixed_expected_log(g) for g in fixed_groups},
+            {g: log_multivariate_beta(local.prior[g].double()) for g in seq_groups},
+        )
+        run.counts["B"] = view.slot_counts(run.counts["B"])
+        parts.append((idx, run))
+    runs = [r for _, r in parts]
+    out_counts = {g: torch.cat([r.counts[g] for r in runs]) for g in GROUPS}
+    for idx, run in parts:
+        guide_state = guide.scatter_state(guide_state, idx, run.guide_state)
+    seq_groups = params.sharing.groups(SEQUENCE)
+    sum_elog = {g: sum(r.sum_expected_log[g] for r in runs) for g in seq_groups if g != "B"}
+    if "B" in seq_groups:
+        sum_elog["B"] = sum_expected_log_emissions(params.prior["B"], out_counts["B"], bucket).to(
+            out_counts["B"].dtype
+        )
+    return BucketState(
+        counts=out_counts,
+        entropy=torch.cat([r.entropy for r in runs]),
+        guide_state=guide_state,
+        elbo=torch.cat([r.elbo for r in runs]),
+        local_elbo=torch.cat([r.local_elbo for r in runs]),
+        sum_expected_log=sum_elog,
+        n_sweeps=max(r.n_sweeps for r in runs),
+        symbols=bucket.symbols,
+    )
+
+
+def _e_step_any(bucket, params, guide, counts, guide_state, max_iter, tol, history, *dense_terms):
+    """The torch route in either layout (``dense_terms``: seq_groups, fixed_groups, fixed_elog,
+    prior_log_beta of the dense route)."""
+    if bucket.sparse:
+        return _e_step_local(bucket, params, guide, counts, guide_state, max_iter, tol, history)
+    return _e_step_torch(bucket, params, guide, counts, guide_state, max_iter, tol, history, *dense_terms)
+
+
 def e_step_bucket(
     bucket: Bucket,
     params: VariantParameters,
@@ -384,15 +491,15 @@ def e_step_bucket(
     sharing = params.sharing
     seq_groups = sharing.groups(SEQUENCE)
     fixed_groups = [g for g in GROUPS if g not in seq_groups]
-    tokens, mask = bucket.tokens, bucket.mask
+    mask = bucket.mask
     Mb = bucket.n_sequences
     K, V = params.n_states, params.n_symbols
     dtype = params.dtype
     fixed_elog = {g: params.fixed_expected_log(g) for g in fixed_groups}
-    prior_log_beta = {g: log_multivariate_beta(params.prior[g].double()) for g in seq_groups}
 
+    W = bucket.emission_width(V)
     if state is None:
-        counts = {g: torch.zeros((Mb,) + group_shape(g, K, V), dtype=dtype) for g in GROUPS}
+        counts = {g: torch.zeros((Mb,) + group_shape(g, K, W), dtype=dtype) for g in GROUPS}
         guide_state = None
     else:
         counts = {g: (c if consume_state else c.clone()) for g, c in state.counts.items()}
@@ -403,11 +510,15 @@ def e_step_bucket(
     if guide_state is None:
         # Cold start (q(theta) = the prior where no counts exist yet): the guide's own start,
         # the same for the compiled and the torch route.
-        elog = params.expected_logs(counts, fixed_elog)
-        guide_state = guide.init_state(elog["pi"], elog["A"], emission_potentials(elog["B"], tokens), mask)
+        guide_state = guide.init_state(*token_potentials(params, counts, bucket, fixed_elog), mask)
     family = compiled_family(guide, counts, guide_state)
+    if family is None or not bucket.sparse:
+        # the dense torch route's log B(prior): O(K V), so only where it may run
+        prior_log_beta = {g: log_multivariate_beta(params.prior[g].double()) for g in seq_groups}
+    else:
+        prior_log_beta = None
     if family is None:
-        return _e_step_torch(
+        return _e_step_any(
             bucket,
             params,
             guide,
@@ -447,8 +558,8 @@ def e_step_bucket(
         # chain falls back to log space there) from the counts they had reached, then add
         # their statistics.
         idx = failed.nonzero()[:, 0]
-        sub = Bucket(bucket.index[idx], tokens[idx], bucket.lengths[idx], mask[idx])
-        redo = _e_step_torch(
+        sub = bucket.select(idx)
+        redo = _e_step_any(
             sub,
             params,
             guide,
@@ -468,7 +579,7 @@ def e_step_bucket(
         entropy[idx], elbo[idx], local[idx] = redo.entropy, redo.elbo, redo.local_elbo
         sum_elog = {g: sum_elog[g] + redo.sum_expected_log[g] for g in seq_groups}
         n_sweeps = max(n_sweeps, redo.n_sweeps)
-    return BucketState(counts, entropy, guide_state, elbo, local, sum_elog, n_sweeps)
+    return BucketState(counts, entropy, guide_state, elbo, local, sum_elog, n_sweeps, bucket.symbols)
 
 
 def guide_starts(guide) -> tuple:
@@ -499,7 +610,10 @@ def start_state(start: str, bucket: Bucket, params: VariantParameters, guide, ma
             log_mean["pi"], log_mean["A"], emission_potentials(log_mean["B"], bucket.tokens), bucket.mask
         )
         counts = expected_counts(
-            post.state_marginals, post.transition_counts, bucket.tokens, params.n_symbols
+            post.state_marginals,
+            post.transition_counts,
+            bucket.emission_tokens,
+            bucket.emission_width(params.n_symbols),
         )
     elif start == "chain":
         counts = best_of_starts(bucket, params, _SEED, guide_starts(_SEED), None, max_iter, tol).counts
@@ -507,11 +621,8 @@ def start_state(start: str, bucket: Bucket, params: VariantParameters, guide, ma
         counts = _random_counts(bucket, params, int(start.split(":", 1)[1]))
     else:
         raise ValueError(f"unknown start {start!r}; use one of {STARTS}")
-    elog = params.expected_logs(counts)
-    guide_state = guide.init_state(
-        elog["pi"], elog["A"], emission_potentials(elog["B"], bucket.tokens), bucket.mask
-    )
-    return BucketState(counts, None, guide_state, None, None, {}, 0)
+    guide_state = guide.init_state(*token_potentials(params, counts, bucket), bucket.mask)
+    return BucketState(counts, None, guide_state, None, None, {}, 0, bucket.symbols)
 
 
 def _random_counts(bucket: Bucket, params: VariantParameters, draw: int) -> dict:
@@ -525,7 +636,7 @@ def _random_counts(bucket: Bucket, params: VariantParameters, draw: int) -> dict
     marginals = torch.from_numpy(u**3).to(params.dtype)
     marginals = marginals / marginals.sum(-1, keepdim=True) * bucket.mask[..., None]
     pairs = (marginals[:, :-1, :, None] * marginals[:, 1:, None, :]).sum(1)
-    return expected_counts(marginals, pairs, bucket.tokens, params.n_symbols)
+    return expected_counts(marginals, pairs, bucket.emission_tokens, bucket.emission_width(params.n_symbols))
 
 
 def best_of_starts(
@@ -557,7 +668,8 @@ def best_of_starts(
     best = runs[0]
     if len(runs) == 1:
         return best
-    choice = torch.stack([r.elbo for r in runs]).argmax(0)  # first maximum on ties
+    # first maximum on ties; a run that went non-finite never wins
+    choice = torch.nan_to_num(torch.stack([r.elbo for r in runs]), nan=-math.inf).argmax(0)
     if not bool((choice > 0).any()):
         return best
     counts = {g: c.clone() for g, c in best.counts.items()}
@@ -575,9 +687,13 @@ def best_of_starts(
     sum_elog = {
         g: expected_log_dirichlet(params.prior[g].double() + counts[g].double()).sum(0).to(counts[g].dtype)
         for g in seq_groups
+        if g != "B"
     }
+    if "B" in seq_groups:
+        dtype = counts["B"].dtype
+        sum_elog["B"] = sum_expected_log_emissions(params.prior["B"], counts["B"], bucket).to(dtype)
     n_sweeps = max(r.n_sweeps for r in runs)
-    return BucketState(counts, entropy, guide_state, elbo, local, sum_elog, n_sweeps)
+    return BucketState(counts, entropy, guide_state, elbo, local, sum_elog, n_sweeps, bucket.symbols)
 
 
 def e_step(
@@ -619,7 +735,10 @@ def e_step(
         for g in seq_groups:
             sum_elog[g] = sum_elog[g] + st.sum_expected_log[g]
         for g in GROUPS:
-            totals[g] = totals[g] + st.counts[g].sum(0)
+            if g == "B":
+                totals[g] = totals[g] + total_emission_counts(st.counts[g], bucket, params.n_symbols)
+            else:
+                totals[g] = totals[g] + st.counts[g].sum(0)
         local += float(st.local_elbo.sum())
         n += bucket.n_sequences
         sweeps = max(sweeps, st.n_sweeps)

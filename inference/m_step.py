@@ -198,11 +198,16 @@ M_STEP_METHODS = ("collapsed", "paper")
 
 
 def _count_batches(states, group: str, rows: int) -> list:
-    """Every bucket's expected counts of ``group`` as float64 arrays (M_b, rows, D)."""
+    """Every bucket's expected counts of ``group`` as float64 arrays (M_b, rows, D); in the
+    sparse emission layout B's as pairs (counts (M_b, K, W), symbols (M_b, W))."""
     batches = []
     for st in states:
         c = st.counts[group]
-        batches.append(c.reshape(c.shape[0], rows, -1).to(torch.float64).numpy())
+        values = c.reshape(c.shape[0], rows, -1).to(torch.float64).numpy()
+        if group == "B" and getattr(st, "symbols", None) is not None:
+            batches.append((values, st.symbols.numpy()))
+        else:
+            batches.append(values)
     return batches
 
 

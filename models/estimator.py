@@ -45,6 +45,17 @@ from ..inference import (
     viterbi_log,
 )
 from ..inference.em import NonFiniteELBOError
+from ..inference.emissions import (
+    EMISSION_LAYOUTS,
+    LOCAL_CHUNK,
+    LocalView,
+    chunks,
+    expected_emissions,
+    n_slots,
+    predictive_emissions,
+    token_potentials,
+)
+from ..inference.emissions import emission_layout as layout_of
 from .base import SequenceModel, check_n_symbols
 from .memory import check_memory, fit_bytes, importance_sampling_bytes, score_bytes
 from .modelfile import FORMAT_VERSION, ModelFileError, check_config_types, validate_model_document
@@ -100,6 +111,12 @@ class VariantHMM(SequenceModel):
         Update of learned Dirichlet priors: ``"collapsed"`` (default) maximizes the ELBO over
         the prior and every q(theta_m) jointly; ``"paper"`` holds q(theta_m) fixed as in the
         paper, and needs many more EM iterations (see :func:`ldhmm.inference.m_step`).
+    emission_layout : {"auto", "dense", "sparse"}
+        How per-sequence emission counts are stored (:mod:`ldhmm.inference.emissions`):
+        ``"sparse"``, a K x (distinct symbols) block per sequence; ``"dense"``, K x V;
+        ``"auto"`` (default) decides from K and V alone (sparse from
+        :data:`ldhmm.inference.emissions.SPARSE_MIN_SYMBOLS` symbols on). Both give the same
+        numbers (to rounding).
     """
 
     name = "variant"
@@ -126,6 +143,7 @@ class VariantHMM(SequenceModel):
         m_step: str = "collapsed",
         init: str = "auto",
         random_starts: int = RANDOM_STARTS,
+        emission_layout: str = "auto",
     ):
         super().__init__(n_states, seed)
         n_symbols = check_n_symbols(n_symbols)
@@ -148,6 +166,8 @@ class VariantHMM(SequenceModel):
             raise ValueError(f"random_starts must be an integer >= 0, got {random_starts!r}")
         if prior_concentration <= 0:
             raise ValueError(f"prior_concentration must be > 0, got {prior_concentration}")
+        if emission_layout not in EMISSION_LAYOUTS:
+            raise ValueError(f"emission_layout must be one of {EMISSION_LAYOUTS}, got {emission_layout!r}")
         self.n_symbols = n_symbols
         self.sharing = sharing if sharing is not None else ParameterSharing()
         self.guide = resolve_guide(guide)
@@ -163,6 +183,7 @@ class VariantHMM(SequenceModel):
         self.m_step = m_step
         self.init = init
         self.random_starts = int(random_starts)
+        self.emission_layout = emission_layout
 
     # ---- helpers -------------------------------------------------------------------------
     @property
@@ -185,8 +206,15 @@ class VariantHMM(SequenceModel):
         # n_symbols_ is set before EM runs, so only the learned parameters say it finished
         return hasattr(self, "params_")
 
+    @property
+    def sparse_emissions(self) -> bool:
+        """Whether this model stores per-sequence emission counts sparsely (decided from K, V)."""
+        return layout_of(self.n_states, self.n_symbols_, self.emission_layout) == "sparse"
+
     def _buckets(self, seqs):
-        return make_buckets(seqs, max_cells=self.bucket_cells)
+        return make_buckets(
+            seqs, max_cells=self.bucket_cells, sparse=self.sparse_emissions, n_symbols=self.n_symbols_
+        )
 
     def _set_params(self, params: VariantParameters):
         self.params_ = params
@@ -230,7 +258,7 @@ class VariantHMM(SequenceModel):
         L = max((len(x) for x in seqs), default=0)
         K, V = self.n_states, self.n_symbols_
         check_memory(
-            estimate(K, V, M, T, L, self.bucket_cells),
+            estimate(K, V, M, T, L, self.bucket_cells, self.sparse_emissions),
             f"{doing} K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
             knob,
         )
@@ -353,19 +381,35 @@ class VariantHMM(SequenceModel):
         dict with, for every per-sequence group, ``g_pi`` (M, K), ``g_A`` (M, K, K), ``g_B``
         (M, K, V) (Dirichlet parameters of q), ``state_marginals`` (list of (N_m, K) arrays),
         and ``elbo`` (M,).
+
+        In the sparse emission layout (:attr:`sparse_emissions`) ``g_B`` is not formed (it
+        would be M x K x V); instead ``B_symbols`` (list of (D_m,) int64 arrays: each
+        sequence's distinct symbols) and ``B_counts`` (list of (K, D_m) arrays: its expected
+        emission counts there): ``q(B_m) = Dir(beta + n_m)`` with ``n_m`` zero at every other
+        symbol. :func:`ldhmm.inference.emissions.dense_emission_posterior` turns them into
+        ``g_B`` (M, K, V) where that fits in memory.
         """
         seqs = self._validate_for_score(sequences)
         self._require_possible(seqs)
         buckets, states = self._e_step(seqs)
         M = len(seqs)
         out = {"elbo": np.empty(M), "state_marginals": [None] * M}
-        for g in self.sharing.groups(SEQUENCE):
+        sparse = self.sparse_emissions
+        groups = [g for g in self.sharing.groups(SEQUENCE) if not (sparse and g == "B")]
+        for g in groups:
             out[f"g_{g}"] = np.empty((M,) + tuple(self.params_.prior[g].shape))
+        if sparse and "B" in self.sharing.groups(SEQUENCE):
+            out["B_symbols"], out["B_counts"] = [None] * M, [None] * M
         for b, st in zip(buckets, states):
             idx = b.index.numpy()
             out["elbo"][idx] = st.elbo.numpy()
-            for g in self.sharing.groups(SEQUENCE):
+            for g in groups:
                 out[f"g_{g}"][idx] = (self.params_.prior[g] + st.counts[g]).numpy()
+            if "B_symbols" in out:
+                widths = n_slots(b).tolist()
+                for row, i in enumerate(idx):
+                    out["B_symbols"][i] = b.symbols[row, : widths[row]].numpy().copy()
+                    out["B_counts"][i] = st.counts["B"][row, :, : widths[row]].double().numpy().copy()
             marg = self._state_marginals(b, st)
             for row, i in enumerate(idx):
                 out["state_marginals"][i] = marg[row, : int(b.lengths[row])].numpy()
@@ -373,26 +417,25 @@ class VariantHMM(SequenceModel):
 
     def _state_marginals(self, bucket, state):
         """q(z_n) of a bucket at the fitted q(theta): one more q(Z) update from its Elogs."""
-        elog = self.params_.expected_logs(state.counts)
         update, _ = self.guide.update_hidden(
-            state.guide_state,
-            elog["pi"],
-            elog["A"],
-            emission_potentials(elog["B"], bucket.tokens),
-            bucket.mask,
+            state.guide_state, *token_potentials(self.params_, state.counts, bucket), bucket.mask
         )
         return update.state_marginals
 
-    def _posterior_means(self, state) -> dict:
+    def _posterior_means(self, state, bucket) -> dict:
         """``E_q[theta]`` of every group for a bucket after the E-step, float64.
 
         Per-sequence groups: ``Dir(prior + counts)`` normalized, leading dimension M_b; shared
         groups: the posterior normalized, point groups: ``exp(log_point)``, both with a leading
-        dimension of 1. Shapes: ``pi`` (., K), ``A`` (., K, K), ``B`` (., K, V).
+        dimension of 1. Shapes: ``pi`` (., K), ``A`` (., K, K), ``B`` (., K, V), or (M_b, K, W)
+        at each sequence's slots in the sparse layout (:meth:`_emission_tokens` index it).
         """
         means = {}
         for g in GROUPS:
             kind = self.sharing.kind(g)
+            if kind == SEQUENCE and g == "B" and bucket.sparse:
+                means[g] = expected_emissions(self.params_.prior[g], state.counts[g], bucket)
+                continue
             if kind == SEQUENCE:
                 conc = self.params_.prior[g].double() + state.counts[g].double()
             elif kind == POINT:
@@ -402,6 +445,13 @@ class VariantHMM(SequenceModel):
                 conc = self.params_.posterior[g].double()[None]
             means[g] = conc / conc.sum(-1, keepdim=True)
         return means
+
+    def _emission_tokens(self, bucket):
+        """What indexes the last axis of ``_posterior_means(...)["B"]``: slots where B is
+        per-sequence and stored sparsely, else the symbols."""
+        if bucket.sparse and self.sharing.kind("B") == SEQUENCE:
+            return bucket.emission_tokens
+        return bucket.tokens
 
     def predict_next_proba(self, sequences) -> np.ndarray:
         """Posterior predictive distribution of the next symbol of each sequence.
@@ -429,12 +479,14 @@ class VariantHMM(SequenceModel):
         buckets, states = self._e_step(seqs)
         out = np.empty((len(seqs), self.n_symbols_))
         for b, st in zip(buckets, states):
-            means = self._posterior_means(st)
+            means = self._posterior_means(st, b)
             marg = self._state_marginals(b, st).double()
             rows = torch.arange(b.n_sequences)
             last = marg[rows, b.lengths.long() - 1]  # q(z_n), (M_b, K)
             w = torch.einsum("mi,mij->mj", last, means["A"].expand(b.n_sequences, -1, -1))
-            if means["B"].shape[0] == 1:
+            if b.sparse and self.sharing.kind("B") == SEQUENCE:
+                p = predictive_emissions(w, self.params_.prior["B"], st.counts["B"], b)
+            elif means["B"].shape[0] == 1:
                 p = w @ means["B"][0]
             else:
                 p = torch.einsum("mj,mjv->mv", w, means["B"])
@@ -463,8 +515,9 @@ class VariantHMM(SequenceModel):
         out = [None] * len(seqs)
         for b, st in zip(buckets, states):
             # a point estimate's exact zero is a potential of -inf (the path avoids it)
-            logs = {g: torch.log(v) for g, v in self._posterior_means(st).items()}
-            paths = viterbi_log(logs["pi"], logs["A"], emission_potentials(logs["B"], b.tokens), b.mask)
+            logs = {g: torch.log(v) for g, v in self._posterior_means(st, b).items()}
+            log_obs = emission_potentials(logs["B"], self._emission_tokens(b))
+            paths = viterbi_log(logs["pi"], logs["A"], log_obs, b.mask)
             for i, path in zip(b.index.tolist(), unpad_paths(paths)):
                 out[i] = path
         return out
@@ -495,7 +548,14 @@ class VariantHMM(SequenceModel):
         L = max((len(x) for x in seqs), default=0)
         check_memory(
             importance_sampling_bytes(
-                self.n_states, self.n_symbols_, len(seqs), L, n_samples, self.bucket_cells
+                self.n_states,
+                self.n_symbols_,
+                len(seqs),
+                L,
+                n_samples,
+                self.bucket_cells,
+                self.sparse_emissions,
+                LOCAL_CHUNK,
             ),
             f"importance sampling ({n_samples} samples) with K = {self.n_states} states, "
             f"V = {self.n_symbols_} symbols",
@@ -513,17 +573,32 @@ class VariantHMM(SequenceModel):
             Mb = b.n_sequences
             # Draw as many samples at once as fit in the bucket's cell budget.
             chunk = max(1, min(n_samples, self.bucket_cells // max(1, Mb * b.max_length)))
-            log_w = []
-            done = 0
-            while done < n_samples:
-                S = min(chunk, n_samples - done)
-                log_w.append(self._importance_weights(b, st, seq_groups, S).reshape(S, Mb))
-                done += S
-            stacked = torch.cat(log_w)
-            out[b.index.numpy()] = (torch.logsumexp(stacked, 0) - math.log(n_samples)).numpy()
+            # Sparse layout: a few sequences at a time as a dense problem over their own
+            # symbols plus one lumped remainder (LocalView): B is drawn at those symbols only,
+            # never as S x K x V (the Dirichlet's aggregation property keeps it exact).
+            parts = chunks(Mb, LOCAL_CHUNK) if b.sparse else [(0, Mb)]
+            for start, stop in parts:
+                idx = torch.arange(start, stop)
+                if b.sparse:
+                    view = LocalView(b.select(idx), self.params_)
+                    params, bucket = view.params, view.bucket
+                    counts = {g: c[idx] for g, c in st.counts.items()}
+                    counts["B"] = view.dense_counts(counts["B"])
+                else:
+                    params, bucket, counts = self.params_, b, st.counts
+                n = stop - start
+                log_w = []
+                done = 0
+                while done < n_samples:
+                    S = min(chunk, n_samples - done)
+                    weights = self._importance_weights(params, bucket, counts, seq_groups, S)
+                    log_w.append(weights.reshape(S, n))
+                    done += S
+                stacked = torch.cat(log_w)
+                out[b.index.numpy()[start:stop]] = (torch.logsumexp(stacked, 0) - math.log(n_samples)).numpy()
         return out
 
-    def _importance_weights(self, bucket, state, seq_groups, n_draws):
+    def _importance_weights(self, params, bucket, counts, seq_groups, n_draws):
         """``log p(x, theta_s) - log q(theta_s)`` for ``n_draws`` draws per sequence, shape (S*M,)."""
         Mb = bucket.n_sequences
         log_theta = {}
@@ -531,17 +606,17 @@ class VariantHMM(SequenceModel):
         for g in GROUPS:
             kind = self.sharing.kind(g)
             if kind == POINT:
-                log_theta[g] = self.params_.log_point[g][None]
+                log_theta[g] = params.log_point[g][None]
                 continue
             if kind == SEQUENCE:
-                proposal = self.params_.prior[g] + state.counts[g]
+                proposal = params.prior[g] + counts[g]
             else:  # shared posterior: the same q for every sequence
-                proposal = self.params_.posterior[g].expand((Mb,) + self.params_.posterior[g].shape)
+                proposal = params.posterior[g].expand((Mb,) + params.posterior[g].shape)
             proposal = proposal.repeat((n_draws,) + (1,) * (proposal.dim() - 1))
             theta = sample_dirichlet(proposal)
             log_theta[g] = torch.log(theta)
             if kind == SEQUENCE:
-                prior = self.params_.prior[g].expand_as(proposal)
+                prior = params.prior[g].expand_as(proposal)
                 log_ratio = (
                     log_ratio + dirichlet_log_density(theta, prior) - dirichlet_log_density(theta, proposal)
                 )

@@ -64,7 +64,7 @@ class LDHMM(VariantHMM):
         Padded cells per E-step batch (memory/speed trade-off).
     n_init : int
         Random restarts of the closed-form fit; the highest final training ELBO wins.
-    init, random_starts : see :class:`ldhmm.models.estimator.VariantHMM`
+    init, random_starts, emission_layout : see :class:`ldhmm.models.estimator.VariantHMM`
         By default an FF fit starts from the PF fit (with its restarts).
     m_step : {"collapsed", "paper"}
         ``"collapsed"`` (default): Newton-Raphson on ``sum_m log B(alpha + n_m) - log B(alpha)``,
@@ -105,6 +105,7 @@ class LDHMM(VariantHMM):
         m_step: str = "collapsed",
         init: str = "auto",
         random_starts: int = RANDOM_STARTS,
+        emission_layout: str = "auto",
     ):
         super().__init__(
             n_states,
@@ -123,6 +124,7 @@ class LDHMM(VariantHMM):
             m_step=m_step,
             init=init,
             random_starts=random_starts,
+            emission_layout=emission_layout,
         )
         if optimizer not in ("cavi", "svi"):
             raise ValueError(f"optimizer must be 'cavi' or 'svi', got {optimizer!r}")

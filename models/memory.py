@@ -117,39 +117,74 @@ def _per_sequence_values(K: int, V: int) -> int:
     return K + K * K + K * V
 
 
+def _emission_values(K: int, V: int, n_sequences: int, n_tokens: int, max_length: int, sparse: bool) -> int:
+    """Values of every sequence's emission counts: K x V each (dense layout), or K + 1 per
+    distinct symbol of a sequence (sparse: at most its length, padded within a batch)."""
+    if not sparse:
+        return int(n_sequences) * K * V
+    slots = min(int(1.25 * n_tokens) + int(n_sequences), int(n_sequences) * min(V, max(1, int(max_length))))
+    return (K + 1) * slots
+
+
 def fit_bytes(
-    K: int, V: int, n_sequences: int, n_tokens: int, max_length: int, bucket_cells: int = 1 << 20
+    K: int,
+    V: int,
+    n_sequences: int,
+    n_tokens: int,
+    max_length: int,
+    bucket_cells: int = 1 << 20,
+    sparse: bool = False,
 ) -> int:
     """Peak bytes of a variational EM fit (or an E-step) of M sequences, T tokens.
 
     Per sequence: its expected counts of pi, A, B, kept twice (the state and the best of the
     starts); per token: the hidden-state marginals and factors (3 K values); per batch: four
     K-vectors per padded position (emission potentials, forward and backward messages,
-    marginals). The per-sequence K x K and K x V counts dominate at large K or V (K = 5000 on
-    Entree's 422 sessions: 2 x 422 x 5000^2 x 8 bytes = 169 GB; the first batch alone asks the
-    allocator for 61 GB).
+    marginals); database-level: a dozen K x V arrays (priors, their special functions, the
+    M-step's sums). The per-sequence K x K and K x V counts dominate at large K or V in the dense
+    emission layout (K = 5000 on Entree's 422 sessions: 2 x 422 x 5000^2 x 8 bytes = 169 GB; the
+    first batch alone asks the allocator for 61 GB); ``sparse``: the emission layout that keeps
+    a sequence's counts at its own symbols only (:mod:`ldhmm.inference.emissions`).
     """
     cells = min(int(bucket_cells), int(n_sequences) * int(max_length)) if n_sequences else 0
-    values = 2 * n_sequences * _per_sequence_values(K, V) + 3 * n_tokens * K + 4 * cells * K
+    per_sequence = int(n_sequences) * (K + K * K) + _emission_values(
+        K, V, n_sequences, n_tokens, max_length, sparse
+    )
+    values = 2 * per_sequence + 3 * n_tokens * K + 4 * cells * K + 12 * K * V
     return int(8 * values)
 
 
 def score_bytes(
-    K: int, V: int, n_sequences: int, n_tokens: int, max_length: int, bucket_cells: int = 1 << 20
+    K: int,
+    V: int,
+    n_sequences: int,
+    n_tokens: int,
+    max_length: int,
+    bucket_cells: int = 1 << 20,
+    sparse: bool = False,
 ) -> int:
     """Peak bytes of scoring (the held-out E-step): as a fit's E-step."""
-    return fit_bytes(K, V, n_sequences, n_tokens, max_length, bucket_cells)
+    return fit_bytes(K, V, n_sequences, n_tokens, max_length, bucket_cells, sparse)
 
 
 def importance_sampling_bytes(
-    K: int, V: int, n_sequences: int, max_length: int, n_samples: int, bucket_cells: int = 1 << 20
+    K: int,
+    V: int,
+    n_sequences: int,
+    max_length: int,
+    n_samples: int,
+    bucket_cells: int = 1 << 20,
+    sparse: bool = False,
+    chunk: int = 256,
 ) -> int:
     """Peak bytes of ``log_marginal_is``: per batch, draws of pi, A, B (three copies each:
     the draw, its log and the proposal) for as many (sample, sequence) pairs as fit in the
-    batch's cells."""
+    batch's cells. ``sparse``: B is drawn over the symbols of ``chunk`` sequences plus one
+    lumped remainder, not over all V."""
     pairs = max(1, min(int(n_samples) * int(n_sequences), int(bucket_cells) // max(1, int(max_length))))
     pairs = max(pairs, min(int(n_sequences), int(bucket_cells)))
-    return int(8 * 3 * pairs * _per_sequence_values(K, V))
+    width = min(V, chunk * max(1, int(max_length)) + 1) if sparse else V
+    return int(8 * 3 * pairs * _per_sequence_values(K, width))
 
 
 def check_memory(needed: int, what: str, knob: str) -> None:

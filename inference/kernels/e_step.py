@@ -20,6 +20,7 @@ from numba import njit, prange
 
 from .chain import FASTMATH, chain_pass, shift_initial, shift_transition
 from .dirichlet_multinomial import SUM_BLOCK
+from .sparse import scatter_blocks
 from .special import FASTMATH_SPECIAL, lgamma_digamma
 
 __all__ = ["FAMILIES", "PriorTerms", "fused_e_step"]
@@ -62,6 +63,7 @@ def _sequence_terms(
     c_B,
     present,
     n_present,
+    sym_map,
     elog_pi,
     elog_A,
     elog_B,
@@ -70,7 +72,8 @@ def _sequence_terms(
     """For the per-sequence groups at g = prior + counts: E log theta (for B only the
     columns of the symbols present; psi of B's row sums in ``psi_rowsum_B``), and the
     collapsed ELBO part sum log B(g), less log B(prior) for B (the caller subtracts the
-    constant log B(prior) of pi and A)."""
+    constant log B(prior) of pi and A). Counts and E log B are indexed by slot, the prior by
+    symbol (``sym_map[slot]``)."""
     K = prior_A.shape[0]
     value = 0.0
     if seq_pi:
@@ -82,10 +85,11 @@ def _sequence_terms(
             rowsum = prior_B_rowsum[k]
             for j in range(n_present):
                 v = present[j]
-                g = prior_B[k, v] + c_B[k, v]
+                x = sym_map[v]
+                g = prior_B[k, x] + c_B[k, v]
                 rowsum += c_B[k, v]
                 lg, psi = lgamma_digamma(g)
-                value += lg - lgamma_prior_B[k, v]
+                value += lg - lgamma_prior_B[k, x]
                 elog_B[k, v] = psi
             lg, psi_total = lgamma_digamma(rowsum)
             value += lgamma_prior_B_rowsum[k] - lg
@@ -153,6 +157,19 @@ def _pf_update(
             obs_table[v, k] = np.exp(elog_B[k, v] - s)
     log_z = chain_pass(tokens_m, L, initial, A, obs_table, log_z, alpha, scale, pair, emitted, acc, beta, w)
     if not np.isfinite(log_z):
+        return np.nan
+    # A finite normalizer with non-finite marginals (0 * inf inside the scaled recursion, e.g.
+    # priors near 1e-3 at a cold start): fail before the counts are touched, so that the
+    # log-space redo starts from the last valid ones.
+    check = 0.0
+    for i in range(K):
+        check += alpha[0, i]
+        for k in range(K):
+            check += pair[i, k]
+    for j in range(n_present):
+        for k in range(K):
+            check += emitted[present[j], k]
+    if not np.isfinite(check):
         return np.nan
     for i in range(K):
         for k in range(K):
@@ -312,6 +329,7 @@ def _fused_e_step(
     counts_pi,
     counts_A,
     counts_B,
+    symbols,
     phi_all,
     initialize,
     entropy,
@@ -329,6 +347,9 @@ def _fused_e_step(
 ):  # pragma: no cover - compiled
     M = tokens.shape[0]
     K, V = prior_B.shape
+    W = counts_B.shape[2]  # V (dense layout) or the bucket's most distinct symbols (sparse)
+    sparse = symbols.shape[0] > 0
+    identity = np.arange(W)
     seq_pi, seq_A, seq_B = sequence_groups[0], sequence_groups[1], sequence_groups[2]
     any_sequence = seq_pi or seq_A or seq_B
     n_blocks = (M + SUM_BLOCK - 1) // SUM_BLOCK
@@ -340,17 +361,17 @@ def _fused_e_step(
         # or rows are written and read.
         elog_pi = np.empty((1, K))
         elog_A = np.empty((K, K))
-        elog_B = np.empty((K, V))
+        elog_B = np.empty((K, W))
         alpha_block = np.empty((T_pf, K))
         scale_block = np.empty(T_pf)
-        slot = np.full(V, -1, dtype=np.int64)
-        present = np.empty(min(T, V), dtype=np.int64)
-        symbol_count = np.empty(min(T, V))
+        slot = np.full(W, -1, dtype=np.int64)
+        present = np.empty(min(T, W), dtype=np.int64)
+        symbol_count = np.empty(min(T, W))
         psi_rowsum_B = np.empty(K)
         A = np.empty((K, K))
-        table = np.empty((V, K))
+        table = np.empty((W, K))
         pair = np.empty((K, K))
-        emitted = np.empty((V, K))
+        emitted = np.empty((W, K))
         vec1 = np.empty(K)
         vec2 = np.empty(K)
         vec3 = np.empty(K)
@@ -372,6 +393,7 @@ def _fused_e_step(
             c_pi = counts_pi[m].reshape((1, K))
             c_A = counts_A[m]
             c_B = counts_B[m]  # zero outside the present columns, and kept so
+            sym_map = symbols[m] if sparse else identity  # slot -> symbol
             phi = phi_all[m] if family == 1 else phi_all[0]
             # E log theta at the warm start (database-level groups: fixed); afterwards each
             # sweep's special-function pass gives both its collapsed ELBO and the next sweep's
@@ -383,7 +405,7 @@ def _fused_e_step(
             if not seq_B:
                 for k in range(K):
                     for j in range(n_present):
-                        elog_B[k, present[j]] = fixed_B[k, present[j]]
+                        elog_B[k, present[j]] = fixed_B[k, sym_map[present[j]]]
             # A sequence without any counts yet (cold start) has q(theta) = the prior, whose
             # E log theta is the same for every sequence: computed once by the caller.
             fresh = True
@@ -405,7 +427,7 @@ def _fused_e_step(
                     for k in range(K):
                         psi_rowsum_B[k] = lgamma_digamma(prior_B_rowsum[k])[1]
                         for j in range(n_present):
-                            elog_B[k, present[j]] = elog_prior_B[k, present[j]]
+                            elog_B[k, present[j]] = elog_prior_B[k, sym_map[present[j]]]
             else:
                 _sequence_terms(
                     seq_pi,
@@ -422,6 +444,7 @@ def _fused_e_step(
                     c_B,
                     present,
                     n_present,
+                    sym_map,
                     elog_pi,
                     elog_A,
                     elog_B,
@@ -492,6 +515,7 @@ def _fused_e_step(
                     c_B,
                     present,
                     n_present,
+                    sym_map,
                     elog_pi,
                     elog_A,
                     elog_B,
@@ -508,7 +532,7 @@ def _fused_e_step(
                         for j in range(n_present):
                             v = present[j]
                             if c_B[k, v] > 0.0:
-                                database += c_B[k, v] * fixed_B[k, v]
+                                database += c_B[k, v] * fixed_B[k, sym_map[v]]
                 entropy[m] = h
                 local[m] = h + collapsed
                 value = h + collapsed + database
@@ -525,7 +549,9 @@ def _fused_e_step(
                 continue
             # Sufficient statistics of the paper's M-step at the final q(theta) (E log theta was
             # computed from the final counts), summed per block of sequences: no races, no
-            # per-sequence buffers, and the same sums whatever the number of threads.
+            # per-sequence buffers, and the same sums whatever the number of threads. Sparse
+            # layout: B's terms per sequence and slot (a (K, V) buffer per block would be
+            # O(K V) per 64 sequences); the caller adds them up by symbol.
             if seq_pi:
                 for k in range(K):
                     sum_elog_pi[block, k] += elog_pi[0, k]
@@ -538,7 +564,11 @@ def _fused_e_step(
                     sum_psi_rowsum_B[block, k] += psi_rowsum_B[k]
                     for j in range(n_present):
                         v = present[j]
-                        sum_delta_B[block, k, v] += elog_B[k, v] + psi_rowsum_B[k] - psi_prior_B[k, v]
+                        delta = elog_B[k, v] + psi_rowsum_B[k] - psi_prior_B[k, sym_map[v]]
+                        if sparse:
+                            sum_delta_B[m, k, v] = delta
+                        else:
+                            sum_delta_B[block, k, v] += delta
 
 
 #: The per-sequence q(Z) updates the compiled E-step runs, and whether each carries a state
@@ -584,6 +614,7 @@ def fused_e_step(
     tol,
     record_trace=False,
     phi=None,
+    symbols=None,
 ):
     """Whole E-step of a batch in compiled code: every sequence sweeps until it converges.
 
@@ -599,11 +630,15 @@ def fused_e_step(
     fixed : tuple of float64 ndarray (K,), (K, K), (K, V)
         E log theta of database-level groups (ignored for per-sequence groups).
     sequence_groups : tuple of 3 bool
-    counts : tuple of float64 ndarray (M, K), (M, K, K), (M, K, V)
-        Warm start; overwritten with the final expected counts.
+    counts : tuple of float64 ndarray (M, K), (M, K, K), (M, K, W)
+        Warm start; overwritten with the final expected counts. W = V (dense layout), or the
+        sparse layout's slots (see ``symbols``); ``tokens`` index the last axis.
     max_iter : int; tol : float
     record_trace : bool
         Also return the per-sweep ELBO of every sequence (M, max_iter), NaN after it stopped.
+    phi : float64 ndarray (M, T, K), optional
+    symbols : int64 ndarray (M, W), optional
+        Sparse layout: the symbol of every slot of every sequence (``tokens`` are then slots).
 
     Returns
     -------
@@ -630,7 +665,9 @@ def fused_e_step(
     n_blocks = -(-M // SUM_BLOCK)  # per-block partial sums (see SUM_BLOCK)
     sum_elog_pi = np.zeros((n_blocks, K))
     sum_elog_A = np.zeros((n_blocks, K, K))
-    sum_delta_B = np.zeros((n_blocks, K, V))
+    W = counts[2].shape[2]
+    sparse = symbols is not None
+    sum_delta_B = np.zeros((M, K, W)) if sparse and flags[2] else np.zeros((n_blocks, K, V))
     sum_psi_rowsum_B = np.zeros((n_blocks, K))
     initialize = phi is None
     if family == "ff" and phi is None:
@@ -659,6 +696,7 @@ def fused_e_step(
         counts[0],
         counts[1],
         counts[2],
+        np.ascontiguousarray(symbols, dtype=np.int64) if sparse else np.zeros((0, W), dtype=np.int64),
         phi if family == "ff" else np.zeros((1, 1, K)),
         initialize,
         out["entropy"],
@@ -681,7 +719,12 @@ def fused_e_step(
     if flags[1]:
         sums["A"] = sum_elog_A.sum(0)
     if flags[2]:
-        sums["B"] = n_ok * t.psi_B + sum_delta_B.sum(0) - sum_psi_rowsum_B.sum(0)[:, None]
+        if sparse:
+            # Failed sequences kept zeros here, like their (unused) slots.
+            delta = scatter_blocks(sum_delta_B, symbols, V, SUM_BLOCK)
+        else:
+            delta = sum_delta_B.sum(0)
+        sums["B"] = n_ok * t.psi_B + delta - sum_psi_rowsum_B.sum(0)[:, None]
     out["trace"] = trace if record_trace else None
     out["sum_expected_log"] = sums
     return out

@@ -1,10 +1,14 @@
-"""The ``ldhmm data`` sub-commands: ``fetch`` and ``info``.
+"""The ``ldhmm data`` sub-commands: ``fetch``, ``info`` and ``export``.
 
 ``register(subparsers)`` adds them to the main ``ldhmm`` parser; each handler is set with
 ``set_defaults(func=...)`` and returns an exit code. Errors in the data (or a missing file)
 print one line ``ldhmm data: error: ...`` on stderr and return a non-zero code, without a
 traceback. ``python -m ldhmm.cli data info splice --data-dir DIR`` runs it without the
 console script.
+
+``export`` writes a data set or a data file as a partitioned data set (a directory of Parquet
+files plus ``dataset.json``, :mod:`ldhmm.data.partitions`) that cluster workers read without a
+driver; ``info`` also describes such a directory.
 """
 
 from __future__ import annotations
@@ -17,23 +21,34 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import DATASET_NAMES, DATASETS, ChecksumError, DataFormatError, fetch, load_dataset, load_path
+from ..data import (
+    DATASET_NAMES,
+    DATASETS,
+    LAYOUTS,
+    ChecksumError,
+    DataFormatError,
+    fetch,
+    load_dataset,
+    load_path,
+    write_partitioned,
+)
+from ..data.partitions import MANIFEST, ROW_GROUP_TOKENS
 
-__all__ = ["register", "run_fetch", "run_info", "length_histogram"]
+__all__ = ["register", "run_fetch", "run_info", "run_export", "length_histogram"]
 
 EXIT_DATA_ERROR = 1
 EXIT_USAGE = 2
 
 
 def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``data`` command (with ``fetch`` and ``info``) to an argparse subparsers object."""
+    """Add the ``data`` command (``fetch``, ``info``, ``export``) to an argparse subparsers object."""
     data = subparsers.add_parser(
         "data",
         help="fetch and inspect data sets",
         description="Fetch the UCI data sets and inspect data files.",
     )
     data.set_defaults(func=lambda args: (data.print_help(), EXIT_USAGE)[1])
-    commands = data.add_subparsers(dest="data_command", metavar="{fetch,info}")
+    commands = data.add_subparsers(dest="data_command", metavar="{fetch,info,export}")
 
     p_fetch = commands.add_parser("fetch", help="download a UCI data set and verify its checksum")
     p_fetch.add_argument("name", choices=sorted(DATASETS), help="data set")
@@ -45,18 +60,74 @@ def register(subparsers) -> argparse.ArgumentParser:
     p_fetch.set_defaults(func=run_fetch)
 
     p_info = commands.add_parser("info", help="describe a data set or a data file")
-    p_info.add_argument(
-        "target", metavar="NAME|PATH", help=f"a data set ({', '.join(DATASET_NAMES)}) or a file"
-    )
-    p_info.add_argument("--data-dir", default=None, help="data directory (default: $LDHMM_DATA)")
-    p_info.add_argument("--min-length", type=int, default=None, help="keep sequences at least this long")
-    p_info.add_argument("--max-length", type=int, default=None, help="keep sequences at most this long")
-    p_info.add_argument("--sequence-col", default=None, help="event logs: sequence id column")
-    p_info.add_argument("--event-col", default=None, help="event logs: event column")
-    p_info.add_argument("--time-col", default=None, help="event logs: time/order column")
+    _add_source_arguments(p_info)
     p_info.add_argument("--bins", type=int, default=12, help="length histogram bins (at most)")
     p_info.set_defaults(func=run_info)
+
+    p_export = commands.add_parser(
+        "export",
+        help="write a data set or file as partitioned Parquet files for cluster workers",
+        description="Write a data set or a data file as a directory of Parquet files plus dataset.json "
+        "(layout 'sequences': one row per sequence; 'events': one row per event), written into a "
+        "temporary directory and renamed into place.",
+    )
+    _add_source_arguments(p_export)
+    p_export.add_argument("out", metavar="OUT", help="output directory (absent or empty)")
+    p_export.add_argument(
+        "--layout", choices=LAYOUTS, default="sequences", help="one row per sequence or event"
+    )
+    p_export.add_argument(
+        "--files", type=_positive_int, default=8, help="number of Parquet files (default 8)"
+    )
+    p_export.add_argument(
+        "--row-group-tokens",
+        type=_positive_int,
+        default=ROW_GROUP_TOKENS,
+        help=f"sequences layout: tokens per row group, the planning unit (default {ROW_GROUP_TOKENS})",
+    )
+    p_export.add_argument("--overwrite", action="store_true", help="replace an existing data set in OUT")
+    p_export.add_argument("--quiet", action="store_true", help="print nothing on success")
+    p_export.set_defaults(func=run_export)
     return data
+
+
+def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """The data source of ``info`` and ``export``: a data set name or a path, and its options."""
+    parser.add_argument(
+        "target",
+        metavar="NAME|PATH",
+        help=f"a data set ({', '.join(DATASET_NAMES)}), a file, or a partitioned data set's directory",
+    )
+    parser.add_argument("--data-dir", default=None, help="data directory (default: $LDHMM_DATA)")
+    parser.add_argument("--min-length", type=int, default=None, help="keep sequences at least this long")
+    parser.add_argument("--max-length", type=int, default=None, help="keep sequences at most this long")
+    parser.add_argument("--sequence-col", default=None, help="event logs: sequence id column")
+    parser.add_argument("--event-col", default=None, help="event logs: event column")
+    parser.add_argument("--time-col", default=None, help="event logs: time/order column")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _load_source(args):
+    """The database ``target`` names, and its size before the length filter."""
+    target = args.target
+    path = Path(target)
+    is_path = path.is_file() or (path / MANIFEST).is_file()
+    if target.lower() in DATASET_NAMES and not is_path:
+        db = load_dataset(target, args.data_dir)
+    else:
+        db = load_path(
+            target,
+            getattr(args, "sequence_col", None),
+            getattr(args, "event_col", None),
+            getattr(args, "time_col", None),
+        )
+    return db.filter_length(args.min_length, args.max_length), len(db)
 
 
 def _fail(message: str, code: int = EXIT_DATA_ERROR) -> int:
@@ -109,17 +180,7 @@ def run_info(args) -> int:
     """Handler of ``ldhmm data info``."""
     target = args.target
     try:
-        if target.lower() in DATASET_NAMES and not Path(target).is_file():
-            db = load_dataset(target, args.data_dir)
-        else:
-            db = load_path(
-                target,
-                getattr(args, "sequence_col", None),
-                getattr(args, "event_col", None),
-                getattr(args, "time_col", None),
-            )
-        total = len(db)
-        db = db.filter_length(args.min_length, args.max_length)
+        db, total = _load_source(args)
     except (DataFormatError, ValueError, OSError) as err:
         return _fail(str(err))
     bounds = ""
@@ -142,4 +203,28 @@ def run_info(args) -> int:
         print(f"  {k:>3} {symbol:<20} {int(c):>10}")
     print("length histogram:")
     print(length_histogram(db.lengths, bins=max(1, args.bins)))
+    return 0
+
+
+def run_export(args) -> int:
+    """Handler of ``ldhmm data export``."""
+    try:
+        db, _ = _load_source(args)
+        out = write_partitioned(
+            db,
+            args.out,
+            layout=args.layout,
+            n_files=args.files,
+            overwrite=args.overwrite,
+            row_group_tokens=args.row_group_tokens,
+        )
+    except (DataFormatError, ValueError, OSError) as err:
+        return _fail(str(err))
+    if not args.quiet:
+        files = sorted(out.glob("*.parquet"))
+        size = sum(f.stat().st_size for f in files)
+        print(
+            f"{out}: {args.layout} layout, {len(files)} files, {len(db)} sequences, {db.n_tokens} tokens, "
+            f"{size / 1e6:.1f} MB"
+        )
     return 0

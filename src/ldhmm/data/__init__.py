@@ -8,6 +8,10 @@
 * A user's own data: :class:`Vocabulary`, :func:`load_text`, :func:`load_event_log`, and
   :func:`load_path`, which tells a file's format from the file, and :func:`recode`, which maps
   a file's symbols into a saved model's vocabulary by name.
+* Partitioned data sets (a directory of Parquet files plus ``dataset.json``) that cluster
+  workers read without a driver: :func:`write_partitioned`, :func:`plan_partitions` into
+  :class:`PartitionSpec`, :func:`read_partition`, :func:`load_partitioned`, and
+  :func:`partition_database` for balanced in-memory partitions.
 * :func:`fetch`: download a UCI data set with checksum verification.
 
 Errors in a file raise :class:`DataFormatError` (a ``ValueError``) naming file and line.
@@ -16,6 +20,16 @@ Errors in a file raise :class:`DataFormatError` (a ``ValueError``) naming file a
 from .database import DataFormatError, SequenceDatabase
 from .fetch import DATASETS, ChecksumError, DatasetSource, fetch
 from .files import load_path
+from .partitions import (
+    LAYOUTS,
+    PartitionSpec,
+    load_partitioned,
+    partition_database,
+    plan_partitions,
+    read_manifest,
+    read_partition,
+    write_partitioned,
+)
 from .splits import kfold_indices
 from .uci import (
     DATA_ENV_VAR,
@@ -65,4 +79,12 @@ __all__ = [
     "load_text",
     "load_path",
     "recode",
+    "LAYOUTS",
+    "PartitionSpec",
+    "load_partitioned",
+    "partition_database",
+    "plan_partitions",
+    "read_manifest",
+    "read_partition",
+    "write_partitioned",
 ]

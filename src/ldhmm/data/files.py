@@ -1,7 +1,8 @@
 """Load a data file of any format ldhmm reads, telling the format from the file itself.
 
 :func:`load_path` is what ``ldhmm data info FILE`` and the experiment commands' ``--file``
-use: a user names a file, not its format.
+use: a user names a file, not its format. A directory holding a ``dataset.json`` is a
+partitioned data set (:mod:`ldhmm.data.partitions`), read whole.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import gzip
 from pathlib import Path
 
 from .database import TEXT_MAGIC, SequenceDatabase
+from .partitions import load_partitioned
 from .uci import read_msnbc, read_splice
 from .userdata import load_event_log, load_text
 
@@ -19,6 +21,7 @@ __all__ = ["load_path"]
 def load_path(path, sequence_col=None, event_col=None, time_col=None) -> SequenceDatabase:
     """Load a data file, guessing its format.
 
+    A directory: a partitioned data set (:func:`~ldhmm.data.load_partitioned`);
     ``.csv``/``.parquet`` with ``sequence_col`` and ``event_col``: an event log; a file that
     starts with the ``ldhmm-sequences`` header: the text format; an MSNBC ``.seq`` (plain or
     gzip, header ``% ...``): MSNBC; a file named ``splice.data`` or whose first line has the
@@ -27,6 +30,7 @@ def load_path(path, sequence_col=None, event_col=None, time_col=None) -> Sequenc
     Parameters
     ----------
     path : str or Path
+        A file, or the directory of a partitioned data set.
     sequence_col, event_col, time_col : str, optional
         Columns of an event log (:func:`load_event_log`); the first two are needed for one.
 
@@ -40,9 +44,12 @@ def load_path(path, sequence_col=None, event_col=None, time_col=None) -> Sequenc
         No such file.
     ValueError
         An event log without its columns; :class:`DataFormatError` (a ``ValueError``) for an
-        error in the file, naming file and line.
+        error in the file, naming file and line (for a directory: one without ``dataset.json``,
+        or any error :func:`~ldhmm.data.load_partitioned` reports).
     """
     path = Path(path)
+    if path.is_dir():
+        return load_partitioned(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     suffixes = [s.lower() for s in path.suffixes]

@@ -1,0 +1,274 @@
+"""Emission layouts: per-sequence emission state dense over V, or sparse over what a sequence uses.
+
+A per-sequence emission group ``q(B_m) = Dir(beta + n_m)`` has expected counts ``n_m`` (K, V)
+that are zero outside the symbols sequence m contains. The **dense** layout stores them as they
+are (M, K, V); the **sparse** layout stores, for each sequence, its distinct symbols
+(``Bucket.symbols``, (M_b, W)) and a K x W block of counts, W at most the sequence's length. The
+layout is chosen from K and V alone (:func:`emission_layout`), so every partition of a
+distributed fit takes the same path.
+
+Nothing else changes in the sparse layout, because of the *aggregation property* of the
+Dirichlet: if ``B ~ Dir(a)`` then the components of a subset S of symbols together with the lumped
+remainder ``1 - sum_S B_v`` are ``Dir(a_S, sum_{v not in S} a_v)``. Every quantity of a sequence
+(its ELBO, ``E log B`` at its symbols, draws of ``B`` at its symbols) depends only on its own
+symbols and the row totals ``sum_v a_kv``. Database-level sums (the M-step's statistics, total
+counts) add the sparse blocks up by symbol, plus one closed-form term per row for the zeros.
+
+:class:`LocalView` turns a few sequences of a sparse bucket into an ordinary dense problem over
+the union of their symbols plus one lumped "rest" symbol, so that every dense routine (the torch
+E-step, importance sampling, decoding) runs on them unchanged and exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .batch import Bucket
+from .kernels.dirichlet_multinomial import SUM_BLOCK
+from .kernels.sparse import expected_log_sums, scatter_rows
+from .ops.chain import emission_potentials
+from .ops.dirichlet import expected_log_dirichlet
+from .parameters import VariantParameters
+from .variants import POINT, SEQUENCE, SHARED
+
+__all__ = [
+    "EMISSION_LAYOUTS",
+    "SPARSE_MIN_SYMBOLS",
+    "emission_layout",
+    "n_slots",
+    "slot_mask",
+    "total_emission_counts",
+    "sum_expected_log_emissions",
+    "expected_log_emissions",
+    "token_potentials",
+    "to_dense_counts",
+    "LocalView",
+    "LOCAL_CHUNK",
+    "chunks",
+    "expected_emissions",
+    "predictive_emissions",
+    "dense_emission_posterior",
+]
+
+#: Layouts a model accepts: ``"auto"`` picks one from K and V (:func:`emission_layout`).
+EMISSION_LAYOUTS = ("auto", "dense", "sparse")
+
+#: ``"auto"`` stores emission counts sparsely from this many symbols on. Below it the dense
+#: block (K x V per sequence) is at most a few KB and the dense layout runs the same kernel
+#: without the slot indirection (experiments/bench_vocab.py measures both).
+SPARSE_MIN_SYMBOLS = 512
+
+
+def emission_layout(n_states: int, n_symbols: int, layout: str = "auto") -> str:
+    """``"dense"`` or ``"sparse"`` for a model with K states and V symbols.
+
+    ``"auto"`` depends on K and V only (never on the data), so that every partition of a
+    database, and every process of a distributed fit, makes the same choice.
+    """
+    if layout not in EMISSION_LAYOUTS:
+        raise ValueError(f"emission_layout must be one of {EMISSION_LAYOUTS}, got {layout!r}")
+    if layout != "auto":
+        return layout
+    return "sparse" if n_symbols >= SPARSE_MIN_SYMBOLS else "dense"
+
+
+def n_slots(bucket: Bucket) -> torch.Tensor:
+    """Number of distinct symbols of each sequence of a sparse bucket, LongTensor (M_b,)."""
+    return bucket.slots.masked_fill(~bucket.mask, -1).max(1).values + 1
+
+
+def slot_mask(bucket: Bucket) -> torch.Tensor:
+    """True on the real (not padding) slots of a sparse bucket, BoolTensor (M_b, W_b)."""
+    W = bucket.symbols.shape[1]
+    return torch.arange(W)[None, :] < n_slots(bucket)[:, None]
+
+
+def total_emission_counts(counts_B: torch.Tensor, bucket: Bucket, n_symbols: int) -> torch.Tensor:
+    """``sum_m n_m`` (K, V) of a bucket's emission counts in either layout, added in sequence
+    order in both (so that both layouts give the same sums)."""
+    if not bucket.sparse:
+        return torch.from_numpy(counts_B.numpy().sum(0))  # numpy: sequence by sequence
+    out = scatter_rows(counts_B.double().numpy(), bucket.symbols.numpy(), n_symbols)
+    return torch.from_numpy(out).to(counts_B.dtype)
+
+
+def sum_expected_log_emissions(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket: Bucket) -> torch.Tensor:
+    """``sum_m E_q[log B_m]`` (K, V) over a bucket, ``q(B_m) = Dir(prior + n_m)``, float64.
+
+    ``M psi(a) - sum_m psi(a_0 + n_m0)`` plus, at each sequence's own symbols,
+    ``psi(a + n) - psi(a)``: O(K V) once plus O(K W) per sequence, the same numbers in both
+    layouts (:func:`ldhmm.inference.kernels.sparse.expected_log_sums`).
+    """
+    symbols = bucket.symbols.numpy() if bucket.sparse else None
+    out = expected_log_sums(prior_B.double().numpy(), counts_B.double().numpy(), symbols, SUM_BLOCK)
+    return torch.from_numpy(out)
+
+
+def expected_log_emissions(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket: Bucket) -> torch.Tensor:
+    """``E_q[log B_m]`` at each sequence's slots, (M_b, K, W) (dense layout: (M_b, K, V)).
+
+    The row totals are those of all V symbols (aggregation property), so the values equal the
+    dense layout's at the same symbols.
+    """
+    a = prior_B.double()
+    c = counts_B.double()
+    if not bucket.sparse:
+        return expected_log_dirichlet(a + c).to(counts_B.dtype)
+    gathered = a[:, bucket.symbols].permute(1, 0, 2)
+    totals = a.sum(-1)[None, :] + c.sum(-1)  # (M, K)
+    return (torch.digamma(gathered + c) - torch.digamma(totals)[..., None]).to(counts_B.dtype)
+
+
+def token_potentials(params: VariantParameters, counts: dict, bucket: Bucket, fixed: dict | None = None):
+    """``E log pi``, ``E log A`` and the emission potentials ``E log B[k, x_n]`` (M_b, T, K) of
+    a bucket at its counts, in either layout (what a guide's ``init_state`` and ``update_hidden``
+    take)."""
+    seq_groups = params.sharing.groups(SEQUENCE)
+    elog = {}
+    for g in ("pi", "A"):
+        if g in seq_groups:
+            conc = params.prior[g].double() + counts[g].double()
+            elog[g] = expected_log_dirichlet(conc).to(counts[g].dtype)
+        else:
+            elog[g] = fixed[g] if fixed is not None else params.fixed_expected_log(g)
+    if "B" in seq_groups:
+        log_B = expected_log_emissions(params.prior["B"], counts["B"], bucket)
+        log_obs = emission_potentials(log_B, bucket.emission_tokens)
+    else:
+        fixed_B = fixed["B"] if fixed is not None else params.fixed_expected_log("B")
+        log_obs = emission_potentials(fixed_B, bucket.tokens)
+    return elog["pi"], elog["A"], log_obs
+
+
+def to_dense_counts(counts_B: torch.Tensor, bucket: Bucket, n_symbols: int) -> torch.Tensor:
+    """A sparse bucket's emission counts as (M_b, K, V) (small V only: M_b K V numbers)."""
+    if not bucket.sparse:
+        return counts_B
+    M, K, _ = counts_B.shape
+    dense = counts_B.new_zeros(M, K, n_symbols)
+    return dense.scatter_add_(2, bucket.symbols[:, None, :].expand_as(counts_B), counts_B)
+
+
+def _rest_of(values: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+    """The lumped remainder of (K, V) rows: the sum over the columns not ``kept``, (K, 1)."""
+    keep = torch.zeros(values.shape[-1], dtype=torch.bool)
+    keep[kept] = True
+    return values[:, ~keep].sum(-1, keepdim=True)
+
+
+class LocalView:
+    """A few sequences of a sparse bucket as a dense problem over the symbols they contain.
+
+    The local vocabulary is the union U of the sequences' symbols, plus (when U < V) one lumped
+    symbol "rest" standing for all the others: priors and posteriors of B get the column
+    ``sum_{v not in U} a_kv``, point estimates the remaining probability mass. By the
+    aggregation property every per-sequence quantity (ELBO, E log B at the tokens, draws of B
+    at the tokens, Viterbi paths) is the same as over all V symbols; the rest symbol never
+    occurs in the tokens and never gets counts.
+
+    Parameters
+    ----------
+    bucket : Bucket
+        In the sparse layout.
+    params : VariantParameters
+    """
+
+    def __init__(self, bucket: Bucket, params: VariantParameters):
+        if not bucket.sparse:
+            raise ValueError("LocalView needs a bucket in the sparse layout")
+        self.source = bucket
+        V = params.n_symbols
+        real = slot_mask(bucket)
+        union = torch.unique(bucket.symbols[real])
+        self.union = union
+        self.has_rest = int(union.numel()) < V
+        # local id of every slot (padding slots: any valid id, they carry no counts)
+        self.slot_ids = torch.searchsorted(union, bucket.symbols).clamp_max(union.numel() - 1)
+        self.real_slots = real
+        local_tokens = torch.gather(self.slot_ids, 1, bucket.slots) * bucket.mask
+        self.bucket = Bucket(bucket.index, local_tokens, bucket.lengths, bucket.mask)
+        self.params = self._restrict(params)
+        self.n_local = int(union.numel()) + int(self.has_rest)
+
+    def _restrict(self, params: VariantParameters) -> VariantParameters:
+        union = self.union
+
+        def restrict(values, point=False):
+            kept = values[:, union]
+            if not self.has_rest:
+                return kept
+            if point:
+                mass = 1.0 - kept.double().exp().sum(-1, keepdim=True)
+                rest = torch.log(mass.clamp_min(torch.finfo(torch.float64).tiny)).to(values.dtype)
+            else:
+                rest = _rest_of(values, union)
+            return torch.cat([kept, rest], -1)
+
+        sharing = params.sharing
+        new = VariantParameters(sharing, dict(params.prior), dict(params.posterior), dict(params.log_point))
+        kind = sharing.kind("B")
+        if kind in (SEQUENCE, SHARED):
+            new.prior["B"] = restrict(params.prior["B"])
+        if kind == SHARED:
+            new.posterior["B"] = restrict(params.posterior["B"])
+        if kind == POINT:
+            new.log_point["B"] = restrict(params.log_point["B"], point=True)
+        return new
+
+    def dense_counts(self, counts_B: torch.Tensor) -> torch.Tensor:
+        """Slot counts (M_b, K, W) as local dense counts (M_b, K, n_local)."""
+        M, K, _ = counts_B.shape
+        out = counts_B.new_zeros(M, K, self.n_local)
+        masked = counts_B * self.real_slots[:, None, :]
+        return out.scatter_add_(2, self.slot_ids[:, None, :].expand_as(counts_B), masked)
+
+    def slot_counts(self, dense_B: torch.Tensor) -> torch.Tensor:
+        """Local dense counts (M_b, K, n_local) back to slot counts (M_b, K, W)."""
+        picked = torch.gather(dense_B, 2, self.slot_ids[:, None, :].expand(-1, dense_B.shape[1], -1))
+        return picked * self.real_slots[:, None, :]
+
+
+#: Sequences per dense local problem (:class:`LocalView`) of the sparse layout: the union of
+#: their symbols, and so the local problem's width, stays at most this many times a length.
+LOCAL_CHUNK = 256
+
+
+def expected_emissions(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket: Bucket) -> torch.Tensor:
+    """``E_q[B_m]`` at each sequence's slots, float64 (M_b, K, W) (sparse layout)."""
+    a = prior_B.double()
+    c = counts_B.double()
+    gathered = a[:, bucket.symbols].permute(1, 0, 2)
+    return (gathered + c) / (a.sum(-1)[None, :] + c.sum(-1))[..., None]
+
+
+def predictive_emissions(
+    weights: torch.Tensor, prior_B: torch.Tensor, counts_B: torch.Tensor, bucket: Bucket
+) -> torch.Tensor:
+    """``sum_k w_mk E_q[B_m][k, v]`` for every symbol v, float64 (M_b, V) (sparse layout).
+
+    ``E_q[B_m][k, v] = (a_kv + n_mkv) / (a_k0 + n_mk0)``: the prior part is one (M_b, K) x
+    (K, V) product, the counts add at each sequence's own symbols.
+    """
+    a = prior_B.double()
+    c = counts_B.double()
+    scaled = weights.double() / (a.sum(-1)[None, :] + c.sum(-1))  # (M, K)
+    out = scaled @ a
+    at_slots = torch.einsum("mk,mkw->mw", scaled, c)
+    return out.scatter_add_(1, bucket.symbols, at_slots)
+
+
+def dense_emission_posterior(posterior: dict, beta) -> np.ndarray:
+    """``g_B`` (M, K, V) from the sparse form of :meth:`VariantHMM.posterior`
+    (``B_symbols``, ``B_counts``) and the learned emission prior ``beta`` (K, V): the Dirichlet
+    parameters of every q(B_m). M x K x V numbers: for small V (or a few sequences) only."""
+    beta = np.asarray(beta, dtype=np.float64)
+    out = np.repeat(beta[None], len(posterior["B_symbols"]), axis=0)
+    for m, (symbols, counts) in enumerate(zip(posterior["B_symbols"], posterior["B_counts"])):
+        out[m][:, symbols] += counts
+    return out
+
+
+def chunks(n: int, size: int):
+    """Row ranges ``[start, stop)`` covering ``0..n`` in chunks of at most ``size``."""
+    return [(start, min(n, start + size)) for start in range(0, n, size)]

@@ -1,0 +1,262 @@
+"""Compiled helpers of the sparse emission layout: per-sequence slots and sums by symbol.
+
+In the sparse layout (:mod:`ldhmm.inference.emissions`) a sequence's emission counts live in a
+K x W block, one column per distinct symbol it contains (its *slots*), W at most its length.
+These kernels build the slots of a padded batch and add per-slot values up by symbol.
+Imports numpy and numba only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .special import lgamma_digamma
+
+__all__ = ["local_symbols", "scatter_rows", "scatter_blocks", "expected_log_sums", "sequential_row_sums"]
+
+
+@njit(cache=True, nogil=True)
+def _local_symbols(tokens, lengths, n_symbols, symbols, slots):  # pragma: no cover - compiled
+    """Fill ``symbols`` (M, W) (each row's distinct symbols, ascending) and ``slots`` (M, T);
+    return the largest distinct count."""
+    M = tokens.shape[0]
+    seen = np.full(n_symbols, -1, dtype=np.int64)
+    widest = 0
+    for m in range(M):
+        n_distinct = 0
+        for n in range(lengths[m]):
+            x = tokens[m, n]
+            if seen[x] < 0:
+                seen[x] = 0
+                symbols[m, n_distinct] = x
+                n_distinct += 1
+        row = np.sort(symbols[m, :n_distinct])
+        for j in range(n_distinct):
+            symbols[m, j] = row[j]
+            seen[row[j]] = j
+        for n in range(lengths[m]):
+            slots[m, n] = seen[tokens[m, n]]
+        for j in range(n_distinct):  # ready for the next row
+            seen[symbols[m, j]] = -1
+        widest = max(widest, n_distinct)
+    return widest
+
+
+def local_symbols(tokens, lengths, n_symbols=None):
+    """Each row's distinct symbols (ascending) and its tokens as slots.
+
+    Ascending, so that a row's slots run through its symbols in the order the dense layout's
+    loops over all V symbols do: sums over a row's entries add in the same order in both
+    layouts, and give the same numbers.
+
+    Parameters
+    ----------
+    tokens : int64 ndarray (M, T), padded; lengths : int64 ndarray (M,)
+    n_symbols : int, optional
+        Upper bound on the symbols (default: the largest + 1); a scratch array of this size is
+        allocated once.
+
+    Returns
+    -------
+    symbols : int64 ndarray (M, W), W the largest number of distinct symbols of a row (at
+        least 1), padded with 0
+    slots : int64 ndarray (M, T), 0 on padding
+    """
+    tokens = np.ascontiguousarray(tokens, dtype=np.int64)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    M, T = tokens.shape
+    if n_symbols is None:
+        n_symbols = int(tokens.max()) + 1 if tokens.size else 1
+    symbols = np.zeros((M, max(T, 1)), dtype=np.int64)
+    slots = np.zeros((M, T), dtype=np.int64)
+    widest = _local_symbols(tokens, lengths, int(n_symbols), symbols, slots)
+    return np.ascontiguousarray(symbols[:, : max(1, widest)]), slots
+
+
+@njit(cache=True, nogil=True)
+def _scatter_rows(values, symbols, out):  # pragma: no cover - compiled
+    M, R, W = values.shape
+    for m in range(M):  # sequential, in sequence order: the same sums whatever the threads
+        for w in range(W):
+            x = symbols[m, w]
+            for r in range(R):
+                out[r, x] += values[m, r, w]
+
+
+def scatter_rows(values, symbols, n_symbols, out=None):
+    """Add per-slot values up by symbol: ``out[r, symbols[m, w]] += values[m, r, w]``.
+
+    Parameters
+    ----------
+    values : float64 ndarray (M, R, W)
+        Zero on padding slots (they map to symbol 0).
+    symbols : int64 ndarray (M, W)
+    n_symbols : int
+    out : float64 ndarray (R, V), optional
+        Accumulated into (a new zero array by default).
+
+    Returns
+    -------
+    ndarray (R, V)
+    """
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    if out is None:
+        out = np.zeros((values.shape[1], int(n_symbols)))
+    _scatter_rows(values, np.ascontiguousarray(symbols, dtype=np.int64), out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _scatter_blocks(values, symbols, block, out, partial, batch, touched, order, in_batch, batch_order):
+    # pragma: no cover - compiled
+    M, R, W = values.shape
+    n_batch = 0
+    for start in range(0, M, block):
+        n_touched = 0
+        for m in range(start, min(M, start + block)):
+            for w in range(W):
+                x = symbols[m, w]
+                if not touched[x]:
+                    touched[x] = True
+                    order[n_touched] = x
+                    n_touched += 1
+                for r in range(R):
+                    partial[r, x] += values[m, r, w]
+        for i in range(n_touched):
+            x = order[i]
+            if not in_batch[x]:
+                in_batch[x] = True
+                batch_order[n_batch] = x
+                n_batch += 1
+            for r in range(R):
+                batch[r, x] += partial[r, x]
+                partial[r, x] = 0.0
+            touched[x] = False
+    for i in range(n_batch):
+        x = batch_order[i]
+        for r in range(R):
+            out[r, x] += batch[r, x]
+            batch[r, x] = 0.0
+        in_batch[x] = False
+
+
+#: Zeroed scratch of :func:`_scatter_blocks` by shape, lent to one call at a time (a call takes
+#: it out of the dict, atomically under the GIL, and puts it back zeroed), so that the O(R V)
+#: allocation and its page faults happen once, not per call.
+_SCRATCH: dict = {}
+
+
+def _take_scratch(R: int, V: int):
+    arrays = _SCRATCH.pop((R, V), None)
+    if arrays is None:
+        arrays = (
+            np.zeros((R, V)),
+            np.zeros((R, V)),
+            np.zeros(V, dtype=np.bool_),
+            np.empty(V, dtype=np.int64),
+            np.zeros(V, dtype=np.bool_),
+            np.empty(V, dtype=np.int64),
+        )
+    return arrays
+
+
+def _return_scratch(R: int, V: int, arrays) -> None:
+    if len(_SCRATCH) > 8:  # a few shapes at a time (R = K or 3 K)
+        _SCRATCH.clear()
+    _SCRATCH[(R, V)] = arrays
+
+
+def scatter_blocks(values, symbols, n_symbols, block, out=None):
+    """:func:`scatter_rows` in the dense kernels' order of additions: per block of ``block``
+    sequences a partial sum (sequence order), the blocks' partial sums in block order, and that
+    batch total added to ``out``.
+
+    The dense layout's kernels sum per block (for threads), then over blocks, then add the
+    batch to a running total; adding the sparse layout's per-slot values in the same order
+    gives the same floating-point sums (an entry a block does not touch adds an exact 0 there),
+    so both layouts give the same numbers, not just close ones. Work: O(values), not O(R V).
+
+    Parameters
+    ----------
+    values : float64 (M, R, W); symbols : int64 (M, W); n_symbols : int; block : int
+    out : float64 (R, V), optional
+        Accumulated into (a new zero array by default).
+    """
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    R = values.shape[1]
+    if out is None:
+        out = np.zeros((R, int(n_symbols)))
+    scratch = _take_scratch(R, int(n_symbols))
+    _scatter_blocks(values, np.ascontiguousarray(symbols, dtype=np.int64), int(block), out, *scratch)
+    _return_scratch(R, int(n_symbols), scratch)  # zeroed again by the kernel
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _expected_log_terms(alpha, alpha_rowsum, counts, symbols, delta, psi_rows):  # pragma: no cover
+    M, K, W = counts.shape
+    identity = symbols.shape[0] == 0
+    for m in range(M):
+        for k in range(K):
+            total = 0.0
+            for w in range(W):
+                n = counts[m, k, w]
+                total += n
+                if n != 0.0:
+                    x = w if identity else symbols[m, w]
+                    a = alpha[k, x]
+                    delta[m, k, w] = lgamma_digamma(a + n)[1] - lgamma_digamma(a)[1]
+            psi_rows[k] += lgamma_digamma(alpha_rowsum[k] + total)[1]
+
+
+def expected_log_sums(alpha, counts, symbols, block):
+    """``sum_m E log B_m`` (K, V) for ``q(B_m) = Dir(alpha + n_m)``, in either emission layout.
+
+    ``M psi(alpha) - sum_m psi(alpha_0 + n_m0)`` plus, where ``n > 0``,
+    ``psi(alpha + n) - psi(alpha)``, added up as :func:`scatter_blocks` does; each row's total
+    ``n_m0`` is summed in symbol order. The same numbers in the dense layout (``symbols`` None:
+    slot = symbol) and the sparse one.
+
+    Parameters
+    ----------
+    alpha : float64 (K, V); counts : float64 (M, K, W); symbols : int64 (M, W) or None
+    block : int
+    """
+    alpha = np.ascontiguousarray(alpha, dtype=np.float64)
+    counts = np.ascontiguousarray(counts, dtype=np.float64)
+    M, K, W = counts.shape
+    V = alpha.shape[1]
+    rowsum = sequential_row_sums(alpha)  # left to right, as the kernels do
+    delta = np.zeros((M, K, W))
+    psi_rows = np.zeros(K)
+    sym = (
+        np.zeros((0, W), dtype=np.int64) if symbols is None else np.ascontiguousarray(symbols, dtype=np.int64)
+    )
+    _expected_log_terms(alpha, rowsum, counts, sym, delta, psi_rows)
+    if symbols is None:
+        sym = np.ascontiguousarray(np.broadcast_to(np.arange(W), (M, W)))
+    psi_alpha = np.empty((K, V))
+    _psi_array(alpha, psi_alpha)
+    return M * psi_alpha - psi_rows[:, None] + scatter_blocks(delta, sym, V, block)
+
+
+@njit(cache=True, nogil=True)
+def _psi_array(x, out):  # pragma: no cover - compiled
+    R, D = x.shape
+    for r in range(R):
+        for d in range(D):
+            out[r, d] = lgamma_digamma(x[r, d])[1]
+
+
+@njit(cache=True, nogil=True)
+def sequential_row_sums(alpha):  # pragma: no cover - compiled
+    """Row totals added left to right (as the kernels always did: no pairwise summation)."""
+    R, D = alpha.shape
+    out = np.zeros(R)
+    for r in range(R):
+        total = 0.0
+        for d in range(D):
+            total += alpha[r, d]
+        out[r] = total
+    return out
