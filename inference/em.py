@@ -8,7 +8,7 @@ and M-step so that the monotonicity of coordinate ascent can be checked step by 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from tqdm.auto import tqdm
@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 from .e_step import RANDOM_STARTS, BucketState, default_starts, e_step
 from .m_step import M_STEP_METHODS, m_step, total_elbo
 from .parameters import VariantParameters
+from .partition import LocalBackend, PartitionWorker, as_numpy_params, reduce_count_sums, reduce_totals
 
 __all__ = ["NonFiniteELBOError", "FitResult", "VariationalEM"]
 
@@ -32,6 +33,7 @@ class FitResult:
     n_iter: int
     converged: bool
     capped: bool
+    recoveries: list = field(default_factory=list)
 
 
 class NonFiniteELBOError(FloatingPointError):
@@ -71,6 +73,16 @@ def _blame(params: VariantParameters, totals) -> str:
             if not bool(finite.all()):
                 return g
     return "q(Z)"
+
+
+def _round_of_count_sums(backend, iteration: int):
+    """The collapsed M-step's sums as a round over the partitions (reduced in partition order)."""
+
+    def count_sums(group, alpha, rows):
+        parts = backend.call("count_sums", group, alpha, rows, iteration=iteration, step="M")
+        return reduce_count_sums(parts)
+
+    return count_sums
 
 
 class VariationalEM:
@@ -134,8 +146,21 @@ class VariationalEM:
             raise ValueError(f"random_starts must be >= 0, got {random_starts}")
         self.random_starts = random_starts
 
+    def worker(self, data, n_symbols: int, **options) -> PartitionWorker:
+        """A partition worker over ``data`` (buckets, sequences or a PartitionSpec) with this
+        engine's guide and E-step settings (``options``: ``sparse``, ``bucket_cells``, ``index``)."""
+        return PartitionWorker(
+            data,
+            self.guide,
+            n_symbols,
+            e_step_max_iter=self.e_step_max_iter,
+            e_step_tol=self.e_step_tol,
+            **options,
+        )
+
     def fit(self, buckets, params: VariantParameters, callback=None) -> FitResult:
-        """Alternate E- and M-steps from ``params`` until convergence.
+        """Alternate E- and M-steps from ``params`` until convergence, in this process: the
+        driver :meth:`fit_backend` over one partition holding every bucket.
 
         ``trace`` records ``("E", elbo)`` after every E-step and ``("M", elbo)`` after every
         M-step, so the monotonicity of coordinate ascent can be checked step by step.
@@ -146,7 +171,21 @@ class VariationalEM:
             The total ELBO became NaN or infinite: names the iteration, the step and the group
             (pi, A, B or the hidden states) and carries the last finite parameters.
         """
-        states = None
+        return self.fit_backend(LocalBackend([self.worker(buckets, params.n_symbols)]), params, callback)
+
+    def fit_backend(self, backend, params: VariantParameters, callback=None) -> FitResult:
+        """The driver: :meth:`fit` over the partitions of ``backend``.
+
+        Every E-step is one round (``backend.call("e_step", params, starts)``: each partition
+        updates its own sequences and returns its sums, added in partition order); every
+        Newton pass of the collapsed M-step one more (``"count_sums"``). ``backend`` is a
+        :class:`ldhmm.inference.partition.LocalBackend` or a
+        :class:`ldhmm.inference.dask_backend.DaskBackend`: the same workers, the same numbers.
+        A backend that lost a worker and rebuilt its partitions (``backend.recoveries``) has
+        cold-started those sequences: the ELBO may dip at that iteration, and the fit goes on.
+        """
+        backend.call("set_guide", self.guide)
+        backend.call("reset")
         history, e_history, trace = [], [], []
         converged = capped = False
         starts = default_starts(self.guide, self.random_starts)
@@ -160,22 +199,19 @@ class VariationalEM:
         last_finite = params
         try:
             for n_iter in range(1, self.max_iter + 1):
-                states, totals = e_step(
-                    buckets,
-                    params,
-                    self.guide,
-                    states,
-                    max_iter=self.e_step_max_iter,
-                    tol=self.e_step_tol,
-                    starts=use_starts,
-                )
+                sent = as_numpy_params(params)
+                totals = reduce_totals(backend.call("e_step", sent, use_starts, iteration=n_iter, step="E"))
                 use_starts = ()
                 e_elbo = total_elbo(params, totals)
                 if not math.isfinite(e_elbo):
                     raise NonFiniteELBOError(n_iter, "E", _blame(params, totals), e_elbo, last_finite)
                 last_finite = params
                 params, m_elbo, was_capped = m_step(
-                    params, totals, newton_max_iter=self.m_step_max_iter, states=states, method=self.m_step
+                    params,
+                    totals,
+                    newton_max_iter=self.m_step_max_iter,
+                    method=self.m_step,
+                    count_sums=_round_of_count_sums(backend, n_iter),
                 )
                 if not math.isfinite(m_elbo):
                     raise NonFiniteELBOError(n_iter, "M", _blame(params, totals), m_elbo, last_finite)
@@ -205,7 +241,9 @@ class VariationalEM:
         finally:
             if bar is not None:
                 bar.close()
-        return FitResult(params, states, history, e_history, trace, n_iter, converged, capped)
+        states = backend.states
+        recoveries = list(getattr(backend, "recoveries", []))
+        return FitResult(params, states, history, e_history, trace, n_iter, converged, capped, recoveries)
 
     def score(self, buckets, params: VariantParameters) -> list[BucketState]:
         """E-step with fixed parameters: the per-sequence held-out ELBO of new sequences, the

@@ -33,6 +33,7 @@ __all__ = [
     "newton_dirichlet_multinomial",
     "database_terms",
     "total_elbo",
+    "count_batches",
     "m_step",
 ]
 
@@ -197,7 +198,7 @@ def total_elbo(params: VariantParameters, totals) -> float:
 M_STEP_METHODS = ("collapsed", "paper")
 
 
-def _count_batches(states, group: str, rows: int) -> list:
+def count_batches(states, group: str, rows: int) -> list:
     """Every bucket's expected counts of ``group`` as float64 arrays (M_b, rows, D); in the
     sparse emission layout B's as pairs (counts (M_b, K, W), symbols (M_b, W))."""
     batches = []
@@ -211,12 +212,18 @@ def _count_batches(states, group: str, rows: int) -> list:
     return batches
 
 
+def _group_sums(count_sums, group: str):
+    """``count_sums`` of one group in the signature :func:`newton_dirichlet_multinomial` takes."""
+    return lambda alpha, _batches, rows: count_sums(group, alpha, rows)
+
+
 def m_step(
     params: VariantParameters,
     totals,
     newton_max_iter: int = 100,
     states: list | None = None,
     method: str = "collapsed",
+    count_sums=None,
 ) -> tuple[VariantParameters, float, bool]:
     """Update the database-level parameters given the E-step's results.
 
@@ -244,6 +251,11 @@ def m_step(
     states : list of BucketState, optional
         Required by ``method="collapsed"`` when a prior is learned.
     method : {"collapsed", "paper"}
+    count_sums : callable, optional
+        ``count_sums(group, alpha (R, D), rows) -> (entry (3, R, D), row (3, R))``: the
+        collapsed M-step's sums over every sequence's counts of ``group``, computed where the
+        counts are (a round over the partitions of a distributed fit); default: from
+        ``states`` in this process.
 
     Returns
     -------
@@ -265,12 +277,15 @@ def m_step(
             a = params.prior[g]
             rows = a.reshape(-1, a.shape[-1])
             if method == "collapsed":
-                if states is None:
+                if count_sums is not None:
+                    sums = _group_sums(count_sums, g)
+                    batches = None
+                elif states is None:
                     raise ValueError("the collapsed M-step needs the E-step's per-sequence states")
+                else:
+                    sums, batches = None, count_batches(states, g, rows.shape[0])
                 res = newton_dirichlet_multinomial(
-                    rows.to(torch.float64).numpy(),
-                    _count_batches(states, g, rows.shape[0]),
-                    max_iter=newton_max_iter,
+                    rows.to(torch.float64).numpy(), batches, max_iter=newton_max_iter, sums=sums
                 )
                 new.prior[g] = torch.from_numpy(res.concentration).to(a.dtype).reshape(a.shape)
                 elbo += float(res.gain.sum())

@@ -13,6 +13,7 @@ float repr round-trips), and never executable.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..data import plan_partitions, read_manifest
 from ..inference import (
     GROUPS,
     M_STEP_METHODS,
@@ -56,11 +58,32 @@ from ..inference.emissions import (
     token_potentials,
 )
 from ..inference.emissions import emission_layout as layout_of
+from ..inference.partition import LocalBackend, PartitionWorker, balanced_partitions
 from .base import SequenceModel, check_n_symbols
 from .memory import check_memory, fit_bytes, importance_sampling_bytes, score_bytes
 from .modelfile import FORMAT_VERSION, ModelFileError, check_config_types, validate_model_document
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
+
+#: Where a fit's partitions live (see :meth:`VariantHMM.fit`).
+BACKENDS = ("local", "dask")
+
+
+def dask_backend_module():
+    """:mod:`ldhmm.inference.dask_backend`, imported on first use: Dask is an optional extra
+    (``pip install -e ".[dask]"``), so the core package must import without it."""
+    try:
+        return importlib.import_module("ldhmm.inference.dask_backend")
+    except ImportError as err:
+        raise ImportError(
+            f"backend='dask' needs Dask: pip install 'ldhmm[dask]' (or dask[distributed]) ({err})"
+        ) from None
+
+
+def dask_backend_class():
+    """:class:`ldhmm.inference.dask_backend.DaskBackend` (see :func:`dask_backend_module`)."""
+    return dask_backend_module().DaskBackend
+
 
 #: How a fit starts (see VariantHMM's ``init``).
 INIT_METHODS = ("auto", "random", "pf")
@@ -224,8 +247,12 @@ class VariantHMM(SequenceModel):
     # ---- fitting -------------------------------------------------------------------------
     def initial_parameters(self, seqs, seed: int | None = None) -> VariantParameters:
         """The seeded, asymmetric starting point of :meth:`fit` for a validated database."""
+        return self._initial_from_counts(np.bincount(np.concatenate(seqs), minlength=self.n_symbols_), seed)
+
+    def _initial_from_counts(self, symbol_counts, seed: int | None = None) -> VariantParameters:
+        """:meth:`initial_parameters` from the database's symbol counts (V,)."""
         V = self.n_symbols_
-        freq = np.bincount(np.concatenate(seqs), minlength=V).astype(np.float64)
+        freq = np.asarray(symbol_counts).astype(np.float64)
         return init_parameters(
             self.sharing,
             self.n_states,
@@ -237,20 +264,100 @@ class VariantHMM(SequenceModel):
             dtype=self._torch_dtype,
         )
 
-    def fit(self, sequences, init_params: VariantParameters | None = None):
+    def fit(
+        self,
+        sequences,
+        init_params: VariantParameters | None = None,
+        backend: str = "local",
+        client=None,
+        n_partitions: int | None = None,
+    ):
         """Learn the database-level parameters by variational EM.
 
         Parameters
         ----------
-        sequences : list of 1-D integer arrays, symbols in 0..V-1
+        sequences : list of 1-D integer arrays (symbols in 0..V-1), a SequenceDatabase, or a
+            directory written by :func:`ldhmm.data.write_partitioned` (each partition's worker
+            then reads its own files; the tokens never pass through this process)
         init_params : VariantParameters, optional
             Starting point (default: :meth:`initial_parameters`).
+        backend : {"local", "dask"}
+            Where the partitions of the database live: in this process (``"local"``), or as
+            Dask actors on the workers of ``client`` (``"dask"``; ``pip install -e ".[dask]"``).
+            The same driver (:meth:`ldhmm.inference.em.VariationalEM.fit_backend`) runs both:
+            on the same partitions they give the same numbers (docs/distributed.md).
+        client : distributed.Client, optional
+            Required by ``backend="dask"``.
+        n_partitions : int, optional
+            Cut the database into this many partitions balanced by token count. Default: one
+            (today's in-process fit) for ``"local"``, two per Dask worker for ``"dask"``.
+            Results depend on the partitioning in the last digits (sums are added per
+            partition), not on the number of workers.
 
         Returns
         -------
         self
         """
-        return super().fit(sequences, init_params=init_params)
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if backend == "dask" and client is None:
+            raise ValueError("backend='dask' needs client= (a distributed.Client)")
+        directory = isinstance(sequences, (str, os.PathLike))
+        if backend == "local" and n_partitions is None and not directory:
+            return super().fit(sequences, init_params=init_params)
+        self._fit_partitioned(sequences, directory, backend, client, n_partitions, init_params)
+        return self
+
+    def _fit_partitioned(self, data, directory: bool, backend: str, client, n_partitions, init_params):
+        """:meth:`fit` over partitions of the database (a directory or in-memory sequences)."""
+        if n_partitions is None:
+            n_partitions = 2 * len(client.scheduler_info()["workers"]) if backend == "dask" else 1
+        if isinstance(n_partitions, bool) or not isinstance(n_partitions, (int, np.integer)):
+            raise ValueError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
+        if n_partitions < 1:
+            raise ValueError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
+        if directory:
+            manifest = read_manifest(data)
+            V = int(manifest["n_symbols"])
+            if self.n_symbols is not None and self.n_symbols < V:
+                raise ValueError(f"n_symbols={self.n_symbols} but {data} holds {V} symbols")
+            self.n_symbols_ = int(self.n_symbols or V)
+            self.n_features_in_ = self.n_symbols_
+            partitions = plan_partitions(data, int(n_partitions))
+            vocabulary = manifest.get("vocabulary")
+        else:
+            seqs = self._validate_for_fit(data)
+            parts = balanced_partitions([len(s) for s in seqs], int(n_partitions))
+            partitions = [([seqs[i] for i in idx], idx) for idx in parts]
+            vocabulary = getattr(data, "vocabulary", None)
+        options = {
+            "guide": self.guide,
+            "n_symbols": self.n_symbols_,
+            "sparse": self.sparse_emissions,
+            "bucket_cells": self.bucket_cells,
+            "e_step_max_iter": self.e_step_max_iter,
+            "e_step_tol": self.e_step_tol,
+        }
+        if backend == "dask":
+            runner = dask_backend_class()(client, partitions, options)
+        else:
+            workers = []
+            for part in partitions:
+                if isinstance(part, tuple):
+                    workers.append(PartitionWorker(part[0], index=part[1], **options))
+                else:
+                    workers.append(PartitionWorker(part, **options))
+            runner = LocalBackend(workers)
+        counts = np.sum(runner.call("symbol_counts"), axis=0)
+        self.n_partitions_ = runner.n_partitions
+        try:
+            self._fit_on(runner, counts, init_params)
+        except NonFiniteELBOError as err:
+            self._set_params(err.last_params)
+            self.converged_ = False
+            raise
+        if isinstance(vocabulary, list) and len(vocabulary) == self.n_symbols_:
+            self.vocabulary_ = list(vocabulary)
 
     def _check_memory(self, seqs, doing: str, knob: str, estimate=fit_bytes) -> None:
         """Refuse before allocating when the estimate exceeds the memory limit (models/memory.py)."""
@@ -274,20 +381,28 @@ class VariantHMM(SequenceModel):
             raise
 
     def _fit_em(self, seqs, init_params: VariantParameters | None):
-        buckets = self._buckets(seqs)
+        # In process: the driver over one partition holding every bucket.
+        engine = self._engine(progress=self.verbose)
+        runner = LocalBackend([engine.worker(self._buckets(seqs), self.n_symbols_)])
+        counts = np.bincount(np.concatenate(seqs), minlength=self.n_symbols_)
+        self._fit_on(runner, counts, init_params)
+
+    def _fit_on(self, runner, symbol_counts, init_params: VariantParameters | None):
+        """Restarts and initialization (docs/math.md) over a backend's partitions."""
         engine = self._engine(progress=self.verbose)
         self.init_elbo_history_ = np.asarray([])
         if init_params is not None:
-            result = engine.fit(buckets, init_params)
+            result = engine.fit_backend(runner, init_params)
         elif self._init_method() == "pf":
             # The PF fit (with the restarts) first, then this guide from its parameters.
             chain = self._best_of_restarts(
-                self._engine(progress=self.verbose, guide=PFGuide()), buckets, seqs
+                self._engine(progress=self.verbose, guide=PFGuide()), runner, symbol_counts
             )
             self.init_elbo_history_ = np.asarray(chain.elbo_history)
-            result = engine.fit(buckets, chain.params)
+            result = engine.fit_backend(runner, chain.params)
         else:
-            result = self._best_of_restarts(engine, buckets, seqs)
+            result = self._best_of_restarts(engine, runner, symbol_counts)
+        self.recoveries_ = list(result.recoveries)
         self._set_params(result.params)
         self.elbo_history_ = np.asarray(result.elbo_history)
         self.e_step_elbo_history_ = np.asarray(result.e_step_elbo_history)
@@ -308,11 +423,11 @@ class VariantHMM(SequenceModel):
             return self.init
         return "pf" if "chain" in guide_starts(self.guide) else "random"
 
-    def _best_of_restarts(self, engine: VariationalEM, buckets, seqs) -> FitResult:
+    def _best_of_restarts(self, engine: VariationalEM, runner, symbol_counts) -> FitResult:
         """Every restart's seed (:meth:`restart_seeds`); the run with the highest final ELBO is kept."""
         result = None
         for seed in self.restart_seeds():
-            run = engine.fit(buckets, self.initial_parameters(seqs, seed=seed))
+            run = engine.fit_backend(runner, self._initial_from_counts(symbol_counts, seed=seed))
             if result is None or run.elbo_history[-1] > result.elbo_history[-1]:
                 result = run
         return result

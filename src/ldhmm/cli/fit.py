@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from pathlib import Path
 
-from ..data import UNKNOWN, SequenceDatabase, load_path
+from ..data import UNKNOWN, SequenceDatabase, load_path, read_manifest
 from ..modelfiles import data_for_model, load_model
 from ..models import LDHMM
+from ..models.estimator import dask_backend_module
 from .common import add_column_arguments, add_memory_argument, finite_nonneg_float, nonneg_int, positive_int
 from .outputs import check_out
 
@@ -55,6 +57,26 @@ def register(subparsers) -> argparse.ArgumentParser:
         f"unseen symbols; with --init, 'map' maps symbols the saved model lacks to its {UNKNOWN}",
     )
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")
+    p.add_argument(
+        "--backend",
+        choices=["local", "dask"],
+        default="local",
+        help="where the partitions live: this process (default) or a Dask cluster (docs/distributed.md)",
+    )
+    p.add_argument("--scheduler", default=None, help="--backend dask: the Dask scheduler's address")
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="--backend dask without --scheduler: a LocalCluster of this many processes (default 2)",
+    )
+    p.add_argument(
+        "--partitions",
+        type=positive_int,
+        default=None,
+        help="partitions balanced by tokens (default: 1 locally, 2 per Dask worker); DATA may be a "
+        "directory written by `ldhmm data export`, whose files the workers read themselves",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     add_memory_argument(p)
     p.set_defaults(func=run_fit)
@@ -89,10 +111,12 @@ def run_fit(args: argparse.Namespace) -> int:
     else:
         if args.states is None:
             raise ValueError("--states K is required (or --init MODEL)")
+        n_states, guide = args.states, args.guide or "pf"
+        if _partitioned_directory(args.data) and args.unknown != "reserve":
+            return _fit_directory(args, n_states, guide, out)
         db = load_path(args.data, **columns)
         if args.unknown == "reserve":
             db = _with_unknown(db)
-        n_states, guide = args.states, args.guide or "pf"
     model = LDHMM(
         n_states,
         n_symbols=db.n_symbols,
@@ -105,7 +129,14 @@ def run_fit(args: argparse.Namespace) -> int:
         verbose=not args.quiet,
     )
     t0 = time.perf_counter()
-    model.fit(db.sequences, init_params=init_params)
+    with _backend(args) as client:
+        model.fit(
+            db.sequences,
+            init_params=init_params,
+            backend=args.backend,
+            client=client,
+            n_partitions=args.partitions,
+        )
     seconds = time.perf_counter() - t0
     model.save(out, vocabulary=db.vocabulary)
     if not args.quiet:
@@ -115,5 +146,62 @@ def run_fit(args: argparse.Namespace) -> int:
             f"{db.n_symbols} symbols) in {seconds:.1f} s, {model.n_iter_} EM iterations: training ELBO "
             f"{elbo:.2f} nats ({elbo / db.n_tokens:.4f} per token)"
         )
+        print(f"model written to {Path(out)}")
+    return 0
+
+
+def _partitioned_directory(path) -> bool:
+    return Path(path).is_dir() and (Path(path) / "dataset.json").is_file()
+
+
+@contextlib.contextmanager
+def _backend(args):
+    """The Dask client of ``--backend dask`` (closed afterwards), or None."""
+    if args.backend != "dask":
+        if args.scheduler or args.workers:
+            raise ValueError("--scheduler and --workers need --backend dask")
+        yield None
+        return
+    client, cluster = dask_backend_module().connect(args.scheduler, args.workers)
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _fit_directory(args, n_states: int, guide: str, out) -> int:
+    """``ldhmm fit DIR``: a directory of partitioned Parquet files, read by each partition's
+    worker (the tokens never pass through this process)."""
+    manifest = read_manifest(args.data)
+    vocabulary = manifest.get("vocabulary") or [str(k) for k in range(int(manifest["n_symbols"]))]
+    model = LDHMM(
+        n_states,
+        n_symbols=int(manifest["n_symbols"]),
+        guide=guide,
+        max_iter=args.max_iter,
+        tol=args.tol,
+        m_step=args.m_step,
+        n_init=args.restarts,
+        seed=args.seed,
+        verbose=not args.quiet,
+    )
+    t0 = time.perf_counter()
+    with _backend(args) as client:
+        model.fit(str(args.data), backend=args.backend, client=client, n_partitions=args.partitions)
+    seconds = time.perf_counter() - t0
+    model.save(out, vocabulary=vocabulary)
+    if not args.quiet:
+        elbo = float(model.elbo_history_[-1])
+        n_tokens = int(manifest["n_tokens"])
+        print(
+            f"fitted LDHMM-{guide.upper()} K={n_states} on {manifest['n_sequences']} sequences ({n_tokens} "
+            f"tokens, {len(vocabulary)} symbols) in {model.n_partitions_} partitions ({args.backend}) in "
+            f"{seconds:.1f} s, {model.n_iter_} EM iterations: training ELBO {elbo:.2f} nats "
+            f"({elbo / n_tokens:.4f} per token)"
+        )
+        if model.recoveries_:
+            print(f"recovered {len(model.recoveries_)} partitions of lost workers: {model.recoveries_}")
         print(f"model written to {Path(out)}")
     return 0

@@ -1,0 +1,150 @@
+"""Benchmark: the LDHMM fit in process and on a Dask cluster, seconds per EM iteration and memory.
+
+Full MSNBC (989,818 sequences) by default, K = 8, PF guide, one start: ``--iters`` EM iterations
+of :meth:`ldhmm.inference.em.VariationalEM.fit_backend` over
+
+* ``local``: one partition in this process (the in-process fit; numba with ``--threads``);
+* ``dask``: ``--partitions`` partitions as actors on a LocalCluster of ``--workers`` processes
+  x 1 thread (``NUMBA_NUM_THREADS=1`` in each).
+
+Each iteration's wall time is taken from the driver's callback; the first (which runs every
+start of the E-step) is reported apart from the median of the others. Peak RSS: this process
+(the driver; for ``local`` it holds everything) and, for ``dask``, each worker process. Also
+printed: a projection to 100 M sequences from the measured numbers (memory per worker, rounds
+and bytes per round). Run::
+
+    python -m ldhmm.experiments.bench_distributed --data-dir ../shared/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import resource
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from ..data import load_msnbc, plan_partitions, write_partitioned
+from ..inference import PFGuide, VariationalEM, make_buckets
+from ..inference.partition import LocalBackend, as_numpy_params, balanced_partitions
+from ..models import LDHMM
+from ..models.estimator import dask_backend_module
+
+__all__ = ["main"]
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _memory_mb() -> str:
+    """This process's current and peak resident memory (VmRSS, VmHWM), MB."""
+    fields = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0]) / 1024
+    return f"{fields.get('VmRSS', float('nan')):.0f} now / {fields.get('VmHWM', float('nan')):.0f} peak"
+
+
+def _run(engine, backend, params) -> tuple[list, object]:
+    stamps = [time.perf_counter()]
+    result = engine.fit_backend(backend, params, callback=lambda it, elbo: stamps.append(time.perf_counter()))
+    return list(np.diff(stamps)), result
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--n", type=int, default=None, help="first N sequences only (default: all)")
+    p.add_argument("--states", type=int, default=8)
+    p.add_argument("--iters", type=int, default=4)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--backends", nargs="+", default=["local", "dask"])
+    p.add_argument(
+        "--parts-dir",
+        default=None,
+        help="dask: write the data as partitioned Parquet here first (ldhmm data export) and let "
+        "the workers read it, so that the driver never holds the tokens (default: ship sequences)",
+    )
+    args = p.parse_args(argv)
+
+    db = load_msnbc(args.data_dir)
+    seqs = db.sequences if args.n is None else db.sequences[: args.n]
+    V = db.n_symbols
+    model = LDHMM(args.states, n_symbols=V, seed=0)
+    model.n_symbols_ = V
+    params = model.initial_parameters(seqs)
+    engine = VariationalEM(PFGuide(), max_iter=args.iters, tol=0.0, refresh_max=0)
+    M, T = len(seqs), int(sum(len(s) for s in seqs))
+    print(f"MSNBC: {M} sequences, {T} tokens, V = {V}, K = {args.states}; {args.iters} EM iterations")
+    print(
+        "| backend | partitions | first iteration (s) | s / EM iteration (median of the rest) "
+        "| driver peak RSS (MB) | worker peak RSS (MB) |"
+    )
+    print("|---|---|---|---|---|---|")
+    rows = {}
+    if "local" in args.backends:
+        backend = LocalBackend([engine.worker(make_buckets(seqs), V)])
+        times, _ = _run(engine, backend, params)
+        rows["local"] = times
+        print(
+            f"| local ({os.environ.get('NUMBA_NUM_THREADS', 'all')} numba threads) | 1 | {times[0]:.1f} | "
+            f"{statistics.median(times[1:]):.2f} | {_peak_rss_mb():.0f} | - |",
+            flush=True,
+        )
+        del backend
+    if "dask" in args.backends:
+        dask = dask_backend_module()  # Dask is an optional extra: imported when asked for
+        driver_before = _peak_rss_mb()
+        if args.parts_dir:
+            write_partitioned(db, args.parts_dir, layout="sequences", n_files=args.partitions, overwrite=True)
+            partitions = plan_partitions(args.parts_dir, args.partitions)
+        else:
+            parts = balanced_partitions([len(s) for s in seqs], args.partitions)
+            partitions = [([seqs[i] for i in idx], idx) for idx in parts]
+        options = {"guide": PFGuide(), "n_symbols": V}
+        os.environ["NUMBA_NUM_THREADS"] = "1"  # inherited by the worker processes
+        client, cluster = dask.connect(None, args.workers)
+        try:
+            backend = dask.DaskBackend(client, partitions, options)
+            del partitions
+            times, _ = _run(engine, backend, params)
+            rss = client.run(_memory_mb)
+            how = "workers read the files" if args.parts_dir else "sequences shipped from here"
+            driver_note = f"{driver_before:.0f} before the cluster ({how}); {_memory_mb()}"
+        finally:
+            client.close()
+            cluster.close()
+        rows["dask"] = times
+        print(
+            f"| dask ({args.workers} workers x 1 thread) | {args.partitions} | {times[0]:.1f} | "
+            f"{statistics.median(times[1:]):.2f} | {driver_note} | {'; '.join(rss.values())} |",
+            flush=True,
+        )
+    if "local" in rows and "dask" in rows:
+        ratio = statistics.median(rows["dask"][1:]) / statistics.median(rows["local"][1:])
+        print(f"\ndask / local, s per EM iteration: {ratio:.2f}x")
+    sent = len(pickle.dumps(as_numpy_params(params)))
+    back = 8 * (args.states + 2 * args.states * args.states + 2 * args.states * V + 8)
+    print(
+        f"\nper round: {sent} bytes of parameters to each partition, about {back} bytes of sums back; "
+        f"rounds per EM iteration: 1 (E-step) + 2-7 (collapsed Newton passes, 3 Newton steps)."
+    )
+    per_seq = _peak_rss_mb() * 1e6 / max(M, 1)
+    print(
+        f"projection to 100 M sequences: about {100e6 / M:.0f}x this data; per-sequence state and tokens "
+        f"stay on the workers (driver: parameters only), so memory per worker scales with "
+        f"100 M / workers x (bytes per sequence measured here: {per_seq:.0f} upper bound)."
+    )
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""Partitions of a database and the workers that hold them: the unit the variational EM's driver
+talks to, in this process or on a cluster.
+
+A :class:`PartitionWorker` holds the buckets of some whole sequences and their per-sequence
+variational state for the whole fit; the state never leaves it. Each EM iteration the driver
+(:meth:`ldhmm.inference.em.VariationalEM.fit_backend`) sends the current parameters to every
+partition and gets back sums over its sequences (:class:`ldhmm.inference.e_step.EStepTotals`,
+O(K V) numbers), and each Newton pass of the collapsed M-step is one more such round
+(:meth:`PartitionWorker.count_sums`). The driver adds the partitions' sums in partition order,
+each partition its buckets in bucket order, so a fit's numbers do not depend on how many
+processes or threads ran the partitions (they do depend on the partitioning: a different cut
+of the database adds the same terms in another order, see docs/distributed.md).
+
+:class:`LocalBackend` runs the workers in this process, one after the other; the Dask backend
+(:mod:`ldhmm.inference.dask_backend`) runs the same workers as Dask actors.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..data import PartitionSpec, read_partition
+from .batch import make_buckets, validate_sequences
+from .e_step import EStepTotals, e_step
+from .kernels.dirichlet_multinomial import dirichlet_multinomial_sums
+from .m_step import count_batches
+from .parameters import VariantParameters
+
+__all__ = [
+    "PartitionWorker",
+    "LocalBackend",
+    "reduce_totals",
+    "reduce_count_sums",
+    "Recovery",
+    "as_numpy_params",
+    "balanced_partitions",
+]
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """A partition rebuilt after its worker was lost: from its data and the current parameters
+    (a cold start for its sequences), at ``iteration`` during the ``step`` round."""
+
+    iteration: int
+    step: str
+    partition: int
+    error: str
+
+
+class PartitionWorker:
+    """The sequences of one partition, bucketed, and their variational state.
+
+    Parameters
+    ----------
+    data : PartitionSpec, list of 1-D int arrays, or list of Bucket
+        A partition of a directory written by :func:`ldhmm.data.write_partitioned` (read here,
+        where the worker runs: the tokens never pass through the driver), sequences, or buckets
+        already made.
+    guide : guide object
+    n_symbols : int
+    sparse : bool
+        The emission layout (decided by the driver from K and V).
+    bucket_cells : int
+    e_step_max_iter, e_step_tol : int, float
+    index : ndarray of int, optional
+        Positions of this partition's sequences in the database (default: 0..M-1; a
+        PartitionSpec's: a hash of each sequence's id).
+    """
+
+    def __init__(
+        self,
+        data,
+        guide,
+        n_symbols: int,
+        sparse: bool = False,
+        bucket_cells: int = 1 << 20,
+        e_step_max_iter: int = 100,
+        e_step_tol: float = 1e-6,
+        index=None,
+    ):
+        self.ids = None
+        if isinstance(data, PartitionSpec):
+            db = read_partition(data)
+            data, self.ids = db.sequences, list(db.ids)
+            if index is None:
+                # What a sequence's random starts are hashed from: its position in the database
+                # where the ids are positions (data written without ids), else its id; never
+                # where it sits in this partition.
+                if all(i.isdigit() for i in self.ids):
+                    index = np.array([int(i) for i in self.ids], dtype=np.int64)
+                else:
+                    index = np.array([zlib.crc32(i.encode()) for i in self.ids], dtype=np.int64)
+        if data and not hasattr(data[0], "tokens"):
+            sequences = validate_sequences(data, n_symbols)
+            self.buckets = make_buckets(sequences, max_cells=bucket_cells, sparse=sparse, n_symbols=n_symbols)
+            lengths = [len(s) for s in sequences]
+        else:
+            self.buckets = list(data)
+            lengths = [int(n) for b in self.buckets for n in b.lengths]
+        self.n_sequences = len(lengths)
+        self.n_tokens = int(sum(lengths))
+        if index is not None:
+            # Buckets carry database positions: the E-step's random starts are hashed from
+            # them, so a sequence starts alike whatever partition it is in.
+            index = torch.as_tensor(np.asarray(index, dtype=np.int64))
+            for b in self.buckets:
+                b.index = index[b.index]
+        self.guide = guide
+        self.n_symbols = int(n_symbols)
+        self.e_step_max_iter = e_step_max_iter
+        self.e_step_tol = e_step_tol
+        self.states = None
+
+    def size(self) -> tuple[int, int]:
+        """(sequences, tokens) of this partition."""
+        return self.n_sequences, self.n_tokens
+
+    def symbol_counts(self) -> np.ndarray:
+        """How often each symbol occurs in this partition, int64 (V,)."""
+        counts = np.zeros(self.n_symbols, dtype=np.int64)
+        for b in self.buckets:
+            counts += np.bincount(b.tokens[b.mask].numpy(), minlength=self.n_symbols)
+        return counts
+
+    def set_guide(self, guide) -> None:
+        """Use another guide from the next E-step on (a fit seeded by the PF guide)."""
+        self.guide = guide
+
+    def reset(self) -> None:
+        """Forget the variational state (a new restart begins from cold starts)."""
+        self.states = None
+
+    def e_step(self, params: VariantParameters, starts: tuple = ()) -> EStepTotals:
+        """One E-step of every bucket (warm from the kept state; ``starts`` as in
+        :func:`ldhmm.inference.e_step.e_step`); returns the partition's sums."""
+        self.states, totals = e_step(
+            self.buckets,
+            params,
+            self.guide,
+            self.states,
+            max_iter=self.e_step_max_iter,
+            tol=self.e_step_tol,
+            starts=starts,
+        )
+        return totals
+
+    def count_sums(self, group: str, alpha: np.ndarray, rows) -> tuple[np.ndarray, np.ndarray]:
+        """The collapsed M-step's Dirichlet-multinomial sums over this partition's counts of
+        ``group`` at concentration ``alpha`` (R, D) (see
+        :func:`ldhmm.inference.kernels.dirichlet_multinomial.dirichlet_multinomial_sums`)."""
+        if self.states is None:
+            raise RuntimeError("count_sums needs an E-step first")
+        return dirichlet_multinomial_sums(alpha, count_batches(self.states, group, alpha.shape[0]), rows)
+
+    def scores(self) -> tuple[np.ndarray, np.ndarray]:
+        """(database positions, per-sequence ELBO) after the last E-step."""
+        index = np.concatenate([b.index.numpy() for b in self.buckets])
+        elbo = np.concatenate([st.elbo.double().numpy() for st in self.states])
+        return index, elbo
+
+
+def reduce_totals(parts: list[EStepTotals]) -> EStepTotals:
+    """The database's sums from the partitions' (in partition order; a single partition's come
+    back unchanged: 0 + x = x)."""
+    local, n, sweeps = 0.0, 0, 0
+    sum_elog: dict = {}
+    totals: dict = {}
+    for part in parts:
+        n += part.n_sequences
+        local += part.local_elbo
+        sweeps = max(sweeps, part.max_sweeps)
+        for g, v in part.sum_expected_log.items():
+            sum_elog[g] = sum_elog.get(g, 0.0) + v
+        for g, v in part.total_counts.items():
+            totals[g] = totals.get(g, 0.0) + v
+    return EStepTotals(n, local, sum_elog, totals, sweeps)
+
+
+def reduce_count_sums(parts: list) -> tuple[np.ndarray, np.ndarray]:
+    """Add the partitions' (entry, row) Dirichlet-multinomial sums in partition order."""
+    entry = np.zeros_like(parts[0][0])
+    row = np.zeros_like(parts[0][1])
+    for e, r in parts:
+        entry += e
+        row += r
+    return entry, row
+
+
+class LocalBackend:
+    """Partition workers in this process, run one after the other.
+
+    The in-process fit is :meth:`ldhmm.inference.em.VariationalEM.fit_backend` over this
+    backend with one partition holding every bucket; a distributed fit is the same driver over
+    :class:`ldhmm.inference.dask_backend.DaskBackend`.
+    """
+
+    def __init__(self, workers: list[PartitionWorker]):
+        self.workers = list(workers)
+        self.recoveries: list[Recovery] = []
+
+    @property
+    def n_partitions(self) -> int:
+        return len(self.workers)
+
+    def call(self, method: str, *args, iteration: int = 0, step: str = "") -> list:
+        """``method(*args)`` on every worker; results in partition order."""
+        return [getattr(w, method)(*args) for w in self.workers]
+
+    @property
+    def states(self):
+        """The bucket states of a single in-process partition (None otherwise)."""
+        return self.workers[0].states if len(self.workers) == 1 else None
+
+
+def as_numpy_params(params: VariantParameters) -> VariantParameters:
+    """The parameters with contiguous CPU tensors (what travels to a worker)."""
+    return VariantParameters(
+        params.sharing,
+        {g: t.detach().cpu().contiguous() for g, t in params.prior.items()},
+        {g: t.detach().cpu().contiguous() for g, t in params.posterior.items()},
+        {g: t.detach().cpu().contiguous() for g, t in params.log_point.items()},
+    )
+
+
+def balanced_partitions(lengths, n_partitions: int) -> list[np.ndarray]:
+    """Indices of sequences cut into at most ``n_partitions`` partitions balanced by tokens:
+    longest first onto the lightest partition (ties: lower partition), ascending inside each.
+    Deterministic; every sequence in exactly one (none empty)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n = max(1, min(int(n_partitions), lengths.size))
+    load = np.zeros(n, dtype=np.int64)
+    assign = np.empty(lengths.size, dtype=np.int64)
+    for i in np.argsort(-lengths, kind="stable"):
+        p = int(np.argmin(load))
+        assign[i] = p
+        load[p] += lengths[i]
+    return [np.flatnonzero(assign == p) for p in range(n)]

@@ -1,0 +1,162 @@
+"""The fit on a Dask cluster (a LocalCluster of 2 worker processes on this machine): the same
+numbers as the in-process backend on the same partitions, a lost worker recovered, partitioned
+Parquet input read by the workers themselves."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from ldhmm import LDHMM  # noqa: E402
+from ldhmm.baselines.vbhmm import VBHMM  # noqa: E402
+from ldhmm.cli import main  # noqa: E402
+from ldhmm.data import SequenceDatabase, write_partitioned  # noqa: E402
+from ldhmm.inference import PFGuide, VariationalEM  # noqa: E402
+from ldhmm.inference.dask_backend import DaskBackend  # noqa: E402
+from ldhmm.inference.partition import LocalBackend, PartitionWorker, balanced_partitions  # noqa: E402
+
+
+def _cluster():
+    return distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+    )
+
+
+@pytest.fixture(scope="module")
+def client():
+    with _cluster() as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def _data(seed=0, n=240, V=9):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, V, size=rng.integers(1, 25)) for _ in range(n)]
+
+
+def _same_fit(a, b):
+    np.testing.assert_array_equal(a.elbo_history_, b.elbo_history_)
+    np.testing.assert_array_equal(a.e_step_elbo_history_, b.e_step_elbo_history_)
+    for d in ("prior", "posterior", "log_point"):
+        da, db = getattr(a.params_, d), getattr(b.params_, d)
+        assert da.keys() == db.keys()
+        for g in da:
+            assert np.array_equal(da[g].numpy(), db[g].numpy()), (d, g)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: LDHMM(3, seed=1, max_iter=6, n_init=2),
+        lambda: LDHMM(3, guide="ff", seed=1, max_iter=4, n_init=1),  # seeded by a PF fit
+        lambda: LDHMM(3, seed=1, max_iter=4, n_init=1, m_step="paper"),
+        lambda: VBHMM(3, seed=1, max_iter=5),
+    ],
+    ids=["pf", "ff-from-pf", "paper-m-step", "vbhmm"],
+)
+def test_dask_fit_is_the_local_backend_fit(client, make):
+    """Same partitions, same numbers (==), whatever runs them: 2 worker processes here, one
+    process there."""
+    seqs = _data()
+    local = make().fit(seqs, n_partitions=4)
+    remote = make().fit(seqs, backend="dask", client=client, n_partitions=4)
+    _same_fit(remote, local)
+    assert remote.recoveries_ == [] and remote.n_partitions_ == 4
+    np.testing.assert_array_equal(remote.score_samples(seqs[:20]), local.score_samples(seqs[:20]))
+
+
+def test_one_partition_is_the_in_process_fit():
+    seqs = _data(1)
+    _same_fit(LDHMM(3, seed=0, max_iter=5).fit(seqs, n_partitions=1), LDHMM(3, seed=0, max_iter=5).fit(seqs))
+
+
+def test_partitioning_changes_only_rounding():
+    """Another cut of the database adds the same terms in another order (the E-step of a
+    sequence does not depend on its partition: random starts are hashed from its position)."""
+    seqs = _data(2)
+    one = LDHMM(3, seed=0, max_iter=3, n_init=1).fit(seqs)
+    four = LDHMM(3, seed=0, max_iter=3, n_init=1).fit(seqs, n_partitions=4)
+    np.testing.assert_allclose(four.e_step_elbo_history_[:1], one.e_step_elbo_history_[:1], rtol=1e-12)
+    np.testing.assert_allclose(four.elbo_history_, one.elbo_history_, rtol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["sequences", "events"])
+def test_workers_read_their_own_partitioned_files(client, tmp_path, layout):
+    seqs = _data(3, n=150)
+    db = SequenceDatabase.from_sequences(seqs, [f"page{v}" for v in range(9)])
+    write_partitioned(db, tmp_path / "d", layout=layout, n_files=5)
+    local = LDHMM(3, seed=0, max_iter=4, n_init=1).fit(str(tmp_path / "d"), n_partitions=3)
+    remote = LDHMM(3, seed=0, max_iter=4, n_init=1).fit(
+        str(tmp_path / "d"), backend="dask", client=client, n_partitions=3
+    )
+    _same_fit(remote, local)
+    assert remote.vocabulary_ == db.vocabulary
+    # the same database in memory gives the same fit up to the order of additions
+    memory = LDHMM(3, seed=0, max_iter=4, n_init=1).fit(seqs)
+    np.testing.assert_allclose(remote.elbo_history_, memory.elbo_history_, rtol=1e-6)
+
+
+def test_a_killed_worker_is_recovered():
+    seqs = _data(4, n=200)
+    parts = balanced_partitions([len(s) for s in seqs], 4)
+    partitions = [([seqs[i] for i in idx], idx) for idx in parts]
+    options = {"guide": PFGuide(), "n_symbols": 9, "e_step_max_iter": 50, "e_step_tol": 1e-6}
+    model = LDHMM(3, seed=0, n_symbols=9)
+    model.n_symbols_ = 9
+    params = model.initial_parameters(seqs)
+    engine = VariationalEM(PFGuide(), max_iter=8, tol=0.0, refresh_max=0)
+    with _cluster() as cluster, distributed.Client(cluster) as c:
+        backend = DaskBackend(c, partitions, options)
+        victim = backend.actors[0]._address
+
+        def kill(iteration, elbo):
+            if iteration == 3:
+                try:
+                    c.run(os._exit, 1, workers=[victim])
+                except Exception:  # noqa: BLE001 - the worker dies before it answers
+                    pass
+
+        result = engine.fit_backend(backend, params, callback=kill)
+    assert result.n_iter == 8
+    assert result.recoveries and {r.partition for r in result.recoveries} >= {0}
+    assert all(r.iteration == 4 for r in result.recoveries)
+    assert np.all(np.isfinite(result.elbo_history))
+    for g in ("pi", "A", "B"):
+        assert np.isfinite(result.params.prior[g].numpy()).all()
+    # before the loss, the fit was the local backend's
+    local = engine.fit_backend(
+        LocalBackend([PartitionWorker(p[0], index=p[1], **options) for p in partitions]), params
+    )
+    np.testing.assert_array_equal(result.elbo_history[:3], local.elbo_history[:3])
+
+
+def test_cli_fit_on_a_partitioned_directory(tmp_path):
+    """``ldhmm fit DIR --backend dask --workers 2`` (in its own process, as a user runs it)
+    writes the model of the local backend on the same partitions."""
+    seqs = _data(5, n=120)
+    db = SequenceDatabase.from_sequences(seqs, [f"p{v}" for v in range(9)])
+    write_partitioned(db, tmp_path / "d", layout="sequences", n_files=4)
+    common = ["fit", str(tmp_path / "d"), "--states", "2", "--restarts", "1", "--max-iter", "3", "--quiet"]
+    assert main(common + ["--partitions", "3", "--out", str(tmp_path / "local.json")]) == 0
+    dask_args = [
+        "--partitions",
+        "3",
+        "--backend",
+        "dask",
+        "--workers",
+        "2",
+        "--out",
+        str(tmp_path / "dask.json"),
+    ]
+    run = subprocess.run(
+        [sys.executable, "-m", "ldhmm.cli", *common, *dask_args], capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    local, remote = LDHMM.load(tmp_path / "local.json"), LDHMM.load(tmp_path / "dask.json")
+    np.testing.assert_array_equal(remote.elbo_history_, local.elbo_history_)
+    assert remote.vocabulary_ == db.vocabulary
