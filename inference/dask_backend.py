@@ -122,6 +122,21 @@ class DaskBackend:
                 results.append(self._replay(i, method, args))
         return results
 
+    def call_each(self, method: str, arguments: list) -> list:
+        """``method(*arguments[i])`` on partition i's actor (each call on the worker that holds
+        the partition; a lost one is rebuilt and the call redone); results in partition order."""
+        futures = [getattr(actor, method)(*args) for actor, args in zip(self.actors, arguments)]
+        results = []
+        for i, future in enumerate(futures):
+            try:
+                results.append(future.result())
+            except Exception as err:  # noqa: BLE001 - only a lost worker is recovered, below
+                if not self._lost(i):
+                    raise
+                self._recover(i, 0, "score", err)
+                results.append(getattr(self.actors[i], method)(*arguments[i]).result())
+        return results
+
     def _recover(self, i: int, iteration: int, step: str, err: Exception) -> None:
         alive = self._alive()
         if not alive:

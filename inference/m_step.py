@@ -147,6 +147,8 @@ def newton_dirichlet_multinomial(
         use_newton = negative_definite & (newton > 0).all(-1) & np.isfinite(newton).all(-1)
         candidate = np.where(use_newton[:, None], np.clip(newton, min_value, max_value), fixed_point)
         candidate = np.where(active[:, None], candidate, a)
+        # R x D temporaries go before the next pass (at V = 10^6 each is 8 R MB).
+        del g, q, h, inv_h, grad_t, step_t, newton
         # Only the active rows are recomputed; the others keep their values below.
         f_new, entry_new, row_new = evaluate(candidate, active)
         passes += 1
@@ -156,14 +158,17 @@ def newton_dirichlet_multinomial(
             f_retry, entry_retry, row_retry = evaluate(candidate, retry)
             passes += 1
             f_new = np.where(retry, f_retry, f_new)
-            entry_new = np.where(retry[None, :, None], entry_retry, entry_new)
+            entry_new[:, retry] = entry_retry[:, retry]  # in place: the same values as np.where
+            del entry_retry
             row_new = np.where(retry[None, :], row_retry, row_new)
         improved = active & (f_new >= f)
         f_before = f
         rel_change = np.where(improved, (np.abs(candidate - a) / a).max(-1), 0.0)
         a = np.where(improved[:, None], candidate, a)
+        del candidate, fixed_point
         f = np.where(improved, f_new, f)
-        entry = np.where(improved[None, :, None], entry_new, entry)
+        entry[:, improved] = entry_new[:, improved]
+        del entry_new
         row = np.where(improved[None, :], row_new, row)
         active = improved & (rel_change > tol) & (f - f_before > objective_tol * np.abs(f))
         if not active.any():

@@ -21,6 +21,8 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
 
 from ..data import PartitionSpec, read_partition
@@ -104,6 +106,7 @@ class PartitionWorker:
             lengths = [int(n) for b in self.buckets for n in b.lengths]
         self.n_sequences = len(lengths)
         self.n_tokens = int(sum(lengths))
+        self._local = [b.index.clone() for b in self.buckets]  # positions in this partition
         if index is not None:
             # Buckets carry database positions: the E-step's random starts are hashed from
             # them, so a sequence starts alike whatever partition it is in.
@@ -156,6 +159,37 @@ class PartitionWorker:
         if self.states is None:
             raise RuntimeError("count_sums needs an E-step first")
         return dirichlet_multinomial_sums(alpha, count_batches(self.states, group, alpha.shape[0]), rows)
+
+    def score(self, params: VariantParameters, starts: tuple, out_path: str | None = None):
+        """The held-out E-step of this partition's sequences (every start in ``starts``, from
+        cold) and their per-sequence ELBO. A sequence holding a symbol that a point-estimated B
+        forbids in every state scores -inf (its log-likelihood), never NaN.
+
+        Returns (keys, ELBO (M_p,)): keys are database positions, or the sequence ids of a
+        partitioned directory. With ``out_path``, writes them instead to that Parquet file
+        (columns ``sequence``, ``elbo``), where the worker runs, and returns the path.
+        """
+        self.states = None
+        self.e_step(params, starts)
+        elbo = np.concatenate([st.elbo.double().numpy() for st in self.states])
+        self.states = None  # scoring keeps no state
+        log_B = params.log_point.get("B")
+        if log_B is not None:
+            forbidden = torch.isneginf(log_B).all(0).numpy()
+            if forbidden.any():
+                bad = np.concatenate(
+                    [(forbidden[b.tokens.numpy()] & b.mask.numpy()).any(1) for b in self.buckets]
+                )
+                elbo = np.where(bad, -np.inf, elbo)
+        local = np.concatenate([i.numpy() for i in self._local])
+        if self.ids is not None:
+            keys = np.asarray(self.ids, dtype=object)[local]
+        else:
+            keys = np.concatenate([b.index.numpy() for b in self.buckets])
+        if out_path is None:
+            return keys, elbo
+        pq.write_table(pa.table({"sequence": pa.array(keys.tolist()), "elbo": pa.array(elbo)}), out_path)
+        return out_path
 
     def scores(self) -> tuple[np.ndarray, np.ndarray]:
         """(database positions, per-sequence ELBO) after the last E-step."""
@@ -210,6 +244,10 @@ class LocalBackend:
     def call(self, method: str, *args, iteration: int = 0, step: str = "") -> list:
         """``method(*args)`` on every worker; results in partition order."""
         return [getattr(w, method)(*args) for w in self.workers]
+
+    def call_each(self, method: str, arguments: list) -> list:
+        """``method(*arguments[i])`` on worker i; results in partition order."""
+        return [getattr(w, method)(*args) for w, args in zip(self.workers, arguments)]
 
     @property
     def states(self):

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ..data import plan_partitions, read_manifest
@@ -35,6 +36,7 @@ from ..inference import (
     PFGuide,
     VariantParameters,
     VariationalEM,
+    default_starts,
     dirichlet_log_density,
     emission_potentials,
     forward_log_normalizer,
@@ -338,16 +340,7 @@ class VariantHMM(SequenceModel):
             "e_step_max_iter": self.e_step_max_iter,
             "e_step_tol": self.e_step_tol,
         }
-        if backend == "dask":
-            runner = dask_backend_class()(client, partitions, options)
-        else:
-            workers = []
-            for part in partitions:
-                if isinstance(part, tuple):
-                    workers.append(PartitionWorker(part[0], index=part[1], **options))
-                else:
-                    workers.append(PartitionWorker(part, **options))
-            runner = LocalBackend(workers)
+        runner = self._runner(backend, client, partitions, options)
         counts = np.sum(runner.call("symbol_counts"), axis=0)
         self.n_partitions_ = runner.n_partitions
         try:
@@ -438,18 +431,80 @@ class VariantHMM(SequenceModel):
         buckets = self._buckets(seqs)
         return buckets, self._engine().score(buckets, self.params_)
 
-    def score_samples(self, sequences) -> np.ndarray:
+    def score_samples(self, sequences, backend: str = "local", client=None, n_partitions=None, out=None):
         """Per-sequence held-out ELBO in nats (the paper's measure; a lower bound on log p(x)).
 
         Parameters
         ----------
-        sequences : list of 1-D integer arrays
+        sequences : list of 1-D integer arrays; with ``backend="dask"`` or ``n_partitions``
+            also a directory written by :func:`ldhmm.data.write_partitioned`
+        backend, client, n_partitions : as in :meth:`fit`
+            The held-out E-step of each partition runs where the partition lives.
+        out : str, optional
+            A directory: each partition writes its scores to ``out/part-<i>.parquet``
+            (columns ``sequence``: database position or id, ``elbo``) where it runs, and the
+            list of those paths is returned instead of the scores.
 
         Returns
         -------
-        np.ndarray, shape (M,), in the input order
+        np.ndarray, shape (M,), in the input order (or, for a directory input, in the order of
+        its ``sequence`` ids, returned as a pandas Series indexed by id), or the list of Parquet
+        paths written with ``out``.
         """
-        return super().score_samples(sequences)
+        if backend == "local" and n_partitions is None and out is None:
+            return super().score_samples(sequences)
+        return self._score_partitioned(sequences, backend, client, n_partitions, out)
+
+    def _score_partitioned(self, data, backend, client, n_partitions, out):
+        self._check_fitted()
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if backend == "dask" and client is None:
+            raise ValueError("backend='dask' needs client= (a distributed.Client)")
+        if n_partitions is None:
+            n_partitions = 2 * len(client.scheduler_info()["workers"]) if backend == "dask" else 1
+        directory = isinstance(data, (str, os.PathLike))
+        if directory:
+            partitions = plan_partitions(data, int(n_partitions))
+        else:
+            seqs = self._validate_for_score(data)
+            parts = balanced_partitions([len(s) for s in seqs], int(n_partitions))
+            partitions = [([seqs[i] for i in idx], idx) for idx in parts]
+        options = {
+            "guide": self.guide,
+            "n_symbols": self.n_symbols_,
+            "sparse": self.sparse_emissions,
+            "bucket_cells": self.bucket_cells,
+            "e_step_max_iter": self.e_step_max_iter,
+            "e_step_tol": self.e_step_tol,
+        }
+        runner = self._runner(backend, client, partitions, options)
+        starts = default_starts(self.guide, self.random_starts)
+        if out is not None:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            paths = [str(Path(out).resolve() / f"part-{i:05d}.parquet") for i in range(runner.n_partitions)]
+            results = runner.call_each("score", [(self.params_, starts, p) for p in paths])
+            return list(results)
+        results = runner.call("score", self.params_, starts, None)
+        keys = np.concatenate([k for k, _ in results])
+        elbo = np.concatenate([e for _, e in results])
+        if directory:
+            return pd.Series(elbo, index=keys, name="elbo")
+        scores = np.empty(len(keys))
+        scores[keys.astype(np.int64)] = elbo
+        return scores
+
+    def _runner(self, backend, client, partitions, options):
+        """The backend over ``partitions`` (PartitionSpecs or (sequences, positions) pairs)."""
+        if backend == "dask":
+            return dask_backend_class()(client, partitions, options)
+        workers = []
+        for part in partitions:
+            if isinstance(part, tuple):
+                workers.append(PartitionWorker(part[0], index=part[1], **options))
+            else:
+                workers.append(PartitionWorker(part, **options))
+        return LocalBackend(workers)
 
     def _score_samples(self, seqs):
         # A point-estimated B that gives a symbol probability 0 in every state (a symbol unseen

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
 distributed = pytest.importorskip("distributed")
@@ -160,3 +161,21 @@ def test_cli_fit_on_a_partitioned_directory(tmp_path):
     local, remote = LDHMM.load(tmp_path / "local.json"), LDHMM.load(tmp_path / "dask.json")
     np.testing.assert_array_equal(remote.elbo_history_, local.elbo_history_)
     assert remote.vocabulary_ == db.vocabulary
+
+
+def test_scoring_runs_where_the_partitions_live(client, tmp_path):
+    seqs = _data(6, n=150)
+    model = LDHMM(3, seed=0, max_iter=4, n_init=1).fit(seqs)
+    expected = model.score_samples(seqs)
+    np.testing.assert_array_equal(model.score_samples(seqs, n_partitions=3), expected)
+    np.testing.assert_array_equal(
+        model.score_samples(seqs, backend="dask", client=client, n_partitions=3), expected
+    )
+    paths = model.score_samples(seqs, backend="dask", client=client, n_partitions=3, out=str(tmp_path / "s"))
+    table = pd.concat([pd.read_parquet(p) for p in paths])
+    assert len(paths) == 3 and sorted(table["sequence"]) == list(range(len(seqs)))
+    np.testing.assert_array_equal(table.sort_values("sequence")["elbo"].to_numpy(), expected)
+    db = SequenceDatabase.from_sequences(seqs, [f"p{v}" for v in range(9)])
+    write_partitioned(db, tmp_path / "d", layout="events", n_files=3)
+    by_id = model.score_samples(str(tmp_path / "d"), backend="dask", client=client)
+    np.testing.assert_array_equal(by_id.loc[[str(i) for i in range(len(seqs))]].to_numpy(), expected)

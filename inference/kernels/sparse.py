@@ -108,63 +108,65 @@ def scatter_rows(values, symbols, n_symbols, out=None):
 
 
 @njit(cache=True, nogil=True)
-def _scatter_blocks(values, symbols, block, out, partial, batch, touched, order, in_batch, batch_order):
-    # pragma: no cover - compiled
+def _scatter_blocks(values, symbols, block, out, block_id, batch_id):  # pragma: no cover - compiled
+    """See :func:`scatter_blocks`. Partial sums live in compact arrays indexed through
+    ``block_id`` / ``batch_id`` (V,), -1 where untouched and left so."""
     M, R, W = values.shape
+    cap = min(out.shape[1], M * W)
+    partial = np.zeros((R, cap))
+    batch = np.zeros((R, cap))
+    block_order = np.empty(cap, dtype=np.int64)
+    batch_order = np.empty(cap, dtype=np.int64)
     n_batch = 0
     for start in range(0, M, block):
-        n_touched = 0
+        n_block = 0
         for m in range(start, min(M, start + block)):
             for w in range(W):
                 x = symbols[m, w]
-                if not touched[x]:
-                    touched[x] = True
-                    order[n_touched] = x
-                    n_touched += 1
+                j = block_id[x]
+                if j < 0:
+                    j = n_block
+                    block_id[x] = j
+                    block_order[j] = x
+                    n_block += 1
                 for r in range(R):
-                    partial[r, x] += values[m, r, w]
-        for i in range(n_touched):
-            x = order[i]
-            if not in_batch[x]:
-                in_batch[x] = True
-                batch_order[n_batch] = x
+                    partial[r, j] += values[m, r, w]
+        for j in range(n_block):
+            x = block_order[j]
+            k = batch_id[x]
+            if k < 0:
+                k = n_batch
+                batch_id[x] = k
+                batch_order[k] = x
                 n_batch += 1
             for r in range(R):
-                batch[r, x] += partial[r, x]
-                partial[r, x] = 0.0
-            touched[x] = False
-    for i in range(n_batch):
-        x = batch_order[i]
+                batch[r, k] += partial[r, j]
+                partial[r, j] = 0.0
+            block_id[x] = -1
+    for k in range(n_batch):
+        x = batch_order[k]
         for r in range(R):
-            out[r, x] += batch[r, x]
-            batch[r, x] = 0.0
-        in_batch[x] = False
+            out[r, x] += batch[r, k]
+        batch_id[x] = -1
 
 
-#: Zeroed scratch of :func:`_scatter_blocks` by shape, lent to one call at a time (a call takes
-#: it out of the dict, atomically under the GIL, and puts it back zeroed), so that the O(R V)
-#: allocation and its page faults happen once, not per call.
+#: Symbol -> compact index maps of :func:`_scatter_blocks` (all -1 between calls) by V, lent to
+#: one call at a time (taken out of the dict, atomically under the GIL, and put back), so that
+#: they are allocated once, not per call.
 _SCRATCH: dict = {}
 
 
-def _take_scratch(R: int, V: int):
-    arrays = _SCRATCH.pop((R, V), None)
+def _take_scratch(V: int):
+    arrays = _SCRATCH.pop(V, None)
     if arrays is None:
-        arrays = (
-            np.zeros((R, V)),
-            np.zeros((R, V)),
-            np.zeros(V, dtype=np.bool_),
-            np.empty(V, dtype=np.int64),
-            np.zeros(V, dtype=np.bool_),
-            np.empty(V, dtype=np.int64),
-        )
+        arrays = (np.full(V, -1, dtype=np.int64), np.full(V, -1, dtype=np.int64))
     return arrays
 
 
-def _return_scratch(R: int, V: int, arrays) -> None:
-    if len(_SCRATCH) > 8:  # a few shapes at a time (R = K or 3 K)
+def _return_scratch(V: int, arrays) -> None:
+    if len(_SCRATCH) > 4:
         _SCRATCH.clear()
-    _SCRATCH[(R, V)] = arrays
+    _SCRATCH[V] = arrays
 
 
 def scatter_blocks(values, symbols, n_symbols, block, out=None):
@@ -175,7 +177,8 @@ def scatter_blocks(values, symbols, n_symbols, block, out=None):
     The dense layout's kernels sum per block (for threads), then over blocks, then add the
     batch to a running total; adding the sparse layout's per-slot values in the same order
     gives the same floating-point sums (an entry a block does not touch adds an exact 0 there),
-    so both layouts give the same numbers, not just close ones. Work: O(values), not O(R V).
+    so both layouts give the same numbers, not just close ones. Work and scratch: O(values)
+    plus two index maps of V integers kept between calls, not O(R V).
 
     Parameters
     ----------
@@ -187,9 +190,9 @@ def scatter_blocks(values, symbols, n_symbols, block, out=None):
     R = values.shape[1]
     if out is None:
         out = np.zeros((R, int(n_symbols)))
-    scratch = _take_scratch(R, int(n_symbols))
+    scratch = _take_scratch(int(n_symbols))
     _scatter_blocks(values, np.ascontiguousarray(symbols, dtype=np.int64), int(block), out, *scratch)
-    _return_scratch(R, int(n_symbols), scratch)  # zeroed again by the kernel
+    _return_scratch(int(n_symbols), scratch)  # reset to -1 by the kernel
     return out
 
 
