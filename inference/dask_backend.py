@@ -76,16 +76,19 @@ class DaskBackend:
         kwargs = dict(self.options)
         if isinstance(data, tuple):
             data, kwargs["index"] = data
-        future = self.client.submit(
-            PartitionWorker,
-            data,
-            actor=True,
-            workers=[address],
-            allow_other_workers=False,
-            key=f"ldhmm-partition-{self._run}-{i}-{len(self.recoveries)}",
-            **kwargs,
-        )
-        return future.result()
+        # The actor handle binds to the *current* client when it arrives here: make that this
+        # backend's client, not whichever other client a caller may have made current.
+        with self.client.as_current():
+            future = self.client.submit(
+                PartitionWorker,
+                data,
+                actor=True,
+                workers=[address],
+                allow_other_workers=False,
+                key=f"ldhmm-partition-{self._run}-{i}-{len(self.recoveries)}",
+                **kwargs,
+            )
+            return future.result()
 
     def _lost(self, i: int, wait: float = 30.0) -> bool:
         """Whether partition i's worker has left the cluster (the scheduler may take a moment

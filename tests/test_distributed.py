@@ -179,3 +179,20 @@ def test_scoring_runs_where_the_partitions_live(client, tmp_path):
     write_partitioned(db, tmp_path / "d", layout="events", n_files=3)
     by_id = model.score_samples(str(tmp_path / "d"), backend="dask", client=client)
     np.testing.assert_array_equal(by_id.loc[[str(i) for i in range(len(seqs))]].to_numpy(), expected)
+
+
+def test_a_second_client_is_used_not_the_current_one(client):
+    """With another client current (the fixture's), the fit talks to the cluster it was given."""
+    seqs = _data(7, n=100)
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+    ) as other:
+        second = distributed.Client(other, set_as_default=False)
+        try:
+            remote = LDHMM(2, seed=0, max_iter=3, n_init=1).fit(
+                seqs, backend="dask", client=second, n_partitions=2
+            )
+        finally:
+            second.close()
+    local = LDHMM(2, seed=0, max_iter=3, n_init=1).fit(seqs, n_partitions=2)
+    _same_fit(remote, local)
