@@ -332,15 +332,7 @@ class VariantHMM(SequenceModel):
             parts = balanced_partitions([len(s) for s in seqs], int(n_partitions))
             partitions = [([seqs[i] for i in idx], idx) for idx in parts]
             vocabulary = getattr(data, "vocabulary", None)
-        options = {
-            "guide": self.guide,
-            "n_symbols": self.n_symbols_,
-            "sparse": self.sparse_emissions,
-            "bucket_cells": self.bucket_cells,
-            "e_step_max_iter": self.e_step_max_iter,
-            "e_step_tol": self.e_step_tol,
-        }
-        runner = self._runner(backend, client, partitions, options)
+        runner = self._runner(backend, client, partitions)
         counts = np.sum(runner.call("symbol_counts"), axis=0)
         self.n_partitions_ = runner.n_partitions
         try:
@@ -470,15 +462,7 @@ class VariantHMM(SequenceModel):
             seqs = self._validate_for_score(data)
             parts = balanced_partitions([len(s) for s in seqs], int(n_partitions))
             partitions = [([seqs[i] for i in idx], idx) for idx in parts]
-        options = {
-            "guide": self.guide,
-            "n_symbols": self.n_symbols_,
-            "sparse": self.sparse_emissions,
-            "bucket_cells": self.bucket_cells,
-            "e_step_max_iter": self.e_step_max_iter,
-            "e_step_tol": self.e_step_tol,
-        }
-        runner = self._runner(backend, client, partitions, options)
+        runner = self._runner(backend, client, partitions)
         starts = default_starts(self.guide, self.random_starts)
         if out is not None:
             Path(out).mkdir(parents=True, exist_ok=True)
@@ -494,8 +478,17 @@ class VariantHMM(SequenceModel):
         scores[keys.astype(np.int64)] = elbo
         return scores
 
-    def _runner(self, backend, client, partitions, options):
-        """The backend over ``partitions`` (PartitionSpecs or (sequences, positions) pairs)."""
+    def _runner(self, backend, client, partitions):
+        """The backend over ``partitions`` (PartitionSpecs or (sequences, positions) pairs),
+        each a PartitionWorker with this model's guide, layout and E-step settings."""
+        options = {
+            "guide": self.guide,
+            "n_symbols": self.n_symbols_,
+            "sparse": self.sparse_emissions,
+            "bucket_cells": self.bucket_cells,
+            "e_step_max_iter": self.e_step_max_iter,
+            "e_step_tol": self.e_step_tol,
+        }
         if backend == "dask":
             return dask_backend_class()(client, partitions, options)
         workers = []

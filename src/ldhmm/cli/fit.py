@@ -117,17 +117,7 @@ def run_fit(args: argparse.Namespace) -> int:
         db = load_path(args.data, **columns)
         if args.unknown == "reserve":
             db = _with_unknown(db)
-    model = LDHMM(
-        n_states,
-        n_symbols=db.n_symbols,
-        guide=guide,
-        max_iter=args.max_iter,
-        tol=args.tol,
-        m_step=args.m_step,
-        n_init=args.restarts,
-        seed=args.seed,
-        verbose=not args.quiet,
-    )
+    model = _model(args, n_states, guide, db.n_symbols)
     t0 = time.perf_counter()
     with _backend(args) as client:
         model.fit(
@@ -148,6 +138,21 @@ def run_fit(args: argparse.Namespace) -> int:
         )
         print(f"model written to {Path(out)}")
     return 0
+
+
+def _model(args, n_states: int, guide: str, n_symbols: int) -> LDHMM:
+    """The LDHMM that ``ldhmm fit`` fits, from its options."""
+    return LDHMM(
+        n_states,
+        n_symbols=n_symbols,
+        guide=guide,
+        max_iter=args.max_iter,
+        tol=args.tol,
+        m_step=args.m_step,
+        n_init=args.restarts,
+        seed=args.seed,
+        verbose=not args.quiet,
+    )
 
 
 def _partitioned_directory(path) -> bool:
@@ -176,17 +181,7 @@ def _fit_directory(args, n_states: int, guide: str, out) -> int:
     worker (the tokens never pass through this process)."""
     manifest = read_manifest(args.data)
     vocabulary = manifest.get("vocabulary") or [str(k) for k in range(int(manifest["n_symbols"]))]
-    model = LDHMM(
-        n_states,
-        n_symbols=int(manifest["n_symbols"]),
-        guide=guide,
-        max_iter=args.max_iter,
-        tol=args.tol,
-        m_step=args.m_step,
-        n_init=args.restarts,
-        seed=args.seed,
-        verbose=not args.quiet,
-    )
+    model = _model(args, n_states, guide, int(manifest["n_symbols"]))
     t0 = time.perf_counter()
     with _backend(args) as client:
         model.fit(str(args.data), backend=args.backend, client=client, n_partitions=args.partitions)
