@@ -136,7 +136,7 @@ class DaskBackend:
             except Exception as err:  # noqa: BLE001 - only a lost worker is recovered, below
                 if not self._lost(i):
                     raise
-                self._recover(i, 0, "score", err)
+                self._recover(i, 0, method, err)
                 results.append(getattr(self.actors[i], method)(*arguments[i]).result())
         return results
 

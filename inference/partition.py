@@ -17,6 +17,7 @@ of the database adds the same terms in another order, see docs/distributed.md).
 
 from __future__ import annotations
 
+import os
 import zlib
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from .e_step import EStepTotals, e_step
 from .kernels.dirichlet_multinomial import dirichlet_multinomial_sums
 from .m_step import count_batches
 from .parameters import VariantParameters
+from .posterior import bucket_posterior, forbidden_symbols, log_marginal_is, posterior_table
 
 __all__ = [
     "PartitionWorker",
@@ -40,6 +42,7 @@ __all__ = [
     "Recovery",
     "as_numpy_params",
     "balanced_partitions",
+    "partition_seeds",
 ]
 
 
@@ -115,6 +118,7 @@ class PartitionWorker:
                 b.index = index[b.index]
         self.guide = guide
         self.n_symbols = int(n_symbols)
+        self.bucket_cells = bucket_cells
         self.e_step_max_iter = e_step_max_iter
         self.e_step_tol = e_step_tol
         self.states = None
@@ -169,27 +173,91 @@ class PartitionWorker:
         partitioned directory. With ``out_path``, writes them instead to that Parquet file
         (columns ``sequence``, ``elbo``), where the worker runs, and returns the path.
         """
-        self.states = None
-        self.e_step(params, starts)
-        elbo = np.concatenate([st.elbo.double().numpy() for st in self.states])
-        self.states = None  # scoring keeps no state
-        log_B = params.log_point.get("B")
-        if log_B is not None:
-            forbidden = torch.isneginf(log_B).all(0).numpy()
-            if forbidden.any():
-                bad = np.concatenate(
-                    [(forbidden[b.tokens.numpy()] & b.mask.numpy()).any(1) for b in self.buckets]
-                )
-                elbo = np.where(bad, -np.inf, elbo)
-        local = np.concatenate([i.numpy() for i in self._local])
-        if self.ids is not None:
-            keys = np.asarray(self.ids, dtype=object)[local]
-        else:
-            keys = np.concatenate([b.index.numpy() for b in self.buckets])
+        states = self._held_out(params, starts)
+        elbo = np.concatenate([st.elbo.double().numpy() for st in states])
+        impossible = self._impossible(params)
+        if impossible is not None:
+            elbo = np.where(impossible, -np.inf, elbo)
+        keys = self._keys()
         if out_path is None:
             return keys, elbo
-        pq.write_table(pa.table({"sequence": pa.array(keys.tolist()), "elbo": pa.array(elbo)}), out_path)
+        _write(pa.table({"sequence": pa.array(keys.tolist()), "elbo": pa.array(elbo)}), out_path)
         return out_path
+
+    def posterior(self, params: VariantParameters, starts: tuple, out_path: str | None = None):
+        """Each sequence's variational posterior after the held-out E-step
+        (:func:`ldhmm.inference.posterior.bucket_posterior`).
+
+        Returns (keys, list of per-sequence dicts), or with ``out_path`` writes one Parquet row
+        per sequence there (:func:`ldhmm.inference.posterior.posterior_table`) and returns the
+        path. A sequence the model gives probability 0 is a ValueError naming it.
+        """
+        self._require_possible(params)
+        states = self._held_out(params, starts)
+        rows = []
+        for b, st in zip(self.buckets, states):
+            rows.extend(values for _, values in bucket_posterior(params, self.guide, b, st))
+        keys = self._keys()
+        if out_path is None:
+            return keys, rows
+        _write(
+            posterior_table(keys, rows, params, self.buckets[0].sparse if self.buckets else False), out_path
+        )
+        return out_path
+
+    def log_marginal_is(
+        self, params: VariantParameters, starts: tuple, n_samples: int, seed: int, out_path: str | None = None
+    ):
+        """Importance-sampled ``log p(x)`` of each sequence
+        (:func:`ldhmm.inference.posterior.log_marginal_is`), draws seeded by ``seed``.
+
+        Returns (keys, (M_p,) estimates), or with ``out_path`` writes them (columns
+        ``sequence``, ``log_marginal``) there and returns the path.
+        """
+        self._require_possible(params)
+        states = self._held_out(params, starts)
+        with torch.random.fork_rng():
+            torch.manual_seed(int(seed))
+            values = log_marginal_is(params, self.buckets, states, n_samples, self.bucket_cells)
+        estimate = np.concatenate(values) if values else np.empty(0)
+        keys = self._keys()
+        if out_path is None:
+            return keys, estimate
+        _write(pa.table({"sequence": pa.array(keys.tolist()), "log_marginal": pa.array(estimate)}), out_path)
+        return out_path
+
+    def _held_out(self, params: VariantParameters, starts: tuple) -> list:
+        """The held-out E-step from cold (every start in ``starts``); keeps no state."""
+        self.states = None
+        self.e_step(params, starts)
+        states, self.states = self.states, None
+        return states
+
+    def _keys(self) -> np.ndarray:
+        """Database positions (or ids) of the sequences, in bucket order."""
+        if self.ids is not None:
+            local = np.concatenate([i.numpy() for i in self._local]) if self._local else np.empty(0, np.int64)
+            return np.asarray(self.ids, dtype=object)[local]
+        return (
+            np.concatenate([b.index.numpy() for b in self.buckets]) if self.buckets else np.empty(0, np.int64)
+        )
+
+    def _impossible(self, params: VariantParameters) -> np.ndarray | None:
+        """Which sequences (bucket order) hold a symbol a point-estimated B forbids, or None."""
+        forbidden = forbidden_symbols(params)
+        if forbidden is None:
+            return None
+        return np.concatenate([(forbidden[b.tokens.numpy()] & b.mask.numpy()).any(1) for b in self.buckets])
+
+    def _require_possible(self, params: VariantParameters) -> None:
+        impossible = self._impossible(params)
+        if impossible is not None and impossible.any():
+            key = self._keys()[int(np.flatnonzero(impossible)[0])]
+            raise ValueError(
+                f"sequence {key} holds a symbol to which the model's point-estimated B gives "
+                f"probability 0 in every state (unseen in training; fit with a pseudocount > 0): "
+                f"it has no posterior"
+            )
 
     def scores(self) -> tuple[np.ndarray, np.ndarray]:
         """(database positions, per-sequence ELBO) after the last E-step."""
@@ -278,3 +346,19 @@ def balanced_partitions(lengths, n_partitions: int) -> list[np.ndarray]:
         assign[i] = p
         load[p] += lengths[i]
     return [np.flatnonzero(assign == p) for p in range(n)]
+
+
+def partition_seeds(seed: int, n_partitions: int) -> list[int]:
+    """The seed of each partition's random draws (importance sampling): ``seed`` for partition
+    0 (so one partition reproduces the in-process estimate), then seeds derived from
+    ``(seed, p)``. Draws depend on the partitioning, never on the number of workers."""
+    return [int(seed)] + [
+        int(np.random.SeedSequence([int(seed), p]).generate_state(1)[0]) for p in range(1, n_partitions)
+    ]
+
+
+def _write(table, path: str) -> None:
+    """Write a Parquet file atomically (a temporary name, then renamed into place)."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 import os
 import tempfile
 from pathlib import Path
@@ -26,9 +25,7 @@ import torch
 
 from ..data import plan_partitions, read_manifest
 from ..inference import (
-    GROUPS,
     M_STEP_METHODS,
-    POINT,
     RANDOM_STARTS,
     SEQUENCE,
     FitResult,
@@ -37,14 +34,11 @@ from ..inference import (
     VariantParameters,
     VariationalEM,
     default_starts,
-    dirichlet_log_density,
     emission_potentials,
-    forward_log_normalizer,
     guide_starts,
     init_parameters,
     make_buckets,
     resolve_guide,
-    sample_dirichlet,
     unpad_paths,
     viterbi_log,
 )
@@ -52,15 +46,19 @@ from ..inference.em import NonFiniteELBOError
 from ..inference.emissions import (
     EMISSION_LAYOUTS,
     LOCAL_CHUNK,
-    LocalView,
-    chunks,
-    expected_emissions,
-    n_slots,
     predictive_emissions,
-    token_potentials,
 )
 from ..inference.emissions import emission_layout as layout_of
-from ..inference.partition import LocalBackend, PartitionWorker, balanced_partitions
+from ..inference.partition import LocalBackend, PartitionWorker, balanced_partitions, partition_seeds
+from ..inference.posterior import (
+    bucket_posterior,
+    emission_index,
+    forbidden_symbols,
+    log_marginal_is,
+    posterior_means,
+    stack_posterior,
+    state_marginals,
+)
 from .base import SequenceModel, check_n_symbols
 from .memory import check_memory, fit_bytes, importance_sampling_bytes, score_bytes
 from .modelfile import FORMAT_VERSION, ModelFileError, check_config_types, validate_model_document
@@ -300,24 +298,14 @@ class VariantHMM(SequenceModel):
         -------
         self
         """
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if backend == "dask" and client is None:
-            raise ValueError("backend='dask' needs client= (a distributed.Client)")
-        directory = isinstance(sequences, (str, os.PathLike))
-        if backend == "local" and n_partitions is None and not directory:
+        if backend == "local" and n_partitions is None and not isinstance(sequences, (str, os.PathLike)):
             return super().fit(sequences, init_params=init_params)
-        self._fit_partitioned(sequences, directory, backend, client, n_partitions, init_params)
+        self._fit_partitioned(sequences, backend, client, n_partitions, init_params)
         return self
 
-    def _fit_partitioned(self, data, directory: bool, backend: str, client, n_partitions, init_params):
+    def _fit_partitioned(self, data, backend: str, client, n_partitions, init_params):
         """:meth:`fit` over partitions of the database (a directory or in-memory sequences)."""
-        if n_partitions is None:
-            n_partitions = 2 * len(client.scheduler_info()["workers"]) if backend == "dask" else 1
-        if isinstance(n_partitions, bool) or not isinstance(n_partitions, (int, np.integer)):
-            raise ValueError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
-        if n_partitions < 1:
-            raise ValueError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
+        partitions, directory = self._partitions(data, backend, client, n_partitions, self._validate_for_fit)
         if directory:
             manifest = read_manifest(data)
             V = int(manifest["n_symbols"])
@@ -325,12 +313,8 @@ class VariantHMM(SequenceModel):
                 raise ValueError(f"n_symbols={self.n_symbols} but {data} holds {V} symbols")
             self.n_symbols_ = int(self.n_symbols or V)
             self.n_features_in_ = self.n_symbols_
-            partitions = plan_partitions(data, int(n_partitions))
             vocabulary = manifest.get("vocabulary")
         else:
-            seqs = self._validate_for_fit(data)
-            parts = balanced_partitions([len(s) for s in seqs], int(n_partitions))
-            partitions = [([seqs[i] for i in idx], idx) for idx in parts]
             vocabulary = getattr(data, "vocabulary", None)
         runner = self._runner(backend, client, partitions)
         counts = np.sum(runner.call("symbol_counts"), axis=0)
@@ -448,35 +432,55 @@ class VariantHMM(SequenceModel):
         return self._score_partitioned(sequences, backend, client, n_partitions, out)
 
     def _score_partitioned(self, data, backend, client, n_partitions, out):
-        self._check_fitted()
+        runner, directory = self._scoring_runner(data, backend, client, n_partitions)
+        starts = default_starts(self.guide, self.random_starts)
+        if out is not None:
+            return runner.call_each("score", [(self.params_, starts, p) for p in _part_paths(out, runner)])
+        return self._collect(runner.call("score", self.params_, starts, None), directory, "elbo")
+
+    @staticmethod
+    def _collect(results, directory: bool, name: str):
+        """Per-partition (keys, values) pairs as one array in database order, or a Series by id."""
+        keys = np.concatenate([k for k, _ in results])
+        values = np.concatenate([v for _, v in results])
+        if directory:
+            return pd.Series(values, index=keys, name=name)
+        ordered = np.empty(len(keys))
+        ordered[keys.astype(np.int64)] = values
+        return ordered
+
+    def _partitions(self, data, backend, client, n_partitions, validate):
+        """Check ``backend``/``client``/``n_partitions`` and cut ``data`` (sequences, or a
+        directory from :func:`ldhmm.data.write_partitioned`) into partitions balanced by tokens.
+
+        Returns (partitions, directory): PartitionSpecs or (sequences, positions) pairs.
+        """
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if backend == "dask" and client is None:
             raise ValueError("backend='dask' needs client= (a distributed.Client)")
         if n_partitions is None:
             n_partitions = 2 * len(client.scheduler_info()["workers"]) if backend == "dask" else 1
+        if (
+            isinstance(n_partitions, bool)
+            or not isinstance(n_partitions, (int, np.integer))
+            or n_partitions < 1
+        ):
+            raise ValueError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
         directory = isinstance(data, (str, os.PathLike))
         if directory:
-            partitions = plan_partitions(data, int(n_partitions))
-        else:
-            seqs = self._validate_for_score(data)
-            parts = balanced_partitions([len(s) for s in seqs], int(n_partitions))
-            partitions = [([seqs[i] for i in idx], idx) for idx in parts]
-        runner = self._runner(backend, client, partitions)
-        starts = default_starts(self.guide, self.random_starts)
-        if out is not None:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            paths = [str(Path(out).resolve() / f"part-{i:05d}.parquet") for i in range(runner.n_partitions)]
-            results = runner.call_each("score", [(self.params_, starts, p) for p in paths])
-            return list(results)
-        results = runner.call("score", self.params_, starts, None)
-        keys = np.concatenate([k for k, _ in results])
-        elbo = np.concatenate([e for _, e in results])
-        if directory:
-            return pd.Series(elbo, index=keys, name="elbo")
-        scores = np.empty(len(keys))
-        scores[keys.astype(np.int64)] = elbo
-        return scores
+            return plan_partitions(data, int(n_partitions)), True
+        seqs = validate(data)
+        parts = balanced_partitions([len(s) for s in seqs], int(n_partitions))
+        return [([seqs[i] for i in idx], idx) for idx in parts], False
+
+    def _scoring_runner(self, data, backend, client, n_partitions):
+        """The backend over the partitions of ``data`` for a fitted model's held-out E-step."""
+        self._check_fitted()
+        partitions, directory = self._partitions(
+            data, backend, client, n_partitions, self._validate_for_score
+        )
+        return self._runner(backend, client, partitions), directory
 
     def _runner(self, backend, client, partitions):
         """The backend over ``partitions`` (PartitionSpecs or (sequences, positions) pairs),
@@ -516,11 +520,8 @@ class VariantHMM(SequenceModel):
 
     def _impossible(self, seqs) -> np.ndarray:
         """Which sequences hold a symbol that a point-estimated B forbids in every state, (M,) bool."""
-        log_B = self.params_.log_point.get("B")
-        if log_B is None:
-            return np.zeros(len(seqs), dtype=bool)
-        forbidden = torch.isneginf(log_B).all(0).numpy()
-        if not forbidden.any():
+        forbidden = forbidden_symbols(self.params_)
+        if forbidden is None:
             return np.zeros(len(seqs), dtype=bool)
         return np.array([bool(forbidden[s].any()) for s in seqs])
 
@@ -536,14 +537,27 @@ class VariantHMM(SequenceModel):
                 f"it has no posterior"
             )
 
-    def posterior(self, sequences) -> dict:
+    def posterior(self, sequences, backend: str = "local", client=None, n_partitions=None, out=None) -> dict:
         """Per-sequence variational parameters after the E-step.
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays; with ``backend="dask"`` or ``n_partitions``
+            also a directory written by :func:`ldhmm.data.write_partitioned`
+        backend, client, n_partitions : as in :meth:`fit`
+            The held-out E-step of each partition runs where the partition lives.
+        out : str, optional
+            A directory: each partition writes its sequences' posteriors to
+            ``out/part-<i>.parquet`` where it runs (one row per sequence, schema in
+            docs/distributed.md; :func:`ldhmm.inference.partition.read_posterior` reads them
+            back), and the list of those paths is returned instead.
 
         Returns
         -------
         dict with, for every per-sequence group, ``g_pi`` (M, K), ``g_A`` (M, K, K), ``g_B``
         (M, K, V) (Dirichlet parameters of q), ``state_marginals`` (list of (N_m, K) arrays),
-        and ``elbo`` (M,).
+        and ``elbo`` (M,); for a directory input also ``sequence`` (the M ids, the order of
+        every other entry).
 
         In the sparse emission layout (:attr:`sparse_emissions`) ``g_B`` is not formed (it
         would be M x K x V); instead ``B_symbols`` (list of (D_m,) int64 arrays: each
@@ -552,69 +566,37 @@ class VariantHMM(SequenceModel):
         symbol. :func:`ldhmm.inference.emissions.dense_emission_posterior` turns them into
         ``g_B`` (M, K, V) where that fits in memory.
         """
+        if backend != "local" or n_partitions is not None or out is not None:
+            return self._posterior_partitioned(sequences, backend, client, n_partitions, out)
         seqs = self._validate_for_score(sequences)
         self._require_possible(seqs)
         buckets, states = self._e_step(seqs)
-        M = len(seqs)
-        out = {"elbo": np.empty(M), "state_marginals": [None] * M}
-        sparse = self.sparse_emissions
-        groups = [g for g in self.sharing.groups(SEQUENCE) if not (sparse and g == "B")]
-        for g in groups:
-            out[f"g_{g}"] = np.empty((M,) + tuple(self.params_.prior[g].shape))
-        if sparse and "B" in self.sharing.groups(SEQUENCE):
-            out["B_symbols"], out["B_counts"] = [None] * M, [None] * M
+        rows = [None] * len(seqs)
         for b, st in zip(buckets, states):
-            idx = b.index.numpy()
-            out["elbo"][idx] = st.elbo.numpy()
-            for g in groups:
-                out[f"g_{g}"][idx] = (self.params_.prior[g] + st.counts[g]).numpy()
-            if "B_symbols" in out:
-                widths = n_slots(b).tolist()
-                for row, i in enumerate(idx):
-                    out["B_symbols"][i] = b.symbols[row, : widths[row]].numpy().copy()
-                    out["B_counts"][i] = st.counts["B"][row, :, : widths[row]].double().numpy().copy()
-            marg = self._state_marginals(b, st)
-            for row, i in enumerate(idx):
-                out["state_marginals"][i] = marg[row, : int(b.lengths[row])].numpy()
-        return out
+            index = b.index.tolist()
+            for row, values in bucket_posterior(self.params_, self.guide, b, st):
+                rows[index[row]] = values
+        return stack_posterior(rows, self.params_, self.sparse_emissions)
 
-    def _state_marginals(self, bucket, state):
-        """q(z_n) of a bucket at the fitted q(theta): one more q(Z) update from its Elogs."""
-        update, _ = self.guide.update_hidden(
-            state.guide_state, *token_potentials(self.params_, state.counts, bucket), bucket.mask
-        )
-        return update.state_marginals
-
-    def _posterior_means(self, state, bucket) -> dict:
-        """``E_q[theta]`` of every group for a bucket after the E-step, float64.
-
-        Per-sequence groups: ``Dir(prior + counts)`` normalized, leading dimension M_b; shared
-        groups: the posterior normalized, point groups: ``exp(log_point)``, both with a leading
-        dimension of 1. Shapes: ``pi`` (., K), ``A`` (., K, K), ``B`` (., K, V), or (M_b, K, W)
-        at each sequence's slots in the sparse layout (:meth:`_emission_tokens` index it).
-        """
-        means = {}
-        for g in GROUPS:
-            kind = self.sharing.kind(g)
-            if kind == SEQUENCE and g == "B" and bucket.sparse:
-                means[g] = expected_emissions(self.params_.prior[g], state.counts[g], bucket)
-                continue
-            if kind == SEQUENCE:
-                conc = self.params_.prior[g].double() + state.counts[g].double()
-            elif kind == POINT:
-                means[g] = self.params_.log_point[g].double().exp()[None]
-                continue
-            else:
-                conc = self.params_.posterior[g].double()[None]
-            means[g] = conc / conc.sum(-1, keepdim=True)
-        return means
-
-    def _emission_tokens(self, bucket):
-        """What indexes the last axis of ``_posterior_means(...)["B"]``: slots where B is
-        per-sequence and stored sparsely, else the symbols."""
-        if bucket.sparse and self.sharing.kind("B") == SEQUENCE:
-            return bucket.emission_tokens
-        return bucket.tokens
+    def _posterior_partitioned(self, data, backend, client, n_partitions, out):
+        runner, directory = self._scoring_runner(data, backend, client, n_partitions)
+        starts = default_starts(self.guide, self.random_starts)
+        if out is not None:
+            return runner.call_each(
+                "posterior", [(self.params_, starts, p) for p in _part_paths(out, runner)]
+            )
+        keys, rows = [], []
+        for k, r in runner.call("posterior", self.params_, starts, None):
+            keys.extend(k)
+            rows.extend(r)
+        if directory:
+            result = stack_posterior(rows, self.params_, self.sparse_emissions)
+            result["sequence"] = list(keys)
+            return result
+        ordered = [None] * len(rows)
+        for k, r in zip(keys, rows):
+            ordered[int(k)] = r
+        return stack_posterior(ordered, self.params_, self.sparse_emissions)
 
     def predict_next_proba(self, sequences) -> np.ndarray:
         """Posterior predictive distribution of the next symbol of each sequence.
@@ -642,8 +624,8 @@ class VariantHMM(SequenceModel):
         buckets, states = self._e_step(seqs)
         out = np.empty((len(seqs), self.n_symbols_))
         for b, st in zip(buckets, states):
-            means = self._posterior_means(st, b)
-            marg = self._state_marginals(b, st).double()
+            means = posterior_means(self.params_, b, st)
+            marg = state_marginals(self.guide, self.params_, b, st).double()
             rows = torch.arange(b.n_sequences)
             last = marg[rows, b.lengths.long() - 1]  # q(z_n), (M_b, K)
             w = torch.einsum("mi,mij->mj", last, means["A"].expand(b.n_sequences, -1, -1))
@@ -678,14 +660,23 @@ class VariantHMM(SequenceModel):
         out = [None] * len(seqs)
         for b, st in zip(buckets, states):
             # a point estimate's exact zero is a potential of -inf (the path avoids it)
-            logs = {g: torch.log(v) for g, v in self._posterior_means(st, b).items()}
-            log_obs = emission_potentials(logs["B"], self._emission_tokens(b))
+            logs = {g: torch.log(v) for g, v in posterior_means(self.params_, b, st).items()}
+            log_obs = emission_potentials(logs["B"], emission_index(self.params_, b))
             paths = viterbi_log(logs["pi"], logs["A"], log_obs, b.mask)
             for i, path in zip(b.index.tolist(), unpad_paths(paths)):
                 out[i] = path
         return out
 
-    def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0) -> np.ndarray:
+    def log_marginal_is(
+        self,
+        sequences,
+        n_samples: int = 100,
+        seed: int = 0,
+        backend: str = "local",
+        client=None,
+        n_partitions=None,
+        out=None,
+    ) -> np.ndarray:
         """Importance-sampled estimate of ``log p(x_m)`` per sequence (docs/math.md, held-out scoring).
 
         The proposal is the fitted ``q(theta_m)``; ``log p(x | theta_s)`` is exact (forward
@@ -696,16 +687,30 @@ class VariantHMM(SequenceModel):
 
         Parameters
         ----------
-        sequences : list of 1-D integer arrays
+        sequences : list of 1-D integer arrays; with ``backend="dask"`` or ``n_partitions``
+            also a directory written by :func:`ldhmm.data.write_partitioned`
         n_samples : int
         seed : int
+            Seeds the draws; partition ``p`` of a partitioned run draws from
+            ``SeedSequence([seed, p])`` for ``p >= 1`` (partition 0 from ``seed``, so one
+            partition is the in-process estimate). Estimates depend on the partitioning, not
+            on the number of workers.
+        backend, client, n_partitions : as in :meth:`fit`
+        out : str, optional
+            A directory: each partition writes ``out/part-<i>.parquet`` (columns ``sequence``,
+            ``log_marginal``) where it runs; the list of paths is returned.
 
         Returns
         -------
-        np.ndarray, shape (M,)
+        np.ndarray, shape (M,) (a pandas Series indexed by id for a directory input), or the
+        list of Parquet paths written with ``out``.
         """
-        if n_samples < 1:
-            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+            raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+        if backend != "local" or n_partitions is not None or out is not None:
+            return self._is_partitioned(
+                sequences, int(n_samples), int(seed), backend, client, n_partitions, out
+            )
         seqs = self._validate_for_score(sequences)
         self._require_possible(seqs)
         L = max((len(x) for x in seqs), default=0)
@@ -727,68 +732,23 @@ class VariantHMM(SequenceModel):
         buckets, states = self._e_step(seqs)
         with torch.random.fork_rng():
             torch.manual_seed(int(seed))
-            return self._log_marginal_is(seqs, buckets, states, n_samples)
-
-    def _log_marginal_is(self, seqs, buckets, states, n_samples):
+            values = log_marginal_is(self.params_, buckets, states, n_samples, self.bucket_cells)
         out = np.empty(len(seqs))
-        seq_groups = self.sharing.groups(SEQUENCE)
-        for b, st in zip(buckets, states):
-            Mb = b.n_sequences
-            # Draw as many samples at once as fit in the bucket's cell budget.
-            chunk = max(1, min(n_samples, self.bucket_cells // max(1, Mb * b.max_length)))
-            # Sparse layout: a few sequences at a time as a dense problem over their own
-            # symbols plus one lumped remainder (LocalView): B is drawn at those symbols only,
-            # never as S x K x V (the Dirichlet's aggregation property keeps it exact).
-            parts = chunks(Mb, LOCAL_CHUNK) if b.sparse else [(0, Mb)]
-            for start, stop in parts:
-                idx = torch.arange(start, stop)
-                if b.sparse:
-                    view = LocalView(b.select(idx), self.params_)
-                    params, bucket = view.params, view.bucket
-                    counts = {g: c[idx] for g, c in st.counts.items()}
-                    counts["B"] = view.dense_counts(counts["B"])
-                else:
-                    params, bucket, counts = self.params_, b, st.counts
-                n = stop - start
-                log_w = []
-                done = 0
-                while done < n_samples:
-                    S = min(chunk, n_samples - done)
-                    weights = self._importance_weights(params, bucket, counts, seq_groups, S)
-                    log_w.append(weights.reshape(S, n))
-                    done += S
-                stacked = torch.cat(log_w)
-                out[b.index.numpy()[start:stop]] = (torch.logsumexp(stacked, 0) - math.log(n_samples)).numpy()
+        for b, v in zip(buckets, values):
+            out[b.index.numpy()] = v
         return out
 
-    def _importance_weights(self, params, bucket, counts, seq_groups, n_draws):
-        """``log p(x, theta_s) - log q(theta_s)`` for ``n_draws`` draws per sequence, shape (S*M,)."""
-        Mb = bucket.n_sequences
-        log_theta = {}
-        log_ratio = torch.zeros(n_draws * Mb, dtype=self._torch_dtype)
-        for g in GROUPS:
-            kind = self.sharing.kind(g)
-            if kind == POINT:
-                log_theta[g] = params.log_point[g][None]
-                continue
-            if kind == SEQUENCE:
-                proposal = params.prior[g] + counts[g]
-            else:  # shared posterior: the same q for every sequence
-                proposal = params.posterior[g].expand((Mb,) + params.posterior[g].shape)
-            proposal = proposal.repeat((n_draws,) + (1,) * (proposal.dim() - 1))
-            theta = sample_dirichlet(proposal)
-            log_theta[g] = torch.log(theta)
-            if kind == SEQUENCE:
-                prior = params.prior[g].expand_as(proposal)
-                log_ratio = (
-                    log_ratio + dirichlet_log_density(theta, prior) - dirichlet_log_density(theta, proposal)
-                )
-        tokens = bucket.tokens.repeat(n_draws, 1)
-        mask = bucket.mask.repeat(n_draws, 1)
-        log_lik = forward_log_normalizer(
-            log_theta["pi"], log_theta["A"], emission_potentials(log_theta["B"], tokens), mask
+    def _is_partitioned(self, data, n_samples, seed, backend, client, n_partitions, out):
+        runner, directory = self._scoring_runner(data, backend, client, n_partitions)
+        starts = default_starts(self.guide, self.random_starts)
+        seeds = partition_seeds(seed, runner.n_partitions)
+        if out is not None:
+            args = [(self.params_, starts, n_samples, s, p) for s, p in zip(seeds, _part_paths(out, runner))]
+            return runner.call_each("log_marginal_is", args)
+        results = runner.call_each(
+            "log_marginal_is", [(self.params_, starts, n_samples, s, None) for s in seeds]
         )
-        return log_lik + log_ratio
+        return self._collect(results, directory, "log_marginal")
 
     # ---- persistence ---------------------------------------------------------------------
     def get_config(self) -> dict:
@@ -915,3 +875,9 @@ class VariantHMM(SequenceModel):
     @classmethod
     def _from_config(cls, config, sharing, guide):
         return cls(sharing=sharing, guide=guide, **config)
+
+
+def _part_paths(out, runner) -> list[str]:
+    """``out/part-<i>.parquet`` for each partition of ``runner`` (absolute: workers write them)."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    return [str(Path(out).resolve() / f"part-{i:05d}.parquet") for i in range(runner.n_partitions)]
