@@ -52,6 +52,16 @@ def _memory_mb() -> str:
     return f"{fields.get('VmRSS', float('nan')):.0f} now / {fields.get('VmHWM', float('nan')):.0f} peak"
 
 
+def _peak_mb() -> float:
+    """This process's peak resident memory (VmHWM), MB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key == "VmHWM":
+                return int(value.split()[0]) / 1024
+    return float("nan")
+
+
 def _run(engine, backend, params) -> tuple[list, object]:
     stamps = [time.perf_counter()]
     result = engine.fit_backend(backend, params, callback=lambda it, elbo: stamps.append(time.perf_counter()))
@@ -90,6 +100,7 @@ def main(argv=None) -> None:
     )
     print("|---|---|---|---|---|---|")
     rows = {}
+    worker_peak_mb = float("nan")
     if "local" in args.backends:
         backend = LocalBackend([engine.worker(make_buckets(seqs), V)])
         times, _ = _run(engine, backend, params)
@@ -117,6 +128,7 @@ def main(argv=None) -> None:
             del partitions
             times, _ = _run(engine, backend, params)
             rss = client.run(_memory_mb)
+            worker_peak_mb = sum(client.run(_peak_mb).values())
             how = "workers read the files" if args.parts_dir else "sequences shipped from here"
             driver_note = f"{driver_before:.0f} before the cluster ({how}); {_memory_mb()}"
         finally:
@@ -137,11 +149,14 @@ def main(argv=None) -> None:
         f"\nper round: {sent} bytes of parameters to each partition, about {back} bytes of sums back; "
         f"rounds per EM iteration: 1 (E-step) + 2-7 (collapsed Newton passes, 3 Newton steps)."
     )
-    per_seq = _peak_rss_mb() * 1e6 / max(M, 1)
+    # Bytes per sequence: the workers' peaks together (they hold every sequence and its state,
+    # plus each process's libraries), else this process's peak.
+    per_seq = (worker_peak_mb if "dask" in rows else _peak_rss_mb()) * 1e6 / max(M, 1)
     print(
         f"projection to 100 M sequences: about {100e6 / M:.0f}x this data; per-sequence state and tokens "
         f"stay on the workers (driver: parameters only), so memory per worker scales with "
-        f"100 M / workers x (bytes per sequence measured here: {per_seq:.0f} upper bound)."
+        f"100 M / workers x (bytes per sequence measured here: {per_seq:.0f}, an upper bound: "
+        f"{'workers' if 'dask' in rows else 'this process'}' peak RSS / sequences)."
     )
     sys.stdout.flush()
 
