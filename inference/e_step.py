@@ -32,9 +32,11 @@ from .batch import Bucket
 from .chain import ExactChain, forward_backward
 from .emissions import (
     LOCAL_CHUNK,
+    EmissionLogSums,
     LocalView,
+    add_emission_counts,
     chunks,
-    sum_expected_log_emissions,
+    emission_log_sums,
     token_potentials,
     total_emission_counts,
 )
@@ -252,23 +254,30 @@ def _prior_terms(params: VariantParameters) -> tuple[tuple, PriorTerms, tuple, t
     for g in GROUPS:
         per_sequence = params.sharing.kind(g) == SEQUENCE
         flags.append(per_sequence)
-        dummy = torch.ones(group_shape(g, K, V), dtype=torch.float64)
+        shape = group_shape(g, K, V)
+        dummy = torch.ones(shape, dtype=torch.float64)
         prior.append((params.prior[g] if per_sequence else dummy).contiguous().numpy())
-        fixed.append((dummy if per_sequence else params.fixed_expected_log(g)[0]).contiguous().numpy())
+        # The kernel reads E log theta of database-level groups only: a per-sequence group's
+        # placeholder has the right number of dimensions, one entry (not K x V at large V).
+        unused = torch.ones((1,) * len(shape), dtype=torch.float64)
+        fixed.append((unused if per_sequence else params.fixed_expected_log(g)[0]).contiguous().numpy())
     prior_pi, prior_A, prior_B = prior
     prior_log_beta_piA = 0.0
     for flag, a in ((flags[0], prior_pi), (flags[1], prior_A)):
         if flag:
             prior_log_beta_piA += float(log_multivariate_beta(torch.from_numpy(a)).sum())
+    beta = torch.from_numpy(np.ascontiguousarray(prior_B))
+    psi_B = torch.digamma(beta)
     terms = PriorTerms(
         prior_log_beta_piA=prior_log_beta_piA,
-        lgamma_B=torch.lgamma(torch.from_numpy(prior_B)).numpy(),
-        psi_B=torch.digamma(torch.from_numpy(prior_B)).numpy(),
+        lgamma_B=torch.lgamma(beta).numpy(),
+        psi_B=psi_B.numpy(),
         rowsum_B=prior_B.sum(1),
         lgamma_rowsum_B=torch.lgamma(torch.from_numpy(prior_B.sum(1))).numpy(),
         elog_pi=expected_log_dirichlet(torch.from_numpy(np.ascontiguousarray(prior_pi))).numpy(),
         elog_A=expected_log_dirichlet(torch.from_numpy(np.ascontiguousarray(prior_A))).numpy(),
-        elog_B=expected_log_dirichlet(torch.from_numpy(np.ascontiguousarray(prior_B))).numpy(),
+        # expected_log_dirichlet(beta), reusing psi(beta): one K x V digamma, not two
+        elog_B=(psi_B - torch.digamma(beta.sum(-1, keepdim=True))).numpy(),
     )
     return tuple(prior), terms, tuple(fixed), tuple(flags)
 
@@ -299,7 +308,11 @@ def _e_step_compiled(family, bucket, params, counts, phi, max_iter, tol, record_
     for key, value in list(out.items()):
         if isinstance(value, np.ndarray):
             out[key] = torch.from_numpy(value)
-    out["sum_expected_log"] = {g: torch.from_numpy(v) for g, v in out["sum_expected_log"].items()}
+    sums = out["sum_expected_log"]
+    out["sum_expected_log"] = {g: torch.from_numpy(v) for g, v in sums.items() if g != "B"}
+    if "B" in sums:
+        n_ok, rows, delta, symbols = sums["B"]
+        out["sum_expected_log"]["B"] = EmissionLogSums(n_ok, rows, [(delta, symbols)])
     return out
 
 
@@ -428,9 +441,7 @@ def _e_step_local(
     seq_groups = params.sharing.groups(SEQUENCE)
     sum_elog = {g: sum(r.sum_expected_log[g] for r in runs) for g in seq_groups if g != "B"}
     if "B" in seq_groups:
-        sum_elog["B"] = sum_expected_log_emissions(params.prior["B"], out_counts["B"], bucket).to(
-            out_counts["B"].dtype
-        )
+        sum_elog["B"] = emission_log_sums(params.prior["B"], out_counts["B"], bucket)
     return BucketState(
         counts=out_counts,
         entropy=torch.cat([r.entropy for r in runs]),
@@ -690,8 +701,7 @@ def best_of_starts(
         if g != "B"
     }
     if "B" in seq_groups:
-        dtype = counts["B"].dtype
-        sum_elog["B"] = sum_expected_log_emissions(params.prior["B"], counts["B"], bucket).to(dtype)
+        sum_elog["B"] = emission_log_sums(params.prior["B"], counts["B"], bucket)
     n_sweeps = max(r.n_sweeps for r in runs)
     return BucketState(counts, entropy, guide_state, elbo, local, sum_elog, n_sweeps, bucket.symbols)
 
@@ -718,8 +728,12 @@ def e_step(
     seq_groups = params.sharing.groups(SEQUENCE)
     if not seq_groups:
         starts = ()  # q(Z) given database-level parameters is exact: every start ends alike
-    sum_elog = {g: 0.0 for g in seq_groups}
+    sum_elog = {g: EmissionLogSums() if g == "B" else 0.0 for g in seq_groups}
     totals = {g: 0.0 for g in GROUPS}
+    # B's total counts are added in place into one (K, V) array (the sparse layout touches only
+    # each bucket's symbols; float64: other dtypes add a bucket's sum as before).
+    V = params.n_symbols
+    count_total_B = np.zeros((params.n_states, V)) if params.dtype == torch.float64 else None
     local = 0.0
     n = 0
     sweeps = 0
@@ -733,10 +747,15 @@ def e_step(
         states[i] = None
         new_states.append(st)
         for g in seq_groups:
-            sum_elog[g] = sum_elog[g] + st.sum_expected_log[g]
-        for g in GROUPS:
             if g == "B":
-                totals[g] = totals[g] + total_emission_counts(st.counts[g], bucket, params.n_symbols)
+                sum_elog[g].absorb(st.sum_expected_log[g], V)
+            else:
+                sum_elog[g] = sum_elog[g] + st.sum_expected_log[g]
+        for g in GROUPS:
+            if g == "B" and count_total_B is not None:
+                add_emission_counts(count_total_B, st.counts[g], bucket)
+            elif g == "B":
+                totals[g] = totals[g] + total_emission_counts(st.counts[g], bucket, V)
             else:
                 totals[g] = totals[g] + st.counts[g].sum(0)
         local += float(st.local_elbo.sum())
@@ -744,4 +763,10 @@ def e_step(
         sweeps = max(sweeps, st.n_sweeps)
         if progress is not None:
             progress(bucket.n_sequences)
+    if count_total_B is not None and buckets:
+        totals["B"] = torch.from_numpy(count_total_B)
+    if "B" in sum_elog:
+        # The O(K V) part of sum_m E log B_m, once per E-step.
+        _, terms, _, _ = prior_terms(params)
+        sum_elog["B"] = sum_elog["B"].total(params.prior["B"], terms.psi_B).to(params.dtype)
     return new_states, EStepTotals(n, local, sum_elog, totals, sweeps)

@@ -26,7 +26,7 @@ import torch
 
 from .batch import Bucket
 from .kernels.dirichlet_multinomial import SUM_BLOCK
-from .kernels.sparse import expected_log_sums, scatter_rows
+from .kernels.sparse import expected_log_sums, expected_log_terms, scatter_blocks, scatter_rows
 from .ops.chain import emission_potentials
 from .ops.dirichlet import expected_log_dirichlet
 from .parameters import VariantParameters
@@ -39,6 +39,9 @@ __all__ = [
     "n_slots",
     "slot_mask",
     "total_emission_counts",
+    "add_emission_counts",
+    "EmissionLogSums",
+    "emission_log_sums",
     "sum_expected_log_emissions",
     "expected_log_emissions",
     "token_potentials",
@@ -91,6 +94,105 @@ def total_emission_counts(counts_B: torch.Tensor, bucket: Bucket, n_symbols: int
         return torch.from_numpy(counts_B.numpy().sum(0))  # numpy: sequence by sequence
     out = scatter_rows(counts_B.double().numpy(), bucket.symbols.numpy(), n_symbols)
     return torch.from_numpy(out).to(counts_B.dtype)
+
+
+def add_emission_counts(total: np.ndarray, counts_B: torch.Tensor, bucket: Bucket) -> None:
+    """``total += sum_m n_m`` in place, float64 (K, V): the same numbers as
+    ``total + total_emission_counts(...)`` (a bucket's sum formed in sequence order, then
+    added), but the sparse layout touches only the symbols the bucket contains: no K x V array
+    per bucket."""
+    if not bucket.sparse:
+        total += counts_B.numpy().sum(0)
+        return
+    # One block of all M_b sequences: the bucket's sum in sequence order, added to ``total``.
+    scatter_blocks(
+        counts_B.double().numpy(), bucket.symbols.numpy(), total.shape[1], max(1, bucket.n_sequences), total
+    )
+
+
+class EmissionLogSums:
+    """``sum_m E_q[log B_m]`` (K, V) over some sequences, ``q(B_m) = Dir(beta + n_m)``, kept in
+    parts so that the O(K V) work is done once per E-step, not once per bucket::
+
+        n psi(beta) + sum_m [psi(beta + n_m) - psi(beta)] - rows[:, None]  (+ complete)
+
+    with ``rows`` = ``sum_m psi(beta_0 + n_m0)`` (K,); the middle sum is zero outside each
+    sequence's own symbols and is kept as per-slot terms (``terms``: pairs (values (M, K, W),
+    symbols (M, W) or None for slot = symbol), or (K, V) arrays already added up) until
+    :meth:`absorb` adds them by symbol into one K x V buffer (in the dense kernels' block order,
+    :func:`ldhmm.inference.kernels.sparse.scatter_blocks`: both layouts give the same numbers).
+    ``complete`` holds (K, V) sums already whole (the torch route's).
+    """
+
+    def __init__(self, n: int = 0, rows=0.0, terms=(), complete=None):
+        self.n = int(n)
+        self.rows = rows
+        self.terms = list(terms)
+        self.complete = complete
+        self.buffer = None
+
+    def __add__(self, other):
+        if isinstance(other, torch.Tensor):
+            other = EmissionLogSums(complete=other)
+        out = EmissionLogSums(self.n + other.n, self.rows + other.rows, self.terms + other.terms)
+        out.complete = _add_optional(self.complete, other.complete)
+        for part in (self, other):
+            if part.buffer is not None:
+                out.terms.append((part.buffer, None))
+        return out
+
+    __radd__ = __add__
+
+    def absorb(self, other, n_symbols: int) -> None:
+        """Add ``other`` into this one in place; its per-slot terms go into this one's K x V
+        buffer now (and are let go)."""
+        if isinstance(other, torch.Tensor):
+            other = EmissionLogSums(complete=other)
+        self.n += other.n
+        self.rows = self.rows + other.rows
+        self.complete = _add_optional(self.complete, other.complete)
+        for values, symbols in other.terms + ([(other.buffer, None)] if other.buffer is not None else []):
+            if self.buffer is None:
+                K = values.shape[-2]
+                self.buffer = np.zeros((K, int(n_symbols)))
+            if values.ndim == 2:
+                self.buffer += values
+            else:
+                if symbols is None:
+                    symbols = np.broadcast_to(np.arange(values.shape[2]), values.shape[::2])
+                scatter_blocks(values, symbols, int(n_symbols), SUM_BLOCK, self.buffer)
+
+    def total(self, prior_B: torch.Tensor, psi_B: np.ndarray | None = None) -> torch.Tensor:
+        """The (K, V) sums, float64 (``psi_B``: ``psi(beta)``, if already at hand)."""
+        V = int(prior_B.shape[1])
+        whole = EmissionLogSums()
+        whole.absorb(self, V)
+        out = None
+        if whole.n or whole.buffer is not None or not np.isscalar(whole.rows):
+            if psi_B is None:
+                psi_B = torch.digamma(prior_B.double()).numpy()
+            delta = whole.buffer if whole.buffer is not None else 0.0
+            out = torch.from_numpy(
+                whole.n * psi_B + delta - np.asarray(whole.rows, dtype=np.float64)[..., None]
+            )
+        if whole.complete is not None:
+            complete = torch.as_tensor(whole.complete).double()
+            out = complete if out is None else out + complete
+        return out if out is not None else torch.zeros(tuple(prior_B.shape), dtype=torch.float64)
+
+
+def _add_optional(a, b):
+    if a is None:
+        return b
+    return a if b is None else a + b
+
+
+def emission_log_sums(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket: Bucket) -> EmissionLogSums:
+    """``sum_m E_q[log B_m]`` over a bucket, ``q(B_m) = Dir(prior + n_m)``, in parts
+    (:class:`EmissionLogSums`): O(K W) per sequence, nothing of size K x V."""
+    symbols = bucket.symbols.numpy() if bucket.sparse else None
+    delta, rows = expected_log_terms(prior_B.double().numpy(), counts_B.double().numpy(), symbols)
+    return EmissionLogSums(bucket.n_sequences, rows, [(delta, symbols)])
 
 
 def sum_expected_log_emissions(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket: Bucket) -> torch.Tensor:

@@ -127,48 +127,32 @@ def newton_dirichlet_multinomial(
         f_start = np.where(clipped, evaluate(initial, clipped)[0], f_start)
         passes += 1
     for _ in range(max_iter):
-        g = entry[1] - row[1][:, None]
-        q = entry[2]
-        z = -row[2]
-        # Newton in t = log a: the Hessian there is diag(h) + z a a^T with h = a^2 q + a g,
-        # and steps are multiplicative, which suits concentrations spanning 1e-6..1e6.
-        h = a * a * q + a * g
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            inv_h = 1.0 / h
-            grad_t = a * g
-            coef = z * (a * grad_t * inv_h).sum(-1) / (1.0 + z * (a * a * inv_h).sum(-1))
-            step_t = -(grad_t - coef[:, None] * a) * inv_h
-            newton = a * np.exp(np.clip(step_t, -MAX_LOG_STEP, MAX_LOG_STEP))
-            fixed_point = a * entry[1] / row[1][:, None]
-            negative_definite = (h < 0).all(-1) & (1.0 + z * (a * a * inv_h).sum(-1) > 0.0)
-        # A row without any counts has a flat objective: it keeps its value.
-        fixed_point = np.where((row[1] > 0)[:, None], fixed_point, a)
-        fixed_point = np.clip(np.nan_to_num(fixed_point, nan=-1.0), min_value, max_value)
-        use_newton = negative_definite & (newton > 0).all(-1) & np.isfinite(newton).all(-1)
-        candidate = np.where(use_newton[:, None], np.clip(newton, min_value, max_value), fixed_point)
-        candidate = np.where(active[:, None], candidate, a)
-        # R x D temporaries go before the next pass (at V = 10^6 each is 8 R MB).
-        del g, q, h, inv_h, grad_t, step_t, newton
+        candidate, fixed_point, use_newton = _newton_candidates(a, entry, row, active, min_value, max_value)
         # Only the active rows are recomputed; the others keep their values below.
         f_new, entry_new, row_new = evaluate(candidate, active)
         passes += 1
         retry = active & use_newton & ~(f_new >= f)
+        # The rows this evaluation settles take its sums now, so that no more than two (3, R, D)
+        # sums are alive when the retry is evaluated.
+        _copy_rows(entry, entry_new, active & ~retry & (f_new >= f))
+        del entry_new
         if retry.any():
-            candidate = np.where(retry[:, None], fixed_point, candidate)
+            for r in np.flatnonzero(retry):  # in place: no R x D temporary
+                candidate[r] = fixed_point[r]
             f_retry, entry_retry, row_retry = evaluate(candidate, retry)
             passes += 1
-            f_new = np.where(retry, f_retry, f_new)
-            entry_new[:, retry] = entry_retry[:, retry]  # in place: the same values as np.where
+            _copy_rows(entry, entry_retry, retry & (f_retry >= f))
             del entry_retry
+            f_new = np.where(retry, f_retry, f_new)
             row_new = np.where(retry[None, :], row_retry, row_new)
         improved = active & (f_new >= f)
         f_before = f
-        rel_change = np.where(improved, (np.abs(candidate - a) / a).max(-1), 0.0)
-        a = np.where(improved[:, None], candidate, a)
+        rel_change = np.zeros(R)
+        for r in np.flatnonzero(improved):  # row by row: D-long temporaries
+            rel_change[r] = (np.abs(candidate[r] - a[r]) / a[r]).max()
+            a[r] = candidate[r]
         del candidate, fixed_point
         f = np.where(improved, f_new, f)
-        entry[:, improved] = entry_new[:, improved]
-        del entry_new
         row = np.where(improved[None, :], row_new, row)
         active = improved & (rel_change > tol) & (f - f_before > objective_tol * np.abs(f))
         if not active.any():
@@ -201,6 +185,62 @@ def total_elbo(params: VariantParameters, totals) -> float:
 
 
 M_STEP_METHODS = ("collapsed", "paper")
+
+
+def _newton_candidates(a, entry, row, active, min_value, max_value):
+    """One Newton step in ``t = log a`` for every row (and Minka's fixed-point step as its
+    fallback), row by row so that the temporaries are D long, not R x D (at V = 10^6 each
+    R x D array is 8 R MB).
+
+    The Hessian in t is ``diag(h) + z a a^T`` with ``h = a^2 q + a g``, and steps are
+    multiplicative, which suits concentrations spanning 1e-6..1e6.
+
+    Returns
+    -------
+    candidate : (R, D)
+        The Newton step where it applies (Hessian negative definite, finite positive result),
+        else the fixed-point step; inactive rows keep ``a``.
+    fixed_point : (R, D)
+    use_newton : bool (R,)
+    """
+    R = a.shape[0]
+    candidate = np.empty_like(a)
+    fixed_point = np.empty_like(a)
+    use_newton = np.zeros(R, dtype=bool)
+    for r in range(R):
+        a_r = a[r]
+        g = entry[1, r] - row[1, r]
+        q = entry[2, r]
+        z = -row[2, r]
+        h = a_r * a_r * q + a_r * g
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            inv_h = 1.0 / h
+            grad_t = a_r * g
+            curvature = (a_r * a_r * inv_h).sum()
+            coef = z * (a_r * grad_t * inv_h).sum() / (1.0 + z * curvature)
+            step_t = -(grad_t - coef * a_r) * inv_h
+            newton = a_r * np.exp(np.clip(step_t, -MAX_LOG_STEP, MAX_LOG_STEP))
+            fixed = a_r * entry[1, r] / row[1, r]
+            negative_definite = bool((h < 0).all()) and bool(1.0 + z * curvature > 0.0)
+        del g, h, inv_h, grad_t, step_t
+        # A row without any counts has a flat objective: it keeps its value.
+        fixed = fixed if row[1, r] > 0 else a_r
+        fixed_point[r] = np.clip(np.nan_to_num(fixed, nan=-1.0), min_value, max_value)
+        use_newton[r] = negative_definite and bool((newton > 0).all()) and bool(np.isfinite(newton).all())
+        if not active[r]:
+            candidate[r] = a_r
+        elif use_newton[r]:
+            candidate[r] = np.clip(newton, min_value, max_value)
+        else:
+            candidate[r] = fixed_point[r]
+    return candidate, fixed_point, use_newton
+
+
+def _copy_rows(target: np.ndarray, source: np.ndarray, rows: np.ndarray) -> None:
+    """``target[:, rows] = source[:, rows]`` row by row (views, no temporary copy: at V = 10^6
+    a fancy-indexed (3, R, V) block is 24 R MB)."""
+    for r in np.flatnonzero(rows):
+        target[:, r] = source[:, r]
 
 
 def count_batches(states, group: str, rows: int) -> list:

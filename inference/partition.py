@@ -284,13 +284,27 @@ def reduce_totals(parts: list[EStepTotals]) -> EStepTotals:
 
 
 def reduce_count_sums(parts: list) -> tuple[np.ndarray, np.ndarray]:
-    """Add the partitions' (entry, row) Dirichlet-multinomial sums in partition order."""
-    entry = np.zeros_like(parts[0][0])
-    row = np.zeros_like(parts[0][1])
-    for e, r in parts:
+    """Add the partitions' (entry, row) Dirichlet-multinomial sums in partition order, starting
+    from zero (0 + x = x; -0.0 becomes 0.0).
+
+    The first partition's arrays are reused as the accumulator (a round's results are fresh
+    arrays, owned by this call): at V = 10^6 a copy is 3 x 8 K MB per Newton pass.
+    """
+    (entry, row), rest = parts[0], parts[1:]
+    entry, row = _writable(entry), _writable(row)
+    entry += 0.0
+    row += 0.0
+    for e, r in rest:
         entry += e
         row += r
     return entry, row
+
+
+def _writable(array) -> np.ndarray:
+    """``array`` as float64 that may be added into: itself where it can be (results that arrive
+    from another process may be read-only views of the message), else a copy."""
+    array = np.asarray(array, dtype=np.float64)
+    return array if array.flags.writeable else array.copy()
 
 
 class LocalBackend:

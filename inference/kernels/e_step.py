@@ -20,7 +20,6 @@ from numba import njit, prange
 
 from .chain import FASTMATH, chain_pass, shift_initial, shift_transition
 from .dirichlet_multinomial import SUM_BLOCK
-from .sparse import scatter_blocks
 from .special import FASTMATH_SPECIAL, lgamma_digamma
 
 __all__ = ["FAMILIES", "PriorTerms", "fused_e_step"]
@@ -644,7 +643,10 @@ def fused_e_step(
     -------
     dict with ``entropy``, ``elbo``, ``local`` (ELBO less the database-level groups' terms),
     ``sweeps``, ``failed`` (M,), ``trace`` (or None), ``phi`` (FF), and ``sum_expected_log``:
-    for each per-sequence group, ``sum_m E_q[log theta_m]`` over the sequences that did not fail.
+    for each per-sequence group, ``sum_m E_q[log theta_m]`` over the sequences that did not fail;
+    for B in parts, ``(n, rows (K,), delta, symbols)``: the sum is ``n psi(beta) + delta -
+    rows[:, None]`` with ``delta`` (K, V) in the dense layout and per slot (M, K, W), to be
+    added by ``symbols`` (M, W), in the sparse one.
     """
     code, _ = FAMILIES[family]
     M = tokens.shape[0]
@@ -719,12 +721,12 @@ def fused_e_step(
     if flags[1]:
         sums["A"] = sum_elog_A.sum(0)
     if flags[2]:
-        if sparse:
-            # Failed sequences kept zeros here, like their (unused) slots.
-            delta = scatter_blocks(sum_delta_B, symbols, V, SUM_BLOCK)
-        else:
-            delta = sum_delta_B.sum(0)
-        sums["B"] = n_ok * t.psi_B + delta - sum_psi_rowsum_B.sum(0)[:, None]
+        # B's sums stay in parts (the caller adds them up once per E-step, see
+        # ldhmm.inference.emissions.EmissionLogSums): n_ok psi(beta) + delta - rows, delta
+        # per slot in the sparse layout (failed sequences kept zeros there, like their unused
+        # slots), its block sums added up in the dense one.
+        delta = sum_delta_B if sparse else sum_delta_B.sum(0)
+        sums["B"] = (n_ok, sum_psi_rowsum_B.sum(0), delta, np.ascontiguousarray(symbols) if sparse else None)
     out["trace"] = trace if record_trace else None
     out["sum_expected_log"] = sums
     return out

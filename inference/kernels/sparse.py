@@ -13,7 +13,14 @@ from numba import njit
 
 from .special import lgamma_digamma
 
-__all__ = ["local_symbols", "scatter_rows", "scatter_blocks", "expected_log_sums", "sequential_row_sums"]
+__all__ = [
+    "local_symbols",
+    "scatter_rows",
+    "scatter_blocks",
+    "expected_log_sums",
+    "expected_log_terms",
+    "sequential_row_sums",
+]
 
 
 @njit(cache=True, nogil=True)
@@ -227,9 +234,27 @@ def expected_log_sums(alpha, counts, symbols, block):
     block : int
     """
     alpha = np.ascontiguousarray(alpha, dtype=np.float64)
-    counts = np.ascontiguousarray(counts, dtype=np.float64)
     M, K, W = counts.shape
     V = alpha.shape[1]
+    delta, psi_rows = expected_log_terms(alpha, counts, symbols)
+    sym = np.broadcast_to(np.arange(W), (M, W)) if symbols is None else symbols
+    psi_alpha = np.empty((K, V))
+    _psi_array(alpha, psi_alpha)
+    return M * psi_alpha - psi_rows[:, None] + scatter_blocks(delta, sym, V, block)
+
+
+def expected_log_terms(alpha, counts, symbols):
+    """The per-sequence parts of :func:`expected_log_sums`: ``delta`` (M, K, W), at each slot
+    with ``n > 0`` ``psi(alpha + n) - psi(alpha)`` (else 0), and ``psi_rows`` (K,),
+    ``sum_m psi(alpha_0 + n_m0)``. O(K W) per sequence (plus the row totals of ``alpha``).
+
+    Parameters
+    ----------
+    alpha : float64 (K, V); counts : float64 (M, K, W); symbols : int64 (M, W) or None
+    """
+    alpha = np.ascontiguousarray(alpha, dtype=np.float64)
+    counts = np.ascontiguousarray(counts, dtype=np.float64)
+    M, K, W = counts.shape
     rowsum = sequential_row_sums(alpha)  # left to right, as the kernels do
     delta = np.zeros((M, K, W))
     psi_rows = np.zeros(K)
@@ -237,11 +262,7 @@ def expected_log_sums(alpha, counts, symbols, block):
         np.zeros((0, W), dtype=np.int64) if symbols is None else np.ascontiguousarray(symbols, dtype=np.int64)
     )
     _expected_log_terms(alpha, rowsum, counts, sym, delta, psi_rows)
-    if symbols is None:
-        sym = np.ascontiguousarray(np.broadcast_to(np.arange(W), (M, W)))
-    psi_alpha = np.empty((K, V))
-    _psi_array(alpha, psi_alpha)
-    return M * psi_alpha - psi_rows[:, None] + scatter_blocks(delta, sym, V, block)
+    return delta, psi_rows
 
 
 @njit(cache=True, nogil=True)
