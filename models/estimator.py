@@ -61,7 +61,14 @@ from ..inference.posterior import (
 )
 from .base import SequenceModel, check_n_symbols
 from .memory import check_memory, fit_bytes, importance_sampling_bytes, score_bytes
-from .modelfile import FORMAT_VERSION, ModelFileError, check_config_types, validate_model_document
+from .modelfile import (
+    FORMAT_VERSION,
+    NPZ_MIN_ENTRIES,
+    ModelFileError,
+    check_config_types,
+    side_file_name,
+    validate_model_document,
+)
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
 
@@ -774,7 +781,11 @@ class VariantHMM(SequenceModel):
              "elbo_history": [...],
              "vocabulary": ["symbol 0", ...] or null}                 # V names (version 2)
 
-        Arrays are nested lists of float64 (exact round trip). Version 1 files (no
+        Arrays are nested lists of float64 (exact round trip). An array of at least
+        ``NPZ_MIN_ENTRIES`` (65,536) entries (B at large vocabularies) is written instead to the
+        NPZ side file ``<path>.npz`` beside the model, and the JSON holds ``{"npz": "prior.B"}``
+        for it and ``"arrays": "<name>.npz"`` (see :mod:`ldhmm.models.modelfile`); copy both
+        files together. Version 1 files (no
         ``vocabulary``) still load.
 
         Parameters
@@ -793,28 +804,37 @@ class VariantHMM(SequenceModel):
                 raise ValueError(
                     f"vocabulary: expected {self.n_symbols_} distinct symbol names, got {len(vocabulary)}"
                 )
+        path = Path(path)
+        side = {}  # large arrays: to the NPZ side file (format version 3)
+
+        def arrays(section: str, tensors: dict) -> dict:
+            out = {}
+            for g, t in tensors.items():
+                values = t.detach().double().cpu().numpy()
+                if values.size >= NPZ_MIN_ENTRIES:
+                    side[f"{section}.{g}"] = values
+                    out[g] = {"npz": f"{section}.{g}"}
+                else:
+                    out[g] = values.tolist()
+            return out
+
         doc = {
             "format": "ldhmm",
             "version": FORMAT_VERSION,
             "class": type(self).__name__,
             "config": self.get_config(),
             "sharing": self.sharing.to_dict(),
-            "prior": {k: v.double().tolist() for k, v in self.params_.prior.items()},
-            "posterior": {k: v.double().tolist() for k, v in self.params_.posterior.items()},
-            "log_point": {k: v.double().tolist() for k, v in self.params_.log_point.items()},
+            "prior": arrays("prior", self.params_.prior),
+            "posterior": arrays("posterior", self.params_.posterior),
+            "log_point": arrays("log_point", self.params_.log_point),
             "elbo_history": [float(x) for x in getattr(self, "elbo_history_", [])],
             "vocabulary": vocabulary,
         }
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(json.dumps(doc, allow_nan=True))
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        if side:
+            doc["arrays"] = side_file_name(path)
+            # The side file first: the JSON that names it appears only once it is complete.
+            _write_atomically(path.parent / doc["arrays"], lambda f: np.savez(f, **side), binary=True)
+        _write_atomically(path, lambda f: f.write(json.dumps(doc, allow_nan=True)))
 
     @classmethod
     def load(cls, path, guide=None):
@@ -861,9 +881,15 @@ class VariantHMM(SequenceModel):
         dtype = _DTYPES[model.dtype]
         params = VariantParameters(
             sharing,
-            {k: torch.tensor(v, dtype=dtype) for k, v in doc["prior"].items()},
-            {k: torch.tensor(v, dtype=dtype) for k, v in doc["posterior"].items()},
-            {k: torch.tensor(v, dtype=dtype) for k, v in doc["log_point"].items()},
+            {k: torch.as_tensor(np.asarray(v, dtype=np.float64)).to(dtype) for k, v in doc["prior"].items()},
+            {
+                k: torch.as_tensor(np.asarray(v, dtype=np.float64)).to(dtype)
+                for k, v in doc["posterior"].items()
+            },
+            {
+                k: torch.as_tensor(np.asarray(v, dtype=np.float64)).to(dtype)
+                for k, v in doc["log_point"].items()
+            },
         )
         model._set_params(params)
         model.elbo_history_ = np.asarray(doc.get("elbo_history", []), dtype=np.float64)
@@ -881,3 +907,17 @@ def _part_paths(out, runner) -> list[str]:
     """``out/part-<i>.parquet`` for each partition of ``runner`` (absolute: workers write them)."""
     Path(out).mkdir(parents=True, exist_ok=True)
     return [str(Path(out).resolve() / f"part-{i:05d}.parquet") for i in range(runner.n_partitions)]
+
+
+def _write_atomically(path: Path, write, binary: bool = False) -> None:
+    """``write(file)`` into a temporary file beside ``path``, then rename it into place: an
+    existing file is replaced whole or not at all."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

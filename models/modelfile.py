@@ -18,6 +18,13 @@ A model file is JSON (never pickle) written by :meth:`ldhmm.models.estimator.Var
                   every row normalized (logsumexp within 1e-6 of 0)
     elbo_history  a list of finite numbers
     vocabulary    (version 2) null or V distinct strings
+    arrays        (optional, version 2 files from ldhmm 0.2.0 on) the name of a side file in
+                  the same directory, an NPZ archive (numpy's format, read with
+                  allow_pickle=False) holding the large arrays: a group whose value is
+                  {"npz": KEY} is the archive's float64 array KEY ("prior.B", ...), checked
+                  like an inline one. Written only when some array has at least
+                  NPZ_MIN_ENTRIES entries (large vocabularies); an older ldhmm refuses such a
+                  file with "field 'arrays': unknown field", never misreads it.
 
 with shapes pi (K,), A (K, K), B (K, V), K = ``config.n_states`` and V = ``config.n_symbols``
 (when that is null: the vocabulary's length, else B's width).
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -38,6 +46,9 @@ from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
 __all__ = [
     "FORMAT_VERSION",
     "FORMAT_HISTORY",
+    "NPZ_MIN_ENTRIES",
+    "side_file_name",
+    "resolve_arrays",
     "MAX_POSTERIOR_CONCENTRATION",
     "ModelFileError",
     "validate_model_document",
@@ -47,7 +58,14 @@ __all__ = [
 #: The model-file format this version writes; it reads every version in FORMAT_HISTORY.
 FORMAT_VERSION = 2
 #: What each format version added.
-FORMAT_HISTORY = {1: "the first format", 2: "optional 'vocabulary': the training symbols' names"}
+FORMAT_HISTORY = {
+    1: "the first format",
+    2: "optional 'vocabulary': the training symbols' names; optional 'arrays': large arrays in "
+    "an NPZ side file (ldhmm 0.2.0)",
+}
+#: Arrays with at least this many entries are written to the NPZ side file (K x V at large V:
+#: as JSON text, 10^6 symbols x 8 states are ~170 MB and seconds to parse).
+NPZ_MIN_ENTRIES = 1 << 16
 #: Shared posteriors are prior + counts: allowed up to here (float64 digammas stay exact).
 MAX_POSTERIOR_CONCENTRATION = 1e15
 
@@ -159,6 +177,57 @@ def _array(path, field, value, shape, low, high, log_probs=False) -> np.ndarray:
     return arr
 
 
+def side_file_name(path) -> str:
+    """The NPZ side file's name for a model file ``path``: ``<name>.npz`` beside it."""
+    return Path(path).name + ".npz"
+
+
+def resolve_arrays(doc, path) -> None:
+    """Replace, in place, every ``{"npz": KEY}`` group of a document with the array
+    KEY of its side file (``doc["arrays"]``, in the model file's directory).
+
+    Only a bare file name is accepted (no directories: a model file names nothing outside its
+    own directory), the archive is read with ``allow_pickle=False``, and each referenced array
+    must exist and hold numbers; shapes and ranges are checked afterwards by
+    :func:`validate_model_document` like inline arrays.
+
+    Raises
+    ------
+    ModelFileError
+        Naming the file and the field (``arrays`` or the group).
+    """
+    if not isinstance(doc, dict) or "arrays" not in doc:
+        return
+    name = doc["arrays"]
+    if doc.get("version") == 1:
+        raise ModelFileError(path, "arrays", "not a field of format version 1")
+    if not isinstance(name, str) or not name or name != Path(name).name or name in (".", ".."):
+        raise ModelFileError(path, "arrays", f"expected the bare name of a file beside it, got {name!r}")
+    side = Path(path).parent / name
+    if not side.is_file():
+        raise ModelFileError(path, "arrays", f"side file {side} not found (copy it along with the model)")
+    try:
+        with np.load(side, allow_pickle=False) as archive:
+            stored = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, EOFError) as err:
+        raise ModelFileError(path, "arrays", f"{side} is not a readable NPZ archive ({err})") from None
+    for section in ("prior", "posterior", "log_point"):
+        groups = doc.get(section)
+        if not isinstance(groups, dict):
+            continue
+        for g, value in groups.items():
+            if not isinstance(value, dict):
+                continue
+            key = value.get("npz")
+            if set(value) != {"npz"} or not isinstance(key, str):
+                raise ModelFileError(path, f"{section}.{g}", 'expected an array or {"npz": KEY}')
+            if key not in stored:
+                raise ModelFileError(path, f"{section}.{g}", f"array {key!r} not in {side.name}")
+            if stored[key].dtype.kind != "f":
+                raise ModelFileError(path, f"{section}.{g}", f"array {key!r} in {side.name} is not float")
+            groups[g] = stored[key]
+
+
 def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
     """Check a parsed model file against the schema (module docstring); the class's own
     checks of ``config`` and ``sharing`` run when it is built (:meth:`VariantHMM.load`).
@@ -188,6 +257,7 @@ def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
     for key in _TOP_LEVEL:
         if key not in doc:
             raise ModelFileError(path, key, "missing")
+    resolve_arrays(doc, path)
     sharing = doc["sharing"]
     if not isinstance(sharing, dict):
         raise ModelFileError(path, "sharing", "expected an object")
@@ -229,6 +299,9 @@ def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
     if V is None:  # the width of any B array
         for section in sections:
             b = doc[section].get("B")
+            if isinstance(b, np.ndarray) and b.ndim == 2:
+                V = int(b.shape[1])
+                break
             if isinstance(b, list) and b and isinstance(b[0], list):
                 V = len(b[0])
                 break
@@ -256,6 +329,6 @@ def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
             or len(set(vocabulary)) != len(vocabulary)
         ):
             raise ModelFileError(path, "vocabulary", f"expected null or {V} distinct strings")
-    unknown = sorted(set(doc) - set(_TOP_LEVEL) - {"elbo_history", "vocabulary"})
+    unknown = sorted(set(doc) - set(_TOP_LEVEL) - {"elbo_history", "vocabulary", "arrays"})
     if unknown:
         raise ModelFileError(path, unknown[0], "unknown field")

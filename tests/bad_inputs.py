@@ -72,6 +72,10 @@ def make_files(d: Path) -> None:
         node[path[-1]] = value
         (d / f"{name}.json").write_text(json.dumps(bad))
     (d / "not-json.json").write_text("{this is not json")
+    # a large-vocabulary model whose NPZ side file was not copied along
+    side = json.loads(json.dumps(doc))
+    side["arrays"], side["prior"]["B"] = "missing-side-file.json.npz", {"npz": "prior.B"}
+    (d / "missing-side-file.json").write_text(json.dumps(side))
 
 
 def _huge_symbol_id(d):
@@ -99,6 +103,7 @@ CASES = [
     Case("model file", "an unknown class", ["score", "{d}/unknown-class.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
     Case("model file", "a setting out of range", ["score", "{d}/bad-config.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
     Case("model file", "a vocabulary with duplicates", ["score", "{d}/bad-vocabulary.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "its NPZ side file (large arrays) missing", ["score", "{d}/missing-side-file.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
     Case("model file", "every field mutated (hypothesis)", tried_by="tests/test_model_files.py"),
     # arguments
     Case("argument", "--states 0", ["compare", "--dataset", "synthetic", "--states", "0", "--out", "{d}/c"]),

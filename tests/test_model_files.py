@@ -160,3 +160,82 @@ def test_a_symbol_a_point_B_forbids_scores_minus_inf_not_nan(tmp_path):
     model.save(tmp_path / "p.json")
     again = load_model(tmp_path / "p.json")
     assert again.score_samples([np.array([2])])[0] == -np.inf
+
+
+# ---- large arrays in the NPZ side file -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def large_vocabulary_model(tmp_path_factory):
+    """A model whose B (2 x 40,000) goes to the side file; the directory it is saved in."""
+    rng = np.random.default_rng(0)
+    V = 40_000
+    seqs = [rng.integers(0, V, size=int(rng.integers(2, 12))) for _ in range(120)]
+    model = LDHMM(2, n_symbols=V, seed=0, max_iter=2, n_init=1).fit(seqs)
+    directory = tmp_path_factory.mktemp("large")
+    model.save(directory / "m.json")
+    return model, seqs, directory
+
+
+def test_large_arrays_go_to_an_npz_side_file(large_vocabulary_model):
+    model, seqs, directory = large_vocabulary_model
+    doc = json.loads((directory / "m.json").read_text())
+    assert doc["arrays"] == "m.json.npz" and doc["prior"]["B"] == {"npz": "prior.B"}
+    assert isinstance(doc["prior"]["A"], list)  # small arrays stay inline
+    assert (directory / "m.json").stat().st_size < 10_000
+    loaded = load_model(directory / "m.json")
+    for g in model.params_.prior:
+        assert np.array_equal(loaded.params_.prior[g].numpy(), model.params_.prior[g].numpy()), g
+    np.testing.assert_array_equal(loaded.score_samples(seqs[:10]), model.score_samples(seqs[:10]))
+
+
+def test_small_models_have_no_side_file(tmp_path):
+    LDHMM(2, seed=0, max_iter=2, n_init=1).fit(DB).save(tmp_path / "small.json")
+    assert "arrays" not in json.loads((tmp_path / "small.json").read_text())
+    assert not (tmp_path / "small.json.npz").exists()
+
+
+def _copy_model(directory, tmp_path, doc_change=None, archive=None):
+    doc = json.loads((directory / "m.json").read_text())
+    if doc_change:
+        doc_change(doc)
+    (tmp_path / "m.json").write_text(json.dumps(doc))
+    if archive is not None:
+        np.savez(tmp_path / "m.json.npz", **archive)
+    return tmp_path / "m.json"
+
+
+@pytest.mark.parametrize(
+    "case, field",
+    [
+        ("missing side file", "arrays"),
+        ("directory in the name", "arrays"),
+        ("pickled object array", "arrays"),
+        ("missing key", "prior.B"),
+        ("wrong shape", "prior.B"),
+        ("negative values", "prior.B"),
+        ("not an archive", "arrays"),
+    ],
+)
+def test_side_file_refusals(large_vocabulary_model, tmp_path, case, field):
+    model, _, directory = large_vocabulary_model
+    B = model.params_.prior["B"].double().numpy()
+    if case == "missing side file":
+        path = _copy_model(directory, tmp_path)
+    elif case == "directory in the name":
+        path = _copy_model(directory, tmp_path, lambda d: d.update(arrays="../m.json.npz"), {"prior.B": B})
+    elif case == "pickled object array":
+        path = _copy_model(directory, tmp_path, archive={"prior.B": np.array([object()] * 3, dtype=object)})
+    elif case == "missing key":
+        path = _copy_model(directory, tmp_path, archive={"other": B})
+    elif case == "wrong shape":
+        path = _copy_model(directory, tmp_path, archive={"prior.B": B[:, :10]})
+    elif case == "negative values":
+        path = _copy_model(directory, tmp_path, archive={"prior.B": -B})
+    else:
+        path = _copy_model(directory, tmp_path)
+        (tmp_path / "m.json.npz").write_bytes(b"not a zip archive")
+    with pytest.raises(ValueError) as info:
+        load_model(path)
+    assert f"field '{field}'" in str(info.value) and str(path) in str(info.value)
+    assert "\n" not in str(info.value)
