@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from ldhmm import LDHMM, ParameterSharing, VariantHMM
 from ldhmm.baselines.hmmv import HMMV
 from ldhmm.baselines.vbhmm import VBHMM
+from ldhmm.cli.posterior import posterior_table
+from ldhmm.data import SequenceDatabase
 from ldhmm.inference import kernels, make_buckets
 from ldhmm.inference.emissions import (
     SPARSE_MIN_SYMBOLS,
@@ -218,3 +220,25 @@ def test_expected_log_sums_against_the_definition():
     view = LocalView(bucket, model.params_)
     assert view.n_local <= V
     torch.testing.assert_close(view.slot_counts(view.dense_counts(from_slots)), from_slots)
+
+
+def test_cli_posterior_table_in_the_sparse_layout():
+    """``ldhmm posterior`` of a sparse-layout model: E_q[B] at each sequence's own symbols and
+    the row totals, equal to the dense layout's means there and elsewhere."""
+    V = 9
+    train, held = _data(7, V, n=40)
+    db = SequenceDatabase.from_sequences(held, [f"s{v}" for v in range(V)])
+    kw = dict(n_symbols=V, seed=0, max_iter=3, n_init=1)
+    sparse = LDHMM(3, emission_layout="sparse", **kw).fit(train)
+    dense = LDHMM(3, emission_layout="dense", **kw).fit(train)
+    table = posterior_table(sparse, db)
+    reference = posterior_table(dense, db)
+    beta = sparse.params_.prior["B"].double().numpy()
+    for i in range(len(db)):
+        symbols = table["B_symbols"][i]
+        full = reference["B_mean"][i].reshape(3, V)
+        np.testing.assert_allclose(table["B_mean"][i].reshape(3, -1), full[:, symbols], rtol=1e-12)
+        others = np.setdiff1d(np.arange(V), symbols)
+        np.testing.assert_allclose(
+            beta[:, others] / table["B_row_total"][i][:, None], full[:, others], rtol=1e-12
+        )

@@ -20,7 +20,10 @@ def register(subparsers) -> argparse.ArgumentParser:
         description="One row per sequence of DATA: its id, length, held-out ELBO, the posterior "
         "means E_q[pi] (K), E_q[A] (K*K, row-major) and E_q[B] (K*V, row-major) of each "
         "per-sequence group, and the state marginals q(z_n) (N*K, row-major), as list columns "
-        "of a Parquet file: features for downstream models.",
+        "of a Parquet file: features for downstream models. Models with a large vocabulary "
+        "(sparse emission layout) write E_q[B] only at each sequence's own symbols: B_symbols "
+        "(D), B_mean (K*D, row-major) and B_row_total (K), with E_q[B_kv] = beta_kv / "
+        "B_row_total_k at every other symbol v.",
     )
     add_model_data_arguments(p, out_default="posterior.parquet")
     p.set_defaults(func=run_posterior)
@@ -36,6 +39,19 @@ def posterior_table(model, db) -> pd.DataFrame:
             conc = np.asarray(post[key], dtype=np.float64)
             mean = conc / conc.sum(axis=-1, keepdims=True)
             table[f"{key[2:]}_mean"] = list(mean.reshape(mean.shape[0], -1))
+    if "B_symbols" in post:
+        # Sparse emission layout: q(B_m) = Dir(beta + n_m) with n_m zero off the sequence's own
+        # symbols; its mean there, and the row totals that give it everywhere else.
+        beta = model.params_.prior["B"].double().numpy()
+        beta_rows = beta.sum(axis=1)
+        means, totals = [], []
+        for symbols, counts in zip(post["B_symbols"], post["B_counts"]):
+            total = beta_rows + counts.sum(axis=1)
+            means.append(((beta[:, symbols] + counts) / total[:, None]).reshape(-1))
+            totals.append(total)
+        table["B_symbols"] = [np.asarray(v, dtype=np.int64) for v in post["B_symbols"]]
+        table["B_mean"] = means
+        table["B_row_total"] = totals
     table["state_marginals"] = [np.asarray(m, dtype=np.float64).reshape(-1) for m in post["state_marginals"]]
     return table
 
