@@ -748,7 +748,9 @@ def e_step(
         new_states.append(st)
         for g in seq_groups:
             if g == "B":
-                sum_elog[g].absorb(st.sum_expected_log[g], V)
+                # absorbed into one K x V buffer; the bucket's per-slot terms (as large as its
+                # B counts) are let go
+                sum_elog[g].absorb(st.sum_expected_log.pop(g), V)
             else:
                 sum_elog[g] = sum_elog[g] + st.sum_expected_log[g]
         for g in GROUPS:

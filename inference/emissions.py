@@ -145,7 +145,7 @@ class EmissionLogSums:
 
     def absorb(self, other, n_symbols: int) -> None:
         """Add ``other`` into this one in place; its per-slot terms go into this one's K x V
-        buffer now (and are let go)."""
+        buffer now (``other`` should be dropped afterwards: it still refers to them)."""
         if isinstance(other, torch.Tensor):
             other = EmissionLogSums(complete=other)
         self.n += other.n

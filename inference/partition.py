@@ -118,6 +118,7 @@ class PartitionWorker:
                 b.index = index[b.index]
         self.guide = guide
         self.n_symbols = int(n_symbols)
+        self.sparse = bool(sparse) or any(b.sparse for b in self.buckets)
         self.bucket_cells = bucket_cells
         self.e_step_max_iter = e_step_max_iter
         self.e_step_tol = e_step_tol
@@ -200,9 +201,7 @@ class PartitionWorker:
         keys = self._keys()
         if out_path is None:
             return keys, rows
-        _write(
-            posterior_table(keys, rows, params, self.buckets[0].sparse if self.buckets else False), out_path
-        )
+        _write(posterior_table(keys, rows, params, self.sparse), out_path)
         return out_path
 
     def log_marginal_is(
@@ -245,7 +244,7 @@ class PartitionWorker:
     def _impossible(self, params: VariantParameters) -> np.ndarray | None:
         """Which sequences (bucket order) hold a symbol a point-estimated B forbids, or None."""
         forbidden = forbidden_symbols(params)
-        if forbidden is None:
+        if forbidden is None or not self.buckets:
             return None
         return np.concatenate([(forbidden[b.tokens.numpy()] & b.mask.numpy()).any(1) for b in self.buckets])
 

@@ -66,6 +66,7 @@ from .modelfile import (
     NPZ_MIN_ENTRIES,
     ModelFileError,
     check_config_types,
+    named_side_file,
     side_file_name,
     validate_model_document,
 )
@@ -544,7 +545,7 @@ class VariantHMM(SequenceModel):
                 f"it has no posterior"
             )
 
-    def posterior(self, sequences, backend: str = "local", client=None, n_partitions=None, out=None) -> dict:
+    def posterior(self, sequences, backend: str = "local", client=None, n_partitions=None, out=None):
         """Per-sequence variational parameters after the E-step.
 
         Parameters
@@ -556,7 +557,7 @@ class VariantHMM(SequenceModel):
         out : str, optional
             A directory: each partition writes its sequences' posteriors to
             ``out/part-<i>.parquet`` where it runs (one row per sequence, schema in
-            docs/distributed.md; :func:`ldhmm.inference.partition.read_posterior` reads them
+            docs/distributed.md; :func:`ldhmm.inference.posterior.read_posterior` reads them
             back), and the list of those paths is returned instead.
 
         Returns
@@ -714,6 +715,8 @@ class VariantHMM(SequenceModel):
         """
         if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
         if backend != "local" or n_partitions is not None or out is not None:
             return self._is_partitioned(
                 sequences, int(n_samples), int(seed), backend, client, n_partitions, out
@@ -783,9 +786,10 @@ class VariantHMM(SequenceModel):
 
         Arrays are nested lists of float64 (exact round trip). An array of at least
         ``NPZ_MIN_ENTRIES`` (65,536) entries (B at large vocabularies) is written instead to the
-        NPZ side file ``<path>.npz`` beside the model, and the JSON holds ``{"npz": "prior.B"}``
-        for it and ``"arrays": "<name>.npz"`` (see :mod:`ldhmm.models.modelfile`); copy both
-        files together. Version 1 files (no
+        NPZ side file ``<name>.<digest>.npz`` beside the model, and the JSON holds
+        ``{"npz": "prior.B"}`` for it and ``"arrays": "<name>.<digest>.npz"`` (see
+        :mod:`ldhmm.models.modelfile`); copy both files together. Replacing a model file
+        removes the side file the old one named once the new one is in place. Version 1 files (no
         ``vocabulary``) still load.
 
         Parameters
@@ -805,7 +809,7 @@ class VariantHMM(SequenceModel):
                     f"vocabulary: expected {self.n_symbols_} distinct symbol names, got {len(vocabulary)}"
                 )
         path = Path(path)
-        side = {}  # large arrays: to the NPZ side file (format version 3)
+        side = {}  # large arrays: to the NPZ side file
 
         def arrays(section: str, tensors: dict) -> dict:
             out = {}
@@ -830,11 +834,16 @@ class VariantHMM(SequenceModel):
             "elbo_history": [float(x) for x in getattr(self, "elbo_history_", [])],
             "vocabulary": vocabulary,
         }
+        previous = named_side_file(path)  # of a model file being replaced
         if side:
-            doc["arrays"] = side_file_name(path)
-            # The side file first: the JSON that names it appears only once it is complete.
+            # The side file first, under a name of its own (a digest of its arrays): the JSON
+            # that names it appears only once it is complete, and until then the old JSON still
+            # names the old side file.
+            doc["arrays"] = side_file_name(path, side)
             _write_atomically(path.parent / doc["arrays"], lambda f: np.savez(f, **side), binary=True)
         _write_atomically(path, lambda f: f.write(json.dumps(doc, allow_nan=True)))
+        if previous is not None and previous.name != doc.get("arrays") and previous.is_file():
+            previous.unlink()  # no model file names it any more
 
     @classmethod
     def load(cls, path, guide=None):
@@ -904,8 +913,16 @@ class VariantHMM(SequenceModel):
 
 
 def _part_paths(out, runner) -> list[str]:
-    """``out/part-<i>.parquet`` for each partition of ``runner`` (absolute: workers write them)."""
+    """``out/part-<i>.parquet`` for each partition of ``runner`` (absolute: workers write them).
+    A directory that already holds part files is refused: mixed with this run's they would be
+    read back as one result (and nothing already written is overwritten)."""
     Path(out).mkdir(parents=True, exist_ok=True)
+    stale = sorted(Path(out).glob("part-*.parquet"))
+    if stale:
+        raise ValueError(
+            f"out={str(out)!r} already holds {len(stale)} part-*.parquet files ({stale[0].name}, ...): "
+            f"remove them or choose another directory"
+        )
     return [str(Path(out).resolve() / f"part-{i:05d}.parquet") for i in range(runner.n_partitions)]
 
 

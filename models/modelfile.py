@@ -35,7 +35,9 @@ sequence with a finite bound.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 import math
 from pathlib import Path
 
@@ -48,6 +50,7 @@ __all__ = [
     "FORMAT_HISTORY",
     "NPZ_MIN_ENTRIES",
     "side_file_name",
+    "named_side_file",
     "resolve_arrays",
     "MAX_POSTERIOR_CONCENTRATION",
     "ModelFileError",
@@ -177,9 +180,27 @@ def _array(path, field, value, shape, low, high, log_probs=False) -> np.ndarray:
     return arr
 
 
-def side_file_name(path) -> str:
-    """The NPZ side file's name for a model file ``path``: ``<name>.npz`` beside it."""
-    return Path(path).name + ".npz"
+def side_file_name(path, arrays: dict) -> str:
+    """The NPZ side file's name for a model file ``path`` holding ``arrays``:
+    ``<name>.<digest>.npz`` beside it, the digest of the arrays' bytes, so that a new save never
+    overwrites the side file the current model file still names."""
+    digest = hashlib.sha256()
+    for key in sorted(arrays):
+        digest.update(key.encode())
+        digest.update(np.ascontiguousarray(arrays[key]).tobytes())
+    return f"{Path(path).name}.{digest.hexdigest()[:12]}.npz"
+
+
+def named_side_file(path) -> Path | None:
+    """The side file an existing model file at ``path`` names, or None (no file, not JSON, none
+    named, or a name that is not a bare file name)."""
+    try:
+        name = json.loads(Path(path).read_text(encoding="utf-8")).get("arrays")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(name, str) or not name or name != Path(name).name or name in (".", ".."):
+        return None
+    return Path(path).parent / name
 
 
 def resolve_arrays(doc, path) -> None:
@@ -207,10 +228,17 @@ def resolve_arrays(doc, path) -> None:
     if not side.is_file():
         raise ModelFileError(path, "arrays", f"side file {side} not found (copy it along with the model)")
     try:
-        with np.load(side, allow_pickle=False) as archive:
-            stored = {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, EOFError) as err:
+        archive = np.load(side, allow_pickle=False)
+    except Exception as err:  # noqa: BLE001 - any unreadable file is the same one-line refusal
         raise ModelFileError(path, "arrays", f"{side} is not a readable NPZ archive ({err})") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise ModelFileError(path, "arrays", f"{side} is a single .npy array, not an NPZ archive")
+    with archive:
+        _resolve_from(doc, path, side, archive)
+
+
+def _resolve_from(doc, path, side, archive) -> None:
+    """The ``{"npz": KEY}`` groups of ``doc`` read from ``archive`` (only the keys referenced)."""
     for section in ("prior", "posterior", "log_point"):
         groups = doc.get(section)
         if not isinstance(groups, dict):
@@ -221,11 +249,17 @@ def resolve_arrays(doc, path) -> None:
             key = value.get("npz")
             if set(value) != {"npz"} or not isinstance(key, str):
                 raise ModelFileError(path, f"{section}.{g}", 'expected an array or {"npz": KEY}')
-            if key not in stored:
+            if key not in archive.files:
                 raise ModelFileError(path, f"{section}.{g}", f"array {key!r} not in {side.name}")
-            if stored[key].dtype.kind != "f":
+            try:
+                value = archive[key]
+            except Exception as err:  # noqa: BLE001 - a damaged member, a pickled object array, ...
+                raise ModelFileError(
+                    path, f"{section}.{g}", f"array {key!r} of {side.name} is unreadable ({err})"
+                ) from None
+            if value.dtype.kind != "f":
                 raise ModelFileError(path, f"{section}.{g}", f"array {key!r} in {side.name} is not float")
-            groups[g] = stored[key]
+            groups[g] = value
 
 
 def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:

@@ -260,3 +260,14 @@ def test_importance_sampling_runs_where_the_partitions_live(client, tmp_path):
     )
     table = pd.concat([pd.read_parquet(p) for p in paths]).sort_values("sequence")
     np.testing.assert_array_equal(table["log_marginal"].to_numpy(), local)
+
+
+def test_outputs_never_mix_with_an_earlier_run(tmp_path):
+    """A directory that already holds part files is refused (one line), not mixed in."""
+    seqs = _data(10, n=40)
+    model = LDHMM(2, seed=0, max_iter=2, n_init=1).fit(seqs)
+    model.score_samples(seqs, n_partitions=3, out=str(tmp_path / "o"))
+    with pytest.raises(ValueError, match="already holds 3 part-"):
+        model.posterior(seqs, n_partitions=2, out=str(tmp_path / "o"))
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+        model.log_marginal_is(seqs, n_samples=5, seed=-1, n_partitions=2)

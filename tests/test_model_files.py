@@ -180,7 +180,8 @@ def large_vocabulary_model(tmp_path_factory):
 def test_large_arrays_go_to_an_npz_side_file(large_vocabulary_model):
     model, seqs, directory = large_vocabulary_model
     doc = json.loads((directory / "m.json").read_text())
-    assert doc["arrays"] == "m.json.npz" and doc["prior"]["B"] == {"npz": "prior.B"}
+    assert doc["arrays"].startswith("m.json.") and doc["arrays"].endswith(".npz")
+    assert doc["prior"]["B"] == {"npz": "prior.B"} and (directory / doc["arrays"]).is_file()
     assert isinstance(doc["prior"]["A"], list)  # small arrays stay inline
     assert (directory / "m.json").stat().st_size < 10_000
     loaded = load_model(directory / "m.json")
@@ -192,7 +193,21 @@ def test_large_arrays_go_to_an_npz_side_file(large_vocabulary_model):
 def test_small_models_have_no_side_file(tmp_path):
     LDHMM(2, seed=0, max_iter=2, n_init=1).fit(DB).save(tmp_path / "small.json")
     assert "arrays" not in json.loads((tmp_path / "small.json").read_text())
-    assert not (tmp_path / "small.json.npz").exists()
+    assert not list(tmp_path.glob("*.npz"))
+
+
+def test_a_replaced_model_leaves_one_side_file(large_vocabulary_model, tmp_path):
+    """Saving over a model file: the new side file is written under its own name before the JSON
+    is replaced, and the old one is removed afterwards (also when the new model has none)."""
+    model, seqs, _ = large_vocabulary_model
+    model.save(tmp_path / "m.json")
+    first = json.loads((tmp_path / "m.json").read_text())["arrays"]
+    other = LDHMM(2, n_symbols=model.n_symbols_, seed=1, max_iter=1, n_init=1).fit(seqs)
+    other.save(tmp_path / "m.json")
+    second = json.loads((tmp_path / "m.json").read_text())["arrays"]
+    assert second != first and [p.name for p in tmp_path.glob("*.npz")] == [second]
+    LDHMM(2, seed=0, max_iter=1, n_init=1).fit(DB).save(tmp_path / "m.json")
+    assert not list(tmp_path.glob("*.npz"))
 
 
 def _copy_model(directory, tmp_path, doc_change=None, archive=None):
@@ -201,7 +216,7 @@ def _copy_model(directory, tmp_path, doc_change=None, archive=None):
         doc_change(doc)
     (tmp_path / "m.json").write_text(json.dumps(doc))
     if archive is not None:
-        np.savez(tmp_path / "m.json.npz", **archive)
+        np.savez(tmp_path / doc["arrays"], **archive)
     return tmp_path / "m.json"
 
 
@@ -210,7 +225,9 @@ def _copy_model(directory, tmp_path, doc_change=None, archive=None):
     [
         ("missing side file", "arrays"),
         ("directory in the name", "arrays"),
-        ("pickled object array", "arrays"),
+        ("pickled object array", "prior.B"),
+        ("a single .npy array", "arrays"),
+        ("a truncated archive", "arrays"),
         ("missing key", "prior.B"),
         ("wrong shape", "prior.B"),
         ("negative values", "prior.B"),
@@ -220,10 +237,18 @@ def _copy_model(directory, tmp_path, doc_change=None, archive=None):
 def test_side_file_refusals(large_vocabulary_model, tmp_path, case, field):
     model, _, directory = large_vocabulary_model
     B = model.params_.prior["B"].double().numpy()
+    name = json.loads((directory / "m.json").read_text())["arrays"]
     if case == "missing side file":
         path = _copy_model(directory, tmp_path)
+    elif case == "a single .npy array":
+        path = _copy_model(directory, tmp_path)
+        with open(tmp_path / name, "wb") as f:
+            np.save(f, B)
+    elif case == "a truncated archive":
+        path = _copy_model(directory, tmp_path)
+        (tmp_path / name).write_bytes((directory / name).read_bytes()[:1000])
     elif case == "directory in the name":
-        path = _copy_model(directory, tmp_path, lambda d: d.update(arrays="../m.json.npz"), {"prior.B": B})
+        path = _copy_model(directory, tmp_path, lambda d: d.update(arrays="../" + name))
     elif case == "pickled object array":
         path = _copy_model(directory, tmp_path, archive={"prior.B": np.array([object()] * 3, dtype=object)})
     elif case == "missing key":
@@ -234,7 +259,7 @@ def test_side_file_refusals(large_vocabulary_model, tmp_path, case, field):
         path = _copy_model(directory, tmp_path, archive={"prior.B": -B})
     else:
         path = _copy_model(directory, tmp_path)
-        (tmp_path / "m.json.npz").write_bytes(b"not a zip archive")
+        (tmp_path / name).write_bytes(b"not a zip archive")
     with pytest.raises(ValueError) as info:
         load_model(path)
     assert f"field '{field}'" in str(info.value) and str(path) in str(info.value)
