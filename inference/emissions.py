@@ -26,7 +26,7 @@ import torch
 
 from .batch import Bucket
 from .kernels.dirichlet_multinomial import SUM_BLOCK
-from .kernels.sparse import expected_log_sums, expected_log_terms, scatter_blocks, scatter_rows
+from .kernels.sparse import expected_log_terms, scatter_blocks, scatter_rows
 from .ops.chain import emission_potentials
 from .ops.dirichlet import expected_log_dirichlet
 from .parameters import VariantParameters
@@ -42,7 +42,6 @@ __all__ = [
     "add_emission_counts",
     "EmissionLogSums",
     "emission_log_sums",
-    "sum_expected_log_emissions",
     "expected_log_emissions",
     "token_potentials",
     "to_dense_counts",
@@ -193,18 +192,6 @@ def emission_log_sums(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket: Buc
     symbols = bucket.symbols.numpy() if bucket.sparse else None
     delta, rows = expected_log_terms(prior_B.double().numpy(), counts_B.double().numpy(), symbols)
     return EmissionLogSums(bucket.n_sequences, rows, [(delta, symbols)])
-
-
-def sum_expected_log_emissions(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket: Bucket) -> torch.Tensor:
-    """``sum_m E_q[log B_m]`` (K, V) over a bucket, ``q(B_m) = Dir(prior + n_m)``, float64.
-
-    ``M psi(a) - sum_m psi(a_0 + n_m0)`` plus, at each sequence's own symbols,
-    ``psi(a + n) - psi(a)``: O(K V) once plus O(K W) per sequence, the same numbers in both
-    layouts (:func:`ldhmm.inference.kernels.sparse.expected_log_sums`).
-    """
-    symbols = bucket.symbols.numpy() if bucket.sparse else None
-    out = expected_log_sums(prior_B.double().numpy(), counts_B.double().numpy(), symbols, SUM_BLOCK)
-    return torch.from_numpy(out)
 
 
 def expected_log_emissions(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket: Bucket) -> torch.Tensor:

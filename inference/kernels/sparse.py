@@ -17,7 +17,6 @@ __all__ = [
     "local_symbols",
     "scatter_rows",
     "scatter_blocks",
-    "expected_log_sums",
     "expected_log_terms",
     "sequential_row_sums",
 ]
@@ -220,31 +219,9 @@ def _expected_log_terms(alpha, alpha_rowsum, counts, symbols, delta, psi_rows): 
             psi_rows[k] += lgamma_digamma(alpha_rowsum[k] + total)[1]
 
 
-def expected_log_sums(alpha, counts, symbols, block):
-    """``sum_m E log B_m`` (K, V) for ``q(B_m) = Dir(alpha + n_m)``, in either emission layout.
-
-    ``M psi(alpha) - sum_m psi(alpha_0 + n_m0)`` plus, where ``n > 0``,
-    ``psi(alpha + n) - psi(alpha)``, added up as :func:`scatter_blocks` does; each row's total
-    ``n_m0`` is summed in symbol order. The same numbers in the dense layout (``symbols`` None:
-    slot = symbol) and the sparse one.
-
-    Parameters
-    ----------
-    alpha : float64 (K, V); counts : float64 (M, K, W); symbols : int64 (M, W) or None
-    block : int
-    """
-    alpha = np.ascontiguousarray(alpha, dtype=np.float64)
-    M, K, W = counts.shape
-    V = alpha.shape[1]
-    delta, psi_rows = expected_log_terms(alpha, counts, symbols)
-    sym = np.broadcast_to(np.arange(W), (M, W)) if symbols is None else symbols
-    psi_alpha = np.empty((K, V))
-    _psi_array(alpha, psi_alpha)
-    return M * psi_alpha - psi_rows[:, None] + scatter_blocks(delta, sym, V, block)
-
-
 def expected_log_terms(alpha, counts, symbols):
-    """The per-sequence parts of :func:`expected_log_sums`: ``delta`` (M, K, W), at each slot
+    """The per-sequence parts of ``sum_m E log B_m`` (see
+    :class:`ldhmm.inference.emissions.EmissionLogSums`): ``delta`` (M, K, W), at each slot
     with ``n > 0`` ``psi(alpha + n) - psi(alpha)`` (else 0), and ``psi_rows`` (K,),
     ``sum_m psi(alpha_0 + n_m0)``. O(K W) per sequence (plus the row totals of ``alpha``).
 
@@ -263,14 +240,6 @@ def expected_log_terms(alpha, counts, symbols):
     )
     _expected_log_terms(alpha, rowsum, counts, sym, delta, psi_rows)
     return delta, psi_rows
-
-
-@njit(cache=True, nogil=True)
-def _psi_array(x, out):  # pragma: no cover - compiled
-    R, D = x.shape
-    for r in range(R):
-        for d in range(D):
-            out[r, d] = lgamma_digamma(x[r, d])[1]
 
 
 @njit(cache=True, nogil=True)
