@@ -86,6 +86,7 @@ def compare_variants(
     states=(2, 3, 4, 5, 6),
     folds: int = 10,
     epochs: int | None = None,
+    batch_size: int = 64,
     jobs: int = 1,
     out=None,
     seed: int = 0,
@@ -95,7 +96,7 @@ def compare_variants(
 ) -> ComparisonResult:
     """``ldhmm.compare`` of :func:`lineup` (see the module docstring); prints two tables."""
     result = compare(
-        lineup(epochs),
+        lineup(epochs, batch_size),
         data,
         states=list(states),
         folds=folds,
@@ -141,26 +142,54 @@ def _per_token(scores, seqs) -> float:
     return float(np.sum(scores) / sum(len(s) for s in seqs))
 
 
-def _svi_row(model, fit_seconds, test) -> dict:
+def _svi_row(model, fit_seconds, train, test) -> dict:
+    start = time.perf_counter()
+    bound = _per_token(model.score_samples(test), test)
     return {
         "fit_seconds": fit_seconds,
         "epochs": int(model.n_iter_),
         "converged": bool(model.converged_),
         "seconds_per_epoch": float(np.mean(model.epoch_seconds_)),
-        "heldout_bound_per_token": _per_token(model.score_samples(test), test),
+        "train_elbo_per_token_last_epoch": float(model.elbo_history_[-1] / _n_tokens(train)),
+        "heldout_bound_per_token": bound,
+        "score_seconds": time.perf_counter() - start,
     }
 
 
-def measure(data_dir=None, n_states: int = 3, folds: int = 10, fold: int = 0, seed: int = 0) -> dict:
-    """Timings and the cross-check of the route against the closed form on one Entree split.
+def _n_tokens(seqs) -> int:
+    return int(sum(len(s) for s in seqs))
+
+
+def measure(
+    data_dir=None,
+    n_states: int = 3,
+    folds: int = 10,
+    fold: int = 0,
+    seed: int = 0,
+    data: str = "entree",
+    batch_size: int = 64,
+    guides: bool = False,
+) -> dict:
+    """Timings and the cross-check of the route against the closed form on one split.
+
+    Parameters
+    ----------
+    data : {"entree", "msnbc"}
+        The paper's subset (MSNBC: 31,071 sequences of length 20..100).
+    batch_size : int
+        Minibatch size of the SVI fits.
+    guides : bool
+        Also fit the route's LDHMM model with the guide's other choices: no closed-form local
+        step (one Adam step per row and visit), offsets started at 0.5 instead of the PF
+        E-step, free concentrations started at the prior.
 
     Returns
     -------
     dict of dicts: ``closed_form``, ``route``, ``sticky``, ``mixture`` (fit seconds, epochs,
-    seconds per epoch, held-out bound per token) and ``cross_check`` (the bounds of each
-    fit's hyper-parameters under the other scorer).
+    seconds per epoch, held-out bound per token), ``cross_check`` (the bounds of each fit's
+    hyper-parameters under the other scorer) and, with ``guides``, one entry per guide choice.
     """
-    db = ldata.load_paper_subset("entree", ldata.resolve_data_dir(data_dir))
+    db = ldata.load_paper_subset(data, ldata.resolve_data_dir(data_dir))
     train_idx, test_idx = ldata.kfold_indices(len(db), folds, seed=seed)[fold]
     train = [db.sequences[i] for i in train_idx]
     test = [db.sequences[i] for i in test_idx]
@@ -183,9 +212,11 @@ def measure(data_dir=None, n_states: int = 3, folds: int = 10, fold: int = 0, se
 
     guide = DirichletMeanField(ldhmm_sequence_model, init_offsets=ldhmm_pf_offsets)
     start = time.perf_counter()
-    route = PyroSequenceModel(ldhmm_sequence_model, guide, K, n_symbols=V, init=ldhmm_init, seed=seed)
+    route = PyroSequenceModel(
+        ldhmm_sequence_model, guide, K, n_symbols=V, init=ldhmm_init, seed=seed, batch_size=batch_size
+    )
     route.fit(train)
-    out["route"] = _svi_row(route, time.perf_counter() - start, test)
+    out["route"] = _svi_row(route, time.perf_counter() - start, train, test)
     out["route"]["heldout_is_per_token"] = _per_token(route.log_marginal_is(test, 200, seed=seed), test)
 
     p = route.params_
@@ -210,8 +241,31 @@ def measure(data_dir=None, n_states: int = 3, folds: int = 10, fold: int = 0, se
 
     for name, build in (("sticky", sticky_ldhmm), ("mixture", mixture_ldhmm)):
         start = time.perf_counter()
-        model = build(K, V, seed).fit(train)
-        out[name] = _svi_row(model, time.perf_counter() - start, test)
+        model = build(K, V, seed, batch_size=batch_size).fit(train)
+        out[name] = _svi_row(model, time.perf_counter() - start, train, test)
+    if guides:
+        choices = {
+            "guide_no_local_step": (
+                DirichletMeanField(ldhmm_sequence_model, init_offsets=ldhmm_pf_offsets),
+                False,
+            ),
+            "guide_offsets_from_0.5": (DirichletMeanField(ldhmm_sequence_model), True),
+            "guide_free_from_prior": (DirichletMeanField(ldhmm_sequence_model, relative=False), True),
+        }
+        for name, (guide, refresh) in choices.items():
+            start = time.perf_counter()
+            model = PyroSequenceModel(
+                ldhmm_sequence_model,
+                guide,
+                K,
+                n_symbols=V,
+                init=ldhmm_init,
+                seed=seed,
+                batch_size=batch_size,
+                refresh_locals=refresh,
+            )
+            out[name] = _svi_row(model.fit(train), time.perf_counter() - start, train, test)
+            out[name]["alpha_A_diagonal"] = " ".join(f"{v:.3g}" for v in np.diag(model.params_["alpha_A"]))
     return out
 
 
@@ -228,7 +282,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default=None)
     p.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads (small tensors: 1)")
-    p.add_argument("--measure", action="store_true", help="time one Entree split at K = 3 instead")
+    p.add_argument("--batch-size", type=int, default=64, help="sequences per SVI minibatch")
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="time one split instead (fold 0; K = the first of --states, default 3 for entree)",
+    )
+    p.add_argument("--guides", action="store_true", help="with --measure: also the guide's other choices")
     return p.parse_args(argv)
 
 
@@ -237,7 +297,16 @@ def main(argv=None):
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     if args.measure:
-        result = measure(args.data_dir, seed=args.seed)
+        states = args.states if args.states != [2, 3, 4, 5, 6] else [3]
+        result = measure(
+            args.data_dir,
+            n_states=states[0],
+            folds=args.folds,
+            seed=args.seed,
+            data=args.data,
+            batch_size=args.batch_size,
+            guides=args.guides,
+        )
         for part, values in result.items():
             print(part)
             for key, value in values.items():
@@ -248,6 +317,7 @@ def main(argv=None):
         args.states,
         args.folds,
         epochs=args.epochs,
+        batch_size=args.batch_size,
         jobs=args.jobs,
         out=args.out,
         seed=args.seed,

@@ -36,8 +36,8 @@ class ConvergenceRule:
     """
 
     tol: float = 1e-4
-    patience: int = 30
-    smoothing: float = 0.9
+    patience: int = 10
+    smoothing: float = 0.5
     max_epochs: int = 1000
 
     def __post_init__(self):

@@ -199,6 +199,40 @@ class DirichletMeanField:
     def _priors(self, trace) -> dict:
         return {name: _site_prior(trace, name, shape) for name, shape in self._sites.items()}
 
+    def local_start(self, batch: SequenceBatch) -> dict:
+        """Starting rows of ``batch``'s local parameters from ``init_offsets`` under the current priors.
+
+        Returns
+        -------
+        dict from parameter name (``prefix + site``) to its constrained rows, shape (B,) + event:
+        ``delta_m`` (relative form) or ``prior + delta_m``; empty without ``init_offsets``.
+        """
+        if self.init_offsets is None:
+            return {}
+        trace = prior_trace(self.model, batch)
+        if self._sites is None:
+            self._sites = self._read_sites(trace)
+        priors = self._priors(trace)
+        with torch.no_grad():
+            offsets = self.init_offsets(batch, {k: v.detach() for k, v in priors.items()})
+        out = {}
+        for name, event_shape in self._sites.items():
+            if name not in offsets:
+                continue
+            value = torch.as_tensor(offsets[name], dtype=batch.dtype).detach()
+            if value.shape != (batch.batch_size,) + event_shape:
+                raise ValueError(
+                    f"init_offsets gave site {name!r} shape {tuple(value.shape)}, expected "
+                    f"{(batch.batch_size,) + event_shape}"
+                )
+            if not bool((value >= 0).all()):
+                raise ValueError(f"init_offsets gave site {name!r} negative offsets")
+            if not self.relative:
+                value = priors[name].detach() + value
+            floor = torch.finfo(value.dtype).tiny if self.relative else 2 * SVI_MIN_CONCENTRATION
+            out[self.prefix + name] = value.clamp_min(floor)
+        return out
+
     def initialize(self, batches) -> None:
         """Start every sequence's rows from ``init_offsets`` (no-op without it).
 
@@ -212,35 +246,17 @@ class DirichletMeanField:
         store = pyro.get_param_store()
         full = {}
         for batch in batches:
-            trace = prior_trace(self.model, batch)
-            if self._sites is None:
-                self._sites = self._read_sites(trace)
-            priors = self._priors(trace)
-            with torch.no_grad():
-                offsets = self.init_offsets(batch, {k: v.detach() for k, v in priors.items()})
-            for name, event_shape in self._sites.items():
-                if name not in offsets:
-                    continue
-                value = torch.as_tensor(offsets[name], dtype=batch.dtype).detach()
-                if value.shape != (batch.batch_size,) + event_shape:
-                    raise ValueError(
-                        f"init_offsets gave site {name!r} shape {tuple(value.shape)}, expected "
-                        f"{(batch.batch_size,) + event_shape}"
-                    )
-                if not bool((value >= 0).all()):
-                    raise ValueError(f"init_offsets gave site {name!r} negative offsets")
-                if not self.relative:
-                    value = priors[name].detach() + value
-                if name not in full:
-                    pname = self.prefix + name
+            for pname, value in self.local_start(batch).items():
+                if pname not in full:
                     start = store[pname].detach().clone() if pname in store else None
                     if start is None:
-                        start = self._initial_rows(priors[name], event_shape, batch.n_sequences)
-                    full[name] = start
-                floor = torch.finfo(value.dtype).tiny if self.relative else 2 * SVI_MIN_CONCENTRATION
-                full[name][batch.index] = value.clamp_min(floor)
-        for name, value in full.items():
-            pname = self.prefix + name
+                        site = pname[len(self.prefix) :]
+                        trace = prior_trace(self.model, batch)
+                        prior = self._priors(trace)[site]
+                        start = self._initial_rows(prior, self._sites[site], batch.n_sequences)
+                    full[pname] = start
+                full[pname][batch.index] = value
+        for pname, value in full.items():
             if pname in store:
                 store[pname] = value
             else:

@@ -2,15 +2,18 @@
 
 :func:`fit_svi` takes a Pyro ``model`` and ``guide`` of one
 :class:`~ldhmm.inference.minibatch.SequenceBatch` (see that module for the conventions: one
-plate ``"sequences"``, subsampled) and runs ``SVI`` over length-sorted minibatches of the
+plate ``"sequences"``, subsampled) and runs stochastic variational inference (the steps of
+``pyro.infer.SVI``: an ELBO's ``loss_and_grads``, Adam) over length-sorted minibatches of the
 database until :class:`~ldhmm.inference.convergence.ConvergenceRule` says stop:
 
 * the hidden chain is summed out exactly inside the model (the forward algorithm of
   :class:`~ldhmm.inference.hmm_distribution.MaskedCategoricalHMM`), and any discrete site marked
   ``infer={"enumerate": "parallel"}`` by ``TraceEnum_ELBO``: nothing discrete is sampled;
 * the model's ``pyro.param`` sites are the global parameters (type-II maximum likelihood of
-  the bound); a guide parameter declared inside the plate with ``event_dim`` is *local* (one
-  row per sequence, Pyro subsamples it); any other guide parameter is global;
+  the bound), stepped by Pyro's Adam; a guide parameter declared inside the plate with
+  ``event_dim`` is *local* (one row per sequence): :class:`~ldhmm.inference.local_rows.LocalRows`
+  serves a step only its batch's rows and gives each row one Adam step per visit, so a step
+  costs one batch, not the database; any other guide parameter is global;
 * a guide with a method ``initialize(batches)`` is given every minibatch once before the first
   step, to start its local parameters (:class:`~ldhmm.inference.dirichlet_guide.DirichletMeanField`);
 * a run is seeded (minibatch order, Monte Carlo draws) and leaves the caller's parameter
@@ -35,13 +38,15 @@ import numpy as np
 import pyro
 import torch
 from pyro import poutine
-from pyro.infer import SVI, Trace_ELBO, TraceEnum_ELBO
+from pyro.infer import Trace_ELBO, TraceEnum_ELBO
+from pyro.infer.util import zero_grads
 from pyro.optim import Adam
 from tqdm.auto import tqdm
 
 from .batch import Bucket, make_buckets
 from .convergence import ConvergenceRule, ConvergenceState
 from .e_step import BucketState
+from .local_rows import LocalRows
 from .minibatch import length_batches
 from .model_check import check_model, in_sequence_plate
 from .ops.chain import emission_potentials, expected_complete_log_lik
@@ -184,10 +189,11 @@ def fit_svi(
     rule: ConvergenceRule | None = None,
     seed: int = 0,
     dtype=torch.float64,
+    refresh_locals: bool = True,
     progress: bool = False,
     desc: str = "SVI",
 ) -> SVIResult:
-    """Fit a Pyro model of a sequence database by ``SVI(model, guide, Adam, ELBO)`` in minibatches.
+    """Fit a Pyro model of a sequence database by SVI (Adam on an ELBO) in minibatches.
 
     Parameters
     ----------
@@ -215,6 +221,14 @@ def fit_svi(
         When to stop (default: ``ConvergenceRule()``).
     seed : int
     dtype : torch.dtype
+    refresh_locals : bool
+        If the guide has a method ``local_start(batch)`` (e.g.
+        :class:`~ldhmm.inference.dirichlet_guide.DirichletMeanField` with ``init_offsets``),
+        every step first sets the batch's local rows to it under the current global parameters
+        (the local step of stochastic variational inference, in closed form) and the step moves
+        only the global parameters (and the locals it did not set). Without it, or with False,
+        a local row takes one Adam step per visit. Scoring passes False: with the global
+        parameters frozen, a refresh would undo every epoch's progress.
     progress : bool
         A tqdm bar over epochs.
     desc : str
@@ -246,13 +260,15 @@ def fit_svi(
         if callable(start_rows):  # optional: the guide starts its local rows itself
             start_rows(batches)
         locals_ = local_param_names(guide, batches[0])
+        local_start = getattr(guide, "local_start", None) if refresh_locals else None
         if frozen:
             model, guide = poutine.block(model, hide=list(frozen)), poutine.block(guide, hide=list(frozen))
         loss_class = TraceEnum_ELBO if enumerates else Trace_ELBO
         loss = loss_class(
             max_plate_nesting=1, num_particles=num_particles, vectorize_particles=num_particles > 1
         )
-        svi = SVI(model, guide, Adam({"lr": lr}), loss=loss)
+        global_optim = Adam({"lr": lr})
+        rows = LocalRows([n for n in locals_ if n not in frozen], lr)
         tracker = ConvergenceState(rule)
         history, seconds = [], []
         stop = rule.max_epochs == 0
@@ -262,7 +278,11 @@ def fit_svi(
                 total = 0.0
                 for b in order_rng.permutation(len(batches)):
                     batch = batches[b]
-                    total -= svi.step(batch) * batch.batch_size / M
+                    total -= (
+                        _step(model, guide, batch, loss, global_optim, rows, local_start)
+                        * batch.batch_size
+                        / M
+                    )
                 seconds.append(time.perf_counter() - start)
                 if not math.isfinite(total):
                     raise NonFiniteSVIError(f"{desc}: the ELBO estimate of epoch {len(history)} is {total}")
@@ -285,6 +305,26 @@ def fit_svi(
         n_epochs=len(history),
         converged=tracker.converged,
     )
+
+
+def _step(model, guide, batch, loss, global_optim, rows: LocalRows, local_start=None) -> float:
+    """One SVI step on ``batch``: the local rows set by ``local_start(batch)`` if given, then
+    Adam on the global parameters the step touched (Pyro's optimizer, as ``SVI.step``) and on
+    the batch's other local rows (:class:`LocalRows`); the loss."""
+    refreshed = ()
+    if local_start is not None:
+        start = {name: value for name, value in local_start(batch).items() if name in rows.names}
+        rows.set_rows(batch.index, start)
+        refreshed = tuple(start)
+    with poutine.trace(param_only=True) as capture, rows.batch(batch.index):
+        value = loss.loss_and_grads(model, guide, batch)
+    params = {
+        site["value"].unconstrained() for name, site in capture.trace.nodes.items() if name not in rows.names
+    }
+    global_optim(params)
+    zero_grads(params)
+    rows.step(skip=refreshed)
+    return float(value)
 
 
 def _constrained(state: dict) -> dict:

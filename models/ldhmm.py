@@ -21,7 +21,7 @@ __all__ = ["LDHMM", "SVI_BATCH_SIZE", "SVI_PATIENCE"]
 
 #: Minibatch size and patience (epochs) of ``optimizer="svi"``.
 SVI_BATCH_SIZE = 64
-SVI_PATIENCE = 30
+SVI_PATIENCE = 10
 
 
 class LDHMM(VariantHMM):

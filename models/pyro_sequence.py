@@ -92,6 +92,10 @@ class PyroSequenceModel(SequenceModel):
         The stopping rule (:class:`~ldhmm.inference.convergence.ConvergenceRule`): stop after
         ``patience`` epochs in which the exponentially smoothed ELBO per token did not rise by
         ``tol`` relative.
+    refresh_locals : bool
+        In the fit, set each minibatch's local rows to the guide's ``local_start(batch)`` before
+        every step, if it has one (the local step in closed form; see
+        :func:`ldhmm.inference.svi.fit_svi`); False: one Adam step per row and visit.
     score_epochs : int
         Epochs at most of fitting the local parameters of sequences to score (same rule); 0
         scores at the guide's starting point (e.g. the closed-form PF ``q(theta)`` of
@@ -137,8 +141,9 @@ class PyroSequenceModel(SequenceModel):
         lr: float = 0.05,
         num_particles: int = 1,
         tol: float = 1e-4,
-        patience: int = 30,
-        smoothing: float = 0.9,
+        patience: int = 10,
+        smoothing: float = 0.5,
+        refresh_locals: bool = True,
         score_epochs: int = 200,
         score_batch_size: int = 256,
         score_draws: int = 64,
@@ -191,6 +196,7 @@ class PyroSequenceModel(SequenceModel):
         self.tol = float(tol)
         self.patience = int(patience)
         self.smoothing = float(smoothing)
+        self.refresh_locals = bool(refresh_locals)
         self.score_epochs = int(score_epochs)
         self.score_batch_size = int(score_batch_size)
         self.score_draws = int(score_draws)
@@ -238,6 +244,7 @@ class PyroSequenceModel(SequenceModel):
             rule=self._rule(self.max_epochs),
             seed=self.seed,
             dtype=self._torch_dtype,
+            refresh_locals=self.refresh_locals,
             progress=self.verbose,
             desc=f"SVI {type(self).__name__}",
         )
@@ -306,6 +313,7 @@ class PyroSequenceModel(SequenceModel):
             self.n_symbols_,
             param_state=copy_param_state(self.param_state_, globals_),
             frozen=globals_,
+            refresh_locals=False,
             batch_size=self.score_batch_size,
             lr=self.lr,
             num_particles=self.num_particles,

@@ -22,7 +22,7 @@ from ldhmm.inference.log_weights import sequence_log_weights
 from ldhmm.inference.minibatch import length_batches, pad_batch
 from ldhmm.inference.model_check import ModelCheckError
 from ldhmm.inference.ops.forward import chain_log_likelihood, gather_emissions
-from ldhmm.inference.svi import copy_param_state, set_param_values
+from ldhmm.inference.svi import copy_param_state, fit_svi, set_param_values
 from ldhmm.models import NotFittedError
 from ldhmm.models.mixture import mixture_ldhmm_model
 from ldhmm.models.pyro_model import ldhmm_pf_offsets, ldhmm_sequence_model
@@ -364,3 +364,36 @@ def test_route_bound_is_at_least_the_pf_bound(true_model, small_db):
     assert np.all(mean + 4 * se >= pf[batch.index.numpy()]), (mean - pf[batch.index.numpy()]) / se
     scores = route.score_samples(seqs)
     assert scores.sum() >= pf.sum() - 4 * math.sqrt(np.sum(se**2))
+
+
+@pytest.mark.parametrize("refresh", [True, False])
+def test_refreshed_local_rows_are_the_guides_start(refresh):
+    """With the globals frozen, a refreshing fit leaves every row at ``local_start`` (the PF
+    E-step's counts under the priors); without refreshing, the rows move from there."""
+    guide = DirichletMeanField(ldhmm_sequence_model, init_offsets=ldhmm_pf_offsets)
+    rule = ConvergenceRule(patience=5, max_epochs=3)
+    result = fit_svi(
+        ldhmm_sequence_model,
+        guide,
+        TINY,
+        K,
+        V,
+        init=HYPER,
+        frozen=list(HYPER),
+        batch_size=2,
+        rule=rule,
+        refresh_locals=refresh,
+    )
+    batch = pad_batch(TINY, range(len(TINY)), len(TINY), K, V, torch.float64)
+    prior = {"pi": HYPER["alpha_pi"][None], "A": HYPER["alpha_A"][None], "B": HYPER["beta"][None]}
+    want = ldhmm_pf_offsets(batch, prior)
+    state = result.param_state
+    for site in ("pi", "A", "B"):
+        got = torch.distributions.transform_to(state["constraints"][f"q_{site}"])(
+            state["params"][f"q_{site}"]
+        )
+        if refresh:
+            torch.testing.assert_close(got.detach(), want[site].clamp_min(torch.finfo(torch.float64).tiny))
+        else:
+            assert not torch.allclose(got.detach(), want[site])
+    assert result.n_epochs == 3
