@@ -70,9 +70,11 @@ class VariantFactory:
         return self.build(n_states, n_symbols, seed, **dict(self.options))
 
 
-def lineup(epochs: int | None = None, batch_size: int = 64) -> dict:
+def lineup(epochs: int | None = None, batch_size: int | str = "auto") -> dict:
     """The models of the comparison: the two variants (SVI), LDHMM-PF and HMM (built in)."""
-    options = (("batch_size", batch_size),) + ((("max_epochs", int(epochs)),) if epochs else ())
+    options = ((("batch_size", batch_size),) if batch_size != "auto" else ()) + (
+        (("max_epochs", int(epochs)),) if epochs else ()
+    )
     return {
         "sticky": VariantFactory(sticky_ldhmm, options),
         "mixture": VariantFactory(mixture_ldhmm, options),
@@ -86,7 +88,7 @@ def compare_variants(
     states=(2, 3, 4, 5, 6),
     folds: int = 10,
     epochs: int | None = None,
-    batch_size: int = 64,
+    batch_size: int | str = "auto",
     jobs: int = 1,
     out=None,
     seed: int = 0,
@@ -167,7 +169,7 @@ def measure(
     fold: int = 0,
     seed: int = 0,
     data: str = "entree",
-    batch_size: int = 64,
+    batch_size: int | str = "auto",
     guides: bool = False,
 ) -> dict:
     """Timings and the cross-check of the route against the closed form on one split.
@@ -176,8 +178,8 @@ def measure(
     ----------
     data : {"entree", "msnbc"}
         The paper's subset (MSNBC: 31,071 sequences of length 20..100).
-    batch_size : int
-        Minibatch size of the SVI fits.
+    batch_size : int or "auto"
+        Minibatch size of the SVI fits (:func:`ldhmm.models.pyro_sequence.auto_batch_size`).
     guides : bool
         Also fit the route's LDHMM model with the guide's other choices: no closed-form local
         step (one Adam step per row and visit), offsets started at 0.5 instead of the PF
@@ -269,6 +271,15 @@ def measure(
     return out
 
 
+def _batch_size(text: str):
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--batch-size must be an integer or auto, got {text!r}") from None
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="entree", help="entree, msnbc, synthetic or a data file")
@@ -282,7 +293,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default=None)
     p.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads (small tensors: 1)")
-    p.add_argument("--batch-size", type=int, default=64, help="sequences per SVI minibatch")
+    p.add_argument(
+        "--batch-size", type=_batch_size, default="auto", help="sequences per SVI minibatch, or auto"
+    )
     p.add_argument(
         "--measure",
         action="store_true",

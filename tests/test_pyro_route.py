@@ -26,7 +26,7 @@ from ldhmm.inference.svi import copy_param_state, fit_svi, set_param_values
 from ldhmm.models import NotFittedError
 from ldhmm.models.mixture import mixture_ldhmm_model
 from ldhmm.models.pyro_model import ldhmm_pf_offsets, ldhmm_sequence_model
-from ldhmm.models.pyro_sequence import PyroSequenceModel
+from ldhmm.models.pyro_sequence import PyroSequenceModel, auto_batch_size
 from ldhmm.models.sticky import sticky_ldhmm
 
 TINY = [np.array([0, 2, 1, 1]), np.array([2]), np.array([1, 0, 2])]
@@ -397,3 +397,13 @@ def test_refreshed_local_rows_are_the_guides_start(refresh):
         else:
             assert not torch.allclose(got.detach(), want[site])
     assert result.n_epochs == 3
+
+
+def test_auto_batch_size_and_its_checks():
+    assert auto_batch_size(380) == 64 and auto_batch_size(8192) == 64 and auto_batch_size(31071) == 243
+    assert sticky_ldhmm(2, 3).batch_size == "auto"
+    for bad in ("big", 0, 2.5, True):
+        with pytest.raises(ValueError, match="batch_size"):
+            sticky_ldhmm(2, 3, batch_size=bad)
+    with pytest.raises(ValueError, match="score_lr"):
+        sticky_ldhmm(2, 3, score_lr=0.0)
