@@ -29,6 +29,8 @@ torch's small operations, and both the closed-form fit and SVI run several times
 from __future__ import annotations
 
 import argparse
+import resource
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -158,6 +160,16 @@ def _svi_row(model, fit_seconds, train, test) -> dict:
     }
 
 
+def _stage(name: str, started: float) -> None:
+    """One progress line on stderr: a stage of :func:`measure` done, its seconds, the peak memory."""
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"measure: {name} done, {time.perf_counter() - started:.1f} s, peak {peak_mb:.0f} MB",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def _n_tokens(seqs) -> int:
     return int(sum(len(s) for s in seqs))
 
@@ -193,10 +205,12 @@ def measure(
     """
     db = ldata.load_paper_subset(data, ldata.resolve_data_dir(data_dir))
     train_idx, test_idx = ldata.kfold_indices(len(db), folds, seed=seed)[fold]
-    train = [db.sequences[i] for i in train_idx]
-    test = [db.sequences[i] for i in test_idx]
+    sequences = db.sequences  # a property that builds the list: read it once
+    train = [sequences[i] for i in train_idx]
+    test = [sequences[i] for i in test_idx]
     K, V = n_states, db.n_symbols
     out = {}
+    begun = time.perf_counter()
 
     start = time.perf_counter()
     closed = LDHMM(K, n_symbols=V, seed=seed).fit(train)
@@ -211,6 +225,7 @@ def measure(
         "heldout_bound_per_token": _per_token(closed.score_samples(test), test),
         "heldout_is_per_token": _per_token(closed.log_marginal_is(test, 200, seed=seed), test),
     }
+    _stage("closed form", begun)
 
     guide = DirichletMeanField(ldhmm_sequence_model, init_offsets=ldhmm_pf_offsets)
     start = time.perf_counter()
@@ -218,8 +233,11 @@ def measure(
         ldhmm_sequence_model, guide, K, n_symbols=V, init=ldhmm_init, seed=seed, batch_size=batch_size
     )
     route.fit(train)
+    _stage("route fit", begun)
     out["route"] = _svi_row(route, time.perf_counter() - start, train, test)
+    _stage("route held-out bound", begun)
     out["route"]["heldout_is_per_token"] = _per_token(route.log_marginal_is(test, 200, seed=seed), test)
+    _stage("route importance sampling", begun)
 
     p = route.params_
     route_hyper = LDHMM.from_hyperparameters(p["alpha_pi"], p["alpha_A"], p["beta"])
@@ -240,11 +258,13 @@ def measure(
         "pf_bound_route_fit": _per_token(route_hyper.score_samples(test), test),
         "route_bound_closed_form_fit": _per_token(at_closed.score_samples(test), test),
     }
+    _stage("cross-check", begun)
 
     for name, build in (("sticky", sticky_ldhmm), ("mixture", mixture_ldhmm)):
         start = time.perf_counter()
         model = build(K, V, seed, batch_size=batch_size).fit(train)
         out[name] = _svi_row(model, time.perf_counter() - start, train, test)
+        _stage(name, begun)
     if guides:
         choices = {
             "guide_no_local_step": (
@@ -268,6 +288,7 @@ def measure(
             )
             out[name] = _svi_row(model.fit(train), time.perf_counter() - start, train, test)
             out[name]["alpha_A_diagonal"] = " ".join(f"{v:.3g}" for v in np.diag(model.params_["alpha_A"]))
+            _stage(name, begun)
     return out
 
 

@@ -51,6 +51,9 @@ _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 #: ``batch_size="auto"``: the smallest batch, and the most steps an epoch takes.
 AUTO_MIN_BATCH, AUTO_STEPS_PER_EPOCH = 64, 128
 
+#: ``score_lr=None`` with a guide that starts its rows itself: the fit's rate divided by this.
+STARTED_SCORE_LR_RATIO = 5
+
 
 def auto_batch_size(n_sequences: int) -> int:
     """Minibatch size of ``batch_size="auto"``: ``max(64, ceil(M / 128))``.
@@ -103,16 +106,21 @@ class PyroSequenceModel(SequenceModel):
         Epochs at most (each minibatch once per epoch).
     lr : float
         Adam's learning rate in the fit.
-    score_lr : float
-        Adam's learning rate of the held-out local fit (smaller: a row moves from the guide's
-        start, e.g. the PF E-step, by single-draw gradients, and at the fit's rate it ends in a
-        noise ball below where it started; docs/writing-a-variant.md).
+    score_lr : float, optional
+        Adam's learning rate of the held-out local fit. None: ``lr / 5`` when the guide starts
+        each sequence's rows at a closed-form local optimum itself (a guide with ``init_offsets``,
+        as the Dirichlet mean field of the worked examples: from the PF E-step, single-draw
+        gradients at the fit's rate ended in a noise ball below the start,
+        docs/writing-a-variant.md), else ``lr`` (a guide starting far away needs the steps).
     num_particles : int
         Monte Carlo draws per SVI step.
     tol, patience, smoothing : float, int, float
         The stopping rule (:class:`~ldhmm.inference.convergence.ConvergenceRule`): stop after
         ``patience`` epochs in which the exponentially smoothed ELBO per token did not rise by
-        ``tol`` relative.
+        ``tol`` relative. The defaults (0.5, 10) suit a guide with a closed-form local step,
+        whose curve is flat after a few epochs; a guide without one climbs slowly through
+        noisy epoch estimates and wants ``patience=30, smoothing=0.9``
+        (docs/writing-a-variant.md).
     refresh_locals : bool
         In the fit, set each minibatch's local rows to the guide's ``local_start(batch)`` before
         every step, if it has one (the local step in closed form; see
@@ -160,7 +168,7 @@ class PyroSequenceModel(SequenceModel):
         batch_size: int | str = "auto",
         max_epochs: int = 1000,
         lr: float = 0.05,
-        score_lr: float = 0.01,
+        score_lr: float | None = None,
         num_particles: int = 1,
         tol: float = 1e-4,
         patience: int = 10,
@@ -204,7 +212,7 @@ class PyroSequenceModel(SequenceModel):
             or score_epochs < 0
         ):
             raise ValueError(f"score_epochs must be an integer >= 0, got {score_epochs!r}")
-        for label, value in (("lr", lr), ("score_lr", score_lr)):
+        for label, value in (("lr", lr), ("score_lr", lr if score_lr is None else score_lr)):
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{label} must be finite and > 0, got {value}")
         ConvergenceRule(tol, patience, smoothing, max_epochs)  # checks them
@@ -215,7 +223,7 @@ class PyroSequenceModel(SequenceModel):
         self.batch_size = batch_size if batch_size == "auto" else int(batch_size)
         self.max_epochs = int(max_epochs)
         self.lr = float(lr)
-        self.score_lr = float(score_lr)
+        self.score_lr = None if score_lr is None else float(score_lr)
         self.num_particles = int(num_particles)
         self.tol = float(tol)
         self.patience = int(patience)
@@ -248,6 +256,12 @@ class PyroSequenceModel(SequenceModel):
         if callable(self.init):
             return dict(self.init(seqs, self.n_states, self.n_symbols_, self.seed, self._torch_dtype))
         return dict(self.init)
+
+    def _score_lr(self, guide) -> float:
+        if self.score_lr is not None:
+            return self.score_lr
+        started = getattr(guide, "init_offsets", None) is not None
+        return self.lr / STARTED_SCORE_LR_RATIO if started else self.lr
 
     def _rule(self, max_epochs: int) -> ConvergenceRule:
         return ConvergenceRule(self.tol, self.patience, self.smoothing, max_epochs)
@@ -339,7 +353,7 @@ class PyroSequenceModel(SequenceModel):
             frozen=globals_,
             refresh_locals=False,
             batch_size=self.score_batch_size,
-            lr=self.score_lr,
+            lr=self._score_lr(guide),
             num_particles=self.num_particles,
             rule=self._rule(self.score_epochs),
             seed=seed,
