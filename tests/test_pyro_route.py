@@ -407,3 +407,24 @@ def test_auto_batch_size_and_its_checks():
             sticky_ldhmm(2, 3, batch_size=bad)
     with pytest.raises(ValueError, match="score_lr"):
         sticky_ldhmm(2, 3, score_lr=0.0)
+
+
+def test_an_autoguide_has_its_local_rows_served_and_fitted(small_db):
+    """AutoNormal's per-sequence locs and scales are local rows too (PyroModule parameters go
+    through the same ``pyro.param`` messages); its fit climbs and its scores are finite."""
+    model = PyroSequenceModel(
+        ldhmm_sequence_model,
+        "normal",
+        2,
+        n_symbols=4,
+        max_epochs=6,
+        batch_size=16,
+        score_epochs=2,
+        score_draws=8,
+    )
+    model.fit(small_db[:48])
+    assert {"AutoNormal.locs.pi", "AutoNormal.scales.B"} <= set(model.local_params_)
+    locs = model.param_state_["params"]["AutoNormal.locs.pi"]
+    assert locs.shape[0] == 48 and bool(torch.isfinite(locs).all())
+    assert model.elbo_history_[-1] > model.elbo_history_[0]
+    assert np.all(np.isfinite(model.score_samples(small_db[100:105])))
