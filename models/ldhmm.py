@@ -13,6 +13,7 @@ import torch
 from ..inference import LDHMM_SHARING, RANDOM_STARTS, VariantParameters, fit_svi
 from ..inference.convergence import ConvergenceRule
 from ..inference.dirichlet_guide import SVI_MIN_CONCENTRATION, DirichletMeanField
+from ..inference.minibatch import auto_batch_size
 from .estimator import VariantHMM
 from .pyro_model import ldhmm_pf_offsets, ldhmm_sequence_model, sample_database
 from .registry import register
@@ -20,7 +21,8 @@ from .registry import register
 __all__ = ["LDHMM", "SVI_BATCH_SIZE", "SVI_PATIENCE"]
 
 #: Minibatch size and patience (epochs) of ``optimizer="svi"``.
-SVI_BATCH_SIZE = 64
+#: Minibatch size of ``optimizer="svi"``: :func:`ldhmm.inference.minibatch.auto_batch_size` of the data.
+SVI_BATCH_SIZE = "auto"
 SVI_PATIENCE = 10
 
 
@@ -52,7 +54,8 @@ class LDHMM(VariantHMM):
         forward algorithm) and the per-sequence Dirichlet guide
         (:class:`ldhmm.inference.dirichlet_guide.DirichletMeanField`, each sequence started at
         its closed-form PF E-step, :func:`ldhmm.models.pyro_model.ldhmm_pf_offsets`), in length-sorted
-        minibatches of :data:`SVI_BATCH_SIZE` sequences, from the closed form's first starting
+        minibatches (:data:`SVI_BATCH_SIZE`: :func:`ldhmm.inference.minibatch.auto_batch_size`), with
+        the closed-form local step before every step, from the closed form's first starting
         point; it stops when the smoothed training ELBO per token has not risen by ``tol``
         (relative) for :data:`SVI_PATIENCE` epochs (:class:`ldhmm.inference.convergence.ConvergenceRule`).
         Only the hyper-parameters are kept: ``score_samples`` and the other methods then run
@@ -154,7 +157,7 @@ class LDHMM(VariantHMM):
                 name: params.prior[g].clamp_min(2 * SVI_MIN_CONCENTRATION)
                 for name, g in (("alpha_pi", "pi"), ("alpha_A", "A"), ("beta", "B"))
             },
-            batch_size=SVI_BATCH_SIZE,
+            batch_size=auto_batch_size(len(seqs)),
             lr=self.svi_lr,
             rule=ConvergenceRule(tol=self.tol, patience=SVI_PATIENCE, max_epochs=self.svi_steps),
             seed=self.seed,

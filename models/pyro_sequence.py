@@ -35,11 +35,11 @@ from ..inference import validate_sequences
 from ..inference.convergence import ConvergenceRule
 from ..inference.dirichlet_guide import DirichletMeanField
 from ..inference.log_weights import sequence_log_weights
-from ..inference.minibatch import length_batches, pad_batch
+from ..inference.minibatch import auto_batch_size, length_batches, pad_batch
 from ..inference.svi import copy_param_state, fit_svi, set_param_values
 from .base import SequenceModel, check_n_symbols
 
-__all__ = ["PyroSequenceModel", "GUIDES", "auto_batch_size"]
+__all__ = ["PyroSequenceModel", "GUIDES"]
 
 #: Guides named by a string: ``"dirichlet"`` (per-sequence Dirichlet mean field) and
 #: ``"normal"`` (Pyro's ``AutoNormal``, a per-sequence Gaussian in unconstrained space).
@@ -48,22 +48,8 @@ GUIDES = ("dirichlet", "normal")
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
-#: ``batch_size="auto"``: the smallest batch, and the most steps an epoch takes.
-AUTO_MIN_BATCH, AUTO_STEPS_PER_EPOCH = 64, 128
-
 #: ``score_lr=None`` with a guide that starts its rows itself: the fit's rate divided by this.
 STARTED_SCORE_LR_RATIO = 5
-
-
-def auto_batch_size(n_sequences: int) -> int:
-    """Minibatch size of ``batch_size="auto"``: ``max(64, ceil(M / 128))``.
-
-    Small databases get 64 (on Entree, 380 sequences, 256 left too few steps per epoch: the
-    rule stopped sticky LDHMM 0.012 nats/token lower); from 8,192 sequences on an epoch stays
-    at 128 steps of Adam at a fixed rate (on the MSNBC subset, 64 took 486 noisy steps per epoch
-    and settled 0.008 nats/token below 256, at twice the seconds per epoch).
-    """
-    return max(AUTO_MIN_BATCH, -(-int(n_sequences) // AUTO_STEPS_PER_EPOCH))
 
 
 def _is_autoguide_class(guide) -> bool:
@@ -100,8 +86,8 @@ class PyroSequenceModel(SequenceModel):
         defaults.
     batch_size : int or "auto"
         Sequences per minibatch (length-sorted batches, :func:`ldhmm.inference.minibatch.length_batches`).
-        ``"auto"``: :func:`auto_batch_size`, 64 up to 8,192 training sequences, then as many as
-        keep an epoch at 128 steps.
+        ``"auto"``: :func:`~ldhmm.inference.minibatch.auto_batch_size`, 64 up to 8,192
+        training sequences, then as many as keep an epoch at 128 steps.
     max_epochs : int
         Epochs at most (each minibatch once per epoch).
     lr : float

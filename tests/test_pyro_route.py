@@ -19,14 +19,14 @@ from ldhmm.inference.convergence import ConvergenceRule, ConvergenceState
 from ldhmm.inference.dirichlet_guide import CONCENTRATION, DirichletMeanField
 from ldhmm.inference.hmm_distribution import MaskedCategoricalHMM
 from ldhmm.inference.log_weights import sequence_log_weights
-from ldhmm.inference.minibatch import length_batches, pad_batch
+from ldhmm.inference.minibatch import auto_batch_size, length_batches, pad_batch
 from ldhmm.inference.model_check import ModelCheckError
 from ldhmm.inference.ops.forward import chain_log_likelihood, gather_emissions
 from ldhmm.inference.svi import copy_param_state, fit_svi, set_param_values
 from ldhmm.models import NotFittedError
 from ldhmm.models.mixture import mixture_ldhmm_model
 from ldhmm.models.pyro_model import ldhmm_pf_offsets, ldhmm_sequence_model
-from ldhmm.models.pyro_sequence import PyroSequenceModel, auto_batch_size
+from ldhmm.models.pyro_sequence import PyroSequenceModel
 from ldhmm.models.sticky import sticky_ldhmm
 
 TINY = [np.array([0, 2, 1, 1]), np.array([2]), np.array([1, 0, 2])]
