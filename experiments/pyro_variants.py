@@ -191,7 +191,7 @@ def measure(
     data : {"entree", "msnbc"}
         The paper's subset (MSNBC: 31,071 sequences of length 20..100).
     batch_size : int or "auto"
-        Minibatch size of the SVI fits (:func:`ldhmm.models.pyro_sequence.auto_batch_size`).
+        Minibatch size of the SVI fits (:func:`ldhmm.inference.minibatch.auto_batch_size`).
     guides : bool
         Also fit the route's LDHMM model with the guide's other choices: no closed-form local
         step (one Adam step per row and visit), offsets started at 0.5 instead of the PF
@@ -304,7 +304,9 @@ def _batch_size(text: str):
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="entree", help="entree, msnbc, synthetic or a data file")
-    p.add_argument("--states", nargs="+", type=int, default=[2, 3, 4, 5, 6])
+    p.add_argument(
+        "--states", nargs="+", type=int, default=None, help="default: 2 3 4 5 6 (with --measure: 3)"
+    )
     p.add_argument("--folds", type=int, default=10)
     p.add_argument("--epochs", type=int, default=None, help="SVI epochs at most (default: the models' own)")
     p.add_argument("--jobs", type=int, default=1)
@@ -331,10 +333,9 @@ def main(argv=None):
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     if args.measure:
-        states = args.states if args.states != [2, 3, 4, 5, 6] else [3]
         result = measure(
             args.data_dir,
-            n_states=states[0],
+            n_states=(args.states or [3])[0],
             folds=args.folds,
             seed=args.seed,
             data=args.data,
@@ -348,7 +349,7 @@ def main(argv=None):
         return result
     return compare_variants(
         args.data,
-        args.states,
+        args.states or [2, 3, 4, 5, 6],
         args.folds,
         epochs=args.epochs,
         batch_size=args.batch_size,

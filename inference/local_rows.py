@@ -6,7 +6,7 @@ step of a minibatch of B sequences pays for all M rows: the store maps the whole
 its constraint, the plate's ``index_select`` sends a dense gradient of M rows back, and Adam
 updates all M rows, moving the rows of sequences that are not in the batch by their stale
 momentum. On the MSNBC subset (M = 31,071, K = 4) that was 50 ms of a 57 ms step at B = 64,
-whatever B (docs/performance.md).
+whatever B (docs/writing-a-variant.md, "Measured").
 
 :class:`LocalRows` serves these parameters instead. Inside a step it answers each ``pyro.param``
 of a local name with the batch's rows only (a fresh leaf of shape (B,) + event, through the same
@@ -18,8 +18,8 @@ visit, the update ``torch.optim.Adam`` makes for a parameter of its own::
     u <- u - lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps)
 
 on the unconstrained row ``u``. Rows of other sequences, and their moments, do not change. The
-full tensors stay in the parameter store (a fit's ``param_state`` carries them); the moments
-live here, one pair per local parameter (3 numbers per entry, as Adam's state).
+full tensors stay in the parameter store (a fit's ``param_state`` carries them); Adam's two
+moments per entry and a step count per row live here.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from pyro.infer import Trace_ELBO, TraceEnum_ELBO
 from torch.distributions import constraints
 
 import ldhmm
+from ldhmm.experiments.pyro_variants import parse_args
 from ldhmm.inference import forward_backward_log, kl_dirichlet
 from ldhmm.inference.convergence import ConvergenceRule, ConvergenceState
 from ldhmm.inference.dirichlet_guide import CONCENTRATION, DirichletMeanField
@@ -428,3 +429,11 @@ def test_an_autoguide_has_its_local_rows_served_and_fitted(small_db):
     assert locs.shape[0] == 48 and bool(torch.isfinite(locs).all())
     assert model.elbo_history_[-1] > model.elbo_history_[0]
     assert np.all(np.isfinite(model.score_samples(small_db[100:105])))
+
+
+def test_pyro_variants_command_line():
+    args = parse_args(["--measure"])
+    assert args.states is None and args.batch_size == "auto"
+    assert parse_args(["--data", "msnbc", "--states", "4", "--batch-size", "256"]).batch_size == 256
+    with pytest.raises(SystemExit):
+        parse_args(["--batch-size", "many"])
