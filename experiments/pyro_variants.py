@@ -143,7 +143,7 @@ def ldhmm_model_any_concentration(batch):
 
 
 def _per_token(scores, seqs) -> float:
-    return float(np.sum(scores) / sum(len(s) for s in seqs))
+    return float(np.sum(scores) / _n_tokens(seqs))
 
 
 def _svi_row(model, fit_seconds, train, test) -> dict:

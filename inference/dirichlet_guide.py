@@ -207,8 +207,12 @@ class DirichletMeanField:
         dict from parameter name (``prefix + site``) to its constrained rows, shape (B,) + event:
         ``delta_m`` (relative form) or ``prior + delta_m``; empty without ``init_offsets``.
         """
+        return self._start_rows(batch)[0]
+
+    def _start_rows(self, batch: SequenceBatch) -> tuple[dict, dict]:
+        """:meth:`local_start`'s rows and the priors (site to concentration) they were made under."""
         if self.init_offsets is None:
-            return {}
+            return {}, {}
         trace = prior_trace(self.model, batch)
         if self._sites is None:
             self._sites = self._read_sites(trace)
@@ -231,7 +235,7 @@ class DirichletMeanField:
                 value = priors[name].detach() + value
             floor = torch.finfo(value.dtype).tiny if self.relative else 2 * SVI_MIN_CONCENTRATION
             out[self.prefix + name] = value.clamp_min(floor)
-        return out
+        return out, priors
 
     def initialize(self, batches) -> None:
         """Start every sequence's rows from ``init_offsets`` (no-op without it).
@@ -246,15 +250,14 @@ class DirichletMeanField:
         store = pyro.get_param_store()
         full = {}
         for batch in batches:
-            for pname, value in self.local_start(batch).items():
+            rows, priors = self._start_rows(batch)
+            for pname, value in rows.items():
                 if pname not in full:
-                    start = store[pname].detach().clone() if pname in store else None
-                    if start is None:
+                    if pname in store:
+                        full[pname] = store[pname].detach().clone()
+                    else:
                         site = pname[len(self.prefix) :]
-                        trace = prior_trace(self.model, batch)
-                        prior = self._priors(trace)[site]
-                        start = self._initial_rows(prior, self._sites[site], batch.n_sequences)
-                    full[pname] = start
+                        full[pname] = self._initial_rows(priors[site], self._sites[site], batch.n_sequences)
                 full[pname][batch.index] = value
         for pname, value in full.items():
             if pname in store:
