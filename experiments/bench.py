@@ -14,14 +14,21 @@ What is timed (same process, same data, same K):
   the digamma / KL terms of the per-sequence ELBO. Buckets are built once, outside the timing.
 * ``ldhmm/bucketing``: ``make_buckets(seqs)`` alone.
 
-Each configuration runs once untimed (warm-up), then up to ``--repeats`` timed runs; timed
-runs stop early (at least one) once warm-up plus timed runs exceed ``--time-budget`` seconds.
+* ``ldhmm/e-step-warm`` (``--warm``): one sweep from each bucket's state after five sweeps,
+  as every EM iteration after the first runs (FF's cold sweep above includes its start, the
+  exact chain's marginals sharpened; a warm sweep does not).
+
+Each configuration runs once untimed (warm-up, peak memory), then the timed runs go in
+``--repeats`` interleaved rounds (every configuration once per round, so that the machine's
+drift hits all alike); a configuration leaves the rounds (after at least one run) once its
+warm-up plus timed runs exceed ``--time-budget`` seconds.
 ``seconds`` is the median of the timed runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import csv
 import ctypes
 import gc
@@ -30,6 +37,8 @@ import json
 import math
 import os
 import platform
+import pstats
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,7 +52,18 @@ if "--omp-passive" in sys.argv[1:]:
     # Must be set before torch (and its OpenMP runtime) is loaded.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import hmmlearn  # noqa: E402
 import torch  # noqa: E402
+from hmmlearn.hmm import CategoricalHMM  # noqa: E402
+from threadpoolctl import threadpool_info  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from ..data import load_paper_subset  # noqa: E402
+from ..inference import VariantParameters, e_step_bucket, init_parameters, kernels  # noqa: E402
+from ..inference.batch import Bucket, make_buckets  # noqa: E402
+from ..inference.guides import FFGuide, PFGuide  # noqa: E402
+from ..inference.variants import LDHMM_SHARING  # noqa: E402
+from ..models import LDHMM  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
@@ -150,7 +170,6 @@ def synthetic_sequences(
     lengths = _msnbc_like_lengths(n, rng)
     if kind == "uniform":
         return [rng.integers(0, n_symbols, size=int(L), dtype=np.int64) for L in lengths]
-    from ..models import LDHMM
 
     K0 = 8
     alpha_pi = np.full(K0, 0.5)
@@ -166,7 +185,6 @@ def load_sequences(args) -> tuple[list[np.ndarray], int, str]:
         seqs = synthetic_sequences(args.n_sequences or 31071, kind=args.synthetic_kind, seed=args.seed)
         desc = f"synthetic ({args.synthetic_kind}, MSNBC-like lengths 20..100, V=17, seed {args.seed})"
         return seqs, MSNBC_N_SYMBOLS, desc
-    from ..data import load_paper_subset
 
     data_dir = resolve_data_dir(args.data_dir)
     db = load_paper_subset("msnbc", data_dir, n=args.n_sequences, seed=args.seed)
@@ -181,7 +199,6 @@ TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
 def make_guide(name: str, reference: bool = False):
-    from ..inference.guides import FFGuide, PFGuide
 
     if name == "pf":
         return PFGuide(reference=reference)
@@ -196,8 +213,6 @@ def make_params(K: int, V: int, dtype: str):
     float32 parameters are the float64 ones rounded to float32 (same values up to rounding), so
     that float32 and float64 sweeps can be compared sequence by sequence.
     """
-    from ..inference import VariantParameters, init_parameters
-    from ..inference.variants import LDHMM_SHARING
 
     p = init_parameters(LDHMM_SHARING, K, V, seed=0, dtype=torch.float64)
     if dtype == "float64":
@@ -211,9 +226,23 @@ def make_params(K: int, V: int, dtype: str):
     )
 
 
+def warm_states(buckets, params, guide, sweeps: int = 5) -> list:
+    """Each bucket's state after ``sweeps`` sweeps from the cold start: where the timed warm
+    sweeps (:func:`e_step_sweep_warm`) begin, as every EM iteration after the first does."""
+
+    return [e_step_bucket(b, params, guide, None, max_iter=sweeps) for b in buckets]
+
+
+def e_step_sweep_warm(buckets, params, guide, states):
+    """One E-step sweep over all buckets from ``states`` (copied, so that every run starts from
+    the same point): the unit an EM iteration repeats."""
+
+    for b, st in zip(buckets, states):
+        e_step_bucket(b, params, guide, st, max_iter=1)
+
+
 def e_step_sweep(buckets, params, guide, n_total: int | None = None):
     """One E-step sweep over all buckets; returns the per-sequence ELBO (numpy, data order)."""
-    from ..inference import e_step_bucket
 
     elbo = np.full(n_total, np.nan) if n_total is not None else None
     for b in buckets:
@@ -224,7 +253,6 @@ def e_step_sweep(buckets, params, guide, n_total: int | None = None):
 
 
 def hmmlearn_model(K: int, V: int, implementation: str, n_iter: int = 1, tol: float = 0.0):
-    from hmmlearn.hmm import CategoricalHMM
 
     return CategoricalHMM(
         n_components=K,
@@ -258,6 +286,31 @@ class Row:
     @property
     def seconds(self) -> float:
         return statistics.median(self.times) if self.times else math.nan
+
+
+def warm_up(fn, meter: PeakRSS | None) -> tuple[float, float]:
+    """One untimed-for-the-median run of ``fn``: (its seconds, peak MiB or NaN)."""
+    if meter is not None:
+        meter.start()
+    t0 = time.perf_counter()
+    fn()
+    warm = time.perf_counter() - t0
+    return warm, (meter.stop_mib() if meter is not None else math.nan)
+
+
+def time_interleaved(configs: list, repeats: int, budget: float) -> None:
+    """Timed runs in rounds: every configuration once per round, ``repeats`` rounds, so that a
+    drift of the machine's speed hits every configuration alike. A configuration leaves the
+    rounds once its warm-up plus timed runs exceed ``budget`` seconds (at least one run).
+
+    ``configs``: (Row, fn) pairs whose ``warmup_s`` is set; fills each ``Row.times``."""
+    for _ in range(repeats):
+        for row, fn in configs:
+            if row.times and row.warmup_s + sum(row.times) > budget:
+                continue
+            t0 = time.perf_counter()
+            fn()
+            row.times.append(time.perf_counter() - t0)
 
 
 def time_config(fn, repeats: int, budget: float, meter: PeakRSS | None):
@@ -300,20 +353,15 @@ def _worker(spec_json: str) -> int:
         meter.start()
         model.fit(X, L)
     elif impl == "ldhmm/bucketing":
-        from ..inference.batch import make_buckets
-
         meter.start()
         make_buckets(seqs)
     else:
-        from ..inference.batch import make_buckets
-
         buckets = make_buckets(seqs)
         params = make_params(spec["K"], V, spec["dtype"])
         guide = make_guide(spec["guide"])
         meter.start()
         e_step_sweep(buckets, params, guide)
     peak = meter.stop_mib()
-    import resource
 
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(json.dumps({"peak_mib": peak, "maxrss_mib": maxrss}))
@@ -350,7 +398,6 @@ def subprocess_peak(row: Row, cache: Path, V: int, threads: int | None, pf_kerne
 def prime(buckets, V, args, seqs):
     """Tiny untimed runs of every code path, so that lazy imports and one-time initialization
     (thread pools, sklearn validation, kernel dispatch) are charged to no configuration."""
-    from ..inference.batch import Bucket
 
     small = []
     for b in buckets:
@@ -379,15 +426,8 @@ def thread_info() -> str:
         f"torch {torch.__version__}: intra-op threads {torch.get_num_threads()}, "
         f"inter-op threads {torch.get_num_interop_threads()}"
     ]
-    try:
-        from threadpoolctl import threadpool_info
-
-        pools = [
-            f"{p.get('internal_api')}({p.get('prefix')}) {p.get('num_threads')}" for p in threadpool_info()
-        ]
-        parts.append("native thread pools: " + (", ".join(pools) if pools else "none loaded"))
-    except ImportError:
-        parts.append("numpy BLAS threads: unknown (threadpoolctl not installed)")
+    pools = [f"{p.get('internal_api')}({p.get('prefix')}) {p.get('num_threads')}" for p in threadpool_info()]
+    parts.append("native thread pools: " + (", ".join(pools) if pools else "none loaded"))
     nb = _numba_module()
     if nb is not None:
         parts.append(
@@ -415,7 +455,6 @@ def set_threads(n: int):
 
 def kernel_info(choice: str) -> str:
     """Which E-step route the PF guide runs: the compiled kernels or the torch reference."""
-    from ..inference import kernels
 
     if choice != "default":
         kernels.ENABLED = choice == "compiled"
@@ -445,8 +484,6 @@ def _g(x, spec):
 # ----------------------------------------------------------------------------- checks
 def numerical_checks(seqs, V, K, guides, dtypes, elbos, log):
     """float32 vs float64 ELBO after one sweep; PF fast vs reference path on a small subset."""
-    from ..inference import e_step_bucket
-    from ..inference.batch import make_buckets
 
     out = []
     if "float32" in dtypes and "float64" in dtypes:
@@ -503,13 +540,10 @@ def numerical_checks(seqs, V, K, guides, dtypes, elbos, log):
 # ----------------------------------------------------------------------------- profile
 def run_profile(buckets, V, dtype, out_dir: Path, log, top: int = 20):
     """Profile one PF sweep at K = 8: torch ops by self CPU time, and Python functions (cProfile)."""
-    import cProfile
-    import pstats
 
     params = make_params(PROFILE_K, V, dtype)
     guide = make_guide("pf")
     e_step_sweep(buckets[:1], params, guide)  # warm-up (lazy init)
-    from torch.profiler import ProfilerActivity, profile
 
     t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -551,7 +585,6 @@ def run_profile(buckets, V, dtype, out_dir: Path, log, top: int = 20):
         "per-bucket wall time of one PF sweep (no profiler):",
         f"  {'M_b':>7} {'T_b':>5} {'cells':>9} {'seconds':>9} {'us/cell':>8}",
     ]
-    from ..inference import e_step_bucket
 
     for b in buckets:
         dt = math.inf
@@ -571,7 +604,6 @@ def run_profile(buckets, V, dtype, out_dir: Path, log, top: int = 20):
 # ----------------------------------------------------------------------------- full fit
 def run_full_fit(seqs, V, tol, max_iter, log):
     """Complete LDHMM-PF fit vs hmmlearn scaling fit to convergence at K = 8."""
-    from ..models import LDHMM
 
     K = 8
     X, L = hmmlearn_inputs(seqs)
@@ -652,7 +684,9 @@ def parse_args(argv=None):
     p.add_argument("--states", type=int, nargs="+", default=[2, 4, 8, 16])
     p.add_argument("--guides", nargs="+", choices=("pf", "ff"), default=["pf", "ff"])
     p.add_argument("--dtypes", nargs="+", choices=tuple(TORCH_DTYPES), default=["float64", "float32"])
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per configuration (median)")
+    p.add_argument(
+        "--repeats", type=int, default=5, help="interleaved rounds of timed runs (median; default 5)"
+    )
     p.add_argument(
         "--time-budget",
         type=float,
@@ -687,6 +721,12 @@ def parse_args(argv=None):
         default="inproc",
         help="peak memory: in-process high-water mark (default), a fresh subprocess "
         "per configuration (one extra run each), or not at all",
+    )
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="also time warm sweeps (ldhmm/e-step-warm: from each bucket's state after 5 sweeps, "
+        "as every EM iteration after the first; FF's cold sweep includes its start)",
     )
     p.add_argument("--no-hmmlearn", action="store_true", help="skip hmmlearn (ratios become empty)")
     p.add_argument("--no-checks", action="store_true", help="skip the numerical checks")
@@ -739,8 +779,6 @@ def main(argv=None) -> int:
     n_tokens = int(lengths.sum())
     progress(f"loaded {len(seqs)} sequences in {time.perf_counter() - t_start:.1f} s")
 
-    from ..inference.batch import make_buckets
-
     buckets = make_buckets(seqs)
     padded = sum(b.n_sequences * b.max_length for b in buckets)
 
@@ -759,13 +797,7 @@ def main(argv=None) -> int:
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
         f"numpy {np.__version__}",
     ]
-    try:
-        import hmmlearn
-
-        header.append(f"hmmlearn {hmmlearn.__version__}")
-    except ImportError:
-        args.no_hmmlearn = True
-        header.append("hmmlearn not installed: its rows are skipped")
+    header.append(f"hmmlearn {hmmlearn.__version__}")
     try:
         load1 = os.getloadavg()[0]
         header.append(f"load average (1 min) at start: {load1:.2f}")
@@ -797,6 +829,20 @@ def main(argv=None) -> int:
     X, L = hmmlearn_inputs(seqs) if not args.no_hmmlearn else (None, None)
     elbos = {}
     check_K = 8 if 8 in args.states else max(args.states)
+    # Every configuration is warmed up (and its memory measured) first; then the timed runs
+    # go in interleaved rounds (time_interleaved). Threads are set around each call.
+    configs = []
+
+    def with_threads(fn, threads):
+        if len(thread_counts) == 1:
+            return fn  # set once for the whole run
+
+        def run():
+            set_threads(threads)
+            fn()
+
+        return run
+
     for K in args.states:
         impls = [] if args.no_hmmlearn else ["scaling"] + (["log"] if K == LOG_REFERENCE_K else [])
         for impl in impls:
@@ -811,9 +857,10 @@ def main(argv=None) -> int:
                 r.peak_mib = meter.stop_mib() if meter is not None else math.nan
                 r.note = "1 run, no warm-up"
             else:
-                r.warmup_s, r.times, r.peak_mib = time_config(fn, args.repeats, args.time_budget, meter)
+                r.warmup_s, r.peak_mib = warm_up(fn, meter)
+                configs.append((r, fn))
             rows.append(r)
-            progress(f"K={K} hmmlearn {impl}: {r.seconds:.3f} s")
+            progress(f"K={K} hmmlearn {impl}: warm-up {r.warmup_s:.3f} s")
         for threads, g, dt in [(t, g, d) for t in thread_counts for g in args.guides for d in args.dtypes]:
             set_threads(threads)
             params = make_params(K, V, dt)
@@ -824,14 +871,26 @@ def main(argv=None) -> int:
                 result["elbo"] = e_step_sweep(buckets, params, guide, len(seqs) if K == check_K else None)
 
             r = Row("ldhmm/e-step", g, dt, K, threads=threads)
-            r.warmup_s, r.times, r.peak_mib = time_config(fn, args.repeats, args.time_budget, meter)
+            r.warmup_s, r.peak_mib = warm_up(fn, meter)
             if K == check_K and threads == thread_counts[0]:
                 elbos[(g, K, dt)] = result["elbo"]
                 if not np.isfinite(result["elbo"]).all():
                     r.note = "non-finite ELBO!"
             rows.append(r)
-            progress(f"K={K} {g} {dt} threads={threads}: {r.seconds:.3f} s (warm-up {r.warmup_s:.3f} s)")
+            configs.append((r, with_threads(fn, threads)))
+            progress(f"K={K} {g} {dt} threads={threads}: warm-up {r.warmup_s:.3f} s")
+            if args.warm:
+                states = warm_states(buckets, params, guide)
+                warm_fn = lambda p=params, gd=guide, st=states: e_step_sweep_warm(buckets, p, gd, st)  # noqa: E731
+                r = Row("ldhmm/e-step-warm", g, dt, K, threads=threads)
+                r.warmup_s, r.peak_mib = warm_up(warm_fn, meter)
+                rows.append(r)
+                configs.append((r, with_threads(warm_fn, threads)))
+                progress(f"K={K} {g} {dt} threads={threads} warm: warm-up {r.warmup_s:.3f} s")
         set_threads(thread_counts[0])
+    progress(f"timed runs: {args.repeats} interleaved rounds over {len(configs)} configurations")
+    time_interleaved(configs, args.repeats, args.time_budget)
+    set_threads(thread_counts[0])
 
     if args.memory == "subprocess":
         cache = out_dir / "_data_cache.npz"

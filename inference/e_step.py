@@ -518,11 +518,14 @@ def e_step_bucket(
         if isinstance(guide_state, torch.Tensor) and not consume_state:
             guide_state = guide_state.clone()  # compiled paths update it in place
 
-    if guide_state is None:
-        # Cold start (q(theta) = the prior where no counts exist yet): the guide's own start,
-        # the same for the compiled and the torch route.
-        guide_state = guide.init_state(*token_potentials(params, counts, bucket, fixed_elog), mask)
     family = compiled_family(guide, counts, guide_state)
+    if guide_state is None and (family is None or FAMILIES[family][1]):
+        # Cold start (q(theta) = the prior where no counts exist yet): the guide's own start,
+        # the same for the compiled and the torch route. A compiled update that carries no
+        # state (PF) starts from the counts alone, so its guide's state is never computed:
+        # it cost as much as the sweep itself (E log theta of every sequence, in torch).
+        guide_state = guide.init_state(*token_potentials(params, counts, bucket, fixed_elog), mask)
+        family = compiled_family(guide, counts, guide_state)
     if family is None or not bucket.sparse:
         # the dense torch route's log B(prior): O(K V), so only where it may run
         prior_log_beta = {g: log_multivariate_beta(params.prior[g].double()) for g in seq_groups}

@@ -7,8 +7,10 @@ import pytest
 import torch
 from scipy import optimize, special
 
-from ldhmm.inference import kernels
+from ldhmm.inference import e_step_bucket, init_parameters, kernels
+from ldhmm.inference.batch import make_buckets
 from ldhmm.inference.chain import forward_backward, forward_log_normalizer
+from ldhmm.inference.guides import PFGuide
 from ldhmm.inference.ops.chain import backward_log_messages, forward_backward_log
 from ldhmm.inference.ops.dirichlet import (
     dirichlet_prior_objective,
@@ -17,6 +19,7 @@ from ldhmm.inference.ops.dirichlet import (
     newton_dirichlet,
 )
 from ldhmm.inference.ops.mean_field import init_mean_field, mean_field_stats, mean_field_sweep
+from ldhmm.inference.variants import LDHMM_SHARING
 
 
 def random_chain(M, T, K, seed, lengths=None, shared=False):
@@ -211,3 +214,37 @@ def test_compiled_core_and_log_space_reference_agree_on_ragged_batches(dtype):
     for x, y in zip(a, b):
         assert x.dtype == dtype
         assert torch.allclose(x, y, atol=tol, rtol=tol)
+
+
+class _CountingPF(PFGuide):
+    """PF guide that counts calls of its (stateless) start."""
+
+    def __init__(self):
+        super().__init__()
+        self.init_calls = 0
+
+    def init_state(self, *args):
+        self.init_calls += 1
+        return super().init_state(*args)
+
+
+def test_compiled_pf_e_step_never_builds_the_guide_start_it_would_drop():
+    # The compiled PF update carries no state: the guide's start (E log theta of every
+    # sequence in torch) was computed for every bucket and dropped. Same numbers without it.
+    rng = np.random.default_rng(3)
+    seqs = [rng.integers(0, 5, size=n) for n in rng.integers(2, 30, size=40)]
+    bucket = make_buckets(seqs)[0]
+    params = init_parameters(LDHMM_SHARING, 3, 5, seed=1, dtype=torch.float64)
+    guide = _CountingPF()
+    cold = e_step_bucket(bucket, params, guide, None, max_iter=5)
+    warm = e_step_bucket(bucket, params, guide, cold, max_iter=5)
+    assert guide.init_calls == 0
+    previous = kernels.ENABLED
+    kernels.ENABLED = False  # the torch route still starts from the guide's state
+    try:
+        reference = e_step_bucket(bucket, params, guide, None, max_iter=5)
+    finally:
+        kernels.ENABLED = previous
+    assert guide.init_calls >= 1
+    torch.testing.assert_close(cold.elbo, reference.elbo, rtol=1e-10, atol=1e-10)
+    assert torch.all(warm.elbo >= cold.elbo - 1e-9)
