@@ -1,10 +1,10 @@
-"""The E-step benchmark's timing protocol: interleaved rounds, warm sweeps (no timings asserted)."""
+"""Experiment helpers: the E-step benchmark's timing protocol (no timings asserted), ELBO against K."""
 
 from __future__ import annotations
 
 import csv
 
-from ldhmm.experiments import bench
+from ldhmm.experiments import bench, elbo_vs_k
 
 
 def test_timed_runs_are_interleaved_round_by_round():
@@ -64,3 +64,18 @@ def test_bench_writes_cold_and_warm_rows_for_both_guides(tmp_path):
         if r["implementation"].startswith("ldhmm/e-step"):
             assert int(r["runs"]) == 2
             assert float(r["seconds_median"]) > 0
+
+
+def test_falls_names_each_K_below_the_best_of_the_smaller_ones():
+    rows = [
+        {"K": 2, "guide": "pf", "elbo": -1.0},
+        {"K": 3, "guide": "pf", "elbo": -1.2},
+        {"K": 4, "guide": "pf", "elbo": -0.9},
+        {"K": 5, "guide": "pf", "elbo": -0.95},
+        {"K": 2, "guide": "ff", "elbo": -2.0},
+    ]
+    fell = elbo_vs_k.falls(rows, "pf")
+    assert [K for K, _ in fell] == [3, 5]
+    assert abs(fell[0][1] - 0.2) < 1e-12 and abs(fell[1][1] - 0.05) < 1e-12
+    assert elbo_vs_k.falls(rows, "pf", slack=0.1) == [(3, fell[0][1])]
+    assert elbo_vs_k.falls(rows, "ff") == []
