@@ -635,7 +635,11 @@ def start_state(start: str, bucket: Bucket, params: VariantParameters, guide, ma
         counts = _random_counts(bucket, params, int(start.split(":", 1)[1]))
     else:
         raise ValueError(f"unknown start {start!r}; use one of {STARTS}")
-    guide_state = guide.init_state(*token_potentials(params, counts, bucket), bucket.mask)
+    family = compiled_family(guide, counts, None)
+    if family is not None and not FAMILIES[family][1]:
+        guide_state = None  # a compiled update without state starts from the counts alone
+    else:
+        guide_state = guide.init_state(*token_potentials(params, counts, bucket), bucket.mask)
     return BucketState(counts, None, guide_state, None, None, {}, 0, bucket.symbols)
 
 

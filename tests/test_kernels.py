@@ -10,6 +10,7 @@ from scipy import optimize, special
 from ldhmm.inference import e_step_bucket, init_parameters, kernels
 from ldhmm.inference.batch import make_buckets
 from ldhmm.inference.chain import forward_backward, forward_log_normalizer
+from ldhmm.inference.e_step import best_of_starts, default_starts
 from ldhmm.inference.guides import PFGuide
 from ldhmm.inference.ops.chain import backward_log_messages, forward_backward_log
 from ldhmm.inference.ops.dirichlet import (
@@ -238,7 +239,9 @@ def test_compiled_pf_e_step_never_builds_the_guide_start_it_would_drop():
     guide = _CountingPF()
     cold = e_step_bucket(bucket, params, guide, None, max_iter=5)
     warm = e_step_bucket(bucket, params, guide, cold, max_iter=5)
+    best = best_of_starts(bucket, params, guide, default_starts(guide), None, max_iter=5)
     assert guide.init_calls == 0
+    assert torch.all(best.elbo >= cold.elbo - 1e-9)  # "prior" is one of the starts
     previous = kernels.ENABLED
     kernels.ENABLED = False  # the torch route still starts from the guide's state
     try:
