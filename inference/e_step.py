@@ -223,6 +223,14 @@ def compiled_family(guide: GuideProtocol, counts: dict, guide_state) -> str | No
     return family
 
 
+def _starts_from_counts(guide: GuideProtocol, counts: dict) -> bool:
+    """Whether the E-step of these counts runs the guide's compiled update and that update
+    carries no state between sweeps (PF): it starts from the counts alone, so the guide's
+    start state (E log theta of every sequence, in torch: as costly as a sweep) is not built."""
+    family = compiled_family(guide, counts, None)
+    return family is not None and not FAMILIES[family][1]
+
+
 def _tensors_key(params: VariantParameters) -> tuple:
     """Identifies the parameters' current values: each tensor's storage and in-place version."""
     return tuple(
@@ -518,14 +526,11 @@ def e_step_bucket(
         if isinstance(guide_state, torch.Tensor) and not consume_state:
             guide_state = guide_state.clone()  # compiled paths update it in place
 
-    family = compiled_family(guide, counts, guide_state)
-    if guide_state is None and (family is None or FAMILIES[family][1]):
+    if guide_state is None and not _starts_from_counts(guide, counts):
         # Cold start (q(theta) = the prior where no counts exist yet): the guide's own start,
-        # the same for the compiled and the torch route. A compiled update that carries no
-        # state (PF) starts from the counts alone, so its guide's state is never computed:
-        # it cost as much as the sweep itself (E log theta of every sequence, in torch).
+        # the same for the compiled and the torch route.
         guide_state = guide.init_state(*token_potentials(params, counts, bucket, fixed_elog), mask)
-        family = compiled_family(guide, counts, guide_state)
+    family = compiled_family(guide, counts, guide_state)
     if family is None or not bucket.sparse:
         # the dense torch route's log B(prior): O(K V), so only where it may run
         prior_log_beta = {g: log_multivariate_beta(params.prior[g].double()) for g in seq_groups}
@@ -635,10 +640,8 @@ def start_state(start: str, bucket: Bucket, params: VariantParameters, guide, ma
         counts = _random_counts(bucket, params, int(start.split(":", 1)[1]))
     else:
         raise ValueError(f"unknown start {start!r}; use one of {STARTS}")
-    family = compiled_family(guide, counts, None)
-    if family is not None and not FAMILIES[family][1]:
-        guide_state = None  # a compiled update without state starts from the counts alone
-    else:
+    guide_state = None
+    if not _starts_from_counts(guide, counts):
         guide_state = guide.init_state(*token_potentials(params, counts, bucket), bucket.mask)
     return BucketState(counts, None, guide_state, None, None, {}, 0, bucket.symbols)
 
