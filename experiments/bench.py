@@ -199,7 +199,6 @@ TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
 def make_guide(name: str, reference: bool = False):
-
     if name == "pf":
         return PFGuide(reference=reference)
     if name == "ff":
@@ -213,7 +212,6 @@ def make_params(K: int, V: int, dtype: str):
     float32 parameters are the float64 ones rounded to float32 (same values up to rounding), so
     that float32 and float64 sweeps can be compared sequence by sequence.
     """
-
     p = init_parameters(LDHMM_SHARING, K, V, seed=0, dtype=torch.float64)
     if dtype == "float64":
         return p
@@ -229,21 +227,18 @@ def make_params(K: int, V: int, dtype: str):
 def warm_states(buckets, params, guide, sweeps: int = 5) -> list:
     """Each bucket's state after ``sweeps`` sweeps from the cold start: where the timed warm
     sweeps (:func:`e_step_sweep_warm`) begin, as every EM iteration after the first does."""
-
     return [e_step_bucket(b, params, guide, None, max_iter=sweeps) for b in buckets]
 
 
 def e_step_sweep_warm(buckets, params, guide, states):
     """One E-step sweep over all buckets from ``states`` (copied, so that every run starts from
     the same point): the unit an EM iteration repeats."""
-
     for b, st in zip(buckets, states):
         e_step_bucket(b, params, guide, st, max_iter=1)
 
 
 def e_step_sweep(buckets, params, guide, n_total: int | None = None):
     """One E-step sweep over all buckets; returns the per-sequence ELBO (numpy, data order)."""
-
     elbo = np.full(n_total, np.nan) if n_total is not None else None
     for b in buckets:
         st = e_step_bucket(b, params, guide, None, max_iter=1)
@@ -253,7 +248,6 @@ def e_step_sweep(buckets, params, guide, n_total: int | None = None):
 
 
 def hmmlearn_model(K: int, V: int, implementation: str, n_iter: int = 1, tol: float = 0.0):
-
     return CategoricalHMM(
         n_components=K,
         n_features=V,
@@ -311,27 +305,6 @@ def time_interleaved(configs: list, repeats: int, budget: float) -> None:
             t0 = time.perf_counter()
             fn()
             row.times.append(time.perf_counter() - t0)
-
-
-def time_config(fn, repeats: int, budget: float, meter: PeakRSS | None):
-    """Warm-up once, then up to ``repeats`` timed runs within ``budget`` seconds (at least one)."""
-    if meter is not None:
-        meter.start()
-    t0 = time.perf_counter()
-    fn()
-    warm = time.perf_counter() - t0
-    spent = warm
-    times = []
-    while len(times) < max(repeats, 1):
-        t0 = time.perf_counter()
-        fn()
-        dt = time.perf_counter() - t0
-        times.append(dt)
-        spent += dt
-        if spent > budget:
-            break
-    peak = meter.stop_mib() if meter is not None else math.nan
-    return warm, times, peak
 
 
 # ----------------------------------------------------------------------------- subprocess memory
@@ -818,20 +791,17 @@ def main(argv=None) -> int:
         meter = None
     rows: list[Row] = []
 
-    # bucketing
-    r = Row("ldhmm/bucketing", "", "", None, threads=torch.get_num_threads())
-    r.warmup_s, r.times, r.peak_mib = time_config(
-        lambda: make_buckets(seqs), args.repeats, args.time_budget, meter
-    )
-    rows.append(r)
-    progress(f"bucketing: {r.seconds:.3f} s")
-
     X, L = hmmlearn_inputs(seqs) if not args.no_hmmlearn else (None, None)
     elbos = {}
     check_K = 8 if 8 in args.states else max(args.states)
     # Every configuration is warmed up (and its memory measured) first; then the timed runs
     # go in interleaved rounds (time_interleaved). Threads are set around each call.
     configs = []
+    r = Row("ldhmm/bucketing", "", "", None, threads=torch.get_num_threads())
+    bucketing = lambda: make_buckets(seqs)  # noqa: E731
+    r.warmup_s, r.peak_mib = warm_up(bucketing, meter)
+    rows.append(r)
+    configs.append((r, bucketing))
 
     def with_threads(fn, threads):
         if len(thread_counts) == 1:
