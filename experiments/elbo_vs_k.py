@@ -73,6 +73,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.restarts < 1:
         parser.error("--restarts must be >= 1")
+    if min(args.states) < 1:
+        parser.error("--states must all be >= 1")
     db = load_paper_subset(args.dataset, args.data_dir, n=args.n_sequences)
     seqs = db.sequences
     print(
