@@ -20,8 +20,8 @@ from .registry import register
 
 __all__ = ["LDHMM", "SVI_BATCH_SIZE", "SVI_PATIENCE"]
 
-#: Minibatch size and patience (epochs) of ``optimizer="svi"``.
-#: Minibatch size of ``optimizer="svi"``: :func:`ldhmm.inference.minibatch.auto_batch_size` of the data.
+#: Minibatch size of ``optimizer="svi"`` (``"auto"``: :func:`ldhmm.inference.minibatch.auto_batch_size`
+#: of the data) and its patience (epochs).
 SVI_BATCH_SIZE = "auto"
 SVI_PATIENCE = 10
 
@@ -157,7 +157,7 @@ class LDHMM(VariantHMM):
                 name: params.prior[g].clamp_min(2 * SVI_MIN_CONCENTRATION)
                 for name, g in (("alpha_pi", "pi"), ("alpha_A", "A"), ("beta", "B"))
             },
-            batch_size=auto_batch_size(len(seqs)),
+            batch_size=auto_batch_size(len(seqs)) if SVI_BATCH_SIZE == "auto" else SVI_BATCH_SIZE,
             lr=self.svi_lr,
             rule=ConvergenceRule(tol=self.tol, patience=SVI_PATIENCE, max_epochs=self.svi_steps),
             seed=self.seed,
