@@ -54,6 +54,7 @@ import functools
 import hashlib
 import json
 import multiprocessing as mp
+import multiprocessing.resource_tracker
 import os
 import random
 import re
@@ -481,10 +482,16 @@ def _exit_with_parent(parent: int) -> None:
 def _sigint_blocked():
     """SIGINT blocked in this thread inside the block: processes started here inherit the
     mask, so a Ctrl-C cannot reach them before :func:`_init_worker` ignores it; one that
-    reaches this process meanwhile is delivered when the block ends."""
+    reaches this process meanwhile is delivered when the block ends.
+
+    multiprocessing's resource tracker is started first: the first pool of a process starts it
+    (its queues' locks register there), and starting it *unblocks* SIGINT in the calling
+    thread (``resource_tracker.ensure_running``), which let a Ctrl-C reach a worker still
+    importing, whose traceback was then cut off after its first line when the parent killed it."""
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
+    multiprocessing.resource_tracker.ensure_running()
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield

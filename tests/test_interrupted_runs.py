@@ -445,3 +445,26 @@ def test_without_fcntl_the_module_imports_and_runs_unlocked(tmp_path, monkeypatc
     assert not (out / LOCK_NAME).exists()
     with module.lock_out_dir(out):
         pass
+
+
+SIGMASK_PROBE = """
+import multiprocessing as mp, signal
+from concurrent.futures import ProcessPoolExecutor
+from ldhmm.experiments.tasks import _sigint_blocked
+with _sigint_blocked():
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+    worker_mask = pool.submit(signal.pthread_sigmask, signal.SIG_BLOCK, []).result(60)
+    parent = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+pool.shutdown()
+print(parent, signal.SIGINT in worker_mask)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no signal masks")
+def test_workers_start_with_sigint_blocked_in_a_fresh_process():
+    """The first pool of a process starts multiprocessing's resource tracker, which unblocks
+    SIGINT in the calling thread: every worker spawned after it must still start with SIGINT
+    blocked (a fresh interpreter, so that the tracker is not already running)."""
+    done = subprocess.run([sys.executable, "-c", SIGMASK_PROBE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]
