@@ -44,6 +44,7 @@ __all__ = [
     "emission_log_sums",
     "expected_log_emissions",
     "token_potentials",
+    "prior_token_potentials",
     "to_dense_counts",
     "LocalView",
     "LOCAL_CHUNK",
@@ -228,6 +229,27 @@ def token_potentials(params: VariantParameters, counts: dict, bucket: Bucket, fi
         fixed_B = fixed["B"] if fixed is not None else params.fixed_expected_log("B")
         log_obs = emission_potentials(fixed_B, bucket.tokens)
     return elog["pi"], elog["A"], log_obs
+
+
+def prior_token_potentials(params: VariantParameters, bucket: Bucket, fixed: dict | None = None):
+    """:func:`token_potentials` at zero counts (q(theta) = the prior for every sequence: the cold
+    start), the same values: the prior's E log theta is computed once, O(K^2 + K V), and
+    repeated for the bucket's M_b sequences, instead of M_b times (digamma over (M_b, K, W))."""
+    seq_groups = params.sharing.groups(SEQUENCE)
+    M = bucket.n_sequences
+    dtype = params.dtype
+    elog = {}
+    for g in ("pi", "A"):
+        if g in seq_groups:
+            e = expected_log_dirichlet(params.prior[g].double()).to(dtype)
+            elog[g] = e.expand((M,) + tuple(e.shape)).contiguous()
+        else:
+            elog[g] = fixed[g] if fixed is not None else params.fixed_expected_log(g)
+    if "B" in seq_groups:
+        log_B = expected_log_dirichlet(params.prior["B"].double()).to(dtype)[None]
+    else:
+        log_B = fixed["B"] if fixed is not None else params.fixed_expected_log("B")
+    return elog["pi"], elog["A"], emission_potentials(log_B, bucket.tokens)
 
 
 def to_dense_counts(counts_B: torch.Tensor, bucket: Bucket, n_symbols: int) -> torch.Tensor:

@@ -214,8 +214,9 @@ class FFGuide(ChainGuide):
         # docs/math.md, "Held-out E-step").
         marginals = forward_backward(log_initial, log_transition, log_obs, mask).state_marginals
         sharp = marginals**self.init_sharpening
-        sharp = sharp / sharp.sum(-1, keepdim=True).clamp_min(torch.finfo(sharp.dtype).tiny)
-        return torch.where(mask[..., None], sharp, torch.zeros_like(sharp)).contiguous()
+        # in place on the one new (M, T, K) tensor: this start runs on every cold FF E-step
+        sharp.div_(sharp.sum(-1, keepdim=True).clamp_min_(torch.finfo(sharp.dtype).tiny))
+        return sharp.masked_fill_(~mask[..., None], 0.0).contiguous()
 
     def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
         phi = state if state is not None else self.init_state(log_initial, log_transition, log_obs, mask)

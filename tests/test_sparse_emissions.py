@@ -17,19 +17,23 @@ from ldhmm.baselines.hmmv import HMMV
 from ldhmm.baselines.vbhmm import VBHMM
 from ldhmm.cli.posterior import posterior_table
 from ldhmm.data import SequenceDatabase
-from ldhmm.inference import kernels, make_buckets
+from ldhmm.inference import HMMV_SHARING, LDHMM_SHARING, kernels, make_buckets
 from ldhmm.inference.emissions import (
     SPARSE_MIN_SYMBOLS,
     LocalView,
     dense_emission_posterior,
     emission_layout,
     emission_log_sums,
+    prior_token_potentials,
     slot_mask,
     to_dense_counts,
+    token_potentials,
 )
 from ldhmm.inference.kernels.dirichlet_multinomial import SUM_BLOCK
 from ldhmm.inference.kernels.sparse import local_symbols, scatter_blocks, scatter_rows
 from ldhmm.inference.ops.dirichlet import expected_log_dirichlet
+from ldhmm.inference.parameters import group_shape, init_parameters
+from ldhmm.inference.variants import GROUPS
 
 
 def _data(seed, V, n=70, held=25, max_len=15, unseen=2):
@@ -242,3 +246,28 @@ def test_cli_posterior_table_in_the_sparse_layout():
         np.testing.assert_allclose(
             beta[:, others] / table["B_row_total"][i][:, None], full[:, others], rtol=1e-12
         )
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize(
+    "sharing",
+    [LDHMM_SHARING, HMMV_SHARING, ParameterSharing(pi="sequence", A="sequence", B="point", pseudocount=0.5)],
+    ids=["ldhmm", "hmmv", "point-B"],
+)
+def test_cold_start_potentials_are_those_at_zero_counts(sparse, sharing):
+    """The cold start's potentials (the prior's E log theta, computed once) equal the general
+    route's at all-zero counts, sequence by sequence, at every real position."""
+    V, K = 7, 3
+    train, _ = _data(3, V, n=40, unseen=0)
+    params = init_parameters(sharing, K, V, seed=1, dtype=torch.float64)
+    for bucket in make_buckets(train, sparse=sparse, n_symbols=V):
+        W = bucket.emission_width(V)
+        zeros = {
+            g: torch.zeros((bucket.n_sequences,) + group_shape(g, K, W), dtype=torch.float64) for g in GROUPS
+        }
+        general = token_potentials(params, zeros, bucket)
+        cold = prior_token_potentials(params, bucket)
+        mask = bucket.mask[..., None]
+        for a, b in zip(general[:2], cold[:2]):
+            torch.testing.assert_close(b.expand_as(a) if b.dim() < a.dim() else b, a, rtol=1e-14, atol=1e-14)
+        torch.testing.assert_close(cold[2] * mask, general[2] * mask, rtol=1e-14, atol=1e-14)
