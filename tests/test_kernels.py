@@ -19,6 +19,7 @@ from ldhmm.inference.ops.dirichlet import (
     kl_dirichlet,
     newton_dirichlet,
 )
+from ldhmm.inference.ops.hashing import hashed_uniform, splitmix64
 from ldhmm.inference.ops.mean_field import init_mean_field, mean_field_stats, mean_field_sweep
 from ldhmm.inference.variants import LDHMM_SHARING
 
@@ -251,3 +252,32 @@ def test_compiled_pf_e_step_never_builds_the_guide_start_it_would_drop():
     assert guide.init_calls >= 1
     torch.testing.assert_close(cold.elbo, reference.elbo, rtol=1e-10, atol=1e-10)
     assert torch.all(warm.elbo >= cold.elbo - 1e-9)
+
+
+def _hashed_uniform_broadcast_first(*keys):
+    """Reference twin of ``hashed_uniform``: every key broadcast to the full shape first."""
+    arrays = np.broadcast_arrays(*[np.asarray(k, dtype=np.int64).astype(np.uint64) for k in keys])
+    h = np.zeros(arrays[0].shape, dtype=np.uint64)
+    for a in arrays:
+        h = splitmix64(h ^ a)
+    return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        (7, np.arange(40)[:, None, None] * 7919, np.arange(30)[None, :, None], np.arange(5)[None, None, :]),
+        (3,),
+        (np.arange(6),),
+        (np.arange(4)[:, None], 2, np.arange(3)),
+        (-5, 2**62, np.arange(3)),
+    ],
+)
+def test_hashed_uniform_is_the_hash_of_the_broadcast_keys(keys):
+    """Hashing key by key while broadcasting gives the values of the fully broadcast keys,
+    bit for bit (the E-step's random starts depend on it), in (0, 1)."""
+    got = hashed_uniform(*keys)
+    want = _hashed_uniform_broadcast_first(*keys)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert np.array_equal(got, want)
+    assert np.all((got > 0) & (got < 1))

@@ -36,9 +36,12 @@ def hashed_uniform(*keys) -> np.ndarray:
     -------
     ndarray of float64, the broadcast shape
     """
-    arrays = np.broadcast_arrays(*[np.asarray(k, dtype=np.int64).astype(np.uint64) for k in keys])
-    h = np.zeros(arrays[0].shape, dtype=np.uint64)
-    for a in arrays:
-        h = splitmix64(h ^ a)
+    # Key by key, broadcasting as it goes: each round runs at the shape of the keys so far (for
+    # (draw, sequence, position, state) only the last round is M x T x K); elementwise, so the
+    # values are those of hashing the fully broadcast keys.
+    h = np.zeros((), dtype=np.uint64)
+    for k in keys:
+        h = splitmix64(h ^ np.asarray(k, dtype=np.int64).astype(np.uint64))
+    h = np.asarray(h)
     # 53 random bits, shifted away from 0
     return ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
