@@ -37,7 +37,6 @@ from .emissions import (
     add_emission_counts,
     chunks,
     emission_log_sums,
-    prior_token_potentials,
     token_potentials,
     total_emission_counts,
 )
@@ -530,13 +529,9 @@ def e_step_bucket(
     if guide_state is None and not _starts_from_counts(guide, counts):
         # Cold start (q(theta) = the prior where no counts exist yet): the guide's own start,
         # the same for the compiled and the torch route. Without a state the counts are the
-        # zeros made above, so the potentials are the prior's, computed once.
-        potentials = (
-            prior_token_potentials(params, bucket, fixed_elog)
-            if state is None
-            else token_potentials(params, counts, bucket, fixed_elog)
-        )
-        guide_state = guide.init_state(*potentials, mask)
+        # zeros made above: None asks for the prior's potentials, computed once.
+        start_counts = None if state is None else counts
+        guide_state = guide.init_state(*token_potentials(params, start_counts, bucket, fixed_elog), mask)
     family = compiled_family(guide, counts, guide_state)
     if family is None or not bucket.sparse:
         # the dense torch route's log B(prior): O(K V), so only where it may run

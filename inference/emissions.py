@@ -44,7 +44,6 @@ __all__ = [
     "emission_log_sums",
     "expected_log_emissions",
     "token_potentials",
-    "prior_token_potentials",
     "to_dense_counts",
     "LocalView",
     "LOCAL_CHUNK",
@@ -210,46 +209,35 @@ def expected_log_emissions(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket
     return (torch.digamma(gathered + c) - torch.digamma(totals)[..., None]).to(counts_B.dtype)
 
 
-def token_potentials(params: VariantParameters, counts: dict, bucket: Bucket, fixed: dict | None = None):
+def token_potentials(
+    params: VariantParameters, counts: dict | None, bucket: Bucket, fixed: dict | None = None
+):
     """``E log pi``, ``E log A`` and the emission potentials ``E log B[k, x_n]`` (M_b, T, K) of
     a bucket at its counts, in either layout (what a guide's ``init_state`` and ``update_hidden``
-    take)."""
+    take). ``counts=None`` means zero counts, q(theta) = the prior for every sequence (the cold
+    start): the prior's E log theta is computed once, O(K^2 + K V), and repeated for the
+    bucket's sequences (the same values as at explicit zeros)."""
     seq_groups = params.sharing.groups(SEQUENCE)
     elog = {}
     for g in ("pi", "A"):
-        if g in seq_groups:
+        if g not in seq_groups:
+            elog[g] = fixed[g] if fixed is not None else params.fixed_expected_log(g)
+        elif counts is None:
+            e = expected_log_dirichlet(params.prior[g].double()).to(params.dtype)
+            elog[g] = e.expand((bucket.n_sequences,) + tuple(e.shape)).contiguous()
+        else:
             conc = params.prior[g].double() + counts[g].double()
             elog[g] = expected_log_dirichlet(conc).to(counts[g].dtype)
-        else:
-            elog[g] = fixed[g] if fixed is not None else params.fixed_expected_log(g)
-    if "B" in seq_groups:
-        log_B = expected_log_emissions(params.prior["B"], counts["B"], bucket)
-        log_obs = emission_potentials(log_B, bucket.emission_tokens)
-    else:
+    if "B" not in seq_groups:
         fixed_B = fixed["B"] if fixed is not None else params.fixed_expected_log("B")
         log_obs = emission_potentials(fixed_B, bucket.tokens)
-    return elog["pi"], elog["A"], log_obs
-
-
-def prior_token_potentials(params: VariantParameters, bucket: Bucket, fixed: dict | None = None):
-    """:func:`token_potentials` at zero counts (q(theta) = the prior for every sequence: the cold
-    start), the same values: the prior's E log theta is computed once, O(K^2 + K V), and
-    repeated for the bucket's M_b sequences, instead of M_b times (digamma over (M_b, K, W))."""
-    seq_groups = params.sharing.groups(SEQUENCE)
-    M = bucket.n_sequences
-    dtype = params.dtype
-    elog = {}
-    for g in ("pi", "A"):
-        if g in seq_groups:
-            e = expected_log_dirichlet(params.prior[g].double()).to(dtype)
-            elog[g] = e.expand((M,) + tuple(e.shape)).contiguous()
-        else:
-            elog[g] = fixed[g] if fixed is not None else params.fixed_expected_log(g)
-    if "B" in seq_groups:
-        log_B = expected_log_dirichlet(params.prior["B"].double()).to(dtype)[None]
+    elif counts is None:
+        log_B = expected_log_dirichlet(params.prior["B"].double()).to(params.dtype)[None]
+        log_obs = emission_potentials(log_B, bucket.tokens)
     else:
-        log_B = fixed["B"] if fixed is not None else params.fixed_expected_log("B")
-    return elog["pi"], elog["A"], emission_potentials(log_B, bucket.tokens)
+        log_B = expected_log_emissions(params.prior["B"], counts["B"], bucket)
+        log_obs = emission_potentials(log_B, bucket.emission_tokens)
+    return elog["pi"], elog["A"], log_obs
 
 
 def to_dense_counts(counts_B: torch.Tensor, bucket: Bucket, n_symbols: int) -> torch.Tensor:
