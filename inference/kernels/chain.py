@@ -15,9 +15,12 @@ from numba import njit, prange
 
 __all__ = ["FASTMATH", "shift_initial", "shift_transition", "chain_pass", "forward_backward_potentials"]
 
-# Reassociation lets LLVM vectorize the K-long reductions; no 'nnan'/'ninf' flags, so the
-# finiteness checks that route underflows to the log-space path stay.
-FASTMATH = {"reassoc", "contract", "arcp", "nsz"}
+# No 'reassoc': with it LLVM's vectorized reductions grouped their terms by where an array
+# happened to land in memory, so the same E-step differed in the last bits from call to call
+# and between thread counts, and EM grew that to ~1e-5 nats (a jobs=1 vs jobs=2 comparison
+# could fail). Bitwise reproducibility costs 10-20% of a PF sweep (docs/performance.md). No
+# 'nnan'/'ninf' either, so the finiteness checks that route underflows to log space stay.
+FASTMATH = {"contract", "arcp", "nsz"}
 
 # Sequences per block of the parallel loop: one set of scratch arrays per block.
 BLOCK = 64
