@@ -46,6 +46,12 @@ def _as_int_array(seq, index: int) -> np.ndarray:
             raise ValueError(
                 f"sequence {index} has a non-integer token {bad!r}; symbols must be integers 0..V-1"
             )
+    if not np.issubdtype(arr.dtype, np.signedinteger) and arr.max() >= 2.0**63:
+        # uint64 and floats beyond int64 would wrap around to negative ids in the cast below
+        raise ValueError(
+            f"sequence {index} has symbol id {int(arr.max())}, beyond any vocabulary (over 2**63): "
+            "encode the symbols densely as 0..V-1 (ldhmm.data.Vocabulary)"
+        )
     arr = arr.astype(np.int64, copy=False)
     if arr.min() < 0:
         raise ValueError(f"sequence {index} has a negative symbol {int(arr.min())}; symbols are 0..V-1")

@@ -72,6 +72,20 @@ def test_a_huge_symbol_id_is_named_not_allocated():
     assert "densely" in str(info.value) and "n_symbols" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "ids, named",
+    [
+        (np.array([0, 1, 2**63], dtype=np.uint64), "9223372036854775808"),
+        (np.array([0.0, 1.0, 1e20]), "100000000000000000000"),
+    ],
+)
+def test_ids_beyond_int64_are_named_not_wrapped_to_negative(ids, named):
+    """uint64 or float ids over 2**63 would wrap to negative int64 ids in the cast."""
+    with pytest.raises(ValueError, match=named) as info:
+        LDHMM(2, seed=0).fit([ids, np.array([0, 1])])
+    assert "negative" not in str(info.value) and "densely" in str(info.value)
+
+
 def test_the_limit_reaches_worker_processes_through_the_environment(monkeypatch):
     set_max_memory("3G")
     assert memory.os.environ[memory.MAX_MEMORY_ENV_VAR] == str(3 * 2**30)
