@@ -46,10 +46,16 @@ def _as_int_array(seq, index: int) -> np.ndarray:
             raise ValueError(
                 f"sequence {index} has a non-integer token {bad!r}; symbols must be integers 0..V-1"
             )
-    if not np.issubdtype(arr.dtype, np.signedinteger) and arr.max() >= 2.0**63:
-        # uint64 and floats beyond int64 would wrap around to negative ids in the cast below
+    # uint64 and floats beyond int64 would wrap around to negative ids in the cast below;
+    # unsigned ids compare as integers (as floats, 2**63 - 1 would round up to 2**63)
+    top = arr.max()
+    if np.issubdtype(arr.dtype, np.unsignedinteger):
+        too_big = top > np.iinfo(np.int64).max
+    else:
+        too_big = np.issubdtype(arr.dtype, np.floating) and top >= 2.0**63
+    if too_big:
         raise ValueError(
-            f"sequence {index} has symbol id {int(arr.max())}, beyond any vocabulary (over 2**63): "
+            f"sequence {index} has symbol id {int(top)}, beyond any vocabulary (over 2**63): "
             "encode the symbols densely as 0..V-1 (ldhmm.data.Vocabulary)"
         )
     arr = arr.astype(np.int64, copy=False)

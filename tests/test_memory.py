@@ -86,6 +86,14 @@ def test_ids_beyond_int64_are_named_not_wrapped_to_negative(ids, named):
     assert "negative" not in str(info.value) and "densely" in str(info.value)
 
 
+def test_the_largest_int64_id_as_uint64_is_not_called_over_2_63():
+    """2**63 - 1 fits in int64 (as a float it would round up to 2**63): it reaches the
+    vocabulary-size check, which names it, not the over-2**63 one."""
+    with pytest.raises(ValueError, match="far beyond") as info:
+        LDHMM(2, seed=0).fit([np.array([0, 2**63 - 1], dtype=np.uint64), np.array([0, 1])])
+    assert "9223372036854775807" in str(info.value) and "over 2**63" not in str(info.value)
+
+
 def test_the_limit_reaches_worker_processes_through_the_environment(monkeypatch):
     set_max_memory("3G")
     assert memory.os.environ[memory.MAX_MEMORY_ENV_VAR] == str(3 * 2**30)
