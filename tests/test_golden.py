@@ -17,6 +17,12 @@ import pytest
 
 HERE = Path(__file__).resolve().parent / "golden"
 
+#: Fields computed by torch's vectorized special functions (exp, log, logsumexp over sampled
+#: parameters), whose last bits depend on the CPU's instruction set: measured 2.5e-12 relative
+#: between an AVX-512 machine and the one that wrote the file. Everything the compiled kernels
+#: compute is bitwise the same on any machine and stays at 1e-12.
+CPU_DEPENDENT_RTOL = {"log_marginal_is": 1e-10}
+
 
 def _load_maker():
     spec = importlib.util.spec_from_file_location("make_golden", HERE / "make_golden.py")
@@ -43,11 +49,12 @@ def test_golden_records_unchanged(recomputed, golden):
         if key not in golden:
             continue
         expected = golden[key]
-        rtol = expected.get("rtol", 1e-12)
+        record_rtol = expected.get("rtol", 1e-12)
         assert set(record) == set(expected), key
         for field, value in record.items():
             if field == "rtol":
                 continue
+            rtol = max(record_rtol, CPU_DEPENDENT_RTOL.get(field, 0.0))
             np.testing.assert_allclose(
                 np.asarray(value), np.asarray(expected[field]), rtol=rtol, atol=0, err_msg=f"{key}.{field}"
             )

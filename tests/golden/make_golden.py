@@ -105,6 +105,9 @@ def synthetic_records():
             post = model.posterior(held[:5])
             out[key]["state_marginals"] = _arr(np.concatenate(post["state_marginals"]))
             out[key]["g_B"] = _arr(post["g_B"])
+    # The user guide's whole fit runs torch's vectorized log-space recursion, whose last bits
+    # depend on the CPU's instruction set (AVX2 or AVX-512 kernels); EM grows them to ~1e-8.
+    out["ldhmm_user_guide"]["rtol"] = 1e-7
     f32 = LDHMM(3, guide="pf", seed=0, max_iter=5, dtype="float32").fit(train)
     out["ldhmm_pf_float32"] = {
         "elbo_history": _arr(f32.elbo_history_),
