@@ -8,8 +8,8 @@ per-sequence ELBO (a lower bound: A_m is integrated out variationally).
 from __future__ import annotations
 
 from ..inference import HMMV_SHARING, ParameterSharing
-from ..models.estimator import VariantHMM
 from ..models.registry import register
+from ..models.variant_hmm import VariantHMM
 
 __all__ = ["HMMV"]
 
@@ -30,7 +30,7 @@ class HMMV(VariantHMM):
     pseudocount : float
         MAP smoothing of the point estimates of pi and B (0 = maximum likelihood). A small
         positive value keeps held-out symbols unseen in training from scoring -inf.
-    guide, max_iter, tol, seed, verbose, dtype : see :class:`ldhmm.models.estimator.VariantHMM`
+    guide, max_iter, tol, seed, verbose, dtype : see :class:`ldhmm.models.variant_hmm.VariantHMM`
         (``tol`` defaults to 1e-6 relative: these likelihood surfaces are flat early on, and a
         looser stop would leave the baseline short of its optimum)
     """

@@ -10,8 +10,8 @@ likelihood.
 from __future__ import annotations
 
 from ..inference import VBHMM_SHARING
-from ..models.estimator import VariantHMM
 from ..models.registry import register
+from ..models.variant_hmm import VariantHMM
 
 __all__ = ["VBHMM"]
 
@@ -27,7 +27,7 @@ class VBHMM(VariantHMM):
     prior_concentration : float
         Every entry of the fixed Dirichlet priors of pi, the rows of A and the rows of B.
     guide : "pf" (forward-backward, the standard VBHMM) or "ff"
-    max_iter, tol, seed, verbose, dtype : see :class:`ldhmm.models.estimator.VariantHMM`
+    max_iter, tol, seed, verbose, dtype : see :class:`ldhmm.models.variant_hmm.VariantHMM`
         (``tol`` defaults to 1e-6 relative: these likelihood surfaces are flat early on, and a
         looser stop would leave the baseline short of its optimum)
     """

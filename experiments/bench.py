@@ -59,10 +59,11 @@ from threadpoolctl import threadpool_info  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from ..data import load_paper_subset  # noqa: E402
-from ..inference import VariantParameters, e_step_bucket, init_parameters, kernels  # noqa: E402
+from ..inference import VariantParameters, e_step_bucket, init_parameters  # noqa: E402
 from ..inference.batch import Bucket, make_buckets  # noqa: E402
-from ..inference.guides import FFGuide, PFGuide  # noqa: E402
-from ..inference.variants import LDHMM_SHARING  # noqa: E402
+from ..inference.cavi import kernels  # noqa: E402
+from ..inference.cavi.guides import FFGuide, PFGuide  # noqa: E402
+from ..inference.sharing import LDHMM_SHARING  # noqa: E402
 from ..models import LDHMM  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -434,7 +435,7 @@ def kernel_info(choice: str) -> str:
     if kernels.ENABLED:
         nb = _numba_module()
         nthreads = nb.get_num_threads() if nb is not None else "?"
-        return f"PF kernel: compiled (ldhmm.inference.kernels, numba threads {nthreads})"
+        return f"PF kernel: compiled (ldhmm.inference.cavi.kernels, numba threads {nthreads})"
     return "PF kernel: torch reference route (ldhmm.inference.ops)"
 
 

@@ -30,9 +30,9 @@ import numpy as np
 
 from ..data import load_msnbc, plan_partitions, write_partitioned
 from ..inference import PFGuide, VariationalEM, make_buckets
-from ..inference.partition import LocalBackend, as_numpy_params, balanced_partitions
+from ..inference.distributed.workers import LocalBackend, as_numpy_params, balanced_partitions
 from ..models import LDHMM
-from ..models.estimator import dask_backend_module
+from ..models.variant_hmm import dask_backend_module
 
 __all__ = ["main"]
 

@@ -46,9 +46,9 @@ def main(argv=None) -> int:
     from numba import njit
 
     from ..inference import HMM_SHARING, LDHMM_SHARING, VariantParameters
-    from ..inference.e_step import prior_terms
-    from ..inference.kernels.e_step import fused_e_step
-    from ..inference.kernels.special import lgamma_digamma
+    from ..inference.cavi.expectation import prior_terms
+    from ..inference.cavi.kernels.fused_sweeps import fused_e_step
+    from ..inference.cavi.kernels.special import lgamma_digamma
 
     if args.threads:
         numba.set_num_threads(args.threads)

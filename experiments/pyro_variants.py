@@ -41,8 +41,8 @@ import torch
 from torch.distributions import constraints
 
 from .. import data as ldata
-from ..inference.dirichlet_guide import DirichletMeanField
-from ..inference.hmm_distribution import MaskedCategoricalHMM
+from ..inference.svi.dirichlet_guide import DirichletMeanField
+from ..inference.svi.hmm_distribution import MaskedCategoricalHMM
 from ..models import LDHMM
 from ..models.mixture import mixture_ldhmm
 from ..models.pyro_model import ldhmm_init, ldhmm_pf_offsets, ldhmm_sequence_model
@@ -129,7 +129,7 @@ def compare_variants(
 def ldhmm_model_any_concentration(batch):
     """:func:`ldhmm.models.pyro_model.ldhmm_sequence_model` with concentrations only positive,
     to score given hyper-parameters below the route's floor of 0.02 (the closed form learns
-    1e-6); never fitted (see :data:`ldhmm.inference.dirichlet_guide.SVI_MIN_CONCENTRATION`)."""
+    1e-6); never fitted (see :data:`ldhmm.inference.svi.dirichlet_guide.SVI_MIN_CONCENTRATION`)."""
     K, V, dtype = batch.n_states, batch.n_symbols, batch.dtype
     positive = constraints.positive
     alpha_pi = pyro.param("alpha_pi", lambda: torch.ones(K, dtype=dtype), constraint=positive)
@@ -191,7 +191,7 @@ def measure(
     data : {"entree", "msnbc"}
         The paper's subset (MSNBC: 31,071 sequences of length 20..100).
     batch_size : int or "auto"
-        Minibatch size of the SVI fits (:func:`ldhmm.inference.minibatch.auto_batch_size`).
+        Minibatch size of the SVI fits (:func:`ldhmm.inference.svi.minibatch.auto_batch_size`).
     guides : bool
         Also fit the route's LDHMM model with the guide's other choices: no closed-form local
         step (one Adam step per row and visit), offsets started at 0.5 instead of the PF

@@ -1,17 +1,20 @@
-"""Inference for LDHMM and its variants, in layers (docs/architecture.md); each imports only
-the layers before it:
+"""Inference for LDHMM and its variants, grouped by route (docs/architecture.md); each layer
+imports only the layers before it:
 
-1. :mod:`.ops`: pure math (Dirichlet, log-space chain reference, FF updates in torch).
-2. :mod:`.kernels`: compiled numba kernels (chain core, E-step, Dirichlet-multinomial sums).
-3. :mod:`.variants`, :mod:`.batch`, :mod:`.parameters`, :mod:`.protocol`, :mod:`.chain`,
-   :mod:`.e_step`, :mod:`.m_step`, :mod:`.em`: the variational EM.
-4. :mod:`.guides`: the FF and PF guides (closed-form q(Z) updates and Pyro guides).
-5. :mod:`.svi`: Pyro's route, ``fit_svi(model, guide, ...)``.
+1. :mod:`.ops`: pure math shared by the routes (Dirichlet, chain potentials, the masked
+   log-space forward scan, mean-field updates, Viterbi, hashing).
+2. :mod:`.sharing`, :mod:`.parameters`, :mod:`.batch`, :mod:`.monitor`: what a variant shares,
+   its parameters, length-sorted buckets of sequences, convergence rules.
+3. :mod:`.cavi`: the closed-form route (compiled kernels, guide protocol, PF and FF guides,
+   E-step driver, M-steps, posteriors and importance sampling).
+4. :mod:`.distributed`: partition workers, in process and as Dask actors.
+5. :mod:`.em`: the variational EM driver over a backend's partitions.
+6. :mod:`.svi`: Pyro's route, ``fit_svi(model, guide, ...)``.
 """
 
 from .batch import Bucket, infer_n_symbols, make_buckets, validate_sequences
-from .chain import forward_backward, forward_log_normalizer
-from .e_step import (
+from .cavi.exact_chain import forward_backward, forward_log_normalizer
+from .cavi.expectation import (
     RANDOM_STARTS,
     STARTS,
     BucketState,
@@ -22,15 +25,10 @@ from .e_step import (
     expected_counts,
     guide_starts,
 )
+from .cavi.guides import ChainGuide, FFGuide, PFGuide, resolve_guide
+from .cavi.maximization import M_STEP_METHODS, m_step, newton_dirichlet_multinomial, total_elbo
+from .cavi.protocol import GuideProtocol, HiddenUpdate
 from .em import FitResult, VariationalEM
-from .guides import ChainGuide, FFGuide, PFGuide, resolve_guide
-from .m_step import M_STEP_METHODS, m_step, newton_dirichlet_multinomial, total_elbo
-from .ops.chain import (
-    ChainPosterior,
-    emission_potentials,
-    expected_complete_log_lik,
-    forward_backward_log,
-)
 from .ops.dirichlet import (
     dirichlet_log_density,
     expected_log_dirichlet,
@@ -38,11 +36,15 @@ from .ops.dirichlet import (
     log_multivariate_beta,
     sample_dirichlet,
 )
+from .ops.potentials import (
+    ChainPosterior,
+    emission_potentials,
+    expected_complete_log_lik,
+    forward_backward_log,
+)
 from .ops.viterbi import ViterbiPaths, unpad_paths, viterbi_log
 from .parameters import VariantParameters, init_parameters
-from .protocol import GuideProtocol, HiddenUpdate
-from .svi import SVIResult, fit_svi, guide_init_from_state, pad_database
-from .variants import (
+from .sharing import (
     GROUPS,
     HMM_SHARING,
     HMMV_SHARING,
@@ -53,6 +55,7 @@ from .variants import (
     VBHMM_SHARING,
     ParameterSharing,
 )
+from .svi.svi_fit import SVIResult, fit_svi, guide_init_from_state, pad_database
 
 __all__ = [
     "Bucket",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .kernels.sparse import local_symbols
+from .cavi.kernels.sparse import local_symbols
 
 __all__ = ["validate_sequences", "infer_n_symbols", "Bucket", "make_buckets"]
 
@@ -147,7 +147,7 @@ class Bucket:
     mask : BoolTensor, shape (M_b, T_b)
         True on real positions.
     symbols : LongTensor, shape (M_b, W_b), optional
-        Sparse emission layout (see :mod:`ldhmm.inference.emissions`): the distinct symbols of
+        Sparse emission layout (see :mod:`ldhmm.inference.cavi.emissions`): the distinct symbols of
         each sequence in ascending order, padded with 0 (the padding slots never
         receive counts). None in the dense layout, where a sequence's emission counts span all
         V symbols.

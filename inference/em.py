@@ -1,6 +1,7 @@
 """The variational EM loop: configuration and the outer loop, no math.
 
-Alternates :func:`ldhmm.inference.e_step.e_step` and :func:`ldhmm.inference.m_step.m_step`
+Alternates :func:`ldhmm.inference.cavi.expectation.e_step` and
+:func:`ldhmm.inference.cavi.maximization.m_step`
 until the total ELBO's relative change falls below ``tol``, recording the ELBO after every E-
 and M-step so that the monotonicity of coordinate ascent can be checked step by step.
 """
@@ -13,10 +14,16 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from .e_step import RANDOM_STARTS, BucketState, default_starts, e_step
-from .m_step import M_STEP_METHODS, m_step, total_elbo
+from .cavi.expectation import RANDOM_STARTS, BucketState, default_starts, e_step
+from .cavi.maximization import M_STEP_METHODS, m_step, total_elbo
+from .distributed.workers import (
+    LocalBackend,
+    PartitionWorker,
+    as_numpy_params,
+    reduce_count_sums,
+    reduce_totals,
+)
 from .parameters import VariantParameters
-from .partition import LocalBackend, PartitionWorker, as_numpy_params, reduce_count_sums, reduce_totals
 
 __all__ = ["NonFiniteELBOError", "FitResult", "VariationalEM"]
 
@@ -108,7 +115,7 @@ class VariationalEM:
         their own training data (docs/math.md, "Held-out E-step").
     random_starts : int
         Random starts per sequence beside the deterministic ones, in the held-out E-step, the
-        first E-step and every refresh (see :data:`ldhmm.inference.e_step.STARTS`).
+        first E-step and every refresh (see :data:`ldhmm.inference.cavi.expectation.STARTS`).
     m_step_max_iter : int, optional
         Newton steps per M-step (default: 3 for ``"collapsed"``, whose passes over every
         sequence's counts cost about a third of an E-step sweep each; 100 for ``"paper"``).
@@ -179,8 +186,8 @@ class VariationalEM:
         Every E-step is one round (``backend.call("e_step", params, starts)``: each partition
         updates its own sequences and returns its sums, added in partition order); every
         Newton pass of the collapsed M-step one more (``"count_sums"``). ``backend`` is a
-        :class:`ldhmm.inference.partition.LocalBackend` or a
-        :class:`ldhmm.inference.dask_backend.DaskBackend`: the same workers, the same numbers.
+        :class:`ldhmm.inference.distributed.workers.LocalBackend` or a
+        :class:`ldhmm.inference.distributed.dask_backend.DaskBackend`: the same workers, the same numbers.
         A backend that lost a worker and rebuilt its partitions (``backend.recoveries``) has
         cold-started those sequences: the ELBO may dip at that iteration, and the fit goes on.
         """
@@ -250,7 +257,7 @@ class VariationalEM:
 
     def score(self, buckets, params: VariantParameters) -> list[BucketState]:
         """E-step with fixed parameters: the per-sequence held-out ELBO of new sequences, the
-        best of the guide's starts for each (:data:`ldhmm.inference.e_step.STARTS`)."""
+        best of the guide's starts for each (:data:`ldhmm.inference.cavi.expectation.STARTS`)."""
         states, _ = e_step(
             buckets,
             params,

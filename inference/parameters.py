@@ -2,7 +2,7 @@
 
 :class:`VariantParameters` holds, for each of pi, A, B, a learned or fixed Dirichlet prior
 (per-sequence groups), a Dirichlet posterior (shared groups) or a point estimate (point groups),
-as :class:`ldhmm.inference.variants.ParameterSharing` says; :func:`init_parameters` gives the
+as :class:`ldhmm.inference.sharing.ParameterSharing` says; :func:`init_parameters` gives the
 seeded starting point of a fit.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from .ops.dirichlet import expected_log_dirichlet
-from .variants import GROUPS, POINT, SEQUENCE, SHARED, ParameterSharing
+from .sharing import GROUPS, POINT, SEQUENCE, SHARED, ParameterSharing
 
 __all__ = ["EVENT_DIMS", "group_shape", "VariantParameters", "init_parameters"]
 

@@ -5,10 +5,10 @@ variants and the baselines); :func:`register` enters a model class into the harn
 """
 
 from .base import SCORE_KINDS, NotFittedError, SequenceModel, SequenceModelProtocol
-from .estimator import VariantHMM
 from .ldhmm import LDHMM
 from .pyro_model import ldhmm_model, sample_database
 from .registry import ModelSpec, register
+from .variant_hmm import VariantHMM
 
 __all__ = [
     "LDHMM",

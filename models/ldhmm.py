@@ -11,16 +11,16 @@ import numpy as np
 import torch
 
 from ..inference import LDHMM_SHARING, RANDOM_STARTS, VariantParameters, fit_svi
-from ..inference.convergence import ConvergenceRule
-from ..inference.dirichlet_guide import SVI_MIN_CONCENTRATION, DirichletMeanField
-from ..inference.minibatch import auto_batch_size
-from .estimator import VariantHMM
+from ..inference.monitor import ConvergenceRule
+from ..inference.svi.dirichlet_guide import SVI_MIN_CONCENTRATION, DirichletMeanField
+from ..inference.svi.minibatch import auto_batch_size
 from .pyro_model import ldhmm_pf_offsets, ldhmm_sequence_model, sample_database
 from .registry import register
+from .variant_hmm import VariantHMM
 
 __all__ = ["LDHMM", "SVI_BATCH_SIZE", "SVI_PATIENCE"]
 
-#: Minibatch size of ``optimizer="svi"`` (``"auto"``: :func:`ldhmm.inference.minibatch.auto_batch_size`
+#: Minibatch size of ``optimizer="svi"`` (``"auto"``: :func:`ldhmm.inference.svi.minibatch.auto_batch_size`
 #: of the data) and its patience (epochs).
 SVI_BATCH_SIZE = "auto"
 SVI_PATIENCE = 10
@@ -49,15 +49,15 @@ class LDHMM(VariantHMM):
         Progress bar.
     optimizer : {"cavi", "svi"}
         ``"cavi"``: closed-form variational EM (default). ``"svi"``: the Pyro route
-        (:func:`ldhmm.inference.svi.fit_svi`) with
+        (:func:`ldhmm.inference.svi.svi_fit.fit_svi`) with
         :func:`ldhmm.models.pyro_model.ldhmm_sequence_model` (hidden states summed out by the
         forward algorithm) and the per-sequence Dirichlet guide
-        (:class:`ldhmm.inference.dirichlet_guide.DirichletMeanField`, each sequence started at
+        (:class:`ldhmm.inference.svi.dirichlet_guide.DirichletMeanField`, each sequence started at
         its closed-form PF E-step, :func:`ldhmm.models.pyro_model.ldhmm_pf_offsets`), in length-sorted
-        minibatches (:data:`SVI_BATCH_SIZE`: :func:`ldhmm.inference.minibatch.auto_batch_size`), with
+        minibatches (:data:`SVI_BATCH_SIZE`: :func:`ldhmm.inference.svi.minibatch.auto_batch_size`), with
         the closed-form local step before every step, from the closed form's first starting
         point; it stops when the smoothed training ELBO per token has not risen by ``tol``
-        (relative) for :data:`SVI_PATIENCE` epochs (:class:`ldhmm.inference.convergence.ConvergenceRule`).
+        (relative) for :data:`SVI_PATIENCE` epochs (:class:`ldhmm.inference.monitor.ConvergenceRule`).
         Only the hyper-parameters are kept: ``score_samples`` and the other methods then run
         the closed-form E-step of ``guide`` with them.
     svi_steps, svi_lr : int, float
@@ -67,7 +67,7 @@ class LDHMM(VariantHMM):
         Padded cells per E-step batch (memory/speed trade-off).
     n_init : int
         Random restarts of the closed-form fit; the highest final training ELBO wins.
-    init, random_starts, emission_layout : see :class:`ldhmm.models.estimator.VariantHMM`
+    init, random_starts, emission_layout : see :class:`ldhmm.models.variant_hmm.VariantHMM`
         By default an FF fit starts from the PF fit (with its restarts).
     m_step : {"collapsed", "paper"}
         ``"collapsed"`` (default): Newton-Raphson on ``sum_m log B(alpha + n_m) - log B(alpha)``,

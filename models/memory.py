@@ -144,7 +144,7 @@ def fit_bytes(
     M-step's sums). The per-sequence K x K and K x V counts dominate at large K or V in the dense
     emission layout (K = 5000 on Entree's 422 sessions: 2 x 422 x 5000^2 x 8 bytes = 169 GB; the
     first batch alone asks the allocator for 61 GB); ``sparse``: the emission layout that keeps
-    a sequence's counts at its own symbols only (:mod:`ldhmm.inference.emissions`).
+    a sequence's counts at its own symbols only (:mod:`ldhmm.inference.cavi.emissions`).
     """
     cells = min(int(bucket_cells), int(n_sequences) * int(max_length)) if n_sequences else 0
     per_sequence = int(n_sequences) * (K + K * K) + _emission_values(

@@ -11,10 +11,10 @@ For each sequence m (a ``pyro.plate`` over sequences)::
 Variable lengths are handled by padding to T and masking every position ``n >= N_m``
 (``poutine.mask``), so padded sites contribute nothing to any log-density. The same function
 samples synthetic databases (``tokens=None``) and serves Pyro's ELBO estimators with the guides
-of :mod:`ldhmm.inference.guides`, whose sample sites carry the same names.
+of :mod:`ldhmm.inference.cavi.guides`, whose sample sites carry the same names.
 
-:func:`ldhmm_sequence_model` is the same model for the SVI route (:mod:`ldhmm.inference.svi`):
-called with one :class:`~ldhmm.inference.minibatch.SequenceBatch`, it declares the
+:func:`ldhmm_sequence_model` is the same model for the SVI route (:mod:`ldhmm.inference.svi.svi_fit`):
+called with one :class:`~ldhmm.inference.svi.minibatch.SequenceBatch`, it declares the
 hyper-parameters as ``pyro.param`` sites and sums the hidden states out by the forward
 algorithm instead of sampling them, so its only latent sites are ``pi``, ``A``, ``B``. It is
 the template of a variant (docs/writing-a-variant.md); :func:`ldhmm_init` gives its seeded
@@ -32,9 +32,9 @@ from pyro import poutine
 from pyro.ops.indexing import Vindex
 
 from ..inference import LDHMM_SHARING, Bucket, PFGuide, VariantParameters, VariationalEM, init_parameters
-from ..inference.dirichlet_guide import CONCENTRATION, SVI_MIN_CONCENTRATION
-from ..inference.hmm_distribution import MaskedCategoricalHMM
-from ..inference.minibatch import SequenceBatch
+from ..inference.svi.dirichlet_guide import CONCENTRATION, SVI_MIN_CONCENTRATION
+from ..inference.svi.hmm_distribution import MaskedCategoricalHMM
+from ..inference.svi.minibatch import SequenceBatch
 
 __all__ = ["ldhmm_model", "ldhmm_sequence_model", "ldhmm_init", "ldhmm_pf_offsets", "sample_database"]
 
@@ -95,7 +95,7 @@ def ldhmm_sequence_model(batch: SequenceBatch):
         ``tokens`` (B, T), ``mask`` (B, T), K = ``n_states``, V = ``n_symbols``.
 
     Pyro sites: params ``alpha_pi`` (K,), ``alpha_A`` (K, K), ``beta`` (K, V) (at least
-    :data:`~ldhmm.inference.dirichlet_guide.SVI_MIN_CONCENTRATION`, where reparameterized draws
+    :data:`~ldhmm.inference.svi.dirichlet_guide.SVI_MIN_CONCENTRATION`, where reparameterized draws
     stay in floating range; their default start is all ones, :func:`ldhmm_init` gives the
     fit's); samples ``pi`` (B, K), ``A`` (B, K, K), ``B`` (B, K, V), observed ``x`` (B, T).
     """
@@ -115,7 +115,7 @@ def ldhmm_init(sequences, n_states: int, n_symbols: int, seed: int = 0, dtype=to
 
     The same point as the closed-form fit's first restart (:func:`ldhmm.inference.init_parameters`
     with the symbol frequencies of ``sequences``), raised to at least twice
-    :data:`~ldhmm.inference.dirichlet_guide.SVI_MIN_CONCENTRATION`.
+    :data:`~ldhmm.inference.svi.dirichlet_guide.SVI_MIN_CONCENTRATION`.
 
     Returns
     -------
@@ -140,7 +140,7 @@ def ldhmm_init(sequences, n_states: int, n_symbols: int, seed: int = 0, dtype=to
 
 
 def ldhmm_pf_offsets(batch: SequenceBatch, priors: dict) -> dict:
-    """Offsets of :class:`~ldhmm.inference.dirichlet_guide.DirichletMeanField` at the PF optimum.
+    """Offsets of :class:`~ldhmm.inference.svi.dirichlet_guide.DirichletMeanField` at the PF optimum.
 
     The held-out E-step of the closed form (PF family, best of its starts) under the priors of
     the sites ``pi``, ``A``, ``B``; its ``q(theta_m) = Dir(prior + expected counts)``, so the

@@ -6,13 +6,13 @@
 >>> model.fit(train).score_samples(test)   # per-sequence held-out bound, nats  # doctest: +SKIP
 
 The ``model`` is a Pyro model of one padded, masked minibatch
-(:class:`~ldhmm.inference.minibatch.SequenceBatch`; conventions in
-:mod:`ldhmm.inference.model_check`); :func:`ldhmm.inference.svi.fit_svi` fits it. Held-out
+(:class:`~ldhmm.inference.svi.minibatch.SequenceBatch`; conventions in
+:mod:`ldhmm.inference.svi.model_check`); :func:`ldhmm.inference.svi.svi_fit.fit_svi` fits it. Held-out
 sequences are scored with the fitted global parameters frozen: their local variational
 parameters are fitted by the same SVI loop, then ``score_samples`` is the Monte Carlo mean of
 ``log p(x_m, theta_m) - log q(theta_m)`` over ``score_draws`` draws (a lower bound on
 ``log p(x_m)``, ``score_kind = "lower_bound"``) and :meth:`PyroSequenceModel.log_marginal_is`
-its importance-sampled ``log p(x_m)`` (:mod:`ldhmm.inference.log_weights`).
+its importance-sampled ``log p(x_m)`` (:mod:`ldhmm.inference.svi.log_weights`).
 
 It follows the harness protocol (:class:`ldhmm.models.base.SequenceModel`), so a factory
 ``factory(n_states, n_symbols, seed)`` that returns one joins ``ldhmm.compare``
@@ -32,11 +32,11 @@ from pyro import poutine
 from pyro.infer.autoguide import AutoGuide, AutoNormal
 
 from ..inference import validate_sequences
-from ..inference.convergence import ConvergenceRule
-from ..inference.dirichlet_guide import DirichletMeanField
-from ..inference.log_weights import sequence_log_weights
-from ..inference.minibatch import auto_batch_size, length_batches, pad_batch
-from ..inference.svi import copy_param_state, fit_svi, set_param_values
+from ..inference.monitor import ConvergenceRule
+from ..inference.svi.dirichlet_guide import DirichletMeanField
+from ..inference.svi.log_weights import sequence_log_weights
+from ..inference.svi.minibatch import auto_batch_size, length_batches, pad_batch
+from ..inference.svi.svi_fit import copy_param_state, fit_svi, set_param_values
 from .base import SequenceModel, check_n_symbols
 
 __all__ = ["PyroSequenceModel", "GUIDES"]
@@ -67,10 +67,10 @@ class PyroSequenceModel(SequenceModel):
     Parameters
     ----------
     model : callable
-        ``model(batch)``, a Pyro model of a :class:`~ldhmm.inference.minibatch.SequenceBatch`
+        ``model(batch)``, a Pyro model of a :class:`~ldhmm.inference.svi.minibatch.SequenceBatch`
         (e.g. :func:`ldhmm.models.pyro_model.ldhmm_sequence_model`).
     guide : "dirichlet", "normal", an AutoGuide class (or ``functools.partial`` of one), or callable
-        ``"dirichlet"``: :class:`~ldhmm.inference.dirichlet_guide.DirichletMeanField` (the closed
+        ``"dirichlet"``: :class:`~ldhmm.inference.svi.dirichlet_guide.DirichletMeanField` (the closed
         form's family of ``q(theta)``); ``"normal"``: ``AutoNormal``; an AutoGuide class is built
         as ``guide(model, create_plates=...)``, once per data set (fit, each scoring); a callable
         ``guide(batch)`` is used as it is (local parameters: declared inside ``batch.plate()``
@@ -85,8 +85,8 @@ class PyroSequenceModel(SequenceModel):
         returning them (e.g. :func:`ldhmm.models.pyro_model.ldhmm_init`); None: the model's own
         defaults.
     batch_size : int or "auto"
-        Sequences per minibatch (length-sorted batches, :func:`ldhmm.inference.minibatch.length_batches`).
-        ``"auto"``: :func:`~ldhmm.inference.minibatch.auto_batch_size`, 64 up to 8,192
+        Sequences per minibatch (length-sorted batches, :func:`ldhmm.inference.svi.minibatch.length_batches`).
+        ``"auto"``: :func:`~ldhmm.inference.svi.minibatch.auto_batch_size`, 64 up to 8,192
         training sequences, then as many as keep an epoch at 128 steps.
     max_epochs : int
         Epochs at most (each minibatch once per epoch).
@@ -101,7 +101,7 @@ class PyroSequenceModel(SequenceModel):
     num_particles : int
         Monte Carlo draws per SVI step.
     tol, patience, smoothing : float, int, float
-        The stopping rule (:class:`~ldhmm.inference.convergence.ConvergenceRule`): stop after
+        The stopping rule (:class:`~ldhmm.inference.monitor.ConvergenceRule`): stop after
         ``patience`` epochs in which the exponentially smoothed ELBO per token did not rise by
         ``tol`` relative. The defaults (0.5, 10) suit a guide with a closed-form local step,
         whose curve is flat after a few epochs; a guide without one climbs slowly through
@@ -110,7 +110,7 @@ class PyroSequenceModel(SequenceModel):
     refresh_locals : bool
         In the fit, set each minibatch's local rows to the guide's ``local_start(batch)`` before
         every step, if it has one (the local step in closed form; see
-        :func:`ldhmm.inference.svi.fit_svi`); False: one Adam step per row and visit.
+        :func:`ldhmm.inference.svi.svi_fit.fit_svi`); False: one Adam step per row and visit.
     score_epochs : int
         Epochs at most of fitting the local parameters of sequences to score (same rule); 0
         scores at the guide's starting point (e.g. the closed-form PF ``q(theta)`` of

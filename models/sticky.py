@@ -27,8 +27,8 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import constraints
 
-from ..inference.dirichlet_guide import CONCENTRATION, DirichletMeanField
-from ..inference.hmm_distribution import MaskedCategoricalHMM
+from ..inference.svi.dirichlet_guide import CONCENTRATION, DirichletMeanField
+from ..inference.svi.hmm_distribution import MaskedCategoricalHMM
 from .pyro_model import ldhmm_init, ldhmm_pf_offsets
 from .pyro_sequence import PyroSequenceModel
 

@@ -18,8 +18,8 @@ from ldhmm.inference import (
     newton_dirichlet_multinomial,
     total_elbo,
 )
-from ldhmm.inference.kernels.dirichlet_multinomial import dirichlet_multinomial_sums
-from ldhmm.inference.kernels.special import gamma_functions
+from ldhmm.inference.cavi.kernels.dirichlet_multinomial import dirichlet_multinomial_sums
+from ldhmm.inference.cavi.kernels.special import gamma_functions
 from ldhmm.inference.ops.dirichlet import (
     dirichlet_multinomial_objective,
     dirichlet_multinomial_sums_reference,

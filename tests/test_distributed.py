@@ -19,9 +19,9 @@ from ldhmm.baselines.vbhmm import VBHMM  # noqa: E402
 from ldhmm.cli import main  # noqa: E402
 from ldhmm.data import SequenceDatabase, write_partitioned  # noqa: E402
 from ldhmm.inference import PFGuide, VariationalEM  # noqa: E402
-from ldhmm.inference.dask_backend import DaskBackend  # noqa: E402
-from ldhmm.inference.partition import LocalBackend, PartitionWorker, balanced_partitions  # noqa: E402
-from ldhmm.inference.posterior import read_posterior  # noqa: E402
+from ldhmm.inference.cavi.posterior import read_posterior  # noqa: E402
+from ldhmm.inference.distributed.dask_backend import DaskBackend  # noqa: E402
+from ldhmm.inference.distributed.workers import LocalBackend, PartitionWorker, balanced_partitions  # noqa: E402
 
 
 def _cluster():

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from ldhmm.inference import FFGuide, PFGuide, VariationalEM, e_step_bucket, init_parameters, make_buckets
-from ldhmm.inference.emissions import EmissionLogSums
-from ldhmm.inference.variants import (
+from ldhmm.inference.cavi.emissions import EmissionLogSums
+from ldhmm.inference.sharing import (
     HMM_SHARING,
     HMMV_SHARING,
     LDHMM_SHARING,

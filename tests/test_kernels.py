@@ -8,12 +8,12 @@ import pytest
 import torch
 from scipy import optimize, special
 
-from ldhmm.inference import e_step_bucket, init_parameters, kernels
+from ldhmm.inference import e_step_bucket, init_parameters
 from ldhmm.inference.batch import make_buckets
-from ldhmm.inference.chain import forward_backward, forward_log_normalizer
-from ldhmm.inference.e_step import best_of_starts, default_starts
-from ldhmm.inference.guides import PFGuide, resolve_guide
-from ldhmm.inference.ops.chain import backward_log_messages, forward_backward_log
+from ldhmm.inference.cavi import kernels
+from ldhmm.inference.cavi.exact_chain import forward_backward, forward_log_normalizer
+from ldhmm.inference.cavi.expectation import best_of_starts, default_starts
+from ldhmm.inference.cavi.guides import PFGuide, resolve_guide
 from ldhmm.inference.ops.dirichlet import (
     dirichlet_prior_objective,
     expected_log_dirichlet,
@@ -22,7 +22,8 @@ from ldhmm.inference.ops.dirichlet import (
 )
 from ldhmm.inference.ops.hashing import hashed_uniform, splitmix64
 from ldhmm.inference.ops.mean_field import init_mean_field, mean_field_stats, mean_field_sweep
-from ldhmm.inference.variants import LDHMM_SHARING
+from ldhmm.inference.ops.potentials import backward_log_messages, forward_backward_log
+from ldhmm.inference.sharing import LDHMM_SHARING
 
 
 def random_chain(M, T, K, seed, lengths=None, shared=False):

@@ -6,7 +6,7 @@ import pyro
 import torch
 from torch.distributions import constraints
 
-from ldhmm.inference.local_rows import LocalRows
+from ldhmm.inference.svi.local_rows import LocalRows
 
 N_ROWS, EVENT = 6, (2, 3)
 TARGET = torch.linspace(0.5, 3.0, N_ROWS * 6, dtype=torch.float64).reshape((N_ROWS,) + EVENT)

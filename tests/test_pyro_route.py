@@ -16,14 +16,14 @@ from torch.distributions import constraints
 import ldhmm
 from ldhmm.experiments.pyro_variants import parse_args
 from ldhmm.inference import forward_backward_log, kl_dirichlet
-from ldhmm.inference.convergence import ConvergenceRule, ConvergenceState
-from ldhmm.inference.dirichlet_guide import CONCENTRATION, DirichletMeanField
-from ldhmm.inference.hmm_distribution import MaskedCategoricalHMM
-from ldhmm.inference.log_weights import sequence_log_weights
-from ldhmm.inference.minibatch import auto_batch_size, length_batches, pad_batch
-from ldhmm.inference.model_check import ModelCheckError
+from ldhmm.inference.monitor import ConvergenceRule, ConvergenceState
 from ldhmm.inference.ops.forward import chain_log_likelihood, gather_emissions
-from ldhmm.inference.svi import copy_param_state, fit_svi, set_param_values
+from ldhmm.inference.svi.dirichlet_guide import CONCENTRATION, DirichletMeanField
+from ldhmm.inference.svi.hmm_distribution import MaskedCategoricalHMM
+from ldhmm.inference.svi.log_weights import sequence_log_weights
+from ldhmm.inference.svi.minibatch import auto_batch_size, length_batches, pad_batch
+from ldhmm.inference.svi.model_check import ModelCheckError
+from ldhmm.inference.svi.svi_fit import copy_param_state, fit_svi, set_param_values
 from ldhmm.models import NotFittedError
 from ldhmm.models.mixture import mixture_ldhmm_model
 from ldhmm.models.pyro_model import ldhmm_pf_offsets, ldhmm_sequence_model

@@ -17,8 +17,9 @@ from ldhmm.baselines.hmmv import HMMV
 from ldhmm.baselines.vbhmm import VBHMM
 from ldhmm.cli.posterior import posterior_table
 from ldhmm.data import SequenceDatabase
-from ldhmm.inference import HMMV_SHARING, LDHMM_SHARING, kernels, make_buckets
-from ldhmm.inference.emissions import (
+from ldhmm.inference import HMMV_SHARING, LDHMM_SHARING, make_buckets
+from ldhmm.inference.cavi import kernels
+from ldhmm.inference.cavi.emissions import (
     SPARSE_MIN_SYMBOLS,
     LocalView,
     dense_emission_posterior,
@@ -28,11 +29,11 @@ from ldhmm.inference.emissions import (
     to_dense_counts,
     token_potentials,
 )
-from ldhmm.inference.kernels.dirichlet_multinomial import SUM_BLOCK
-from ldhmm.inference.kernels.sparse import local_symbols, scatter_blocks, scatter_rows
+from ldhmm.inference.cavi.kernels.dirichlet_multinomial import SUM_BLOCK
+from ldhmm.inference.cavi.kernels.sparse import local_symbols, scatter_blocks, scatter_rows
 from ldhmm.inference.ops.dirichlet import expected_log_dirichlet
 from ldhmm.inference.parameters import group_shape, init_parameters
-from ldhmm.inference.variants import GROUPS
+from ldhmm.inference.sharing import GROUPS
 
 
 def _data(seed, V, n=70, held=25, max_len=15, unseen=2):

@@ -9,7 +9,7 @@ from hmmlearn.vhmm import VariationalCategoricalHMM
 from ldhmm.baselines.hmmv import HMMV
 from ldhmm.baselines.vbhmm import VBHMM
 from ldhmm.inference import VariantParameters
-from ldhmm.inference.variants import HMM_SHARING, VBHMM_SHARING
+from ldhmm.inference.sharing import HMM_SHARING, VBHMM_SHARING
 from ldhmm.models import VariantHMM
 
 K, V = 3, 4

@@ -205,7 +205,7 @@ def dirichlet_multinomial_objective(concentration: torch.Tensor, counts: torch.T
     """``sum_m log B(a + n_m) - log B(a)`` per row: the collapsed M-step objective.
 
     Reference implementation (dense torch) for tests; the fit uses
-    :func:`ldhmm.inference.m_step.newton_dirichlet_multinomial`.
+    :func:`ldhmm.inference.cavi.maximization.newton_dirichlet_multinomial`.
 
     Parameters
     ----------
@@ -226,8 +226,9 @@ def dirichlet_multinomial_objective(concentration: torch.Tensor, counts: torch.T
 
 
 def dirichlet_multinomial_sums_reference(concentration, count_batches, rows=None):
-    """Dense scipy twin of :func:`ldhmm.inference.kernels.dirichlet_multinomial.dirichlet_multinomial_sums`
-    (same output; for tests)."""
+    """Dense scipy twin of
+    :func:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.dirichlet_multinomial_sums` (same
+    output; for tests)."""
     a = np.asarray(concentration, dtype=np.float64)
     entry = np.zeros((3,) + a.shape)
     row = np.zeros((3, a.shape[0]))

@@ -8,9 +8,9 @@ chains costs a few tensor operations and no Python loop over positions; autograd
 differentiates through it (the SVI route's gradients). A padded position (``mask`` False) gets
 the identity matrix and contributes nothing, so sequences of different lengths share a batch.
 
-This is not a third copy of the E-step recursion: :func:`ldhmm.inference.chain.forward_backward`
+This is not a third copy of the E-step recursion: :func:`ldhmm.inference.cavi.exact_chain.forward_backward`
 (compiled, posteriors, not differentiable) and its twin
-:func:`ldhmm.inference.ops.chain.forward_backward_log` compute state marginals for coordinate
+:func:`ldhmm.inference.ops.potentials.forward_backward_log` compute state marginals for coordinate
 ascent; this module computes only ``log Z``, over any leading batch dimensions (Monte Carlo
 samples, enumerated variables), with gradients. ``tests/test_pyro_route.py`` checks it against
 ``forward_backward_log`` and against all hidden paths.

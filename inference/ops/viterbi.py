@@ -1,6 +1,6 @@
 """The most probable hidden-state path of a batch of chains (Viterbi), in log space.
 
-The max-product twin of :func:`ldhmm.inference.ops.chain.forward_backward_log`: the same
+The max-product twin of :func:`ldhmm.inference.ops.potentials.forward_backward_log`: the same
 potentials and shapes (``log_initial`` (M or 1, K), ``log_transition`` (M or 1, K, K),
 emission potentials ``log_obs`` (M, T, K), ``mask`` (M, T)), with ``max`` in place of
 log-sum-exp and back-pointers to recover the argmax. For an HMM with log-probability
@@ -69,7 +69,7 @@ def viterbi_log(
         ``[i, k]``: potential of moving from state i to state k.
     log_obs : Tensor, shape (M, T, K)
         Emission potentials at each position (see
-        :func:`ldhmm.inference.ops.chain.emission_potentials`).
+        :func:`ldhmm.inference.ops.potentials.emission_potentials`).
     mask : BoolTensor, shape (M, T)
         True on real positions; every row starts with True and is a prefix of Trues.
 

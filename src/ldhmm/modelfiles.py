@@ -1,9 +1,9 @@
 """Model files: load any saved model by the class it records, and use it on a user's log.
 
 :func:`load_model` reads a file written by a model's ``save`` (the JSON format of
-:meth:`ldhmm.models.estimator.VariantHMM.save`) and builds the class the file names, looked up
+:meth:`ldhmm.models.variant_hmm.VariantHMM.save`) and builds the class the file names, looked up
 among the registered model classes (:mod:`ldhmm.models.registry`, which the baselines and
-plug-ins fill) and :class:`~ldhmm.models.estimator.VariantHMM`. :func:`data_for_model` reads a
+plug-ins fill) and :class:`~ldhmm.models.variant_hmm.VariantHMM`. :func:`data_for_model` reads a
 data file with any loader and maps its symbols into the model's vocabulary by name.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from . import baselines  # noqa: F401  (registers the baseline classes that files may name)
 from .data import SequenceDatabase, load_path, recode
 from .models import VariantHMM
-from .models.modelfile import ModelFileError
+from .models.file_format import ModelFileError
 from .models.registry import registered
 
 __all__ = ["load_model", "model_classes", "data_for_model"]

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..data import UNKNOWN, SequenceDatabase, load_path, read_manifest
 from ..modelfiles import data_for_model, load_model
 from ..models import LDHMM
-from ..models.estimator import dask_backend_module
+from ..models.variant_hmm import dask_backend_module
 from .common import add_column_arguments, add_memory_argument, finite_nonneg_float, nonneg_int, positive_int
 from .outputs import check_out
 

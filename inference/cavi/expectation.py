@@ -11,9 +11,9 @@ less than ``e_step_tol`` (relative); converged sequences drop out of the batch. 
 and the guide's state are kept between EM iterations, so the next E-step starts where the last
 one ended (warm start) and every step is an ascent step: the total ELBO never decreases.
 
-One driver for every guide (:class:`ldhmm.inference.protocol.GuideProtocol`): where the guide
+One driver for every guide (:class:`ldhmm.inference.cavi.protocol.GuideProtocol`): where the guide
 declares a compiled update (``compiled_update``) and the tensors are float64 on CPU, a bucket
-runs whole in the compiled kernel (:func:`ldhmm.inference.kernels.e_step.fused_e_step`);
+runs whole in the compiled kernel (:func:`ldhmm.inference.cavi.kernels.fused_sweeps.fused_e_step`);
 otherwise, and for sequences whose compiled recursion underflowed, sweep by sweep in torch with
 the guide's ``update_hidden`` (the reference the tests compare the kernel against).
 """
@@ -27,9 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..batch import Bucket
+from ..ops.dirichlet import expected_log_dirichlet, log_multivariate_beta
+from ..ops.hashing import hashed_uniform
+from ..ops.potentials import emission_potentials, weighted_sum
+from ..parameters import EVENT_DIMS, VariantParameters, group_shape
+from ..sharing import GROUPS, SEQUENCE
 from . import kernels
-from .batch import Bucket
-from .chain import ExactChain, forward_backward
 from .emissions import (
     LOCAL_CHUNK,
     EmissionLogSums,
@@ -40,13 +44,9 @@ from .emissions import (
     token_potentials,
     total_emission_counts,
 )
-from .kernels.e_step import FAMILIES, PriorTerms, fused_e_step
-from .ops.chain import emission_potentials, weighted_sum
-from .ops.dirichlet import expected_log_dirichlet, log_multivariate_beta
-from .ops.hashing import hashed_uniform
-from .parameters import EVENT_DIMS, VariantParameters, group_shape
+from .exact_chain import ExactChain, forward_backward
+from .kernels.fused_sweeps import FAMILIES, PriorTerms, fused_e_step
 from .protocol import GuideProtocol
-from .variants import GROUPS, SEQUENCE
 
 __all__ = [
     "BucketState",
@@ -121,7 +121,7 @@ class BucketState:
     n_sweeps : int
     symbols : LongTensor (M_b, W), optional
         Sparse emission layout: the symbol of each slot of ``counts["B"]`` (the bucket's
-        ``symbols``; see :mod:`ldhmm.inference.emissions`). None in the dense layout.
+        ``symbols``; see :mod:`ldhmm.inference.cavi.emissions`). None in the dense layout.
     """
 
     counts: dict
@@ -291,7 +291,7 @@ def _prior_terms(params: VariantParameters) -> tuple[tuple, PriorTerms, tuple, t
 
 
 def _e_step_compiled(family, bucket, params, counts, phi, max_iter, tol, record_trace) -> dict:
-    """:func:`ldhmm.inference.kernels.e_step.fused_e_step` on a bucket; arrays back as tensors.
+    """:func:`ldhmm.inference.cavi.kernels.fused_sweeps.fused_e_step` on a bucket; arrays back as tensors.
 
     ``counts`` (and FF's ``phi``) are updated in place.
     """

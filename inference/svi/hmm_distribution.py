@@ -4,7 +4,7 @@
 of symbol sequences with the hidden states summed out exactly by the forward algorithm
 (:func:`ldhmm.inference.ops.forward.chain_log_likelihood`), in the manner of Pyro's
 ``DiscreteHMM``, plus a mask for variable lengths. A model of the SVI route
-(:mod:`ldhmm.inference.svi`) observes its batch through it, inside ``pyro.plate("sequences")``::
+(:mod:`ldhmm.inference.svi.svi_fit`) observes its batch through it, inside ``pyro.plate("sequences")``::
 
     pyro.sample("x", MaskedCategoricalHMM.from_probs(pi, A, B, batch.mask), obs=batch.tokens)
 
@@ -20,7 +20,7 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import constraints
 
-from .ops.forward import chain_log_likelihood, gather_emissions
+from ..ops.forward import chain_log_likelihood, gather_emissions
 
 __all__ = ["MaskedCategoricalHMM"]
 

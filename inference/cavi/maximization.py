@@ -13,9 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .kernels.dirichlet_multinomial import dirichlet_multinomial_sums
-from .ops.chain import weighted_sum
-from .ops.dirichlet import (
+from ..ops.dirichlet import (
     MAX_CONCENTRATION,
     MAX_LOG_STEP,
     MIN_CONCENTRATION,
@@ -24,8 +22,10 @@ from .ops.dirichlet import (
     kl_dirichlet,
     newton_dirichlet,
 )
-from .parameters import EVENT_DIMS, VariantParameters
-from .variants import POINT, SEQUENCE, SHARED
+from ..ops.potentials import weighted_sum
+from ..parameters import EVENT_DIMS, VariantParameters
+from ..sharing import POINT, SEQUENCE, SHARED
+from .kernels.dirichlet_multinomial import dirichlet_multinomial_sums
 
 __all__ = [
     "M_STEP_METHODS",

@@ -5,7 +5,7 @@ Per sequence, one thread: the q(Z) update of the family (PF: the chain core of
 ``g = prior + counts`` with one lgamma+digamma pass that gives both the collapsed ELBO and the
 next sweep's E log theta. Emission terms only for the symbols a sequence contains, so a sweep
 costs O(N K^2 + K x distinct symbols), not O(K V). Its reference twin is the torch E-step of
-:mod:`ldhmm.inference.e_step` (the same driver, with the guide's ``update_hidden``).
+:mod:`ldhmm.inference.cavi.expectation` (the same driver, with the guide's ``update_hidden``).
 
 Imports numpy and numba only: everything derived from the priors with other libraries is
 computed once by the caller and passed in (:class:`PriorTerms`).
@@ -18,8 +18,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, prange
 
-from .chain import FASTMATH, chain_pass, shift_initial, shift_transition
 from .dirichlet_multinomial import SUM_BLOCK
+from .scaled_chain import FASTMATH, chain_pass, shift_initial, shift_transition
 from .special import FASTMATH_SPECIAL, lgamma_digamma
 
 __all__ = ["FAMILIES", "PriorTerms", "fused_e_step"]
@@ -722,7 +722,7 @@ def fused_e_step(
         sums["A"] = sum_elog_A.sum(0)
     if flags[2]:
         # B's sums stay in parts (the caller adds them up once per E-step, see
-        # ldhmm.inference.emissions.EmissionLogSums): n_ok psi(beta) + delta - rows, delta
+        # ldhmm.inference.cavi.emissions.EmissionLogSums): n_ok psi(beta) + delta - rows, delta
         # per slot in the sparse layout (failed sequences kept zeros there, like their unused
         # slots), its block sums added up in the dense one.
         delta = sum_delta_B if sparse else sum_delta_B.sum(0)

@@ -4,7 +4,8 @@ The PF E-step runs forward-backward on the sub-normalized chain
 ``pi*[z1] prod A*[z_(n-1), z_n] prod B*[z_n, x_n]`` with ``pi* = exp(E log pi)`` etc.; the same
 recursion gives an ordinary HMM's posterior when the potentials are log-probabilities.
 :func:`forward_backward_log` is the reference twin of the compiled chain core
-(:mod:`ldhmm.inference.kernels.chain`, reached through :func:`ldhmm.inference.chain.forward_backward`):
+(:mod:`ldhmm.inference.cavi.kernels.scaled_chain`, reached through
+:func:`ldhmm.inference.cavi.exact_chain.forward_backward`):
 log-sum-exp throughout, any device and dtype, slower. Pure torch, no project imports.
 """
 

@@ -1,9 +1,9 @@
 """Forward-backward on batches of chains: the compiled core where it applies, else the reference.
 
 :func:`forward_backward` runs the one compiled chain core
-(:func:`ldhmm.inference.kernels.chain.forward_backward_potentials`, scaled recursion, parallel over
-sequences) on CPU tensors, and the log-space reference
-(:func:`ldhmm.inference.ops.chain.forward_backward_log`) on other devices or when the kernels
+(:func:`ldhmm.inference.cavi.kernels.scaled_chain.forward_backward_potentials`, scaled
+recursion, parallel over sequences) on CPU tensors, and the log-space reference
+(:func:`ldhmm.inference.ops.potentials.forward_backward_log`) on other devices or when the kernels
 are switched off. A chain whose scaled recursion fails (a zero or non-finite scale) is redone
 in log space, so the result is always finite. Same contract either way.
 """
@@ -13,9 +13,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..ops.potentials import (
+    ChainPosterior,
+    check_chain_shapes,
+    expected_complete_log_lik,
+    forward_backward_log,
+)
 from . import kernels
-from .kernels.chain import forward_backward_potentials
-from .ops.chain import ChainPosterior, check_chain_shapes, expected_complete_log_lik, forward_backward_log
+from .kernels.scaled_chain import forward_backward_potentials
 from .protocol import HiddenUpdate
 
 __all__ = ["forward_backward", "forward_log_normalizer", "chain_update", "ExactChain"]
@@ -31,7 +36,8 @@ def forward_backward(
     log_obs: torch.Tensor,
     mask: torch.Tensor,
 ) -> ChainPosterior:
-    """Posterior of a batch of chains (contract of :func:`ldhmm.inference.ops.chain.forward_backward_log`).
+    """Posterior of a batch of chains (the contract of
+    :func:`ldhmm.inference.ops.potentials.forward_backward_log`).
 
     Parameters
     ----------
@@ -98,8 +104,8 @@ def chain_update(log_initial, log_transition, log_obs, mask, reference: bool = F
 
 class ExactChain:
     """The closed-form half of the PF family as a guide of the protocol: q(Z) is the exact
-    chain. The E-step uses it to seed other families (see :data:`ldhmm.inference.e_step.STARTS`);
-    :class:`ldhmm.inference.guides.PFGuide` adds the Pyro half."""
+    chain. The E-step uses it to seed other families (see :data:`ldhmm.inference.cavi.expectation.STARTS`);
+    :class:`ldhmm.inference.cavi.guides.PFGuide` adds the Pyro half."""
 
     name = "pf"
     compiled_update = "pf"

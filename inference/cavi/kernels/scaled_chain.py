@@ -3,7 +3,7 @@
 Every forward recursion of the project runs here: the PF E-step (:mod:`.e_step`, emission
 potentials looked up by symbol), the generic potentials entry :func:`forward_backward_potentials`
 (one potential row per position: posteriors, importance sampling, the HMM baseline). Its
-reference twin is the log-space recursion :func:`ldhmm.inference.ops.chain.forward_backward_log`.
+reference twin is the log-space recursion :func:`ldhmm.inference.ops.potentials.forward_backward_log`.
 
 Imports numpy and numba only.
 """

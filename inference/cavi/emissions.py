@@ -24,13 +24,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .batch import Bucket
+from ..batch import Bucket
+from ..ops.dirichlet import expected_log_dirichlet
+from ..ops.potentials import emission_potentials
+from ..parameters import VariantParameters
+from ..sharing import POINT, SEQUENCE, SHARED
 from .kernels.dirichlet_multinomial import SUM_BLOCK
 from .kernels.sparse import expected_log_terms, scatter_blocks, scatter_rows
-from .ops.chain import emission_potentials
-from .ops.dirichlet import expected_log_dirichlet
-from .parameters import VariantParameters
-from .variants import POINT, SEQUENCE, SHARED
 
 __all__ = [
     "EMISSION_LAYOUTS",
@@ -119,7 +119,7 @@ class EmissionLogSums:
     sequence's own symbols and is kept as per-slot terms (``terms``: pairs (values (M, K, W),
     symbols (M, W) or None for slot = symbol), or (K, V) arrays already added up) until
     :meth:`absorb` adds them by symbol into one K x V buffer (in the dense kernels' block order,
-    :func:`ldhmm.inference.kernels.sparse.scatter_blocks`: both layouts give the same numbers).
+    :func:`ldhmm.inference.cavi.kernels.sparse.scatter_blocks`: both layouts give the same numbers).
     ``complete`` holds (K, V) sums already whole (the torch route's).
     """
 

@@ -1,12 +1,12 @@
 """The variational EM's partitions as Dask actors (``pip install -e ".[dask]"``).
 
-Each partition lives in one :class:`ldhmm.inference.partition.PartitionWorker`, created as a
+Each partition lives in one :class:`ldhmm.inference.distributed.workers.PartitionWorker`, created as a
 Dask actor on a worker of the cluster (placed round-robin) and kept there for the whole fit: its
 sequences (read there from their Parquet files when the input is a partitioned directory) and
 its per-sequence variational state never travel. A round sends the same small arguments to every
 actor (the parameters: O(K V) numbers) and gathers each partition's sums; the driver
 (:meth:`ldhmm.inference.em.VariationalEM.fit_backend`) reduces them in partition order, so the
-numbers are those of :class:`ldhmm.inference.partition.LocalBackend` on the same partitions,
+numbers are those of :class:`ldhmm.inference.distributed.workers.LocalBackend` on the same partitions,
 whatever the number of Dask workers or threads.
 
 A lost worker (its process died): each of its partitions is rebuilt on a live worker from its
@@ -27,7 +27,7 @@ import uuid
 
 from distributed import Client, LocalCluster
 
-from .partition import PartitionWorker, Recovery
+from .workers import PartitionWorker, Recovery
 
 __all__ = ["DaskBackend", "connect"]
 

@@ -42,15 +42,13 @@ from ..inference import (
     unpad_paths,
     viterbi_log,
 )
-from ..inference.em import NonFiniteELBOError
-from ..inference.emissions import (
+from ..inference.cavi.emissions import (
     EMISSION_LAYOUTS,
     LOCAL_CHUNK,
     predictive_emissions,
 )
-from ..inference.emissions import emission_layout as layout_of
-from ..inference.partition import LocalBackend, PartitionWorker, balanced_partitions, partition_seeds
-from ..inference.posterior import (
+from ..inference.cavi.emissions import emission_layout as layout_of
+from ..inference.cavi.posterior import (
     bucket_posterior,
     emission_index,
     forbidden_symbols,
@@ -59,9 +57,15 @@ from ..inference.posterior import (
     stack_posterior,
     state_marginals,
 )
+from ..inference.distributed.workers import (
+    LocalBackend,
+    PartitionWorker,
+    balanced_partitions,
+    partition_seeds,
+)
+from ..inference.em import NonFiniteELBOError
 from .base import SequenceModel, check_n_symbols
-from .memory import check_memory, fit_bytes, importance_sampling_bytes, score_bytes
-from .modelfile import (
+from .file_format import (
     FORMAT_VERSION,
     NPZ_MIN_ENTRIES,
     ModelFileError,
@@ -70,6 +74,7 @@ from .modelfile import (
     side_file_name,
     validate_model_document,
 )
+from .memory import check_memory, fit_bytes, importance_sampling_bytes, score_bytes
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
 
@@ -78,10 +83,10 @@ BACKENDS = ("local", "dask")
 
 
 def dask_backend_module():
-    """:mod:`ldhmm.inference.dask_backend`, imported on first use: Dask is an optional extra
+    """:mod:`ldhmm.inference.distributed.dask_backend`, imported on first use: Dask is an optional extra
     (``pip install -e ".[dask]"``), so the core package must import without it."""
     try:
-        return importlib.import_module("ldhmm.inference.dask_backend")
+        return importlib.import_module("ldhmm.inference.distributed.dask_backend")
     except ImportError as err:
         raise ImportError(
             f"backend='dask' needs Dask: pip install 'ldhmm[dask]' (or dask[distributed]) ({err})"
@@ -89,7 +94,7 @@ def dask_backend_module():
 
 
 def dask_backend_class():
-    """:class:`ldhmm.inference.dask_backend.DaskBackend` (see :func:`dask_backend_module`)."""
+    """:class:`ldhmm.inference.distributed.dask_backend.DaskBackend` (see :func:`dask_backend_module`)."""
     return dask_backend_module().DaskBackend
 
 
@@ -111,7 +116,7 @@ class VariantHMM(SequenceModel):
     sharing : ParameterSharing
         Which of pi, A, B is per-sequence, shared or a point estimate.
     guide : "pf", "ff" or a guide object
-        Variational family of q(Z) (see :mod:`ldhmm.inference.guides`).
+        Variational family of q(Z) (see :mod:`ldhmm.inference.cavi.guides`).
     max_iter, tol : int, float
         EM iterations at most; stop at a relative change of the total ELBO below ``tol``.
     e_step_max_iter, e_step_tol : int, float
@@ -137,16 +142,16 @@ class VariantHMM(SequenceModel):
     random_starts : int
         Random per-sequence starts of the E-step beside the deterministic ones (held-out
         scoring, a fit's first E-step and its refreshes; see
-        :data:`ldhmm.inference.e_step.STARTS`).
+        :data:`ldhmm.inference.cavi.expectation.STARTS`).
     m_step : {"collapsed", "paper"}
         Update of learned Dirichlet priors: ``"collapsed"`` (default) maximizes the ELBO over
         the prior and every q(theta_m) jointly; ``"paper"`` holds q(theta_m) fixed as in the
-        paper, and needs many more EM iterations (see :func:`ldhmm.inference.m_step`).
+        paper, and needs many more EM iterations (see :func:`ldhmm.inference.cavi.maximization`).
     emission_layout : {"auto", "dense", "sparse"}
-        How per-sequence emission counts are stored (:mod:`ldhmm.inference.emissions`):
+        How per-sequence emission counts are stored (:mod:`ldhmm.inference.cavi.emissions`):
         ``"sparse"``, a K x (distinct symbols) block per sequence; ``"dense"``, K x V;
         ``"auto"`` (default) decides from K and V alone (sparse from
-        :data:`ldhmm.inference.emissions.SPARSE_MIN_SYMBOLS` symbols on). Both give the same
+        :data:`ldhmm.inference.cavi.emissions.SPARSE_MIN_SYMBOLS` symbols on). Both give the same
         numbers (to rounding).
     """
 
@@ -557,7 +562,7 @@ class VariantHMM(SequenceModel):
         out : str, optional
             A directory: each partition writes its sequences' posteriors to
             ``out/part-<i>.parquet`` where it runs (one row per sequence, schema in
-            docs/distributed.md; :func:`ldhmm.inference.posterior.read_posterior` reads them
+            docs/distributed.md; :func:`ldhmm.inference.cavi.posterior.read_posterior` reads them
             back), and the list of those paths is returned instead.
 
         Returns
@@ -571,7 +576,7 @@ class VariantHMM(SequenceModel):
         would be M x K x V); instead ``B_symbols`` (list of (D_m,) int64 arrays: each
         sequence's distinct symbols) and ``B_counts`` (list of (K, D_m) arrays: its expected
         emission counts there): ``q(B_m) = Dir(beta + n_m)`` with ``n_m`` zero at every other
-        symbol. :func:`ldhmm.inference.emissions.dense_emission_posterior` turns them into
+        symbol. :func:`ldhmm.inference.cavi.emissions.dense_emission_posterior` turns them into
         ``g_B`` (M, K, V) where that fits in memory.
         """
         if backend != "local" or n_partitions is not None or out is not None:
@@ -788,7 +793,7 @@ class VariantHMM(SequenceModel):
         ``NPZ_MIN_ENTRIES`` (65,536) entries (B at large vocabularies) is written instead to the
         NPZ side file ``<name>.<digest>.npz`` beside the model, and the JSON holds
         ``{"npz": "prior.B"}`` for it and ``"arrays": "<name>.<digest>.npz"`` (see
-        :mod:`ldhmm.models.modelfile`); copy both files together. Replacing a model file
+        :mod:`ldhmm.models.file_format`); copy both files together. Replacing a model file
         removes the side file the old one named once the new one is in place. Version 1 files (no
         ``vocabulary``) still load.
 
@@ -849,7 +854,7 @@ class VariantHMM(SequenceModel):
     def load(cls, path, guide=None):
         """Read a model written by :meth:`save` (format versions 1 and 2).
 
-        Every field is checked against the schema of :mod:`ldhmm.models.modelfile` (types,
+        Every field is checked against the schema of :mod:`ldhmm.models.file_format` (types,
         ranges, shapes, finiteness, signs, vocabulary) before anything is built.
 
         Parameters

@@ -3,8 +3,8 @@ posterior, the posterior means of its parameters, its state marginals, and an im
 ``log p(x)``.
 
 Pure functions of (parameters, guide, bucket, bucket state), so that the estimator
-(:class:`ldhmm.models.estimator.VariantHMM`, for sequences in this process) and a partition's
-worker (:class:`ldhmm.inference.partition.PartitionWorker`, where the sequences live, writing
+(:class:`ldhmm.models.variant_hmm.VariantHMM`, for sequences in this process) and a partition's
+worker (:class:`ldhmm.inference.distributed.workers.PartitionWorker`, where the sequences live, writing
 Parquet) compute the same numbers with the same code.
 """
 
@@ -19,12 +19,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from .chain import forward_log_normalizer
+from ..ops.dirichlet import dirichlet_log_density, sample_dirichlet
+from ..ops.potentials import emission_potentials
+from ..parameters import VariantParameters
+from ..sharing import GROUPS, POINT, SEQUENCE
 from .emissions import LOCAL_CHUNK, LocalView, chunks, expected_emissions, n_slots, token_potentials
-from .ops.chain import emission_potentials
-from .ops.dirichlet import dirichlet_log_density, sample_dirichlet
-from .parameters import VariantParameters
-from .variants import GROUPS, POINT, SEQUENCE
+from .exact_chain import forward_log_normalizer
 
 __all__ = [
     "state_marginals",
@@ -215,7 +215,7 @@ def importance_weights(params: VariantParameters, bucket, counts, seq_groups, n_
 
 def stack_posterior(rows: list, params: VariantParameters, sparse: bool) -> dict:
     """The per-sequence dicts of :func:`bucket_posterior`, in order, as the arrays of
-    :meth:`ldhmm.models.estimator.VariantHMM.posterior`: ``elbo`` (M,), ``g_<group>``
+    :meth:`ldhmm.models.variant_hmm.VariantHMM.posterior`: ``elbo`` (M,), ``g_<group>``
     (M, ...) stacked, and ``B_symbols``, ``B_counts`` (sparse layout) and ``state_marginals``
     as lists of arrays."""
     out = {"elbo": np.array([r["elbo"] for r in rows], dtype=np.float64)}
@@ -273,7 +273,7 @@ def _list_column(arrays: list, type_) -> pa.Array:
 
 def read_posterior(paths) -> dict:
     """Read the Parquet files of ``posterior(..., out=DIR)`` back into the arrays of
-    :meth:`ldhmm.models.estimator.VariantHMM.posterior`, with ``sequence`` (the keys, the
+    :meth:`ldhmm.models.variant_hmm.VariantHMM.posterior`, with ``sequence`` (the keys, the
     order of every other entry), files in the given order.
 
     Parameters

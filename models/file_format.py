@@ -1,6 +1,6 @@
 """The model-file schema: every field a saved LDHMM-family model holds, checked on load.
 
-A model file is JSON (never pickle) written by :meth:`ldhmm.models.estimator.VariantHMM.save`::
+A model file is JSON (never pickle) written by :meth:`ldhmm.models.variant_hmm.VariantHMM.save`::
 
     format        "ldhmm"
     version       1 or 2 (FORMAT_HISTORY); a newer version is refused with both numbers

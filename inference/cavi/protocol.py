@@ -1,7 +1,7 @@
 """The guide protocol: what the E-step driver asks of a variational family of q(Z).
 
 A guide is any object with these members (no base class needed; :class:`typing.Protocol`
-checks it structurally). The driver (:func:`ldhmm.inference.e_step.e_step_bucket`) calls only
+checks it structurally). The driver (:func:`ldhmm.inference.cavi.expectation.e_step_bucket`) calls only
 these, for the built-in guides and a user's alike.
 """
 
@@ -42,13 +42,13 @@ class GuideProtocol(Protocol):
         The per-sequence q(Z) update of the compiled E-step kernel that computes exactly what
         :meth:`update_hidden` computes: ``"pf"`` (forward-backward) or ``"ff"`` (one exact
         mean-field pass; the guide's state is then the factors ``phi`` (M, T, K)), see
-        :data:`ldhmm.inference.kernels.e_step.FAMILIES`. ``None``: the driver runs
+        :data:`ldhmm.inference.cavi.kernels.fused_sweeps.FAMILIES`. ``None``: the driver runs
         :meth:`update_hidden` sweep by sweep in torch. The driver also uses the torch route
         where the kernel does not apply (tensors not float64 on CPU, kernels switched off) and
         for sequences whose compiled recursion underflowed.
 
     A guide may also set ``starts``: the per-sequence starting points the E-step tries when no
-    warm state exists (a subset of :data:`ldhmm.inference.e_step.STARTS`; default all of
+    warm state exists (a subset of :data:`ldhmm.inference.cavi.expectation.STARTS`; default all of
     them). A family that is the exact chain leaves out ``"chain"``, its own best start; a
     guide with ``"chain"`` among its starts is by default initialized from the PF fit
     (``init="auto"`` of the estimators).

@@ -4,12 +4,12 @@ A guide is two things at once.
 
 1. A **Pyro guide**: called with the model's arguments, it samples the sites ``pi``, ``A``, ``B``
    (per-sequence Dirichlets with parameters ``g_pi``, ``g_A``, ``g_B``) and ``z_0 .. z_(T-1)`` from
-   its ``q(Z)``, so Pyro's ``Trace_ELBO`` and ``SVI`` work on it (:mod:`ldhmm.inference.svi`).
+   its ``q(Z)``, so Pyro's ``Trace_ELBO`` and ``SVI`` work on it (:mod:`ldhmm.inference.svi.svi_fit`).
 2. A **closed-form q(Z) update** for coordinate ascent (:mod:`ldhmm.inference.variational_em`): given the
    expected log-parameters, replace q(Z) by its optimum within the family and report its state
    marginals, summed pairwise marginals and entropy.
 
-The closed-form half follows :class:`ldhmm.inference.protocol.GuideProtocol` (a user-written
+The closed-form half follows :class:`ldhmm.inference.cavi.protocol.GuideProtocol` (a user-written
 guide needs no base class; subclass :class:`ChainGuide` for the Pyro half for free). The Pyro half
 adds:
 
@@ -32,9 +32,9 @@ import torch
 from pyro import poutine
 from torch.distributions import constraints
 
-from .chain import ExactChain, chain_update, forward_backward
-from .ops.chain import backward_log_messages
-from .ops.mean_field import mean_field_stats, mean_field_sweep
+from ..ops.mean_field import mean_field_stats, mean_field_sweep
+from ..ops.potentials import backward_log_messages
+from .exact_chain import ExactChain, chain_update, forward_backward
 from .protocol import GuideProtocol, HiddenUpdate
 
 __all__ = ["ChainGuide", "PFGuide", "FFGuide", "resolve_guide"]
@@ -82,7 +82,7 @@ class ChainGuide:
 
         Parameters live in Pyro's param store under ``g_pi`` (M, K), ``g_A`` (M, K, K),
         ``g_B`` (M, K, V) and the family's own names; ``init`` gives their starting values
-        (e.g. a closed-form fit, see :func:`ldhmm.inference.svi.guide_init_from_state`).
+        (e.g. a closed-form fit, see :func:`ldhmm.inference.svi.svi_fit.guide_init_from_state`).
         """
         M, T = tokens.shape
         K, V = beta.shape
@@ -259,6 +259,7 @@ def resolve_guide(guide) -> GuideProtocol:
         raise ValueError(f"unknown guide {guide!r}: use 'pf', 'ff' or a guide object")
     if not hasattr(guide, "update_hidden") or not hasattr(guide, "init_state"):
         raise ValueError(
-            f"{guide!r} is not a guide: it needs init_state and update_hidden (see ldhmm.inference.protocol)"
+            f"{guide!r} is not a guide: it needs init_state and update_hidden "
+            "(see ldhmm.inference.cavi.protocol)"
         )
     return guide

@@ -1,6 +1,6 @@
 """Compiled helpers of the sparse emission layout: per-sequence slots and sums by symbol.
 
-In the sparse layout (:mod:`ldhmm.inference.emissions`) a sequence's emission counts live in a
+In the sparse layout (:mod:`ldhmm.inference.cavi.emissions`) a sequence's emission counts live in a
 K x W block, one column per distinct symbol it contains (its *slots*), W at most its length.
 These kernels build the slots of a padded batch and add per-slot values up by symbol.
 Imports numpy and numba only.
@@ -221,7 +221,7 @@ def _expected_log_terms(alpha, alpha_rowsum, counts, symbols, delta, psi_rows): 
 
 def expected_log_terms(alpha, counts, symbols):
     """The per-sequence parts of ``sum_m E log B_m`` (see
-    :class:`ldhmm.inference.emissions.EmissionLogSums`): ``delta`` (M, K, W), at each slot
+    :class:`ldhmm.inference.cavi.emissions.EmissionLogSums`): ``delta`` (M, K, W), at each slot
     with ``n > 0`` ``psi(alpha + n) - psi(alpha)`` (else 0), and ``psi_rows`` (K,),
     ``sum_m psi(alpha_0 + n_m0)``. O(K W) per sequence (plus the row totals of ``alpha``).
 

@@ -4,7 +4,7 @@ talks to, in this process or on a cluster.
 A :class:`PartitionWorker` holds the buckets of some whole sequences and their per-sequence
 variational state for the whole fit; the state never leaves it. Each EM iteration the driver
 (:meth:`ldhmm.inference.em.VariationalEM.fit_backend`) sends the current parameters to every
-partition and gets back sums over its sequences (:class:`ldhmm.inference.e_step.EStepTotals`,
+partition and gets back sums over its sequences (:class:`ldhmm.inference.cavi.expectation.EStepTotals`,
 O(K V) numbers), and each Newton pass of the collapsed M-step is one more such round
 (:meth:`PartitionWorker.count_sums`). The driver adds the partitions' sums in partition order,
 each partition its buckets in bucket order, so a fit's numbers do not depend on how many
@@ -12,7 +12,7 @@ processes or threads ran the partitions (they do depend on the partitioning: a d
 of the database adds the same terms in another order, see docs/distributed.md).
 
 :class:`LocalBackend` runs the workers in this process, one after the other; the Dask backend
-(:mod:`ldhmm.inference.dask_backend`) runs the same workers as Dask actors.
+(:mod:`ldhmm.inference.distributed.dask_backend`) runs the same workers as Dask actors.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from ..data import PartitionSpec, read_partition
-from .batch import make_buckets, validate_sequences
-from .e_step import EStepTotals, e_step
-from .kernels.dirichlet_multinomial import dirichlet_multinomial_sums
-from .m_step import count_batches
-from .parameters import VariantParameters
-from .posterior import bucket_posterior, forbidden_symbols, log_marginal_is, posterior_table
+from ...data import PartitionSpec, read_partition
+from ..batch import make_buckets, validate_sequences
+from ..cavi.expectation import EStepTotals, e_step
+from ..cavi.kernels.dirichlet_multinomial import dirichlet_multinomial_sums
+from ..cavi.maximization import count_batches
+from ..cavi.posterior import bucket_posterior, forbidden_symbols, log_marginal_is, posterior_table
+from ..parameters import VariantParameters
 
 __all__ = [
     "PartitionWorker",
@@ -145,7 +145,7 @@ class PartitionWorker:
 
     def e_step(self, params: VariantParameters, starts: tuple = ()) -> EStepTotals:
         """One E-step of every bucket (warm from the kept state; ``starts`` as in
-        :func:`ldhmm.inference.e_step.e_step`); returns the partition's sums."""
+        :func:`ldhmm.inference.cavi.expectation.e_step`); returns the partition's sums."""
         self.states, totals = e_step(
             self.buckets,
             params,
@@ -160,7 +160,7 @@ class PartitionWorker:
     def count_sums(self, group: str, alpha: np.ndarray, rows) -> tuple[np.ndarray, np.ndarray]:
         """The collapsed M-step's Dirichlet-multinomial sums over this partition's counts of
         ``group`` at concentration ``alpha`` (R, D) (see
-        :func:`ldhmm.inference.kernels.dirichlet_multinomial.dirichlet_multinomial_sums`)."""
+        :func:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.dirichlet_multinomial_sums`)."""
         if self.states is None:
             raise RuntimeError("count_sums needs an E-step first")
         return dirichlet_multinomial_sums(alpha, count_batches(self.states, group, alpha.shape[0]), rows)
@@ -187,10 +187,10 @@ class PartitionWorker:
 
     def posterior(self, params: VariantParameters, starts: tuple, out_path: str | None = None):
         """Each sequence's variational posterior after the held-out E-step
-        (:func:`ldhmm.inference.posterior.bucket_posterior`).
+        (:func:`ldhmm.inference.cavi.posterior.bucket_posterior`).
 
         Returns (keys, list of per-sequence dicts), or with ``out_path`` writes one Parquet row
-        per sequence there (:func:`ldhmm.inference.posterior.posterior_table`) and returns the
+        per sequence there (:func:`ldhmm.inference.cavi.posterior.posterior_table`) and returns the
         path. A sequence the model gives probability 0 is a ValueError naming it.
         """
         self._require_possible(params)
@@ -208,7 +208,7 @@ class PartitionWorker:
         self, params: VariantParameters, starts: tuple, n_samples: int, seed: int, out_path: str | None = None
     ):
         """Importance-sampled ``log p(x)`` of each sequence
-        (:func:`ldhmm.inference.posterior.log_marginal_is`), draws seeded by ``seed``.
+        (:func:`ldhmm.inference.cavi.posterior.log_marginal_is`), draws seeded by ``seed``.
 
         Returns (keys, (M_p,) estimates), or with ``out_path`` writes them (columns
         ``sequence``, ``log_marginal``) there and returns the path.
@@ -311,7 +311,7 @@ class LocalBackend:
 
     The in-process fit is :meth:`ldhmm.inference.em.VariationalEM.fit_backend` over this
     backend with one partition holding every bucket; a distributed fit is the same driver over
-    :class:`ldhmm.inference.dask_backend.DaskBackend`.
+    :class:`ldhmm.inference.distributed.dask_backend.DaskBackend`.
     """
 
     def __init__(self, workers: list[PartitionWorker]):

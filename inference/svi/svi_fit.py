@@ -1,21 +1,21 @@
 """Pyro's route: any model of a padded sequence database, fitted by ``pyro.infer.SVI`` in minibatches.
 
 :func:`fit_svi` takes a Pyro ``model`` and ``guide`` of one
-:class:`~ldhmm.inference.minibatch.SequenceBatch` (see that module for the conventions: one
+:class:`~ldhmm.inference.svi.minibatch.SequenceBatch` (see that module for the conventions: one
 plate ``"sequences"``, subsampled) and runs stochastic variational inference (the steps of
 ``pyro.infer.SVI``: an ELBO's ``loss_and_grads``, Adam) over length-sorted minibatches of the
-database until :class:`~ldhmm.inference.convergence.ConvergenceRule` says stop:
+database until :class:`~ldhmm.inference.monitor.ConvergenceRule` says stop:
 
 * the hidden chain is summed out exactly inside the model (the forward algorithm of
-  :class:`~ldhmm.inference.hmm_distribution.MaskedCategoricalHMM`), and any discrete site marked
+  :class:`~ldhmm.inference.svi.hmm_distribution.MaskedCategoricalHMM`), and any discrete site marked
   ``infer={"enumerate": "parallel"}`` by ``TraceEnum_ELBO``: nothing discrete is sampled;
 * the model's ``pyro.param`` sites are the global parameters (type-II maximum likelihood of
   the bound), stepped by Pyro's Adam; a guide parameter declared inside the plate with
-  ``event_dim`` is *local* (one row per sequence): :class:`~ldhmm.inference.local_rows.LocalRows`
+  ``event_dim`` is *local* (one row per sequence): :class:`~ldhmm.inference.svi.local_rows.LocalRows`
   serves a step only its batch's rows and gives each row one Adam step per visit, so a step
   costs one batch, not the database; any other guide parameter is global;
 * a guide with a method ``initialize(batches)`` is given every minibatch once before the first
-  step, to start its local parameters (:class:`~ldhmm.inference.dirichlet_guide.DirichletMeanField`);
+  step, to start its local parameters (:class:`~ldhmm.inference.svi.dirichlet_guide.DirichletMeanField`);
 * a guide with a method ``local_start(batch)`` gets the local step in closed form: before every
   step of a fit the batch's rows are set to it under the current global parameters, and the
   step moves the globals (``refresh_locals``; sticky LDHMM on the MSNBC subset: a training
@@ -47,16 +47,16 @@ from pyro.infer.util import zero_grads
 from pyro.optim import Adam
 from tqdm.auto import tqdm
 
-from .batch import Bucket, make_buckets
-from .convergence import ConvergenceRule, ConvergenceState
-from .e_step import BucketState
+from ..batch import Bucket, make_buckets
+from ..cavi.expectation import BucketState
+from ..monitor import ConvergenceRule, ConvergenceState
+from ..ops.dirichlet import kl_dirichlet
+from ..ops.potentials import emission_potentials, expected_complete_log_lik
+from ..parameters import VariantParameters
+from ..sharing import LDHMM_SHARING
 from .local_rows import LocalRows
 from .minibatch import length_batches
 from .model_check import check_model, in_sequence_plate
-from .ops.chain import emission_potentials, expected_complete_log_lik
-from .ops.dirichlet import kl_dirichlet
-from .parameters import VariantParameters
-from .variants import LDHMM_SHARING
 
 __all__ = [
     "pad_database",
@@ -202,10 +202,10 @@ def fit_svi(
     Parameters
     ----------
     model, guide : callable
-        ``model(batch)``, ``guide(batch)`` of a :class:`~ldhmm.inference.minibatch.SequenceBatch`
+        ``model(batch)``, ``guide(batch)`` of a :class:`~ldhmm.inference.svi.minibatch.SequenceBatch`
         (e.g. :func:`ldhmm.models.pyro_model.ldhmm_sequence_model` and
-        :class:`ldhmm.inference.dirichlet_guide.DirichletMeanField`); checked first by
-        :func:`~ldhmm.inference.model_check.check_model`.
+        :class:`ldhmm.inference.svi.dirichlet_guide.DirichletMeanField`); checked first by
+        :func:`~ldhmm.inference.svi.model_check.check_model`.
     sequences : list of int64 arrays (validated), symbols < n_symbols
     n_states, n_symbols : int
         K and V, passed to the model in every batch.
@@ -216,7 +216,7 @@ def fit_svi(
     frozen : iterable of str
         Parameters that stay as they are (hidden from the optimizer).
     batch_size : int
-        Sequences per minibatch (:func:`~ldhmm.inference.minibatch.length_batches`).
+        Sequences per minibatch (:func:`~ldhmm.inference.svi.minibatch.length_batches`).
     lr : float
         Adam's learning rate (on unconstrained values: log-concentrations for positive ones).
     num_particles : int
@@ -227,7 +227,7 @@ def fit_svi(
     dtype : torch.dtype
     refresh_locals : bool
         If the guide has a method ``local_start(batch)`` (e.g.
-        :class:`~ldhmm.inference.dirichlet_guide.DirichletMeanField` with ``init_offsets``),
+        :class:`~ldhmm.inference.svi.dirichlet_guide.DirichletMeanField` with ``init_offsets``),
         every step first sets the batch's local rows to it under the current global parameters
         (the local step of stochastic variational inference, in closed form) and the step moves
         only the global parameters (and the locals it did not set). Without it, or with False,
@@ -244,7 +244,7 @@ def fit_svi(
 
     Raises
     ------
-    ldhmm.inference.model_check.ModelCheckError
+    ldhmm.inference.svi.model_check.ModelCheckError
         A model or guide that breaks the route's conventions (the message names the site).
     NonFiniteSVIError
         An epoch whose ELBO estimate is not finite.
@@ -343,7 +343,7 @@ def guide_init_from_state(guide, params: VariantParameters, bucket: Bucket, stat
     """Pyro parameter values that make ``guide`` equal a closed-form q, and that q's ELBO.
 
     For the original model with Z sampled (:func:`ldhmm.models.pyro_model.ldhmm_model`) and the
-    guides of :mod:`ldhmm.inference.guides`. One more q(Z) update is made from ``E log theta``
+    guides of :mod:`ldhmm.inference.cavi.guides`. One more q(Z) update is made from ``E log theta``
     of the stored Dirichlet posteriors, so that q(Z) and q(theta) are exactly the ones whose
     ELBO is returned.
 

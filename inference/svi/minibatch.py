@@ -1,6 +1,6 @@
 """What a model of the SVI route is called with: a padded, masked batch of a sequence database.
 
-A Pyro model or guide of :mod:`ldhmm.inference.svi` is a function of one argument, a
+A Pyro model or guide of :mod:`ldhmm.inference.svi.svi_fit` is a function of one argument, a
 :class:`SequenceBatch`: some sequences of a database of ``n_sequences``, padded to a common
 length. It declares every per-sequence variable inside ``batch.plate()``, which is
 ``pyro.plate("sequences", n_sequences, subsample=batch.index, dim=-1)``: Pyro then scales the

@@ -1,7 +1,7 @@
 """Checks of a user's Pyro model and guide before the SVI route runs them (errors name the site).
 
-A model of the route (:mod:`ldhmm.inference.svi`) is called with one
-:class:`~ldhmm.inference.minibatch.SequenceBatch` and must
+A model of the route (:mod:`ldhmm.inference.svi.svi_fit`) is called with one
+:class:`~ldhmm.inference.svi.minibatch.SequenceBatch` and must
 
 * put every per-sequence variable inside ``batch.plate()`` (``pyro.plate("sequences", dim=-1)``,
   the only plate: other dimensions of a variable are its event, ``.to_event(n)``);

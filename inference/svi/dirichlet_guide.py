@@ -28,7 +28,7 @@ Where the local rows start matters: SVI moves a local row only when its minibatc
 so a fit (and above all the scoring of new sequences under concentrated priors) is faster from
 a good start. ``init_offsets(batch, priors) -> {site: offsets (B,) + event}`` gives one, e.g.
 :func:`ldhmm.models.pyro_model.ldhmm_pf_offsets`, the closed-form PF E-step's expected counts;
-:func:`ldhmm.inference.svi.fit_svi` calls :meth:`DirichletMeanField.initialize` with every
+:func:`ldhmm.inference.svi.svi_fit.fit_svi` calls :meth:`DirichletMeanField.initialize` with every
 minibatch before the first step.
 
 Any latent site in the plate that is neither Dirichlet nor enumerated is an error that names
@@ -157,7 +157,7 @@ class DirichletMeanField:
     prefix : str
         Parameter names are ``prefix + site name``.
 
-    Calling it with a :class:`~ldhmm.inference.minibatch.SequenceBatch` is the Pyro guide.
+    Calling it with a :class:`~ldhmm.inference.svi.minibatch.SequenceBatch` is the Pyro guide.
     """
 
     def __init__(
