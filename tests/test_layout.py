@@ -100,3 +100,52 @@ def test_lower_layers_import_nothing_of_the_project_above_them(folder, allowed):
             n for n in imported if n not in allowed and not (n.startswith(".") and not n.startswith(".."))
         }
         assert not extra, f"{path.relative_to(REPO)} imports {sorted(extra)}"
+
+
+def _loaded_after(statement: str) -> set[str]:
+    """The modules a fresh interpreter holds after ``statement``."""
+    code = f"import sys\n{statement}\nprint('\\n'.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+#: What only the experiments and the baselines need.
+HEAVY = ("gensim", "hmmlearn", "sklearn", "matplotlib", "ldhmm.experiments", "ldhmm.baselines")
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import ldhmm.inference",
+        "import ldhmm.inference.cavi.expectation",
+        "import ldhmm.inference.distributed.workers",
+        "import ldhmm.data",
+    ],
+)
+def test_a_sub_package_loads_no_experiment_library(statement):
+    loaded = _loaded_after(statement)
+    assert "ldhmm.inference" in loaded or "ldhmm.data" in loaded  # the statement ran
+    assert not [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(HEAVY)]
+
+
+def test_a_dask_worker_loads_no_experiment_library():
+    pytest.importorskip("distributed")
+    loaded = _loaded_after("import ldhmm.inference.distributed.dask_backend")
+    assert "ldhmm.inference.distributed.dask_backend" in loaded
+    assert not [m for m in loaded if m.split(".")[0] in HEAVY or m.startswith(HEAVY)]
+
+
+def test_import_ldhmm_is_cheap_and_names_load_on_first_use():
+    loaded = _loaded_after("import ldhmm")
+    assert not {"torch", "numba", "pyro", "pandas"} & loaded
+    loaded = _loaded_after("from ldhmm import LDHMM, compare")
+    assert {"ldhmm.models.ldhmm", "ldhmm.experiments.compare"} <= loaded
+
+
+def test_front_door_names():
+    import ldhmm
+
+    assert set(ldhmm.__all__) <= set(dir(ldhmm))
+    assert ldhmm.ParameterSharing is __import__("ldhmm.inference", fromlist=["x"]).ParameterSharing
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        ldhmm.nope  # noqa: B018

@@ -15,12 +15,38 @@ sequences), :mod:`ldhmm.experiments` (the paper's experiments, the harness, benc
 :mod:`ldhmm.cli` (the ``ldhmm`` command).
 """
 
-from .experiments.classify import ClassificationResult, classify
-from .experiments.compare import ComparisonResult, compare
-from .inference import FFGuide, ParameterSharing, PFGuide
-from .models import LDHMM, VariantHMM
+import importlib
 
 __version__ = "0.2.0"
+
+#: The front door's names and the modules that define them. They are imported on first use
+#: (PEP 562), so that ``import ldhmm`` stays cheap and importing a sub-package such as
+#: ``ldhmm.inference`` (or starting a Dask worker) loads neither the experiments nor the libraries
+#: only they need (gensim, hmmlearn, scikit-learn, matplotlib).
+_EXPORTS = {
+    "LDHMM": "models.ldhmm",
+    "VariantHMM": "models.variant_hmm",
+    "ParameterSharing": "inference.sharing",
+    "PFGuide": "inference.cavi.guides",
+    "FFGuide": "inference.cavi.guides",
+    "compare": "experiments.compare",
+    "ComparisonResult": "experiments.compare",
+    "classify": "experiments.classify",
+    "ClassificationResult": "experiments.classify",
+}
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "LDHMM",
