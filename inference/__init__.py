@@ -36,11 +36,11 @@ from .ops.dirichlet import (
     log_multivariate_beta,
     sample_dirichlet,
 )
+from .ops.forward import chain_posterior
 from .ops.potentials import (
     ChainPosterior,
     emission_potentials,
     expected_complete_log_lik,
-    forward_backward_log,
 )
 from .ops.viterbi import ViterbiPaths, unpad_paths, viterbi_log
 from .parameters import VariantParameters, init_parameters
@@ -86,7 +86,7 @@ __all__ = [
     "ChainPosterior",
     "emission_potentials",
     "expected_complete_log_lik",
-    "forward_backward_log",
+    "chain_posterior",
     "ViterbiPaths",
     "unpad_paths",
     "viterbi_log",

@@ -1,6 +1,8 @@
 """Math kernels against independent routes: brute force, torch.distributions, scipy."""
 
+import importlib.util
 import itertools
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -20,10 +22,18 @@ from ldhmm.inference.ops.dirichlet import (
     kl_dirichlet,
     newton_dirichlet,
 )
+from ldhmm.inference.ops.forward import chain_posterior
 from ldhmm.inference.ops.hashing import hashed_uniform, splitmix64
 from ldhmm.inference.ops.mean_field import init_mean_field, mean_field_stats, mean_field_sweep
-from ldhmm.inference.ops.potentials import backward_log_messages, forward_backward_log
+from ldhmm.inference.ops.potentials import backward_log_messages
 from ldhmm.inference.sharing import LDHMM_SHARING
+
+_SPEC = importlib.util.spec_from_file_location(
+    "reference_chain", Path(__file__).with_name("reference_chain.py")
+)
+reference_chain = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(reference_chain)
+forward_backward_log = reference_chain.forward_backward_log  # the log-space reference twin
 
 
 def random_chain(M, T, K, seed, lengths=None, shared=False):
@@ -71,7 +81,9 @@ def forward_backward_reference_route(*args):
         kernels.ENABLED = True
 
 
-@pytest.mark.parametrize("impl", [forward_backward, forward_backward_reference_route, forward_backward_log])
+@pytest.mark.parametrize(
+    "impl", [forward_backward, forward_backward_reference_route, chain_posterior, forward_backward_log]
+)
 @pytest.mark.parametrize("shared", [False, True])
 def test_forward_backward_equals_brute_force(impl, shared):
     M, T, K = 5, 5, 3
@@ -313,3 +325,33 @@ def test_e_step_is_bitwise_reproducible_across_calls_and_thread_counts(guide_nam
         numba.set_num_threads(before)
     for other in repeats + [single]:
         assert np.array_equal(first, other)
+
+
+def test_log_matmul_exp_exact_where_the_shifted_product_underflows():
+    from ldhmm.inference.ops.forward import log_matmul_exp
+
+    # The row's largest entry and the column's sit at different j: exp(-1000) * 2 underflows.
+    a = torch.tensor(
+        [[0.0, -1000.0], [-float("inf"), -float("inf")]], dtype=torch.float64, requires_grad=True
+    )
+    b = torch.tensor([[-1000.0], [0.0]], dtype=torch.float64, requires_grad=True)
+    out = log_matmul_exp(a, b)
+    assert out[0, 0].item() == pytest.approx(-1000.0 + np.log(2.0), abs=1e-12)
+    assert out[1, 0].item() == -float("inf")  # no path at all: exactly -inf
+    out[0, 0].backward()
+    assert torch.isfinite(a.grad).all() and torch.isfinite(b.grad).all()
+    np.testing.assert_allclose(a.grad[0].numpy(), [0.5, 0.5], rtol=1e-12)
+    np.testing.assert_array_equal(a.grad[1].numpy(), [0.0, 0.0])
+
+
+def test_torch_chain_posterior_matches_the_reference_at_extreme_potentials():
+    li, lt, lo, mask = random_chain(6, 12, 3, seed=7)
+    lt, lo = lt * 800.0, lo * 900.0
+    ours, ref = chain_posterior(li, lt, lo, mask), forward_backward_log(li, lt, lo, mask)
+    assert torch.isfinite(ours.log_normalizer).all()
+    torch.testing.assert_close(ours.log_normalizer, ref.log_normalizer, rtol=1e-12, atol=0)
+    torch.testing.assert_close(ours.state_marginals, ref.state_marginals, rtol=0, atol=1e-9)
+    # (the reference's own pair counts overflow to NaN here: exp of a difference of huge logs)
+    assert torch.isfinite(ours.transition_counts).all()
+    lengths = mask.sum(1).double()
+    torch.testing.assert_close(ours.transition_counts.sum((1, 2)), lengths - 1, rtol=0, atol=1e-9)

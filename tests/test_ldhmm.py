@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from ldhmm.inference import HiddenUpdate, expected_complete_log_lik, forward_backward_log
+from ldhmm.inference import HiddenUpdate, chain_posterior, expected_complete_log_lik
 from ldhmm.models import LDHMM, NotFittedError
 
 
@@ -148,7 +148,7 @@ class LogSpacePFGuide:
         return None
 
     def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
-        post = forward_backward_log(log_initial, log_transition, log_obs, mask)
+        post = chain_posterior(log_initial, log_transition, log_obs, mask)
         expected = expected_complete_log_lik(
             post.state_marginals, post.transition_counts, log_initial, log_transition, log_obs
         )

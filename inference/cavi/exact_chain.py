@@ -1,11 +1,12 @@
-"""Forward-backward on batches of chains: the compiled core where it applies, else the reference.
+"""Forward-backward on batches of chains: the compiled core where it applies, else torch's.
 
 :func:`forward_backward` runs the one compiled chain core
 (:func:`ldhmm.inference.cavi.kernels.scaled_chain.forward_backward_potentials`, scaled
-recursion, parallel over sequences) on CPU tensors, and the log-space reference
-(:func:`ldhmm.inference.ops.potentials.forward_backward_log`) on other devices or when the kernels
-are switched off. A chain whose scaled recursion fails (a zero or non-finite scale) is redone
-in log space, so the result is always finite. Same contract either way.
+recursion, parallel over sequences) on CPU tensors, and the one torch recursion
+(:func:`ldhmm.inference.ops.forward.chain_posterior`, log space, marginals as gradients of
+log Z) on other devices or when the kernels are switched off. A chain whose scaled recursion
+fails (a zero or non-finite scale) is redone in log space, so the result is always finite. Same
+contract either way.
 """
 
 from __future__ import annotations
@@ -13,12 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..ops.potentials import (
-    ChainPosterior,
-    check_chain_shapes,
-    expected_complete_log_lik,
-    forward_backward_log,
-)
+from ..ops.forward import chain_posterior
+from ..ops.potentials import ChainPosterior, check_chain_shapes, expected_complete_log_lik
 from . import kernels
 from .kernels.scaled_chain import forward_backward_potentials
 from .protocol import HiddenUpdate
@@ -37,7 +34,7 @@ def forward_backward(
     mask: torch.Tensor,
 ) -> ChainPosterior:
     """Posterior of a batch of chains (the contract of
-    :func:`ldhmm.inference.ops.potentials.forward_backward_log`).
+    :func:`ldhmm.inference.ops.forward.chain_posterior`).
 
     Parameters
     ----------
@@ -52,7 +49,7 @@ def forward_backward(
     """
     check_chain_shapes(log_initial, log_transition, log_obs, mask)
     if not _compiled_applies(log_obs):
-        return forward_backward_log(log_initial, log_transition, log_obs, mask)
+        return chain_posterior(log_initial, log_transition, log_obs, mask)
     log_z, marginals, counts, failed = forward_backward_potentials(
         log_initial.detach().numpy(),
         log_transition.detach().numpy(),
@@ -65,7 +62,7 @@ def forward_backward(
     failed = failed | ~np.isfinite(counts).all((1, 2)) | ~np.isfinite(marginals).all((1, 2))
     if failed.any():
         idx = torch.from_numpy(np.flatnonzero(failed))
-        fallback = forward_backward_log(
+        fallback = chain_posterior(
             log_initial if log_initial.shape[0] == 1 else log_initial[idx],
             log_transition if log_transition.shape[0] == 1 else log_transition[idx],
             log_obs[idx],
@@ -91,10 +88,10 @@ def forward_log_normalizer(
 def chain_update(log_initial, log_transition, log_obs, mask, reference: bool = False) -> HiddenUpdate:
     """The optimal q(Z) among all Markov chains (the PF family) given expected log-potentials.
 
-    Its entropy is ``log Z* - E_q[log potentials]``; ``reference=True`` runs the log-space
-    recursion instead of the compiled core.
+    Its entropy is ``log Z* - E_q[log potentials]``; ``reference=True`` runs the torch
+    recursion (:func:`ldhmm.inference.ops.forward.chain_posterior`) instead of the compiled core.
     """
-    run = forward_backward_log if reference else forward_backward
+    run = chain_posterior if reference else forward_backward
     post = run(log_initial, log_transition, log_obs, mask)
     expected = expected_complete_log_lik(
         post.state_marginals, post.transition_counts, log_initial, log_transition, log_obs

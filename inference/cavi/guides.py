@@ -123,8 +123,8 @@ class PFGuide(ChainGuide):
     Parameters
     ----------
     reference : bool
-        Use the log-space forward-backward instead of the compiled chain core (slower; for
-        testing); implies ``compiled=False``.
+        Use the torch recursion (:func:`ldhmm.inference.ops.forward.chain_posterior`) instead
+        of the compiled chain core (slower; for testing); implies ``compiled=False``.
     compiled : bool
         Declare the compiled PF update (``compiled_update = "pf"``), so that the E-step driver
         runs a bucket whole in compiled code where it can (CPU, float64). The result is the

@@ -8,19 +8,21 @@ chains costs a few tensor operations and no Python loop over positions; autograd
 differentiates through it (the SVI route's gradients). A padded position (``mask`` False) gets
 the identity matrix and contributes nothing, so sequences of different lengths share a batch.
 
-This is not a third copy of the E-step recursion: :func:`ldhmm.inference.cavi.exact_chain.forward_backward`
-(compiled, posteriors, not differentiable) and its twin
-:func:`ldhmm.inference.ops.potentials.forward_backward_log` compute state marginals for coordinate
-ascent; this module computes only ``log Z``, over any leading batch dimensions (Monte Carlo
-samples, enumerated variables), with gradients. ``tests/test_pyro_route.py`` checks it against
-``forward_backward_log`` and against all hidden paths.
+This is the project's one torch recursion (the other is the compiled chain core,
+:mod:`ldhmm.inference.cavi.kernels.scaled_chain`). :func:`chain_log_likelihood` gives ``log Z``
+over any leading batch dimensions (Monte Carlo samples, enumerated variables), with gradients;
+:func:`chain_posterior` gives the forward-backward marginals as the gradients of ``log Z``.
+The tests check both against a log-space forward-backward and against all hidden paths
+(``tests/reference_chain.py``, ``tests/test_pyro_route.py``, ``tests/test_kernels.py``).
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["log_matmul_exp", "gather_emissions", "chain_log_likelihood"]
+from .potentials import ChainPosterior, check_chain_shapes
+
+__all__ = ["log_matmul_exp", "gather_emissions", "chain_log_likelihood", "chain_posterior"]
 
 
 def log_matmul_exp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -43,7 +45,18 @@ def log_matmul_exp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     positive = prod > 0
     # log only where positive: the other branch's gradient is exactly zero, not 0 * inf
     log_prod = torch.where(positive, torch.where(positive, prod, torch.ones_like(prod)).log(), -float("inf"))
-    return log_prod + a_shift + b_shift
+    log_prod = log_prod + a_shift + b_shift
+    if bool(positive.all()):
+        return log_prod
+    # A zero sum is either exact (no path) or an underflow: a row's and a column's largest
+    # entries can sit at different j, and potentials a few hundred nats apart then multiply to
+    # exp(-1000) = 0. Those entries get the exact log-sum-exp over j (-inf only where every term
+    # is; the clamp keeps that case's gradient at zero instead of NaN).
+    terms = a[..., :, :, None] + b[..., None, :, :]  # (..., I, J, K)
+    possible = (terms > -float("inf")).any(-2)
+    exact = torch.logsumexp(terms.clamp(min=lowest), dim=-2)
+    exact = torch.where(possible, exact, -float("inf"))
+    return torch.where(positive, log_prod, exact)
 
 
 def _product_scan(log_steps: torch.Tensor) -> torch.Tensor:
@@ -116,3 +129,48 @@ def chain_log_likelihood(
     steps = torch.where(mask[..., 1:, None, None], steps, identity)
     total = _product_scan(steps)
     return torch.logsumexp(first[..., :, None] + total, dim=(-2, -1))
+
+
+def chain_posterior(
+    log_initial: torch.Tensor,
+    log_transition: torch.Tensor,
+    log_obs: torch.Tensor,
+    mask: torch.Tensor,
+) -> ChainPosterior:
+    """``log Z`` and the posterior of a batch of chains, from the one torch recursion.
+
+    ``log Z`` is a log-sum-exp over hidden paths of a sum of potentials, so its gradient with
+    respect to a potential is the posterior expectation of that potential's indicator: the
+    gradient with respect to ``log_obs[m, n, k]`` is ``q(z_n = k)``, and with respect to
+    ``log_transition[m, j, k]`` the expected number of ``j -> k`` moves. Autograd through
+    :func:`chain_log_likelihood` therefore gives the forward-backward marginals without a second
+    recursion. This is the torch route of :func:`ldhmm.inference.cavi.exact_chain.forward_backward`
+    (float32, other devices, chains whose scaled compiled recursion underflows) and of guides
+    written in torch; it is not itself differentiable.
+
+    Parameters
+    ----------
+    log_initial : Tensor, shape (M or 1, K)
+    log_transition : Tensor, shape (M or 1, K, K)
+        ``[j, k]`` is the log-potential of moving from state j to state k.
+    log_obs : Tensor, shape (M, T, K)
+        Emission log-potentials at each position.
+    mask : BoolTensor, shape (M, T)
+        True on real positions; every row a prefix of Trues starting at position 0.
+
+    Returns
+    -------
+    ChainPosterior
+        ``log_normalizer`` (M,), ``state_marginals`` (M, T, K) (zero on padded positions) and
+        ``transition_counts`` (M, K, K).
+    """
+    M, T, K = check_chain_shapes(log_initial, log_transition, log_obs, mask)
+    with torch.enable_grad():
+        initial = log_initial.detach().expand(M, K).clone().requires_grad_(True)
+        transition = log_transition.detach().expand(M, K, K).clone().requires_grad_(True)
+        obs = log_obs.detach().clone().requires_grad_(True)
+        log_z = chain_log_likelihood(initial, transition, obs, mask)
+        # Chains are independent: the gradient of the sum is each chain's own gradient.
+        marginals, counts = torch.autograd.grad(log_z.sum(), (obs, transition))
+    marginals = marginals * mask[..., None]
+    return ChainPosterior(log_z.detach(), marginals, counts)

@@ -1,12 +1,13 @@
-"""Chains in log space: the reference forward-backward and the helpers around it.
+"""Chain potentials and what is computed from them, in log space.
 
 The PF E-step runs forward-backward on the sub-normalized chain
 ``pi*[z1] prod A*[z_(n-1), z_n] prod B*[z_n, x_n]`` with ``pi* = exp(E log pi)`` etc.; the same
-recursion gives an ordinary HMM's posterior when the potentials are log-probabilities.
-:func:`forward_backward_log` is the reference twin of the compiled chain core
-(:mod:`ldhmm.inference.cavi.kernels.scaled_chain`, reached through
-:func:`ldhmm.inference.cavi.exact_chain.forward_backward`):
-log-sum-exp throughout, any device and dtype, slower. Pure torch, no project imports.
+recursion gives an ordinary HMM's posterior when the potentials are log-probabilities. The
+recursion itself lives twice, once per route: compiled in
+:mod:`ldhmm.inference.cavi.kernels.scaled_chain`, and in torch in
+:func:`ldhmm.inference.ops.forward.chain_posterior`. This module holds what surrounds it:
+gathering emission potentials, shape checks, the backward messages that PF's Pyro guide samples
+from, and expected complete log-likelihoods. Pure torch, no project imports.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ __all__ = [
     "emission_potentials",
     "check_chain_shapes",
     "backward_log_messages",
-    "forward_backward_log",
     "weighted_sum",
     "expected_complete_log_lik",
 ]
@@ -95,55 +95,6 @@ def backward_log_messages(log_step: torch.Tensor, mask: torch.Tensor) -> torch.T
         step = torch.logsumexp(log_step[:, n + 1] + log_b[:, n + 1, None, :], dim=-1)
         log_b[:, n] = torch.where(mask[:, n + 1, None], step, torch.zeros_like(step))
     return log_b
-
-
-def forward_backward_log(
-    log_initial: torch.Tensor,
-    log_transition: torch.Tensor,
-    log_obs: torch.Tensor,
-    mask: torch.Tensor,
-) -> ChainPosterior:
-    """Reference forward-backward in log space.
-
-    Parameters
-    ----------
-    log_initial : Tensor, shape (M or 1, K)
-    log_transition : Tensor, shape (M or 1, K, K)
-        ``[i, k]`` is the potential of moving from state i to state k.
-    log_obs : Tensor, shape (M, T, K)
-        Emission potentials at each position (see :func:`emission_potentials`).
-    mask : BoolTensor, shape (M, T)
-        True on real positions; every row starts with True and is a prefix of Trues.
-
-    Returns
-    -------
-    ChainPosterior
-    """
-    M, T, K = check_chain_shapes(log_initial, log_transition, log_obs, mask)
-    log_transition = log_transition.expand(M, K, K)
-    log_alpha = torch.empty_like(log_obs)
-    log_alpha[:, 0] = log_initial.expand(M, K) + log_obs[:, 0]
-    for n in range(1, T):
-        step = torch.logsumexp(log_alpha[:, n - 1, :, None] + log_transition, dim=1) + log_obs[:, n]
-        log_alpha[:, n] = torch.where(mask[:, n, None], step, log_alpha[:, n - 1])
-    log_z = torch.logsumexp(log_alpha[:, T - 1], dim=-1)
-    log_beta = torch.zeros_like(log_obs)
-    for n in range(T - 2, -1, -1):
-        step = torch.logsumexp(log_transition + (log_obs[:, n + 1] + log_beta[:, n + 1])[:, None, :], dim=2)
-        log_beta[:, n] = torch.where(mask[:, n + 1, None], step, torch.zeros_like(step))
-    marginals = torch.exp(log_alpha + log_beta - log_z[:, None, None]) * mask[..., None]
-    if T > 1:
-        log_pair = (
-            log_alpha[:, :-1, :, None]
-            + log_transition[:, None]
-            + (log_obs[:, 1:] + log_beta[:, 1:])[:, :, None, :]
-            - log_z[:, None, None, None]
-        )
-        pair = torch.exp(log_pair) * mask[:, 1:, None, None]
-        transition_counts = pair.sum(1)
-    else:
-        transition_counts = log_obs.new_zeros(M, K, K)
-    return ChainPosterior(log_z, marginals, transition_counts)
 
 
 def weighted_sum(weights: torch.Tensor, log_values: torch.Tensor, dims) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """The most probable hidden-state path of a batch of chains (Viterbi), in log space.
 
-The max-product twin of :func:`ldhmm.inference.ops.potentials.forward_backward_log`: the same
+The max-product twin of :func:`ldhmm.inference.ops.forward.chain_posterior`: the same
 potentials and shapes (``log_initial`` (M or 1, K), ``log_transition`` (M or 1, K, K),
 emission potentials ``log_obs`` (M, T, K), ``mask`` (M, T)), with ``max`` in place of
 log-sum-exp and back-pointers to recover the argmax. For an HMM with log-probability

@@ -27,13 +27,13 @@ from ldhmm.baselines.hmmv import HMMV
 from ldhmm.baselines.lda import LDA
 from ldhmm.baselines.vbhmm import VBHMM
 from ldhmm.data import kfold_indices, load_paper_subset
-from ldhmm.inference import HiddenUpdate, expected_complete_log_lik, forward_backward_log
+from ldhmm.inference import HiddenUpdate, chain_posterior, expected_complete_log_lik
 
 GOLDEN = Path(__file__).with_name("golden.json")
 
 
 class LogSpacePFGuide:
-    """A user-written guide (no library base class): log-space forward-backward."""
+    """A user-written guide (no library base class): the torch forward-backward."""
 
     name = "pf-logspace"
     starts = ("prior", "mean")  # the exact-chain family: no "chain" start
@@ -42,7 +42,7 @@ class LogSpacePFGuide:
         return None
 
     def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
-        post = forward_backward_log(log_initial, log_transition, log_obs, mask)
+        post = chain_posterior(log_initial, log_transition, log_obs, mask)
         expected = expected_complete_log_lik(
             post.state_marginals, post.transition_counts, log_initial, log_transition, log_obs
         )

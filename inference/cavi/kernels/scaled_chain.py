@@ -1,9 +1,11 @@
 """The one compiled chain core: scaled forward-backward of a single chain.
 
-Every forward recursion of the project runs here: the PF E-step (:mod:`.e_step`, emission
-potentials looked up by symbol), the generic potentials entry :func:`forward_backward_potentials`
-(one potential row per position: posteriors, importance sampling, the HMM baseline). Its
-reference twin is the log-space recursion :func:`ldhmm.inference.ops.potentials.forward_backward_log`.
+Every compiled forward-backward of the project runs here: the PF E-step (:mod:`.fused_sweeps`,
+emission potentials looked up by symbol), the generic potentials entry
+:func:`forward_backward_potentials` (one potential row per position: posteriors, importance
+sampling, the HMM baseline). The torch route's recursion is
+:func:`ldhmm.inference.ops.forward.chain_posterior`; the tests check both against a log-space
+reference (``tests/reference_chain.py``).
 
 Imports numpy and numba only.
 """
