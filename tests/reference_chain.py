@@ -1,18 +1,19 @@
-"""The log-space forward-backward: the tests' reference twin of both chain recursions.
+"""What the tests check the library against, loaded from this file (not part of the library).
 
-Loaded by the tests from this file (it is not part of the library): the compiled
-:mod:`ldhmm.inference.cavi.kernels.scaled_chain` and the torch
-:func:`ldhmm.inference.ops.forward.chain_posterior` are checked against it, and it against all
-hidden paths.
+:func:`forward_backward_log`: the log-space forward-backward, the reference twin of both chain
+recursions (the compiled :mod:`ldhmm.inference.cavi.kernels.scaled_chain` and the torch
+:func:`ldhmm.inference.ops.forward.chain_posterior`), itself checked against all hidden paths.
+:class:`LogSpacePFGuide`: a guide as a user writes it, against the documented protocol only.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ldhmm.inference import HiddenUpdate, chain_posterior, expected_complete_log_lik
 from ldhmm.inference.ops.potentials import ChainPosterior, check_chain_shapes
 
-__all__ = ["forward_backward_log"]
+__all__ = ["forward_backward_log", "LogSpacePFGuide"]
 
 
 def forward_backward_log(
@@ -62,3 +63,29 @@ def forward_backward_log(
     else:
         transition_counts = log_obs.new_zeros(M, K, K)
     return ChainPosterior(log_z, marginals, transition_counts)
+
+
+class LogSpacePFGuide:
+    """A guide written against the documented protocol, not derived from the library's classes:
+    the PF family computed with the library's torch recursion (log space)."""
+
+    name = "pf-logspace"
+    starts = ("prior", "mean")  # the exact-chain family: no "chain" start
+
+    def init_state(self, log_initial, log_transition, log_obs, mask):
+        return None
+
+    def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
+        post = chain_posterior(log_initial, log_transition, log_obs, mask)
+        expected = expected_complete_log_lik(
+            post.state_marginals, post.transition_counts, log_initial, log_transition, log_obs
+        )
+        return HiddenUpdate(
+            post.state_marginals, post.transition_counts, post.log_normalizer - expected
+        ), None
+
+    def select_state(self, state, index):
+        return None
+
+    def scatter_state(self, state, index, part):
+        return None

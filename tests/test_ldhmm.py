@@ -1,12 +1,20 @@
 """The LDHMM estimator: recovery on synthetic data, scoring, persistence, bad input, custom guides."""
 
+import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ldhmm.inference import HiddenUpdate, chain_posterior, expected_complete_log_lik
 from ldhmm.models import LDHMM, NotFittedError
+
+_SPEC = importlib.util.spec_from_file_location(
+    "reference_chain", Path(__file__).with_name("reference_chain.py")
+)
+reference_chain = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(reference_chain)
+LogSpacePFGuide = reference_chain.LogSpacePFGuide  # a user-written guide
 
 
 @pytest.fixture(scope="module")
@@ -135,32 +143,6 @@ def test_bad_arguments_and_score_time_symbols(small_db):
         LDHMM.from_hyperparameters([1, 1], [[1, 1]], [[1, 1], [1, 1]])
     with pytest.raises(ValueError, match="> 0"):
         LDHMM.from_hyperparameters([1, 0], [[1, 1], [1, 1]], [[1, 1], [1, 1]])
-
-
-class LogSpacePFGuide:
-    """A guide written against the documented protocol, not derived from the library's classes:
-    the PF family computed with a plain log-space forward-backward."""
-
-    name = "pf-logspace"
-    starts = ("prior", "mean")  # the exact-chain family: no "chain" start
-
-    def init_state(self, log_initial, log_transition, log_obs, mask):
-        return None
-
-    def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
-        post = chain_posterior(log_initial, log_transition, log_obs, mask)
-        expected = expected_complete_log_lik(
-            post.state_marginals, post.transition_counts, log_initial, log_transition, log_obs
-        )
-        return HiddenUpdate(
-            post.state_marginals, post.transition_counts, post.log_normalizer - expected
-        ), None
-
-    def select_state(self, state, index):
-        return None
-
-    def scatter_state(self, state, index, part):
-        return None
 
 
 @pytest.mark.parametrize("m_step", ["collapsed", "paper"])
