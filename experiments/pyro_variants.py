@@ -35,17 +35,21 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyro
-import pyro.distributions as dist
 import torch
 from torch.distributions import constraints
 
 from .. import data as ldata
 from ..inference.svi.dirichlet_guide import DirichletMeanField
-from ..inference.svi.hmm_distribution import MaskedCategoricalHMM
 from ..models import LDHMM
 from ..models.mixture import mixture_ldhmm
-from ..models.pyro_model import ldhmm_init, ldhmm_pf_offsets, ldhmm_sequence_model
+from ..models.pyro_model import (
+    ldhmm_init,
+    ldhmm_pf_offsets,
+    ldhmm_priors,
+    ldhmm_sequence_model,
+    observe_hmm,
+    sequence_parameters,
+)
 from ..models.pyro_sequence import PyroSequenceModel
 from ..models.sticky import sticky_ldhmm
 from .compare import ComparisonResult, compare
@@ -130,16 +134,9 @@ def ldhmm_model_any_concentration(batch):
     """:func:`ldhmm.models.pyro_model.ldhmm_sequence_model` with concentrations only positive,
     to score given hyper-parameters below the route's floor of 0.02 (the closed form learns
     1e-6); never fitted (see :data:`ldhmm.inference.svi.dirichlet_guide.SVI_MIN_CONCENTRATION`)."""
-    K, V, dtype = batch.n_states, batch.n_symbols, batch.dtype
-    positive = constraints.positive
-    alpha_pi = pyro.param("alpha_pi", lambda: torch.ones(K, dtype=dtype), constraint=positive)
-    alpha_A = pyro.param("alpha_A", lambda: torch.ones(K, K, dtype=dtype), constraint=positive)
-    beta = pyro.param("beta", lambda: torch.ones(K, V, dtype=dtype), constraint=positive)
+    priors = ldhmm_priors(batch, constraint=constraints.positive)
     with batch.plate():
-        pi = pyro.sample("pi", dist.Dirichlet(alpha_pi))
-        A = pyro.sample("A", dist.Dirichlet(alpha_A).to_event(1))
-        B = pyro.sample("B", dist.Dirichlet(beta).to_event(1))
-        pyro.sample("x", MaskedCategoricalHMM.from_probs(pi, A, B, batch.mask), obs=batch.tokens)
+        observe_hmm(batch, *sequence_parameters(*priors))
 
 
 def _per_token(scores, seqs) -> float:

@@ -1,9 +1,9 @@
 """A mixture of LDHMM priors: C user types, each with its own ``alpha_pi``, ``alpha_A``, ``beta``.
 
-What it adds, derived from LDHMM (:func:`ldhmm.models.pyro_model.ldhmm_sequence_model`). LDHMM
-draws every sequence's parameters ``theta_m = (pi_m, A_m, B_m)`` from one product of
-Dirichlets, a unimodal prior: sequences vary around one typical behaviour. Here a sequence
-first draws a type, then its parameters from that type's prior,
+What it adds, derived from LDHMM (:func:`ldhmm.models.pyro_model.ldhmm_sequence_model`, whose
+building blocks it calls). LDHMM draws every sequence's parameters
+``theta_m = (pi_m, A_m, B_m)`` from one product of Dirichlets, a unimodal prior: sequences vary
+around one typical behaviour. Here a sequence first draws a type, then its parameters from that type's prior,
 
 ``c_m ~ Cat(w)``,   ``pi_m ~ Dir(alpha_pi[c_m])``,   ``A_m[i] ~ Dir(alpha_A[c_m, i])``,
 ``B_m[i] ~ Dir(beta[c_m, i])``,   ``x_m ~ HMM(pi_m, A_m, B_m)``
@@ -31,9 +31,8 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import constraints
 
-from ..inference.svi.dirichlet_guide import CONCENTRATION, DirichletMeanField
-from ..inference.svi.hmm_distribution import MaskedCategoricalHMM
-from .pyro_model import ldhmm_init, ldhmm_pf_offsets
+from ..inference.svi.dirichlet_guide import DirichletMeanField
+from .pyro_model import ldhmm_init, ldhmm_pf_offsets, ldhmm_priors, observe_hmm, sequence_parameters
 from .pyro_sequence import PyroSequenceModel
 
 __all__ = ["N_TYPES", "mixture_ldhmm_model", "mixture_init", "mixture_ldhmm"]
@@ -45,19 +44,14 @@ N_TYPES = 2
 def mixture_ldhmm_model(batch, n_types: int = N_TYPES):
     """LDHMM with a C-component mixture prior; params ``type_weights`` (C,), ``alpha_pi`` (C, K),
     ``alpha_A`` (C, K, K), ``beta`` (C, K, V); the type ``c`` is enumerated, not sampled."""
-    C, K, V, dtype = n_types, batch.n_states, batch.n_symbols, batch.dtype
+    C, dtype = n_types, batch.dtype
     weights = pyro.param(
         "type_weights", lambda: torch.full((C,), 1.0 / C, dtype=dtype), constraint=constraints.simplex
     )
-    alpha_pi = pyro.param("alpha_pi", lambda: torch.ones(C, K, dtype=dtype), constraint=CONCENTRATION)
-    alpha_A = pyro.param("alpha_A", lambda: torch.ones(C, K, K, dtype=dtype), constraint=CONCENTRATION)
-    beta = pyro.param("beta", lambda: torch.ones(C, K, V, dtype=dtype), constraint=CONCENTRATION)
+    alpha_pi, alpha_A, beta = ldhmm_priors(batch, leading=(C,))
     with batch.plate():
         c = pyro.sample("type", dist.Categorical(weights), infer={"enumerate": "parallel"})
-        pi = pyro.sample("pi", dist.Dirichlet(alpha_pi[c]))
-        A = pyro.sample("A", dist.Dirichlet(alpha_A[c]).to_event(1))
-        B = pyro.sample("B", dist.Dirichlet(beta[c]).to_event(1))
-        pyro.sample("x", MaskedCategoricalHMM.from_probs(pi, A, B, batch.mask), obs=batch.tokens)
+        observe_hmm(batch, *sequence_parameters(alpha_pi[c], alpha_A[c], beta[c]))
 
 
 def mixture_init(sequences, n_states, n_symbols, seed=0, dtype=torch.float64, n_types: int = N_TYPES) -> dict:

@@ -16,10 +16,23 @@ of :mod:`ldhmm.inference.cavi.guides`, whose sample sites carry the same names.
 :func:`ldhmm_sequence_model` is the same model for the SVI route (:mod:`ldhmm.inference.svi.svi_fit`):
 called with one :class:`~ldhmm.inference.svi.minibatch.SequenceBatch`, it declares the
 hyper-parameters as ``pyro.param`` sites and sums the hidden states out by the forward
-algorithm instead of sampling them, so its only latent sites are ``pi``, ``A``, ``B``. It is
-the template of a variant (docs/writing-a-variant.md); :func:`ldhmm_init` gives its seeded
-starting point, the closed-form fit's, and :func:`ldhmm_pf_offsets` starts the per-sequence
-Dirichlet guide at the closed-form PF E-step's ``q(theta_m)``.
+algorithm instead of sampling them, so its only latent sites are ``pi``, ``A``, ``B``.
+:func:`ldhmm_init` gives its seeded starting point, the closed-form fit's, and
+:func:`ldhmm_pf_offsets` starts the per-sequence Dirichlet guide at the closed-form PF E-step's
+``q(theta_m)``.
+
+The model of the SVI route and every variant of it (:mod:`ldhmm.models.sticky`,
+:mod:`ldhmm.models.mixture`, docs/writing-a-variant.md) are written with three building
+blocks, so that a variant calls them and changes only what it changes (:func:`ldhmm_model`
+draws its ``pi``, ``A``, ``B`` with the second):
+
+* :func:`hyperparameter` and :func:`ldhmm_priors`: the learned Dirichlet hyper-parameters
+  ``alpha_pi``, ``alpha_A``, ``beta`` as ``pyro.param`` sites (all ones to start, at least
+  :data:`~ldhmm.inference.svi.dirichlet_guide.SVI_MIN_CONCENTRATION`);
+* :func:`sequence_parameters`: the per-sequence sites ``pi``, ``A``, ``B``, drawn from given
+  priors inside the plate over sequences;
+* :func:`observe_hmm`: the observed site ``x``, the masked categorical HMM with the hidden states
+  summed out (:class:`~ldhmm.inference.svi.hmm_distribution.MaskedCategoricalHMM`).
 """
 
 from __future__ import annotations
@@ -36,7 +49,111 @@ from ..inference.svi.dirichlet_guide import CONCENTRATION, SVI_MIN_CONCENTRATION
 from ..inference.svi.hmm_distribution import MaskedCategoricalHMM
 from ..inference.svi.minibatch import SequenceBatch
 
-__all__ = ["ldhmm_model", "ldhmm_sequence_model", "ldhmm_init", "ldhmm_pf_offsets", "sample_database"]
+__all__ = [
+    "hyperparameter",
+    "ldhmm_priors",
+    "sequence_parameters",
+    "observe_hmm",
+    "ldhmm_model",
+    "ldhmm_sequence_model",
+    "ldhmm_init",
+    "ldhmm_pf_offsets",
+    "sample_database",
+]
+
+
+def hyperparameter(name: str, shape: tuple, dtype, constraint=CONCENTRATION) -> torch.Tensor:
+    """A learned hyper-parameter: ``pyro.param(name)``, all ones to start.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name in Pyro's parameter store.
+    shape : tuple of int
+    dtype : torch.dtype
+    constraint : torch.distributions.constraints.Constraint
+        Default :data:`~ldhmm.inference.svi.dirichlet_guide.CONCENTRATION` (a Dirichlet
+        concentration of the route: at least ``SVI_MIN_CONCENTRATION``, where reparameterized
+        draws stay in floating range).
+
+    Returns
+    -------
+    Tensor, shape ``shape``: the constrained value.
+    """
+    return pyro.param(name, lambda: torch.ones(shape, dtype=dtype), constraint=constraint)
+
+
+def ldhmm_priors(batch: SequenceBatch, leading: tuple = (), constraint=CONCENTRATION) -> tuple:
+    """LDHMM's learned Dirichlet priors: params ``alpha_pi``, ``alpha_A``, ``beta`` (:func:`hyperparameter`).
+
+    Parameters
+    ----------
+    batch : SequenceBatch
+        K = ``n_states``, V = ``n_symbols``, ``dtype``.
+    leading : tuple of int
+        Dimensions in front of each prior (e.g. ``(C,)``: one prior per mixture component).
+    constraint : Constraint
+        Of all three (default :data:`~ldhmm.inference.svi.dirichlet_guide.CONCENTRATION`).
+
+    Returns
+    -------
+    alpha_pi : Tensor, shape leading + (K,)
+    alpha_A : Tensor, shape leading + (K, K)
+    beta : Tensor, shape leading + (K, V)
+    """
+    K, V, dtype, lead = batch.n_states, batch.n_symbols, batch.dtype, tuple(leading)
+    return (
+        hyperparameter("alpha_pi", lead + (K,), dtype, constraint),
+        hyperparameter("alpha_A", lead + (K, K), dtype, constraint),
+        hyperparameter("beta", lead + (K, V), dtype, constraint),
+    )
+
+
+def sequence_parameters(alpha_pi, alpha_A, beta) -> tuple:
+    """Each sequence's ``theta_m``: sample sites ``pi``, ``A``, ``B``; call inside the plate over sequences.
+
+    ``pi_m ~ Dir(alpha_pi)``, ``A_m[i] ~ Dir(alpha_A[i])``, ``B_m[i] ~ Dir(beta[i])`` (the rows
+    of ``A`` and ``B`` are their sites' event).
+
+    Parameters
+    ----------
+    alpha_pi : Tensor, shape (..., K)
+    alpha_A : Tensor, shape (..., K, K)
+    beta : Tensor, shape (..., K, V)
+        Leading dimensions broadcast with the plate's (e.g. one prior per sequence, picked by
+        an enumerated type).
+
+    Returns
+    -------
+    pi : Tensor, shape (..., B, K)
+    A : Tensor, shape (..., B, K, K)
+    B : Tensor, shape (..., B, K, V)
+    """
+    pi = pyro.sample("pi", dist.Dirichlet(alpha_pi))
+    A = pyro.sample("A", dist.Dirichlet(alpha_A).to_event(1))
+    B = pyro.sample("B", dist.Dirichlet(beta).to_event(1))
+    return pi, A, B
+
+
+def observe_hmm(batch: SequenceBatch, pi, A, B) -> torch.Tensor:
+    """The observed site ``x``: ``log p(x_m | pi_m, A_m, B_m)`` with the hidden states summed out.
+
+    The batch's tokens under :class:`~ldhmm.inference.svi.hmm_distribution.MaskedCategoricalHMM`
+    (forward algorithm, padding masked); call inside the plate over sequences.
+
+    Parameters
+    ----------
+    batch : SequenceBatch
+        ``tokens`` (B, T), ``mask`` (B, T).
+    pi : Tensor, shape (..., B, K)
+    A : Tensor, shape (..., B, K, K)
+    B : Tensor, shape (..., B, K, V)
+
+    Returns
+    -------
+    LongTensor, shape (B, T): the observed tokens.
+    """
+    return pyro.sample("x", MaskedCategoricalHMM.from_probs(pi, A, B, batch.mask), obs=batch.tokens)
 
 
 def ldhmm_model(tokens, lengths, alpha_pi, alpha_A, beta, init: dict | None = None):
@@ -64,9 +181,7 @@ def ldhmm_model(tokens, lengths, alpha_pi, alpha_A, beta, init: dict | None = No
     mask = torch.arange(T)[None, :] < lengths[:, None]
     xs = []
     with pyro.plate("sequences", M, dim=-1):
-        pi = pyro.sample("pi", dist.Dirichlet(alpha_pi))
-        A = pyro.sample("A", dist.Dirichlet(alpha_A).to_event(1))
-        B = pyro.sample("B", dist.Dirichlet(beta).to_event(1))
+        pi, A, B = sequence_parameters(alpha_pi, alpha_A, beta)
         z = None
         for n in pyro.markov(range(T)):
             probs = pi if n == 0 else Vindex(A)[..., z, :]
@@ -94,20 +209,14 @@ def ldhmm_sequence_model(batch: SequenceBatch):
     batch : SequenceBatch
         ``tokens`` (B, T), ``mask`` (B, T), K = ``n_states``, V = ``n_symbols``.
 
-    Pyro sites: params ``alpha_pi`` (K,), ``alpha_A`` (K, K), ``beta`` (K, V) (at least
-    :data:`~ldhmm.inference.svi.dirichlet_guide.SVI_MIN_CONCENTRATION`, where reparameterized draws
-    stay in floating range; their default start is all ones, :func:`ldhmm_init` gives the
-    fit's); samples ``pi`` (B, K), ``A`` (B, K, K), ``B`` (B, K, V), observed ``x`` (B, T).
+    Pyro sites: params ``alpha_pi`` (K,), ``alpha_A`` (K, K), ``beta`` (K, V) of
+    :func:`ldhmm_priors` (their default start is all ones, :func:`ldhmm_init` gives the fit's);
+    samples ``pi`` (B, K), ``A`` (B, K, K), ``B`` (B, K, V) of :func:`sequence_parameters`;
+    observed ``x`` (B, T) of :func:`observe_hmm`.
     """
-    K, V, dtype = batch.n_states, batch.n_symbols, batch.dtype
-    alpha_pi = pyro.param("alpha_pi", lambda: torch.ones(K, dtype=dtype), constraint=CONCENTRATION)
-    alpha_A = pyro.param("alpha_A", lambda: torch.ones(K, K, dtype=dtype), constraint=CONCENTRATION)
-    beta = pyro.param("beta", lambda: torch.ones(K, V, dtype=dtype), constraint=CONCENTRATION)
+    priors = ldhmm_priors(batch)
     with batch.plate():
-        pi = pyro.sample("pi", dist.Dirichlet(alpha_pi))
-        A = pyro.sample("A", dist.Dirichlet(alpha_A).to_event(1))
-        B = pyro.sample("B", dist.Dirichlet(beta).to_event(1))
-        pyro.sample("x", MaskedCategoricalHMM.from_probs(pi, A, B, batch.mask), obs=batch.tokens)
+        observe_hmm(batch, *sequence_parameters(*priors))
 
 
 def ldhmm_init(sequences, n_states: int, n_symbols: int, seed: int = 0, dtype=torch.float64) -> dict:

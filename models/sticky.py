@@ -1,11 +1,12 @@
 """Sticky LDHMM: every row of the transition prior shares one shape, plus a learned self-transition boost.
 
-What it adds, derived from LDHMM (:func:`ldhmm.models.pyro_model.ldhmm_sequence_model`). LDHMM
-draws row ``i`` of each sequence's transition matrix from ``Dir(alpha_A[i])`` with a free
-``K x K`` matrix ``alpha_A``. Adding ``kappa >= 0`` to its diagonal alone would add nothing:
-``alpha_A[i, i] + kappa`` is just another value of the free entry ``alpha_A[i, i]``. Fox et
-al.'s sticky HDP-HMM (ICML 2008) ties the rows first: row ``i`` is drawn around one shared
-base measure, ``DP(gamma * base + kappa * delta_i)``. The finite version here is
+What it adds, derived from LDHMM (:func:`ldhmm.models.pyro_model.ldhmm_sequence_model`, whose
+building blocks it calls). LDHMM draws row ``i`` of each sequence's transition matrix from
+``Dir(alpha_A[i])`` with a free ``K x K`` matrix ``alpha_A``. Adding ``kappa >= 0`` to its
+diagonal alone would add nothing: ``alpha_A[i, i] + kappa`` is just another value of the free
+entry ``alpha_A[i, i]``. Fox et al.'s sticky HDP-HMM (ICML 2008) ties the rows first: row ``i``
+is drawn around one shared base measure, ``DP(gamma * base + kappa * delta_i)``. The finite
+version here is
 
 ``A_m[i] ~ Dir(a + kappa e_i)``,   ``a`` in R_+^K shared by all rows, ``kappa > 0``
 
@@ -22,14 +23,11 @@ the comparison harness calls (``ldhmm.compare({"sticky": sticky_ldhmm, "LDHMM-PF
 
 from __future__ import annotations
 
-import pyro
-import pyro.distributions as dist
 import torch
 from torch.distributions import constraints
 
-from ..inference.svi.dirichlet_guide import CONCENTRATION, DirichletMeanField
-from ..inference.svi.hmm_distribution import MaskedCategoricalHMM
-from .pyro_model import ldhmm_init, ldhmm_pf_offsets
+from ..inference.svi.dirichlet_guide import DirichletMeanField
+from .pyro_model import hyperparameter, ldhmm_init, ldhmm_pf_offsets, observe_hmm, sequence_parameters
 from .pyro_sequence import PyroSequenceModel
 
 __all__ = ["sticky_ldhmm_model", "sticky_init", "sticky_ldhmm"]
@@ -39,16 +37,13 @@ def sticky_ldhmm_model(batch):
     """LDHMM with the transition prior ``alpha_A = 1 a^T + kappa I``: params ``trans_base`` (K,)
     for ``a`` and ``kappa`` (scalar), the rest as in LDHMM."""
     K, V, dtype = batch.n_states, batch.n_symbols, batch.dtype
-    alpha_pi = pyro.param("alpha_pi", lambda: torch.ones(K, dtype=dtype), constraint=CONCENTRATION)
-    trans_base = pyro.param("trans_base", lambda: torch.ones(K, dtype=dtype), constraint=CONCENTRATION)
-    kappa = pyro.param("kappa", lambda: torch.tensor(1.0, dtype=dtype), constraint=constraints.positive)
-    beta = pyro.param("beta", lambda: torch.ones(K, V, dtype=dtype), constraint=CONCENTRATION)
+    alpha_pi = hyperparameter("alpha_pi", (K,), dtype)
+    trans_base = hyperparameter("trans_base", (K,), dtype)
+    kappa = hyperparameter("kappa", (), dtype, constraints.positive)
+    beta = hyperparameter("beta", (K, V), dtype)
     alpha_A = trans_base.expand(K, K) + kappa * torch.eye(K, dtype=dtype)
     with batch.plate():
-        pi = pyro.sample("pi", dist.Dirichlet(alpha_pi))
-        A = pyro.sample("A", dist.Dirichlet(alpha_A).to_event(1))
-        B = pyro.sample("B", dist.Dirichlet(beta).to_event(1))
-        pyro.sample("x", MaskedCategoricalHMM.from_probs(pi, A, B, batch.mask), obs=batch.tokens)
+        observe_hmm(batch, *sequence_parameters(alpha_pi, alpha_A, beta))
 
 
 def sticky_init(sequences, n_states, n_symbols, seed=0, dtype=torch.float64) -> dict:
