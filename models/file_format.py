@@ -1,6 +1,8 @@
 """The model-file schema: every field a saved LDHMM-family model holds, checked on load.
 
-A model file is JSON (never pickle) written by :meth:`ldhmm.models.variant_hmm.VariantHMM.save`::
+A model file is JSON (never pickle) written by :func:`write_model_file` (what
+:meth:`ldhmm.models.variant_hmm.VariantHMM.save` calls) and read back by :func:`read_model_file`
+(:meth:`ldhmm.models.variant_hmm.VariantHMM.load`)::
 
     format        "ldhmm"
     version       1 or 2 (FORMAT_HISTORY); a newer version is refused with both numbers
@@ -39,11 +41,16 @@ import hashlib
 import inspect
 import json
 import math
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
+from ..inference.parameters import VariantParameters
+from ..inference.sharing import ParameterSharing
 
 __all__ = [
     "FORMAT_VERSION",
@@ -56,6 +63,8 @@ __all__ = [
     "ModelFileError",
     "validate_model_document",
     "check_config_types",
+    "write_model_file",
+    "read_model_file",
 ]
 
 #: The model-file format this version writes; it reads every version in FORMAT_HISTORY.
@@ -366,3 +375,160 @@ def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
     unknown = sorted(set(doc) - set(_TOP_LEVEL) - {"elbo_history", "vocabulary", "arrays"})
     if unknown:
         raise ModelFileError(path, unknown[0], "unknown field")
+
+
+def write_model_file(path, model, vocabulary=None) -> None:
+    """Write a fitted estimator of the LDHMM family (:class:`ldhmm.models.variant_hmm.VariantHMM`
+    or a subclass) to ``path`` as JSON, written to a temporary file and then renamed into place.
+
+    Format (version 2)::
+
+        {"format": "ldhmm", "version": 2, "class": "LDHMM", "config": {...},
+         "sharing": {"pi": ..., "A": ..., "B": ..., "learn_prior": ..., "pseudocount": ...},
+         "prior": {"pi": [...], "A": [[...]], "B": [[...]]},      # Dirichlet concentrations
+         "posterior": {...},                                     # shared groups
+         "log_point": {...},                                     # point groups, log-probs
+         "elbo_history": [...],
+         "vocabulary": ["symbol 0", ...] or null}                 # V names (version 2)
+
+    Arrays are nested lists of float64 (exact round trip: Python's float repr). An array of at
+    least :data:`NPZ_MIN_ENTRIES` entries (B at large vocabularies) is written instead to the
+    NPZ side file ``<name>.<digest>.npz`` beside the model (:func:`side_file_name`), and the
+    JSON holds ``{"npz": "prior.B"}`` for it and ``"arrays": "<name>.<digest>.npz"``.
+    Replacing a model file removes the side file the old one named once the new one is in
+    place.
+
+    Parameters
+    ----------
+    path : str or Path
+    model : fitted estimator
+        Its class name, ``get_config()``, ``sharing``, ``params_``, ``n_symbols_``,
+        ``elbo_history_`` and ``vocabulary_`` (when set) are written.
+    vocabulary : sequence of str, optional
+        The names of the V training symbols (default: ``model.vocabulary_`` when set).
+
+    Raises
+    ------
+    ValueError
+        A vocabulary that is not ``n_symbols_`` distinct names.
+    """
+    if vocabulary is None:
+        vocabulary = getattr(model, "vocabulary_", None)
+    if vocabulary is not None:
+        vocabulary = [str(v) for v in vocabulary]
+        if len(vocabulary) != model.n_symbols_ or len(set(vocabulary)) != len(vocabulary):
+            raise ValueError(
+                f"vocabulary: expected {model.n_symbols_} distinct symbol names, got {len(vocabulary)}"
+            )
+    path = Path(path)
+    side = {}  # large arrays: to the NPZ side file
+
+    def arrays(section: str, tensors: dict) -> dict:
+        out = {}
+        for g, t in tensors.items():
+            values = t.detach().double().cpu().numpy()
+            if values.size >= NPZ_MIN_ENTRIES:
+                side[f"{section}.{g}"] = values
+                out[g] = {"npz": f"{section}.{g}"}
+            else:
+                out[g] = values.tolist()
+        return out
+
+    params = model.params_
+    doc = {
+        "format": "ldhmm",
+        "version": FORMAT_VERSION,
+        "class": type(model).__name__,
+        "config": model.get_config(),
+        "sharing": model.sharing.to_dict(),
+        "prior": arrays("prior", params.prior),
+        "posterior": arrays("posterior", params.posterior),
+        "log_point": arrays("log_point", params.log_point),
+        "elbo_history": [float(x) for x in getattr(model, "elbo_history_", [])],
+        "vocabulary": vocabulary,
+    }
+    previous = named_side_file(path)  # of a model file being replaced
+    if side:
+        # The side file first, under a name of its own (a digest of its arrays): the JSON
+        # that names it appears only once it is complete, and until then the old JSON still
+        # names the old side file.
+        doc["arrays"] = side_file_name(path, side)
+        _write_atomically(path.parent / doc["arrays"], lambda f: np.savez(f, **side), binary=True)
+    _write_atomically(path, lambda f: f.write(json.dumps(doc, allow_nan=True)))
+    if previous is not None and previous.name != doc.get("arrays") and previous.is_file():
+        previous.unlink()  # no model file names it any more
+
+
+def read_model_file(path, cls, guide=None):
+    """The model saved in ``path`` (format versions 1 and 2), built as ``cls``.
+
+    Every field is checked (:func:`validate_model_document`, :func:`check_config_types`)
+    before anything is built; then ``cls._from_config(config, sharing, guide)`` builds the
+    estimator (its own checks of the settings), which gets the saved parameters (in its
+    ``dtype``), ``elbo_history_``, ``n_iter_`` and ``vocabulary_``.
+
+    Parameters
+    ----------
+    path : str or Path
+    cls : the estimator class (:class:`ldhmm.models.variant_hmm.VariantHMM` or a subclass)
+    guide : guide object, optional
+        Needed when the model was fitted with a custom guide (saved as its name only).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file and the field (:class:`ModelFileError`) for a file that does
+        not follow the schema, is not JSON, or is of a newer format version.
+    """
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not an ldhmm model file ({exc})") from None
+    validate_model_document(doc, path)
+    config = dict(doc["config"])
+    check_config_types(path, cls, config)
+    saved_guide = config.pop("guide", "pf")
+    if guide is None:
+        if saved_guide not in ("pf", "ff"):
+            raise ModelFileError(
+                path, "config.guide", f"custom guide {saved_guide!r}; pass guide= to load it"
+            )
+        guide = saved_guide
+    try:
+        sharing = ParameterSharing(**doc["sharing"])
+        model = cls._from_config(config, sharing, guide)
+    except (TypeError, ValueError) as err:
+        raise ModelFileError(path, "config", " ".join(str(err).split())) from None
+    if model.sharing != sharing:
+        raise ModelFileError(
+            path, "sharing", f"{doc['sharing']} is not the sharing of class {type(model).__name__}"
+        )
+    dtype = getattr(torch, model.dtype)  # "float64" or "float32", checked by the class
+
+    def tensors(section: str) -> dict:
+        return {
+            k: torch.as_tensor(np.asarray(v, dtype=np.float64)).to(dtype) for k, v in doc[section].items()
+        }
+
+    model._set_params(
+        VariantParameters(sharing, tensors("prior"), tensors("posterior"), tensors("log_point"))
+    )
+    model.elbo_history_ = np.asarray(doc.get("elbo_history", []), dtype=np.float64)
+    model.n_iter_ = len(model.elbo_history_)
+    if doc.get("vocabulary") is not None:
+        model.vocabulary_ = list(doc["vocabulary"])
+    return model
+
+
+def _write_atomically(path: Path, write, binary: bool = False) -> None:
+    """``write(file)`` into a temporary file beside ``path``, then rename it into place: an
+    existing file is replaced whole or not at all."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -14,9 +14,7 @@ float repr round-trips), and never executable.
 from __future__ import annotations
 
 import importlib
-import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -27,36 +25,20 @@ from ..data import plan_partitions, read_manifest
 from ..inference import (
     M_STEP_METHODS,
     RANDOM_STARTS,
-    SEQUENCE,
     FitResult,
     ParameterSharing,
     PFGuide,
     VariantParameters,
     VariationalEM,
     default_starts,
-    emission_potentials,
     guide_starts,
     init_parameters,
     make_buckets,
     resolve_guide,
-    unpad_paths,
-    viterbi_log,
 )
-from ..inference.cavi.emissions import (
-    EMISSION_LAYOUTS,
-    LOCAL_CHUNK,
-    predictive_emissions,
-)
+from ..inference.cavi.emissions import EMISSION_LAYOUTS, LOCAL_CHUNK
 from ..inference.cavi.emissions import emission_layout as layout_of
-from ..inference.cavi.posterior import (
-    bucket_posterior,
-    emission_index,
-    forbidden_symbols,
-    log_marginal_is,
-    posterior_means,
-    stack_posterior,
-    state_marginals,
-)
+from ..inference.cavi.posterior import stack_posterior
 from ..inference.distributed.workers import (
     LocalBackend,
     PartitionWorker,
@@ -65,15 +47,7 @@ from ..inference.distributed.workers import (
 )
 from ..inference.em import NonFiniteELBOError
 from .base import SequenceModel, check_n_symbols
-from .file_format import (
-    FORMAT_VERSION,
-    NPZ_MIN_ENTRIES,
-    ModelFileError,
-    check_config_types,
-    named_side_file,
-    side_file_name,
-    validate_model_document,
-)
+from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .memory import check_memory, fit_bytes, importance_sampling_bytes, score_bytes
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
@@ -414,54 +388,7 @@ class VariantHMM(SequenceModel):
                 result = run
         return result
 
-    # ---- scoring -------------------------------------------------------------------------
-    def _e_step(self, seqs):
-        self._check_memory(seqs, "scoring with", "fewer sequences at a time", estimate=score_bytes)
-        buckets = self._buckets(seqs)
-        return buckets, self._engine().score(buckets, self.params_)
-
-    def score_samples(self, sequences, backend: str = "local", client=None, n_partitions=None, out=None):
-        """Per-sequence held-out ELBO in nats (the paper's measure; a lower bound on log p(x)).
-
-        Parameters
-        ----------
-        sequences : list of 1-D integer arrays; with ``backend="dask"`` or ``n_partitions``
-            also a directory written by :func:`ldhmm.data.write_partitioned`
-        backend, client, n_partitions : as in :meth:`fit`
-            The held-out E-step of each partition runs where the partition lives.
-        out : str, optional
-            A directory: each partition writes its scores to ``out/part-<i>.parquet``
-            (columns ``sequence``: database position or id, ``elbo``) where it runs, and the
-            list of those paths is returned instead of the scores.
-
-        Returns
-        -------
-        np.ndarray, shape (M,), in the input order (or, for a directory input, in the order of
-        its ``sequence`` ids, returned as a pandas Series indexed by id), or the list of Parquet
-        paths written with ``out``.
-        """
-        if backend == "local" and n_partitions is None and out is None:
-            return super().score_samples(sequences)
-        return self._score_partitioned(sequences, backend, client, n_partitions, out)
-
-    def _score_partitioned(self, data, backend, client, n_partitions, out):
-        runner, directory = self._scoring_runner(data, backend, client, n_partitions)
-        starts = default_starts(self.guide, self.random_starts)
-        if out is not None:
-            return runner.call_each("score", [(self.params_, starts, p) for p in _part_paths(out, runner)])
-        return self._collect(runner.call("score", self.params_, starts, None), directory, "elbo")
-
-    @staticmethod
-    def _collect(results, directory: bool, name: str):
-        """Per-partition (keys, values) pairs as one array in database order, or a Series by id."""
-        keys = np.concatenate([k for k, _ in results])
-        values = np.concatenate([v for _, v in results])
-        if directory:
-            return pd.Series(values, index=keys, name=name)
-        ordered = np.empty(len(keys))
-        ordered[keys.astype(np.int64)] = values
-        return ordered
-
+    # ---- partitions ----------------------------------------------------------------------
     def _partitions(self, data, backend, client, n_partitions, validate):
         """Check ``backend``/``client``/``n_partitions`` and cut ``data`` (sequences, or a
         directory from :func:`ldhmm.data.write_partitioned`) into partitions balanced by tokens.
@@ -487,14 +414,6 @@ class VariantHMM(SequenceModel):
         parts = balanced_partitions([len(s) for s in seqs], int(n_partitions))
         return [([seqs[i] for i in idx], idx) for idx in parts], False
 
-    def _scoring_runner(self, data, backend, client, n_partitions):
-        """The backend over the partitions of ``data`` for a fitted model's held-out E-step."""
-        self._check_fitted()
-        partitions, directory = self._partitions(
-            data, backend, client, n_partitions, self._validate_for_score
-        )
-        return self._runner(backend, client, partitions), directory
-
     def _runner(self, backend, client, partitions):
         """The backend over ``partitions`` (PartitionSpecs or (sequences, positions) pairs),
         each a PartitionWorker with this model's guide, layout and E-step settings."""
@@ -516,39 +435,81 @@ class VariantHMM(SequenceModel):
                 workers.append(PartitionWorker(part, **options))
         return LocalBackend(workers)
 
+    # ---- scoring -------------------------------------------------------------------------
+    def _held_out(
+        self,
+        method: str,
+        data,
+        backend: str = "local",
+        client=None,
+        n_partitions=None,
+        out=None,
+        args: tuple = (),
+        seed: int | None = None,
+        memory_check=None,
+    ):
+        """The held-out E-step of ``data`` where its partitions live, then the workers'
+        ``method`` (:class:`ldhmm.inference.distributed.workers.PartitionWorker`'s ``score``,
+        ``posterior``, ``log_marginal_is``, ``predict_next_proba``, ``decode``) with
+        ``(params_, starts, *args[, seed][, out_path])``.
+
+        Sequences in this process are one partition (:class:`LocalBackend`) unless
+        ``n_partitions`` says otherwise; sequences that stay in this process are refused before
+        anything is allocated when the estimate exceeds the memory limit (``memory_check(seqs)``
+        first, then the E-step's). ``seed``: partition p draws from ``partition_seeds(seed)[p]``.
+
+        Returns
+        -------
+        (results in partition order, directory), or the Parquet paths written with ``out``.
+        """
+        self._check_fitted()
+        partitions, directory = self._partitions(
+            data, backend, client, n_partitions, self._validate_for_score
+        )
+        if backend == "local" and not directory:
+            seqs = [s for part, _ in partitions for s in part]
+            if memory_check is not None:
+                memory_check(seqs)
+            self._check_memory(seqs, "scoring with", "fewer sequences at a time", estimate=score_bytes)
+        runner = self._runner(backend, client, partitions)
+        starts = default_starts(self.guide, self.random_starts)
+        calls = [(self.params_, starts, *args) for _ in range(runner.n_partitions)]
+        if seed is not None:
+            calls = [call + (s,) for call, s in zip(calls, partition_seeds(seed, runner.n_partitions))]
+        if out is not None:
+            return runner.call_each(method, [call + (p,) for call, p in zip(calls, _part_paths(out, runner))])
+        return runner.call_each(method, calls), directory
+
+    def score_samples(self, sequences, backend: str = "local", client=None, n_partitions=None, out=None):
+        """Per-sequence held-out ELBO in nats (the paper's measure; a lower bound on log p(x)).
+
+        A point-estimated B that gives a symbol probability 0 in every state (a symbol unseen in
+        training, without pseudocount) makes a sequence holding it impossible: it is left out
+        of the E-step and scores -inf (its log-likelihood, and every bound on it), never NaN.
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays; with ``backend="dask"`` or ``n_partitions``
+            also a directory written by :func:`ldhmm.data.write_partitioned`
+        backend, client, n_partitions : as in :meth:`fit`
+            The held-out E-step of each partition runs where the partition lives (in this
+            process, one partition by default).
+        out : str, optional
+            A directory: each partition writes its scores to ``out/part-<i>.parquet``
+            (columns ``sequence``: database position or id, ``elbo``) where it runs, and the
+            list of those paths is returned instead of the scores.
+
+        Returns
+        -------
+        np.ndarray, shape (M,), in the input order (or, for a directory input, in the order of
+        its ``sequence`` ids, returned as a pandas Series indexed by id), or the list of Parquet
+        paths written with ``out``.
+        """
+        found = self._held_out("score", sequences, backend, client, n_partitions, out)
+        return found if out is not None else _by_key(*found, "elbo")
+
     def _score_samples(self, seqs):
-        # A point-estimated B that gives a symbol probability 0 in every state (a symbol unseen
-        # in training, without pseudocount) makes a sequence holding it impossible: its
-        # log-likelihood, and every bound on it, is -inf (never NaN).
-        possible = ~self._impossible(seqs)
-        out = np.full(len(seqs), -np.inf)
-        if possible.any():
-            kept = [s for s, ok in zip(seqs, possible) if ok]
-            buckets, states = self._e_step(kept)
-            scores = np.empty(len(kept))
-            for b, st in zip(buckets, states):
-                scores[b.index.numpy()] = st.elbo.double().numpy()
-            out[possible] = scores
-        return out
-
-    def _impossible(self, seqs) -> np.ndarray:
-        """Which sequences hold a symbol that a point-estimated B forbids in every state, (M,) bool."""
-        forbidden = forbidden_symbols(self.params_)
-        if forbidden is None:
-            return np.zeros(len(seqs), dtype=bool)
-        return np.array([bool(forbidden[s].any()) for s in seqs])
-
-    def _require_possible(self, seqs) -> None:
-        """A one-line error for a sequence the model gives probability 0 (no posterior exists)."""
-        bad = np.flatnonzero(self._impossible(seqs))
-        if bad.size:
-            i = int(bad[0])
-            symbol = int(next(v for v in seqs[i] if torch.isneginf(self.params_.log_point["B"][:, v]).all()))
-            raise ValueError(
-                f"sequence {i} holds symbol {symbol}, to which the model's point-estimated B gives "
-                f"probability 0 in every state (unseen in training; fit with a pseudocount > 0): "
-                f"it has no posterior"
-            )
+        return self.score_samples(seqs)
 
     def posterior(self, sequences, backend: str = "local", client=None, n_partitions=None, out=None):
         """Per-sequence variational parameters after the E-step.
@@ -578,38 +539,24 @@ class VariantHMM(SequenceModel):
         emission counts there): ``q(B_m) = Dir(beta + n_m)`` with ``n_m`` zero at every other
         symbol. :func:`ldhmm.inference.cavi.emissions.dense_emission_posterior` turns them into
         ``g_B`` (M, K, V) where that fits in memory.
-        """
-        if backend != "local" or n_partitions is not None or out is not None:
-            return self._posterior_partitioned(sequences, backend, client, n_partitions, out)
-        seqs = self._validate_for_score(sequences)
-        self._require_possible(seqs)
-        buckets, states = self._e_step(seqs)
-        rows = [None] * len(seqs)
-        for b, st in zip(buckets, states):
-            index = b.index.tolist()
-            for row, values in bucket_posterior(self.params_, self.guide, b, st):
-                rows[index[row]] = values
-        return stack_posterior(rows, self.params_, self.sparse_emissions)
 
-    def _posterior_partitioned(self, data, backend, client, n_partitions, out):
-        runner, directory = self._scoring_runner(data, backend, client, n_partitions)
-        starts = default_starts(self.guide, self.random_starts)
+        Raises
+        ------
+        ValueError
+            A sequence the model gives probability 0 (see :meth:`score_samples`): it has no
+            posterior.
+        """
+        found = self._held_out("posterior", sequences, backend, client, n_partitions, out)
         if out is not None:
-            return runner.call_each(
-                "posterior", [(self.params_, starts, p) for p in _part_paths(out, runner)]
-            )
-        keys, rows = [], []
-        for k, r in runner.call("posterior", self.params_, starts, None):
-            keys.extend(k)
-            rows.extend(r)
+            return found
+        results, directory = found
         if directory:
-            result = stack_posterior(rows, self.params_, self.sparse_emissions)
-            result["sequence"] = list(keys)
+            result = stack_posterior(
+                [r for _, rows in results for r in rows], self.params_, self.sparse_emissions
+            )
+            result["sequence"] = [k for keys, _ in results for k in keys]
             return result
-        ordered = [None] * len(rows)
-        for k, r in zip(keys, rows):
-            ordered[int(k)] = r
-        return stack_posterior(ordered, self.params_, self.sparse_emissions)
+        return stack_posterior(_in_input_order(results), self.params_, self.sparse_emissions)
 
     def predict_next_proba(self, sequences) -> np.ndarray:
         """Posterior predictive distribution of the next symbol of each sequence.
@@ -622,7 +569,8 @@ class VariantHMM(SequenceModel):
         with ``q(z_n)`` the last state marginal and ``E_q`` the means of the sequence's own
         posterior ``q(theta_m)`` (per-sequence groups), of the shared posterior (shared groups)
         or the point estimate (point groups). Under the mean-field ``q`` this is the
-        variational posterior predictive (docs/math.md, "Next-event prediction and decoding").
+        variational posterior predictive (docs/math.md, "Next-event prediction and decoding";
+        :func:`ldhmm.inference.cavi.posterior.next_symbol_proba`).
 
         Parameters
         ----------
@@ -632,31 +580,16 @@ class VariantHMM(SequenceModel):
         -------
         np.ndarray, shape (M, V), float64, in the input order; rows sum to 1.
         """
-        seqs = self._validate_for_score(sequences)
-        self._require_possible(seqs)
-        buckets, states = self._e_step(seqs)
-        out = np.empty((len(seqs), self.n_symbols_))
-        for b, st in zip(buckets, states):
-            means = posterior_means(self.params_, b, st)
-            marg = state_marginals(self.guide, self.params_, b, st).double()
-            rows = torch.arange(b.n_sequences)
-            last = marg[rows, b.lengths.long() - 1]  # q(z_n), (M_b, K)
-            w = torch.einsum("mi,mij->mj", last, means["A"].expand(b.n_sequences, -1, -1))
-            if b.sparse and self.sharing.kind("B") == SEQUENCE:
-                p = predictive_emissions(w, self.params_.prior["B"], st.counts["B"], b)
-            elif means["B"].shape[0] == 1:
-                p = w @ means["B"][0]
-            else:
-                p = torch.einsum("mj,mjv->mv", w, means["B"])
-            out[b.index.numpy()] = (p / p.sum(-1, keepdim=True)).numpy()
-        return out
+        results, _ = self._held_out("predict_next_proba", sequences)
+        return _by_key(results, False)
 
     def decode(self, sequences) -> list:
         """Most probable hidden-state path of each sequence under its posterior-mean parameters.
 
         After the held-out E-step, Viterbi (:func:`ldhmm.inference.viterbi_log`) on the chain
         with ``E_q[pi_m]``, ``E_q[A_m]``, ``E_q[B_m]`` (the sequence's own posterior means for
-        per-sequence groups; shared posterior means and point estimates otherwise).
+        per-sequence groups; shared posterior means and point estimates otherwise;
+        :func:`ldhmm.inference.cavi.posterior.viterbi_paths`).
 
         Parameters
         ----------
@@ -667,18 +600,8 @@ class VariantHMM(SequenceModel):
         list of np.ndarray, each of shape (N_m,) and dtype int64 (states in 0..K-1), in the
         input order.
         """
-        seqs = self._validate_for_score(sequences)
-        self._require_possible(seqs)
-        buckets, states = self._e_step(seqs)
-        out = [None] * len(seqs)
-        for b, st in zip(buckets, states):
-            # a point estimate's exact zero is a potential of -inf (the path avoids it)
-            logs = {g: torch.log(v) for g, v in posterior_means(self.params_, b, st).items()}
-            log_obs = emission_potentials(logs["B"], emission_index(self.params_, b))
-            paths = viterbi_log(logs["pi"], logs["A"], log_obs, b.mask)
-            for i, path in zip(b.index.tolist(), unpad_paths(paths)):
-                out[i] = path
-        return out
+        results, _ = self._held_out("decode", sequences)
+        return _in_input_order(results)
 
     def log_marginal_is(
         self,
@@ -706,8 +629,8 @@ class VariantHMM(SequenceModel):
         seed : int
             Seeds the draws; partition ``p`` of a partitioned run draws from
             ``SeedSequence([seed, p])`` for ``p >= 1`` (partition 0 from ``seed``, so one
-            partition is the in-process estimate). Estimates depend on the partitioning, not
-            on the number of workers.
+            partition, the default in this process, draws from ``seed``). Estimates depend on
+            the partitioning, not on the number of workers.
         backend, client, n_partitions : as in :meth:`fit`
         out : str, optional
             A directory: each partition writes ``out/part-<i>.parquet`` (columns ``sequence``,
@@ -722,48 +645,37 @@ class VariantHMM(SequenceModel):
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-        if backend != "local" or n_partitions is not None or out is not None:
-            return self._is_partitioned(
-                sequences, int(n_samples), int(seed), backend, client, n_partitions, out
-            )
-        seqs = self._validate_for_score(sequences)
-        self._require_possible(seqs)
-        L = max((len(x) for x in seqs), default=0)
-        check_memory(
-            importance_sampling_bytes(
-                self.n_states,
-                self.n_symbols_,
-                len(seqs),
-                L,
-                n_samples,
-                self.bucket_cells,
-                self.sparse_emissions,
-                LOCAL_CHUNK,
-            ),
-            f"importance sampling ({n_samples} samples) with K = {self.n_states} states, "
-            f"V = {self.n_symbols_} symbols",
-            "fewer samples (n_samples / --is-samples) or a smaller bucket_cells",
-        )
-        buckets, states = self._e_step(seqs)
-        with torch.random.fork_rng():
-            torch.manual_seed(int(seed))
-            values = log_marginal_is(self.params_, buckets, states, n_samples, self.bucket_cells)
-        out = np.empty(len(seqs))
-        for b, v in zip(buckets, values):
-            out[b.index.numpy()] = v
-        return out
+        n_samples = int(n_samples)
 
-    def _is_partitioned(self, data, n_samples, seed, backend, client, n_partitions, out):
-        runner, directory = self._scoring_runner(data, backend, client, n_partitions)
-        starts = default_starts(self.guide, self.random_starts)
-        seeds = partition_seeds(seed, runner.n_partitions)
-        if out is not None:
-            args = [(self.params_, starts, n_samples, s, p) for s, p in zip(seeds, _part_paths(out, runner))]
-            return runner.call_each("log_marginal_is", args)
-        results = runner.call_each(
-            "log_marginal_is", [(self.params_, starts, n_samples, s, None) for s in seeds]
+        def sampling_memory(seqs):
+            check_memory(
+                importance_sampling_bytes(
+                    self.n_states,
+                    self.n_symbols_,
+                    len(seqs),
+                    max((len(x) for x in seqs), default=0),
+                    n_samples,
+                    self.bucket_cells,
+                    self.sparse_emissions,
+                    LOCAL_CHUNK,
+                ),
+                f"importance sampling ({n_samples} samples) with K = {self.n_states} states, "
+                f"V = {self.n_symbols_} symbols",
+                "fewer samples (n_samples / --is-samples) or a smaller bucket_cells",
+            )
+
+        found = self._held_out(
+            "log_marginal_is",
+            sequences,
+            backend,
+            client,
+            n_partitions,
+            out,
+            args=(n_samples,),
+            seed=int(seed),
+            memory_check=sampling_memory,
         )
-        return self._collect(results, directory, "log_marginal")
+        return found if out is not None else _by_key(*found, "log_marginal")
 
     # ---- persistence ---------------------------------------------------------------------
     def get_config(self) -> dict:
@@ -777,25 +689,13 @@ class VariantHMM(SequenceModel):
         return config
 
     def save(self, path, vocabulary=None) -> None:
-        """Write the fitted model as JSON (written to a temporary file, then renamed into place).
+        """Write the fitted model as JSON (written to a temporary file, then renamed into place;
+        the format: :func:`ldhmm.models.file_format.write_model_file`).
 
-        Format (version 2)::
-
-            {"format": "ldhmm", "version": 2, "class": "LDHMM", "config": {...},
-             "sharing": {"pi": ..., "A": ..., "B": ..., "learn_prior": ..., "pseudocount": ...},
-             "prior": {"pi": [...], "A": [[...]], "B": [[...]]},      # Dirichlet concentrations
-             "posterior": {...},                                     # shared groups
-             "log_point": {...},                                     # point groups, log-probs
-             "elbo_history": [...],
-             "vocabulary": ["symbol 0", ...] or null}                 # V names (version 2)
-
-        Arrays are nested lists of float64 (exact round trip). An array of at least
-        ``NPZ_MIN_ENTRIES`` (65,536) entries (B at large vocabularies) is written instead to the
-        NPZ side file ``<name>.<digest>.npz`` beside the model, and the JSON holds
-        ``{"npz": "prior.B"}`` for it and ``"arrays": "<name>.<digest>.npz"`` (see
-        :mod:`ldhmm.models.file_format`); copy both files together. Replacing a model file
-        removes the side file the old one named once the new one is in place. Version 1 files (no
-        ``vocabulary``) still load.
+        An array of at least ``NPZ_MIN_ENTRIES`` (65,536) entries (B at large vocabularies) is
+        written to an NPZ side file ``<name>.<digest>.npz`` beside the model: copy both files
+        together. Replacing a model file removes the side file the old one named once the new
+        one is in place.
 
         Parameters
         ----------
@@ -805,54 +705,12 @@ class VariantHMM(SequenceModel):
             log is mapped into the model's codes by name at score time.
         """
         self._check_fitted()
-        if vocabulary is None:
-            vocabulary = getattr(self, "vocabulary_", None)
-        if vocabulary is not None:
-            vocabulary = [str(v) for v in vocabulary]
-            if len(vocabulary) != self.n_symbols_ or len(set(vocabulary)) != len(vocabulary):
-                raise ValueError(
-                    f"vocabulary: expected {self.n_symbols_} distinct symbol names, got {len(vocabulary)}"
-                )
-        path = Path(path)
-        side = {}  # large arrays: to the NPZ side file
-
-        def arrays(section: str, tensors: dict) -> dict:
-            out = {}
-            for g, t in tensors.items():
-                values = t.detach().double().cpu().numpy()
-                if values.size >= NPZ_MIN_ENTRIES:
-                    side[f"{section}.{g}"] = values
-                    out[g] = {"npz": f"{section}.{g}"}
-                else:
-                    out[g] = values.tolist()
-            return out
-
-        doc = {
-            "format": "ldhmm",
-            "version": FORMAT_VERSION,
-            "class": type(self).__name__,
-            "config": self.get_config(),
-            "sharing": self.sharing.to_dict(),
-            "prior": arrays("prior", self.params_.prior),
-            "posterior": arrays("posterior", self.params_.posterior),
-            "log_point": arrays("log_point", self.params_.log_point),
-            "elbo_history": [float(x) for x in getattr(self, "elbo_history_", [])],
-            "vocabulary": vocabulary,
-        }
-        previous = named_side_file(path)  # of a model file being replaced
-        if side:
-            # The side file first, under a name of its own (a digest of its arrays): the JSON
-            # that names it appears only once it is complete, and until then the old JSON still
-            # names the old side file.
-            doc["arrays"] = side_file_name(path, side)
-            _write_atomically(path.parent / doc["arrays"], lambda f: np.savez(f, **side), binary=True)
-        _write_atomically(path, lambda f: f.write(json.dumps(doc, allow_nan=True)))
-        if previous is not None and previous.name != doc.get("arrays") and previous.is_file():
-            previous.unlink()  # no model file names it any more
+        write_model_file(path, self, vocabulary)
 
     @classmethod
     def load(cls, path, guide=None):
-        """Read a model written by :meth:`save` (format versions 1 and 2).
+        """Read a model written by :meth:`save` (format versions 1 and 2;
+        :func:`ldhmm.models.file_format.read_model_file`).
 
         Every field is checked against the schema of :mod:`ldhmm.models.file_format` (types,
         ranges, shapes, finiteness, signs, vocabulary) before anything is built.
@@ -869,52 +727,32 @@ class VariantHMM(SequenceModel):
             One line naming the file and the field (:class:`ModelFileError`) for a file that
             does not follow the schema, is not JSON, or is of a newer format version.
         """
-        try:
-            doc = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path}: not an ldhmm model file ({exc})") from None
-        validate_model_document(doc, path)
-        config = dict(doc["config"])
-        check_config_types(path, cls, config)
-        saved_guide = config.pop("guide", "pf")
-        if guide is None:
-            if saved_guide not in ("pf", "ff"):
-                raise ModelFileError(
-                    path, "config.guide", f"custom guide {saved_guide!r}; pass guide= to load it"
-                )
-            guide = saved_guide
-        try:
-            sharing = ParameterSharing(**doc["sharing"])
-            model = cls._from_config(config, sharing, guide)
-        except (TypeError, ValueError) as err:
-            raise ModelFileError(path, "config", " ".join(str(err).split())) from None
-        if model.sharing != sharing:
-            raise ModelFileError(
-                path, "sharing", f"{doc['sharing']} is not the sharing of class {type(model).__name__}"
-            )
-        dtype = _DTYPES[model.dtype]
-        params = VariantParameters(
-            sharing,
-            {k: torch.as_tensor(np.asarray(v, dtype=np.float64)).to(dtype) for k, v in doc["prior"].items()},
-            {
-                k: torch.as_tensor(np.asarray(v, dtype=np.float64)).to(dtype)
-                for k, v in doc["posterior"].items()
-            },
-            {
-                k: torch.as_tensor(np.asarray(v, dtype=np.float64)).to(dtype)
-                for k, v in doc["log_point"].items()
-            },
-        )
-        model._set_params(params)
-        model.elbo_history_ = np.asarray(doc.get("elbo_history", []), dtype=np.float64)
-        model.n_iter_ = len(model.elbo_history_)
-        if doc.get("vocabulary") is not None:
-            model.vocabulary_ = list(doc["vocabulary"])
-        return model
+        return read_model_file(path, cls, guide)
 
     @classmethod
     def _from_config(cls, config, sharing, guide):
         return cls(sharing=sharing, guide=guide, **config)
+
+
+def _by_key(results, directory: bool, name: str | None = None):
+    """Per-partition (keys, array) pairs as one float64 array in the input order (keys are
+    positions), or for a directory input a pandas Series indexed by the sequence ids."""
+    keys = np.concatenate([np.asarray(k) for k, _ in results])
+    values = np.concatenate([v for _, v in results])
+    if directory:
+        return pd.Series(values, index=keys, name=name)
+    ordered = np.empty(values.shape)
+    ordered[keys.astype(np.int64)] = values
+    return ordered
+
+
+def _in_input_order(results) -> list:
+    """Per-partition (positions, list of values) pairs as one list in the input order."""
+    ordered = [None] * sum(len(values) for _, values in results)
+    for keys, values in results:
+        for k, v in zip(keys, values):
+            ordered[int(k)] = v
+    return ordered
 
 
 def _part_paths(out, runner) -> list[str]:
@@ -929,17 +767,3 @@ def _part_paths(out, runner) -> list[str]:
             f"remove them or choose another directory"
         )
     return [str(Path(out).resolve() / f"part-{i:05d}.parquet") for i in range(runner.n_partitions)]
-
-
-def _write_atomically(path: Path, write, binary: bool = False) -> None:
-    """``write(file)`` into a temporary file beside ``path``, then rename it into place: an
-    existing file is replaced whole or not at all."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

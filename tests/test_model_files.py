@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from ldhmm.experiments.datasets import synthetic_database
 from ldhmm.modelfiles import load_model
 from ldhmm.models import LDHMM
 
+FIXTURES = Path(__file__).parent / "fixtures"
 DB = synthetic_database(30, seed=5)
 SEQS = DB.sequences[:6] + [np.array([0]), np.array([5, 5, 5, 5])]
 
@@ -138,6 +140,15 @@ def test_unmutated_files_round_trip(docs, tmp_path):
         assert _check(doc, tmp_path / f"{name}.json") == "loaded"
 
 
+def test_a_loaded_model_is_written_back_byte_for_byte(tmp_path):
+    """fixtures/model_format2.json (an HMMV with a vocabulary) was written by the save code as it
+    was before it moved to models/file_format.py: loaded and saved again, the same bytes."""
+    model = load_model(FIXTURES / "model_format2.json")
+    assert model.vocabulary_ == [f"s{i}" for i in range(6)]
+    model.save(tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == (FIXTURES / "model_format2.json").read_bytes()
+
+
 def test_settings_that_would_make_scoring_run_for_ever_are_refused(docs, tmp_path):
     for key, value in (("random_starts", 2**40), ("e_step_max_iter", 10**9)):
         path = tmp_path / f"{key}.json"
@@ -188,6 +199,15 @@ def test_large_arrays_go_to_an_npz_side_file(large_vocabulary_model):
     for g in model.params_.prior:
         assert np.array_equal(loaded.params_.prior[g].numpy(), model.params_.prior[g].numpy()), g
     np.testing.assert_array_equal(loaded.score_samples(seqs[:10]), model.score_samples(seqs[:10]))
+
+
+def test_a_loaded_side_file_model_is_written_back_byte_for_byte(large_vocabulary_model, tmp_path):
+    _, _, directory = large_vocabulary_model
+    load_model(directory / "m.json").save(tmp_path / "m.json")
+    names = sorted(p.name for p in directory.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == names and len(names) == 2
+    for name in names:
+        assert (tmp_path / name).read_bytes() == (directory / name).read_bytes(), name
 
 
 def test_small_models_have_no_side_file(tmp_path):

@@ -1,11 +1,11 @@
 """What a fitted model says about each sequence after the held-out E-step: its variational
-posterior, the posterior means of its parameters, its state marginals, and an importance-sampled
+posterior, the posterior means of its parameters, its state marginals, the predictive
+distribution of its next symbol, its most probable state path, and an importance-sampled
 ``log p(x)``.
 
-Pure functions of (parameters, guide, bucket, bucket state), so that the estimator
-(:class:`ldhmm.models.variant_hmm.VariantHMM`, for sequences in this process) and a partition's
-worker (:class:`ldhmm.inference.distributed.workers.PartitionWorker`, where the sequences live, writing
-Parquet) compute the same numbers with the same code.
+Pure functions of (parameters, guide, bucket, bucket state), run by a partition's worker
+(:class:`ldhmm.inference.distributed.workers.PartitionWorker`, where the sequences live: in this
+process for :class:`ldhmm.models.variant_hmm.VariantHMM`'s in-memory input, or on a cluster).
 """
 
 from __future__ import annotations
@@ -21,9 +21,18 @@ import torch
 
 from ..ops.dirichlet import dirichlet_log_density, sample_dirichlet
 from ..ops.potentials import emission_potentials
+from ..ops.viterbi import unpad_paths, viterbi_log
 from ..parameters import VariantParameters
 from ..sharing import GROUPS, POINT, SEQUENCE
-from .emissions import LOCAL_CHUNK, LocalView, chunks, expected_emissions, n_slots, token_potentials
+from .emissions import (
+    LOCAL_CHUNK,
+    LocalView,
+    chunks,
+    expected_emissions,
+    n_slots,
+    predictive_emissions,
+    token_potentials,
+)
 from .exact_chain import forward_log_normalizer
 
 __all__ = [
@@ -31,6 +40,8 @@ __all__ = [
     "posterior_means",
     "emission_index",
     "bucket_posterior",
+    "next_symbol_proba",
+    "viterbi_paths",
     "log_marginal_is",
     "forbidden_symbols",
     "importance_weights",
@@ -127,6 +138,44 @@ def bucket_posterior(params: VariantParameters, guide, bucket, state):
             out["B_counts"] = state.counts["B"][row, :, : widths[row]].double().numpy().copy()
         out["state_marginals"] = marg[row, : int(lengths[row])].copy()
         yield row, out
+
+
+def next_symbol_proba(params: VariantParameters, guide, bucket, state) -> np.ndarray:
+    """Posterior predictive distribution of each sequence's next symbol (docs/math.md,
+    "Next-event prediction and decoding")::
+
+        p(x_(n+1) = v | x_1..x_n) = sum_(i,j) q(z_n = i) E_q[A_m][i, j] E_q[B_m][j, v]
+
+    Returns
+    -------
+    ndarray, shape (M_b, V), float64; rows sum to 1.
+    """
+    means = posterior_means(params, bucket, state)
+    marg = state_marginals(guide, params, bucket, state).double()
+    rows = torch.arange(bucket.n_sequences)
+    last = marg[rows, bucket.lengths.long() - 1]  # q(z_n), (M_b, K)
+    w = torch.einsum("mi,mij->mj", last, means["A"].expand(bucket.n_sequences, -1, -1))
+    if bucket.sparse and params.sharing.kind("B") == SEQUENCE:
+        p = predictive_emissions(w, params.prior["B"], state.counts["B"], bucket)
+    elif means["B"].shape[0] == 1:
+        p = w @ means["B"][0]
+    else:
+        p = torch.einsum("mj,mjv->mv", w, means["B"])
+    return (p / p.sum(-1, keepdim=True)).numpy()
+
+
+def viterbi_paths(params: VariantParameters, bucket, state) -> list:
+    """Most probable hidden-state path of each sequence of a bucket on the chain with its
+    posterior means ``E_q[pi_m]``, ``E_q[A_m]``, ``E_q[B_m]`` (:func:`posterior_means`).
+
+    Returns
+    -------
+    list of ndarray, each (N_m,) int64 (states in 0..K-1), in the bucket's row order.
+    """
+    # a point estimate's exact zero is a potential of -inf (the path avoids it)
+    logs = {g: torch.log(v) for g, v in posterior_means(params, bucket, state).items()}
+    log_obs = emission_potentials(logs["B"], emission_index(params, bucket))
+    return unpad_paths(viterbi_log(logs["pi"], logs["A"], log_obs, bucket.mask))
 
 
 def log_marginal_is(params: VariantParameters, buckets, states, n_samples: int, bucket_cells: int) -> list:

@@ -31,7 +31,14 @@ from ..batch import make_buckets, validate_sequences
 from ..cavi.expectation import EStepTotals, e_step
 from ..cavi.kernels.dirichlet_multinomial import dirichlet_multinomial_sums
 from ..cavi.maximization import count_batches
-from ..cavi.posterior import bucket_posterior, forbidden_symbols, log_marginal_is, posterior_table
+from ..cavi.posterior import (
+    bucket_posterior,
+    forbidden_symbols,
+    log_marginal_is,
+    next_symbol_proba,
+    posterior_table,
+    viterbi_paths,
+)
 from ..parameters import VariantParameters
 
 __all__ = [
@@ -168,17 +175,23 @@ class PartitionWorker:
     def score(self, params: VariantParameters, starts: tuple, out_path: str | None = None):
         """The held-out E-step of this partition's sequences (every start in ``starts``, from
         cold) and their per-sequence ELBO. A sequence holding a symbol that a point-estimated B
-        forbids in every state scores -inf (its log-likelihood), never NaN.
+        forbids in every state is left out of the E-step and scores -inf (its log-likelihood),
+        never NaN; the others are bucketed without it.
 
         Returns (keys, ELBO (M_p,)): keys are database positions, or the sequence ids of a
         partitioned directory. With ``out_path``, writes them instead to that Parquet file
         (columns ``sequence``, ``elbo``), where the worker runs, and returns the path.
         """
-        states = self._held_out(params, starts)
-        elbo = np.concatenate([st.elbo.double().numpy() for st in states])
         impossible = self._impossible(params)
-        if impossible is not None:
-            elbo = np.where(impossible, -np.inf, elbo)
+        if impossible is None or not impossible.any():
+            states = self._held_out(params, starts)
+            elbo = np.concatenate([st.elbo.double().numpy() for st in states]) if states else np.empty(0)
+        else:
+            elbo = np.full(self.n_sequences, -np.inf)
+            buckets, rows = self._possible_buckets(impossible)
+            states = self._held_out(params, starts, buckets) if buckets else []
+            for r, st in zip(rows, states):
+                elbo[r] = st.elbo.double().numpy()
         keys = self._keys()
         if out_path is None:
             return keys, elbo
@@ -204,6 +217,30 @@ class PartitionWorker:
         _write(posterior_table(keys, rows, params, self.sparse), out_path)
         return out_path
 
+    def predict_next_proba(self, params: VariantParameters, starts: tuple):
+        """Each sequence's posterior predictive distribution of its next symbol after the
+        held-out E-step (:func:`ldhmm.inference.cavi.posterior.next_symbol_proba`).
+
+        Returns (keys, (M_p, V) float64). A sequence the model gives probability 0 is a
+        ValueError naming it.
+        """
+        self._require_possible(params)
+        states = self._held_out(params, starts)
+        values = [next_symbol_proba(params, self.guide, b, st) for b, st in zip(self.buckets, states)]
+        return self._keys(), np.concatenate(values) if values else np.empty((0, self.n_symbols))
+
+    def decode(self, params: VariantParameters, starts: tuple):
+        """Each sequence's most probable state path after the held-out E-step
+        (:func:`ldhmm.inference.cavi.posterior.viterbi_paths`).
+
+        Returns (keys, list of (N_m,) int64 arrays). A sequence the model gives probability 0
+        is a ValueError naming it.
+        """
+        self._require_possible(params)
+        states = self._held_out(params, starts)
+        paths = [path for b, st in zip(self.buckets, states) for path in viterbi_paths(params, b, st)]
+        return self._keys(), paths
+
     def log_marginal_is(
         self, params: VariantParameters, starts: tuple, n_samples: int, seed: int, out_path: str | None = None
     ):
@@ -211,7 +248,8 @@ class PartitionWorker:
         (:func:`ldhmm.inference.cavi.posterior.log_marginal_is`), draws seeded by ``seed``.
 
         Returns (keys, (M_p,) estimates), or with ``out_path`` writes them (columns
-        ``sequence``, ``log_marginal``) there and returns the path.
+        ``sequence``, ``log_marginal``) there and returns the path. A sequence the model gives
+        probability 0 is a ValueError naming it.
         """
         self._require_possible(params)
         states = self._held_out(params, starts)
@@ -225,12 +263,44 @@ class PartitionWorker:
         _write(pa.table({"sequence": pa.array(keys.tolist()), "log_marginal": pa.array(estimate)}), out_path)
         return out_path
 
-    def _held_out(self, params: VariantParameters, starts: tuple) -> list:
-        """The held-out E-step from cold (every start in ``starts``); keeps no state."""
-        self.states = None
-        self.e_step(params, starts)
-        states, self.states = self.states, None
+    def _held_out(self, params: VariantParameters, starts: tuple, buckets: list | None = None) -> list:
+        """The held-out E-step from cold (every start in ``starts``) of ``buckets`` (default:
+        the partition's); keeps no state."""
+        self.states = None  # a fit's state goes before the E-step allocates its own
+        states, _ = e_step(
+            self.buckets if buckets is None else buckets,
+            params,
+            self.guide,
+            None,
+            max_iter=self.e_step_max_iter,
+            tol=self.e_step_tol,
+            starts=starts,
+        )
         return states
+
+    def _possible_buckets(self, impossible: np.ndarray) -> tuple[list, list]:
+        """The sequences not marked ``impossible`` (bucket order, (M_p,) bool), bucketed anew in
+        this partition's order with their database positions; and each new bucket's rows in
+        bucket order of the partition."""
+        tokens = self._sequences()
+        local = np.concatenate([i.numpy() for i in self._local])
+        index = np.concatenate([b.index.numpy() for b in self.buckets])
+        kept = np.array([r for r in np.argsort(local, kind="stable") if not impossible[r]], dtype=np.int64)
+        if kept.size == 0:
+            return [], []
+        kept_tokens = [tokens[r] for r in kept]
+        buckets = make_buckets(
+            kept_tokens, max_cells=self.bucket_cells, sparse=self.sparse, n_symbols=self.n_symbols
+        )
+        rows = []
+        for b in buckets:
+            rows.append(kept[b.index.numpy()])
+            b.index = torch.as_tensor(index[rows[-1]])
+        return buckets, rows
+
+    def _sequences(self) -> list:
+        """The partition's sequences (views of the buckets' tokens), in bucket order."""
+        return [b.tokens[r, :n].numpy() for b in self.buckets for r, n in enumerate(b.lengths.tolist())]
 
     def _keys(self) -> np.ndarray:
         """Database positions (or ids) of the sequences, in bucket order."""
@@ -249,14 +319,21 @@ class PartitionWorker:
         return np.concatenate([(forbidden[b.tokens.numpy()] & b.mask.numpy()).any(1) for b in self.buckets])
 
     def _require_possible(self, params: VariantParameters) -> None:
+        """A one-line error naming the first sequence (in this partition's order) the model gives
+        probability 0, and its first such symbol: no posterior exists."""
         impossible = self._impossible(params)
-        if impossible is not None and impossible.any():
-            key = self._keys()[int(np.flatnonzero(impossible)[0])]
-            raise ValueError(
-                f"sequence {key} holds a symbol to which the model's point-estimated B gives "
-                f"probability 0 in every state (unseen in training; fit with a pseudocount > 0): "
-                f"it has no posterior"
-            )
+        if impossible is None or not impossible.any():
+            return
+        bad = np.flatnonzero(impossible)
+        local = np.concatenate([i.numpy() for i in self._local])
+        row = int(bad[np.argmin(local[bad])])
+        tokens = self._sequences()[row]
+        symbol = int(tokens[np.flatnonzero(forbidden_symbols(params)[tokens])[0]])
+        raise ValueError(
+            f"sequence {self._keys()[row]} holds symbol {symbol}, to which the model's point-estimated B "
+            f"gives probability 0 in every state (unseen in training; fit with a pseudocount > 0): "
+            f"it has no posterior"
+        )
 
     def scores(self) -> tuple[np.ndarray, np.ndarray]:
         """(database positions, per-sequence ELBO) after the last E-step."""
