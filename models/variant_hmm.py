@@ -16,14 +16,15 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from ..data import plan_partitions, read_manifest
+from ..data import balanced_partitions, plan_partitions, read_manifest
+from ..data.atomic import write_atomically
+from ..data.seeds import derived_seeds
 from ..inference import (
     M_STEP_METHODS,
     RANDOM_STARTS,
@@ -57,12 +58,7 @@ from ..inference.cavi.posterior import (
     stack_posterior,
     state_marginals,
 )
-from ..inference.distributed.workers import (
-    LocalBackend,
-    PartitionWorker,
-    balanced_partitions,
-    partition_seeds,
-)
+from ..inference.distributed.workers import LocalBackend, PartitionWorker
 from ..inference.em import NonFiniteELBOError
 from .base import SequenceModel, check_n_symbols
 from .file_format import (
@@ -395,10 +391,9 @@ class VariantHMM(SequenceModel):
 
     def restart_seeds(self) -> list[int]:
         """The seeds of the ``n_init`` starting points: ``seed`` itself, then seeds derived from
-        ``(seed, r)`` (so that models with neighbouring seeds share no restart)."""
-        return [self.seed] + [
-            int(np.random.SeedSequence([self.seed, r]).generate_state(1)[0]) for r in range(1, self.n_init)
-        ]
+        ``(seed, r)`` (so that models with neighbouring seeds share no restart;
+        :func:`ldhmm.data.seeds.derived_seeds`)."""
+        return derived_seeds(self.seed, self.n_init)
 
     def _init_method(self) -> str:
         if self.init != "auto":
@@ -756,7 +751,7 @@ class VariantHMM(SequenceModel):
     def _is_partitioned(self, data, n_samples, seed, backend, client, n_partitions, out):
         runner, directory = self._scoring_runner(data, backend, client, n_partitions)
         starts = default_starts(self.guide, self.random_starts)
-        seeds = partition_seeds(seed, runner.n_partitions)
+        seeds = derived_seeds(seed, runner.n_partitions)
         if out is not None:
             args = [(self.params_, starts, n_samples, s, p) for s, p in zip(seeds, _part_paths(out, runner))]
             return runner.call_each("log_marginal_is", args)
@@ -933,13 +928,5 @@ def _part_paths(out, runner) -> list[str]:
 
 def _write_atomically(path: Path, write, binary: bool = False) -> None:
     """``write(file)`` into a temporary file beside ``path``, then rename it into place: an
-    existing file is replaced whole or not at all."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    existing file is replaced whole or not at all (:func:`ldhmm.data.atomic.write_atomically`)."""
+    write_atomically(path, write, binary=binary)
