@@ -61,6 +61,7 @@ import scipy.sparse as sp
 from gensim.models import LdaModel
 from scipy.special import gammaln, logsumexp, psi
 
+from ..data.seeds import derived_seeds
 from ..models.base import SequenceModel
 from ..models.registry import register
 
@@ -322,9 +323,7 @@ class LDA(SequenceModel):
     # ------------------------------------------------------------------ fit
     def _fit(self, sequences, n_symbols):
         best = None
-        for seed in [self.seed] + [
-            int(np.random.SeedSequence([self.seed, r]).generate_state(1)[0]) for r in range(1, self.n_init)
-        ]:
+        for seed in derived_seeds(self.seed, self.n_init):
             self._fit_once(sequences, n_symbols, seed)
             if self.n_init == 1:
                 return

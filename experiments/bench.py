@@ -58,7 +58,7 @@ from hmmlearn.hmm import CategoricalHMM  # noqa: E402
 from threadpoolctl import threadpool_info  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from ..data import load_paper_subset  # noqa: E402
+from ..data import load_paper_subset, resolve_data_dir  # noqa: E402
 from ..inference import VariantParameters, e_step_bucket, init_parameters  # noqa: E402
 from ..inference.batch import Bucket, make_buckets  # noqa: E402
 from ..inference.cavi import kernels  # noqa: E402
@@ -67,7 +67,6 @@ from ..inference.sharing import LDHMM_SHARING  # noqa: E402
 from ..models import LDHMM  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA_DIR = REPO.parent / "shared" / "data"
 PROFILE_K = 8
 _THREAD_ENV = (
     "OMP_NUM_THREADS",
@@ -141,13 +140,6 @@ class PeakRSS:
 
 # ----------------------------------------------------------------------------- data
 MSNBC_N_SYMBOLS = 17
-
-
-def resolve_data_dir(arg: str | None) -> Path:
-    if arg:
-        return Path(arg)
-    env = os.environ.get("LDHMM_DATA")
-    return Path(env) if env else DEFAULT_DATA_DIR
 
 
 def _msnbc_like_lengths(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -646,7 +638,7 @@ def parse_args(argv=None):
     p.add_argument(
         "--data-dir",
         default=None,
-        help="UCI data directory (default: $LDHMM_DATA, else <repo>/../shared/data)",
+        help="UCI data directory (default: $LDHMM_DATA)",
     )
     p.add_argument(
         "--n-sequences",

@@ -1,4 +1,4 @@
-"""Where a PF sweep's time goes inside the compiled kernel (issue 5): a short table.
+"""Where a PF sweep's time goes inside the compiled kernel: a short table.
 
 Times (2 numba threads unless ``--threads``) of
 

@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from hmmlearn.hmm import CategoricalHMM
 
-from ..data import read_msnbc
+from ..data import read_msnbc, resolve_data_dir
 from ..models import LDHMM
 from ..models.memory import MemoryEstimateError
 
@@ -41,7 +39,7 @@ MSNBC_FILE = "msnbc990928.seq.gz"
 def msnbc_lengths(n: int, seed: int = 0, data_dir=None) -> np.ndarray:
     """``n`` sequence lengths drawn from the MSNBC length distribution (capped at 100)."""
     rng = np.random.default_rng(seed)
-    directory = Path(data_dir or os.environ.get("LDHMM_DATA", "") or ".")
+    directory = resolve_data_dir(data_dir, default=".", must_exist=False)
     path = directory / MSNBC_FILE
     if path.is_file():
         pool = np.minimum(read_msnbc(path).lengths, 100)

@@ -5,7 +5,7 @@ The two worked examples of the Pyro route (:mod:`ldhmm.models.sticky`,
 
     ldhmm.compare({"sticky": ..., "mixture": ..., "LDHMM-PF": None, "HMM": None}, "entree", ...)
 
-The issue's settings (hours on a laptop; the SVI fits dominate)::
+The settings of the runs in experiments/README.md (hours on a laptop; the SVI fits dominate)::
 
     python -m ldhmm.experiments.pyro_variants --data entree --states 2 3 4 5 6 --folds 10
     python -m ldhmm.experiments.pyro_variants --data msnbc --states 4 --folds 5

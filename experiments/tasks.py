@@ -15,7 +15,9 @@ old configuration are recomputed as their tasks come up, never mixed in).
 Determinism: every task seeds its own model from the configuration's ``seed``
 (:func:`seed_everything`); folds come from :func:`ldhmm.data.kfold_indices` with the same
 seed; torch runs single-threaded in every process (``jobs=1`` included), so ``jobs=J`` gives
-the same numbers as ``jobs=1``.
+the same numbers as ``jobs=1``. The worker processes check their memory estimates against this
+process's limit (:func:`ldhmm.models.memory.set_max_memory`, ``--max-memory``), which they get
+as an argument when they start.
 
 Interrupted runs. Every file of a run (task files, ``config.json``, the reports: see
 :func:`atomic_write_text`, :func:`atomic_write_csv`, :func:`atomic_savefig`) is written to a
@@ -57,12 +59,10 @@ import multiprocessing as mp
 import multiprocessing.resource_tracker
 import os
 import random
-import re
 import shlex
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -73,6 +73,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+
+from ..data.atomic import TEMPORARY_NAME, write_atomically
+from ..models.memory import max_memory_override, set_max_memory
 
 try:
     import fcntl
@@ -137,37 +140,9 @@ def _json_default(obj):
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
 
 
-def _read_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()
-
-
-def _atomic_write(path, write: Callable, binary: bool) -> None:
-    """``write(f)`` into a temporary file beside ``path``, then rename it to ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp's 0600 -> what open() would have given
-        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def atomic_write_text(path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same directory and a rename."""
-    _atomic_write(path, lambda f: f.write(text), binary=False)
+    write_atomically(path, lambda f: f.write(text), parents=True)
 
 
 def atomic_write_csv(df, path, **kwargs) -> None:
@@ -179,18 +154,14 @@ def atomic_write_csv(df, path, **kwargs) -> None:
 def atomic_write_parquet(df, path, **kwargs) -> None:
     """``df.to_parquet(path, index=False, **kwargs)``, written atomically."""
     kwargs.setdefault("index", False)
-    _atomic_write(path, lambda f: df.to_parquet(f, **kwargs), binary=True)
+    write_atomically(path, lambda f: df.to_parquet(f, **kwargs), binary=True, parents=True)
 
 
 def atomic_savefig(fig, path, **kwargs) -> None:
     """``fig.savefig(path, **kwargs)``, written atomically; the format is ``path``'s suffix
     unless ``format`` is given."""
     kwargs.setdefault("format", Path(path).suffix.lstrip(".").lower() or None)
-    _atomic_write(path, lambda f: fig.savefig(f, **kwargs), binary=True)
-
-
-#: the temporary files of :func:`_atomic_write` (``tempfile.mkstemp``: 8 random characters)
-_TMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+    write_atomically(path, lambda f: fig.savefig(f, **kwargs), binary=True, parents=True)
 
 
 def _remove_stale_temporaries(out: Path) -> None:
@@ -202,7 +173,7 @@ def _remove_stale_temporaries(out: Path) -> None:
         except OSError:
             continue
         for name in names:
-            if _TMP_NAME.match(name):
+            if TEMPORARY_NAME.match(name):
                 try:
                     os.unlink(folder / name)
                 except OSError:
@@ -456,9 +427,13 @@ def load_task(out, key: str, digest: str) -> dict | None:
 _PAYLOAD = None
 
 
-def _init_worker(payload, parent: int | None = None) -> None:
+def _init_worker(payload, parent: int | None = None, max_memory: int | None = None) -> None:
+    """Set up a worker process: the run's ``payload``, an end with the ``parent`` run, the
+    parent's memory limit (:func:`ldhmm.models.memory.set_max_memory`: an argument, not the
+    environment), SIGINT ignored, torch single-threaded."""
     global _PAYLOAD
     _PAYLOAD = payload
+    set_max_memory(max_memory)
     if parent is not None:
         threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     # a Ctrl-C is the parent's to handle (it stops the workers): no traceback from here. The
@@ -516,7 +491,10 @@ def _run_isolated(fn, task, payload, ctx) -> dict:
     """One task in a worker process of its own: its result, or an error when the process dies."""
     with _sigint_blocked():
         pool = ProcessPoolExecutor(
-            max_workers=1, mp_context=ctx, initializer=_init_worker, initargs=(payload, os.getpid())
+            max_workers=1,
+            mp_context=ctx,
+            initializer=_init_worker,
+            initargs=(payload, os.getpid(), max_memory_override()),
         )
         future = pool.submit(_call_in_worker, fn, task)
     try:
@@ -695,7 +673,7 @@ def _run_pool(todo, fn, payload, jobs, finish, done, out) -> None:
                 max_workers=min(int(jobs), len(todo)),
                 mp_context=ctx,
                 initializer=_init_worker,
-                initargs=(payload, os.getpid()),
+                initargs=(payload, os.getpid(), max_memory_override()),
             )
             futures = {pool.submit(_call_in_worker, fn, t): t for t in todo}
         left = []

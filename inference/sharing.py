@@ -18,9 +18,10 @@ HMM        point       point       point       (none)
 - ``"point"``: one parameter for the database, a point estimate (maximum likelihood, or MAP
   with ``pseudocount``).
 
-A new variant is a new :class:`ParameterSharing`; the E- and M-step code in
-:mod:`ldhmm.inference.variational_em` reads nothing else. For example, "LDHMM with one emission matrix
-for everybody" is ``ParameterSharing(B="point")``.
+A new variant is a new :class:`ParameterSharing`; the E- and M-step code
+(:mod:`ldhmm.inference.cavi.expectation`, :mod:`ldhmm.inference.cavi.maximization`) reads
+nothing else. For example, "LDHMM with one emission matrix for everybody" is
+``ParameterSharing(B="point")``.
 """
 
 from __future__ import annotations

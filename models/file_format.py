@@ -41,13 +41,12 @@ import hashlib
 import inspect
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from ..data.atomic import write_atomically
 from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
 from ..inference.parameters import VariantParameters
 from ..inference.sharing import ParameterSharing
@@ -453,8 +452,8 @@ def write_model_file(path, model, vocabulary=None) -> None:
         # that names it appears only once it is complete, and until then the old JSON still
         # names the old side file.
         doc["arrays"] = side_file_name(path, side)
-        _write_atomically(path.parent / doc["arrays"], lambda f: np.savez(f, **side), binary=True)
-    _write_atomically(path, lambda f: f.write(json.dumps(doc, allow_nan=True)))
+        write_atomically(path.parent / doc["arrays"], lambda f: np.savez(f, **side), binary=True)
+    write_atomically(path, lambda f: f.write(json.dumps(doc, allow_nan=True)))
     if previous is not None and previous.name != doc.get("arrays") and previous.is_file():
         previous.unlink()  # no model file names it any more
 
@@ -518,17 +517,3 @@ def read_model_file(path, cls, guide=None):
     if doc.get("vocabulary") is not None:
         model.vocabulary_ = list(doc["vocabulary"])
     return model
-
-
-def _write_atomically(path: Path, write, binary: bool = False) -> None:
-    """``write(file)`` into a temporary file beside ``path``, then rename it into place: an
-    existing file is replaced whole or not at all."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

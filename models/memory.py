@@ -25,6 +25,7 @@ __all__ = [
     "machine_memory",
     "memory_limit",
     "set_max_memory",
+    "max_memory_override",
     "fit_bytes",
     "score_bytes",
     "importance_sampling_bytes",
@@ -34,7 +35,6 @@ __all__ = [
 
 MAX_MEMORY_ENV_VAR = "LDHMM_MAX_MEMORY"
 _OVERRIDE: int | None = None
-_EXPORTED: str | None = None
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -83,21 +83,19 @@ def machine_memory() -> int:
 
 
 def set_max_memory(size) -> None:
-    """Override the limit (None: back to the environment or the machine).
+    """Override the limit in this process (None: back to the environment or the machine).
 
-    The value is also put in the environment (``LDHMM_MAX_MEMORY``), so that worker processes
-    started afterwards (``--jobs``) check against the same limit: results do not depend on the
-    number of workers.
+    The environment is left alone: the worker processes of ``--jobs`` get the override as an
+    argument (:func:`max_memory_override`, passed on by :func:`ldhmm.experiments.tasks.run_tasks`),
+    so they check against the same limit and results do not depend on the number of workers.
     """
-    global _OVERRIDE, _EXPORTED
+    global _OVERRIDE
     _OVERRIDE = None if size is None else parse_size(size)
-    if _OVERRIDE is not None:
-        os.environ[MAX_MEMORY_ENV_VAR] = str(_OVERRIDE)
-        _EXPORTED = str(_OVERRIDE)
-    elif _EXPORTED is not None:  # take back only what this function put there
-        if os.environ.get(MAX_MEMORY_ENV_VAR) == _EXPORTED:
-            del os.environ[MAX_MEMORY_ENV_VAR]
-        _EXPORTED = None
+
+
+def max_memory_override() -> int | None:
+    """The limit :func:`set_max_memory` set in this process, in bytes; None when not set."""
+    return _OVERRIDE
 
 
 def memory_limit() -> int:

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..data import plan_partitions, read_manifest
+from ..data import balanced_partitions, plan_partitions, read_manifest
+from ..data.seeds import derived_seeds
 from ..inference import (
     M_STEP_METHODS,
     RANDOM_STARTS,
@@ -39,12 +40,7 @@ from ..inference import (
 from ..inference.cavi.emissions import EMISSION_LAYOUTS, LOCAL_CHUNK
 from ..inference.cavi.emissions import emission_layout as layout_of
 from ..inference.cavi.posterior import stack_posterior
-from ..inference.distributed.workers import (
-    LocalBackend,
-    PartitionWorker,
-    balanced_partitions,
-    partition_seeds,
-)
+from ..inference.distributed.workers import LocalBackend, PartitionWorker
 from ..inference.em import NonFiniteELBOError
 from .base import SequenceModel, check_n_symbols
 from .file_format import FORMAT_VERSION, read_model_file, write_model_file
@@ -369,10 +365,9 @@ class VariantHMM(SequenceModel):
 
     def restart_seeds(self) -> list[int]:
         """The seeds of the ``n_init`` starting points: ``seed`` itself, then seeds derived from
-        ``(seed, r)`` (so that models with neighbouring seeds share no restart)."""
-        return [self.seed] + [
-            int(np.random.SeedSequence([self.seed, r]).generate_state(1)[0]) for r in range(1, self.n_init)
-        ]
+        ``(seed, r)`` (so that models with neighbouring seeds share no restart;
+        :func:`ldhmm.data.seeds.derived_seeds`)."""
+        return derived_seeds(self.seed, self.n_init)
 
     def _init_method(self) -> str:
         if self.init != "auto":
@@ -456,7 +451,7 @@ class VariantHMM(SequenceModel):
         Sequences in this process are one partition (:class:`LocalBackend`) unless
         ``n_partitions`` says otherwise; sequences that stay in this process are refused before
         anything is allocated when the estimate exceeds the memory limit (``memory_check(seqs)``
-        first, then the E-step's). ``seed``: partition p draws from ``partition_seeds(seed)[p]``.
+        first, then the E-step's). ``seed``: partition p draws from ``derived_seeds(seed, P)[p]``.
 
         Returns
         -------
@@ -475,7 +470,7 @@ class VariantHMM(SequenceModel):
         starts = default_starts(self.guide, self.random_starts)
         calls = [(self.params_, starts, *args) for _ in range(runner.n_partitions)]
         if seed is not None:
-            calls = [call + (s,) for call, s in zip(calls, partition_seeds(seed, runner.n_partitions))]
+            calls = [call + (s,) for call, s in zip(calls, derived_seeds(seed, runner.n_partitions))]
         if out is not None:
             return runner.call_each(method, [call + (p,) for call, p in zip(calls, _part_paths(out, runner))])
         return runner.call_each(method, calls), directory

@@ -12,6 +12,7 @@ from scipy.special import digamma, gammaln, logsumexp
 
 from ldhmm.baselines.hmm import HMM, forward_log_likelihood
 from ldhmm.baselines.lda import LDA, _vectorized_inference, to_bow_corpus, to_bow_matrix
+from ldhmm.data.seeds import derived_seeds
 from ldhmm.models.base import NotFittedError, SequenceModel, SequenceModelProtocol
 
 
@@ -302,6 +303,17 @@ def test_lda_is_reproducible_and_scores_deterministically(lda_fitted):
     np.testing.assert_array_equal(model.score_samples(test), model.score_samples(test))
     other = LDA(2, passes=20, seed=1).fit(train)
     assert not np.array_equal(model.lambda_, other.lambda_)
+
+
+def test_lda_restarts_use_the_derived_seeds(lda_fitted):
+    _, train, _ = lda_fitted
+    model = LDA(2, passes=2, seed=7, n_init=3).fit(train[:60])
+    seeds = derived_seeds(7, 3)
+    assert seeds == [7, 369571992, 1009178997] and model.fit_seed_ in seeds
+    # the kept restart is that seed's own fit
+    alone = LDA(2, passes=2, seed=model.fit_seed_).fit(train[:60])
+    np.testing.assert_array_equal(model.topic_word_, alone.topic_word_)
+    np.testing.assert_array_equal(model.alpha_, alone.alpha_)
 
 
 def test_lda_learned_attributes(lda_fitted):

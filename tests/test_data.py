@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ldhmm import LDHMM
 from ldhmm.cli.data import register
 from ldhmm.data import (
     DataFormatError,
@@ -34,6 +35,7 @@ from ldhmm.data import (
     resolve_data_dir,
 )
 from ldhmm.data.fetch import ChecksumError
+from ldhmm.data.seeds import derived_seeds
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -190,6 +192,40 @@ def test_resolve_data_dir_errors(monkeypatch, tmp_path):
         resolve_data_dir(tmp_path / "nope")
     with pytest.raises(FileNotFoundError, match="ldhmm data fetch msnbc"):
         load_msnbc(tmp_path)
+
+
+def test_resolve_data_dir_order(monkeypatch, tmp_path):
+    arg, env, default = (tmp_path / n for n in ("arg", "env", "default"))
+    for d in (arg, env, default):
+        d.mkdir()
+    monkeypatch.setenv("LDHMM_DATA", str(env))
+    assert resolve_data_dir(arg, default=default) == arg  # the argument first
+    assert resolve_data_dir(None, default=default) == env  # then the environment
+    assert resolve_data_dir("", default=default) == env  # an empty argument is no argument
+    monkeypatch.setenv("LDHMM_DATA", "")
+    assert resolve_data_dir(None, default=default) == default  # then the default
+    monkeypatch.delenv("LDHMM_DATA")
+    assert resolve_data_dir(None, default=default) == default
+    with pytest.raises(FileNotFoundError, match="no data directory.*LDHMM_DATA"):
+        resolve_data_dir(None)  # no default: an error
+    # a directory to be created (a download target) need not exist
+    assert resolve_data_dir(tmp_path / "new", must_exist=False) == tmp_path / "new"
+    with pytest.raises(FileNotFoundError, match="from the default"):
+        resolve_data_dir(None, default=tmp_path / "missing")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert resolve_data_dir("~/arg") == arg
+
+
+def test_derived_seeds():
+    assert derived_seeds(0, 4) == [0, 3964924996, 3141116543, 2613022947]
+    assert derived_seeds(7, 3) == [7, 369571992, 1009178997]
+    assert derived_seeds(7, 1) == [7] and derived_seeds(7, 0) == []
+    assert derived_seeds(7, 5)[:3] == derived_seeds(7, 3)  # more restarts keep the first ones
+    assert all(type(s) is int for s in derived_seeds(np.int64(3), 3))
+    assert LDHMM(2, seed=7, n_init=3).restart_seeds() == derived_seeds(7, 3)
+    for bad in ((-1, 2), (1, -1)):
+        with pytest.raises(ValueError, match=">= 0"):
+            derived_seeds(*bad)
 
 
 # ============================================================================ the database
@@ -503,6 +539,10 @@ def test_fetch_file_url_plain_zip_and_mismatch(tmp_path):
     assert saved == out / "splice.data" and saved.read_bytes() == payload
     assert len(load_splice(out)) == 2
     assert sorted(p.name for p in out.iterdir()) == ["splice.data"]
+    # the permissions open() gives a new file, not the temporary file's owner-only ones
+    plain = tmp_path / "plain"
+    plain.write_bytes(payload)
+    assert saved.stat().st_mode == plain.stat().st_mode
 
     out2 = tmp_path / "data2"
     fetch("splice", out2, url=_file_url(src / "splice.zip"), sha256=digest, quiet=True)
@@ -605,3 +645,25 @@ def test_cli_fetch_file_url(tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert rc != 0 and "checksum mismatch" in err and err.count("\n") == 1
+
+
+def test_cli_fetch_needs_a_data_directory(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("LDHMM_DATA", raising=False)
+    rc = _run_cli(["data", "fetch", "splice", "--url", _file_url(tmp_path / "x"), "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "--data-dir" in err and "LDHMM_DATA" in err
+    monkeypatch.setenv("LDHMM_DATA", str(tmp_path / "from-env"))  # created by the fetch
+    payload = b"EI, NAME-1, ACGT\n"
+    (tmp_path / "splice.data").write_bytes(payload)
+    digest = hashlib.sha256(payload).hexdigest()
+    args = [
+        "data",
+        "fetch",
+        "splice",
+        "--url",
+        _file_url(tmp_path / "splice.data"),
+        "--quiet",
+        "--sha256",
+        digest,
+    ]
+    assert _run_cli(args) == 0 and (tmp_path / "from-env" / "splice.data").read_bytes() == payload

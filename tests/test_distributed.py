@@ -17,11 +17,11 @@ distributed = pytest.importorskip("distributed")
 from ldhmm import LDHMM  # noqa: E402
 from ldhmm.baselines.vbhmm import VBHMM  # noqa: E402
 from ldhmm.cli import main  # noqa: E402
-from ldhmm.data import SequenceDatabase, write_partitioned  # noqa: E402
+from ldhmm.data import SequenceDatabase, balanced_partitions, write_partitioned  # noqa: E402
 from ldhmm.inference import PFGuide, VariationalEM  # noqa: E402
 from ldhmm.inference.cavi.posterior import read_posterior  # noqa: E402
 from ldhmm.inference.distributed.dask_backend import DaskBackend  # noqa: E402
-from ldhmm.inference.distributed.workers import LocalBackend, PartitionWorker, balanced_partitions  # noqa: E402
+from ldhmm.inference.distributed.workers import LocalBackend, PartitionWorker  # noqa: E402
 
 
 def _cluster():

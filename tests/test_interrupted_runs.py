@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
 
+from ldhmm.data.atomic import TEMPORARY_NAME, write_atomically
 from ldhmm.experiments.tasks import (
     LOCK_NAME,
     OutputLockedError,
@@ -412,6 +413,45 @@ def test_atomic_writers_match_the_plain_ones_and_stale_temporaries_go(tmp_path):
     assert not any(p.exists() for p in stale) and keep.exists()
 
 
+class _Boom(Exception):
+    pass
+
+
+@pytest.mark.parametrize("error", [_Boom, KeyboardInterrupt])
+@pytest.mark.parametrize("binary", [False, True])
+def test_write_atomically_leaves_the_old_file_on_an_exception(tmp_path, error, binary):
+    target = tmp_path / "model.json"
+    target.write_text("old")
+
+    def write(f):
+        f.write(b"new, half" if binary else "new, half")
+        raise error("while writing")
+
+    with pytest.raises(error):
+        write_atomically(target, write, binary=binary)
+    assert target.read_text() == "old" and os.listdir(tmp_path) == ["model.json"]  # no temporary
+    write_atomically(target, lambda f: f.write(b"new" if binary else "new"), binary=binary)
+    assert target.read_text() == "new" and os.listdir(tmp_path) == ["model.json"]
+
+
+def test_write_atomically_names_permissions_and_directories(tmp_path):
+    seen = []
+
+    def write(f):
+        seen.extend(n for n in os.listdir(tmp_path) if n != "plain.csv")  # the temporary file
+        f.write("x")
+
+    write_atomically(tmp_path / "a.csv", write)
+    assert len(seen) == 1 and TEMPORARY_NAME.match(seen[0]) and seen[0].startswith(".a.csv.")
+    (tmp_path / "plain.csv").write_text("x")
+    assert (tmp_path / "a.csv").stat().st_mode == (tmp_path / "plain.csv").stat().st_mode
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        write_atomically(tmp_path / "no" / "b.csv", write)
+    assert not (tmp_path / "no").exists()
+    write_atomically(tmp_path / "no" / "b.csv", write, parents=True)
+    assert (tmp_path / "no" / "b.csv").read_text() == "x"
+
+
 def test_interrupted_line_names_what_is_saved_and_the_command_to_resume():
     from ldhmm.cli.main import interrupted_line
     from ldhmm.experiments.tasks import RunInterrupted
@@ -436,7 +476,8 @@ def test_without_fcntl_the_module_imports_and_runs_unlocked(tmp_path, monkeypatc
     import ldhmm.experiments.tasks as tasks_mod
 
     monkeypatch.setitem(sys.modules, "fcntl", None)  # as on Windows: import fcntl fails
-    spec = importlib.util.spec_from_file_location("tasks_without_fcntl", tasks_mod.__file__)
+    # a name inside ldhmm.experiments: the module's relative imports need its package
+    spec = importlib.util.spec_from_file_location("ldhmm.experiments.tasks_without_fcntl", tasks_mod.__file__)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.fcntl is None

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+import os
+
 import numpy as np
 import pytest
 
 from ldhmm import LDHMM
 from ldhmm.cli import main
 from ldhmm.experiments.datasets import synthetic_database
+from ldhmm.experiments.tasks import run_tasks
 from ldhmm.models import memory
 from ldhmm.models.memory import MemoryEstimateError, fit_bytes, format_size, parse_size, set_max_memory
 
@@ -94,13 +98,46 @@ def test_the_largest_int64_id_as_uint64_is_not_called_over_2_63():
     assert "9223372036854775807" in str(info.value) and "over 2**63" not in str(info.value)
 
 
-def test_the_limit_reaches_worker_processes_through_the_environment(monkeypatch):
+def test_set_max_memory_leaves_the_environment_alone(monkeypatch):
+    before = dict(os.environ)
     set_max_memory("3G")
-    assert memory.os.environ[memory.MAX_MEMORY_ENV_VAR] == str(3 * 2**30)
+    assert memory.memory_limit() == 3 * 2**30 and memory.max_memory_override() == 3 * 2**30
+    assert dict(os.environ) == before
     set_max_memory(None)
-    assert memory.MAX_MEMORY_ENV_VAR not in memory.os.environ
+    assert memory.max_memory_override() is None and dict(os.environ) == before
+    monkeypatch.setenv(memory.MAX_MEMORY_ENV_VAR, "5G")  # a user's setting still counts
+    assert memory.memory_limit() == 5 * 2**30
+    set_max_memory("1G")  # and the explicit override wins over it
+    assert memory.memory_limit() == 2**30 and os.environ[memory.MAX_MEMORY_ENV_VAR] == "5G"
     monkeypatch.setenv(memory.MAX_MEMORY_ENV_VAR, "lots")
+    set_max_memory(None)
     with pytest.raises(ValueError, match=memory.MAX_MEMORY_ENV_VAR):
         memory.memory_limit()
     with pytest.raises(ValueError, match="less than one byte"):
         parse_size("0.5")
+
+
+_PROBE = """
+import os
+
+from ldhmm.models.memory import MAX_MEMORY_ENV_VAR, memory_limit
+
+
+def probe(task, payload):
+    return {"limit": memory_limit(), "env": os.environ.get(MAX_MEMORY_ENV_VAR), "pid": os.getpid()}
+"""
+
+
+def test_the_limit_reaches_worker_processes_as_an_argument(tmp_path, monkeypatch):
+    # a task function the spawned workers can import: spawn passes this process's sys.path on
+    (tmp_path / "memory_probe_module.py").write_text(_PROBE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    probe = importlib.import_module("memory_probe_module").probe
+    set_max_memory("3G")
+    before = dict(os.environ)
+    tasks = [{"key": f"t{i}"} for i in range(2)]
+    records, errors = run_tasks(tasks, probe, None, tmp_path / "out", "digest", jobs=2, quiet=True)
+    assert not errors and len(records) == 2
+    assert {r["pid"] for r in records}.isdisjoint({os.getpid()})  # ran in worker processes
+    assert all(r["limit"] == 3 * 2**30 and r["env"] is None for r in records)
+    assert dict(os.environ) == before

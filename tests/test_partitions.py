@@ -21,6 +21,7 @@ from ldhmm.data import (
     DataFormatError,
     PartitionSpec,
     SequenceDatabase,
+    balanced_partitions,
     load_partitioned,
     load_path,
     load_text,
@@ -185,6 +186,57 @@ def test_partition_database(n):
     assert partition_database(db.subset([]), 3) == ([], [])
     with pytest.raises(ValueError, match="n_partitions"):
         partition_database(db, 0)
+
+
+def _argmin_partitions(lengths, n_partitions):
+    """The in-process partitioner the distributed fit used before it shared
+    ``balanced_partitions`` (kept here as the reference its partitions must equal)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n = max(1, min(int(n_partitions), lengths.size))
+    load = np.zeros(n, dtype=np.int64)
+    assign = np.empty(lengths.size, dtype=np.int64)
+    for i in np.argsort(-lengths, kind="stable"):
+        p = int(np.argmin(load))
+        assign[i] = p
+        load[p] += lengths[i]
+    return [np.flatnonzero(assign == p) for p in range(n)]
+
+
+def _plan_pieces(lengths, n_partitions):
+    """What ``plan_partitions`` assigns, as piece indices, for pieces of these token counts."""
+    assign = partitions_module._greedy_assign(
+        np.asarray(lengths, dtype=np.int64), min(n_partitions, len(lengths))
+    )
+    return [np.flatnonzero(assign == p) for p in range(int(assign.max()) + 1)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 40), min_size=1, max_size=80),
+    n=st.integers(1, 12),
+)
+def test_balanced_partitions_equal_both_earlier_partitioners(lengths, n):
+    # small lengths: many ties, where the two tie rules (argmin's first, the heap's lowest
+    # (load, partition)) would part if they differed
+    got = balanced_partitions(lengths, n)
+    for reference in (_argmin_partitions(lengths, n), _plan_pieces(lengths, n)):
+        assert len(got) == len(reference)
+        assert all(a.dtype == np.int64 and np.array_equal(a, b) for a, b in zip(got, reference))
+
+
+def test_balanced_partitions_known_cut_and_edges():
+    # longest first onto the lightest partition; ties: the earlier sequence, the lower partition
+    got = balanced_partitions([5, 3, 3, 2, 2, 1], 2)
+    assert [g.tolist() for g in got] == [[0, 3, 5], [1, 2, 4]]
+    assert [g.tolist() for g in balanced_partitions([4, 4, 4], 5)] == [[0], [1], [2]]
+    assert [g.tolist() for g in balanced_partitions([], 3)] == [[]]
+    assert [g.tolist() for g in balanced_partitions([3, 0, 0], 3)] == [[0], [1, 2]]  # none empty
+    db = make_db(seed=5, m=40)
+    assert all(
+        np.array_equal(a, b) for a, b in zip(partition_database(db, 3)[1], balanced_partitions(db.lengths, 3))
+    )
+    with pytest.raises(ValueError, match="n_partitions"):
+        balanced_partitions([1, 2], 0)
 
 
 # ============================================================================ writing rules

@@ -1,6 +1,6 @@
 """Next-event prediction and decoding: Viterbi by brute force, the predictive distributions of
 HMM, LDHMM (and its variants) and the Markov chain against independent computations, and the
-issue's property (LDHMM's next-event log loss beats the HMM's where sequences have their own
+property LDHMM is for (LDHMM's next-event log loss beats the HMM's where sequences have their own
 favourite symbols)."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A guide is two things at once.
 1. A **Pyro guide**: called with the model's arguments, it samples the sites ``pi``, ``A``, ``B``
    (per-sequence Dirichlets with parameters ``g_pi``, ``g_A``, ``g_B``) and ``z_0 .. z_(T-1)`` from
    its ``q(Z)``, so Pyro's ``Trace_ELBO`` and ``SVI`` work on it (:mod:`ldhmm.inference.svi.svi_fit`).
-2. A **closed-form q(Z) update** for coordinate ascent (:mod:`ldhmm.inference.variational_em`): given the
+2. A **closed-form q(Z) update** for coordinate ascent (:mod:`ldhmm.inference.cavi.expectation`): given the
    expected log-parameters, replace q(Z) by its optimum within the family and report its state
    marginals, summed pairwise marginals and entropy.
 

@@ -17,7 +17,6 @@ of the database adds the same terms in another order, see docs/distributed.md).
 
 from __future__ import annotations
 
-import os
 import zlib
 from dataclasses import dataclass
 
@@ -27,6 +26,7 @@ import pyarrow.parquet as pq
 import torch
 
 from ...data import PartitionSpec, read_partition
+from ...data.atomic import write_atomically
 from ..batch import make_buckets, validate_sequences
 from ..cavi.expectation import EStepTotals, e_step
 from ..cavi.kernels.dirichlet_multinomial import dirichlet_multinomial_sums
@@ -48,8 +48,6 @@ __all__ = [
     "reduce_count_sums",
     "Recovery",
     "as_numpy_params",
-    "balanced_partitions",
-    "partition_seeds",
 ]
 
 
@@ -423,32 +421,6 @@ def as_numpy_params(params: VariantParameters) -> VariantParameters:
     )
 
 
-def balanced_partitions(lengths, n_partitions: int) -> list[np.ndarray]:
-    """Indices of sequences cut into at most ``n_partitions`` partitions balanced by tokens:
-    longest first onto the lightest partition (ties: lower partition), ascending inside each.
-    Deterministic; every sequence in exactly one (none empty)."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    n = max(1, min(int(n_partitions), lengths.size))
-    load = np.zeros(n, dtype=np.int64)
-    assign = np.empty(lengths.size, dtype=np.int64)
-    for i in np.argsort(-lengths, kind="stable"):
-        p = int(np.argmin(load))
-        assign[i] = p
-        load[p] += lengths[i]
-    return [np.flatnonzero(assign == p) for p in range(n)]
-
-
-def partition_seeds(seed: int, n_partitions: int) -> list[int]:
-    """The seed of each partition's random draws (importance sampling): ``seed`` for partition
-    0 (so one partition reproduces the in-process estimate), then seeds derived from
-    ``(seed, p)``. Draws depend on the partitioning, never on the number of workers."""
-    return [int(seed)] + [
-        int(np.random.SeedSequence([int(seed), p]).generate_state(1)[0]) for p in range(1, n_partitions)
-    ]
-
-
 def _write(table, path: str) -> None:
-    """Write a Parquet file atomically (a temporary name, then renamed into place)."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    """Write a Parquet file atomically (:func:`ldhmm.data.atomic.write_atomically`)."""
+    write_atomically(path, lambda f: pq.write_table(table, f), binary=True)

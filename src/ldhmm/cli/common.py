@@ -10,7 +10,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from ..data import DATA_ENV_VAR, DATASETS, ChecksumError, fetch
+from ..data import DATA_ENV_VAR, DATASETS, ChecksumError, fetch, resolve_data_dir
 from ..experiments.datasets import data_files_present
 from ..experiments.lineup import model_names
 from ..models.memory import parse_size
@@ -186,11 +186,7 @@ def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_defau
 
 
 def _default_download_dir(data_dir) -> Path:
-    if data_dir:
-        return Path(data_dir).expanduser()
-    if os.environ.get(DATA_ENV_VAR):
-        return Path(os.environ[DATA_ENV_VAR]).expanduser()
-    return Path.home() / ".cache" / "ldhmm" / "data"
+    return resolve_data_dir(data_dir, default=Path.home() / ".cache" / "ldhmm" / "data", must_exist=False)
 
 
 def default_data(args: argparse.Namespace, default: str = "entree"):

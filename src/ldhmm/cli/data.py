@@ -14,7 +14,6 @@ driver; ``info`` also describes such a directory.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import urllib.error
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import (
+    DATA_ENV_VAR,
     DATASET_NAMES,
     DATASETS,
     LAYOUTS,
@@ -30,6 +30,7 @@ from ..data import (
     fetch,
     load_dataset,
     load_path,
+    resolve_data_dir,
     write_partitioned,
 )
 from ..data.partitions import MANIFEST, ROW_GROUP_TOKENS
@@ -138,9 +139,10 @@ def _fail(message: str, code: int = EXIT_DATA_ERROR) -> int:
 
 def run_fetch(args) -> int:
     """Handler of ``ldhmm data fetch``."""
-    data_dir = args.data_dir or os.environ.get("LDHMM_DATA")
-    if not data_dir:
-        return _fail("no data directory: pass --data-dir DIR or set LDHMM_DATA", EXIT_USAGE)
+    try:
+        data_dir = resolve_data_dir(args.data_dir, must_exist=False)  # fetch creates it
+    except FileNotFoundError:
+        return _fail(f"no data directory: pass --data-dir DIR or set {DATA_ENV_VAR}", EXIT_USAGE)
     try:
         fetch(
             args.name,

@@ -11,7 +11,8 @@
 * Partitioned data sets (a directory of Parquet files plus ``dataset.json``) that cluster
   workers read without a driver: :func:`write_partitioned`, :func:`plan_partitions` into
   :class:`PartitionSpec`, :func:`read_partition`, :func:`load_partitioned`, and
-  :func:`partition_database` for balanced in-memory partitions.
+  :func:`partition_database` (over :func:`balanced_partitions`) for balanced in-memory
+  partitions.
 * :func:`fetch`: download a UCI data set with checksum verification.
 
 Errors in a file raise :class:`DataFormatError` (a ``ValueError``) naming file and line.
@@ -23,6 +24,7 @@ from .files import load_path
 from .partitions import (
     LAYOUTS,
     PartitionSpec,
+    balanced_partitions,
     load_partitioned,
     partition_database,
     plan_partitions,
@@ -81,6 +83,7 @@ __all__ = [
     "recode",
     "LAYOUTS",
     "PartitionSpec",
+    "balanced_partitions",
     "load_partitioned",
     "partition_database",
     "plan_partitions",

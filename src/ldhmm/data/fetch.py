@@ -4,12 +4,13 @@
 it (zip, gzip or tar are unpacked as needed), checks its SHA-256 and moves it into place
 under the name the loaders read. Nothing is left behind on failure: the download goes to a
 temporary file in the data directory that is removed on any error, including a checksum
-mismatch.
+mismatch; the verified file is renamed into place (:func:`ldhmm.data.atomic.replace_into_place`:
+atomic, with the permissions ``open()`` gives a new file).
 
-The SHA-256 values are those of the files in ``shared/data`` (see its README). The hashes
-of UCI's zip downloads are not known here, so the checksum verified is always that of the
-extracted standard file (for MSNBC: of the uncompressed ``msnbc990928.seq`` content, since
-gzip output differs between compressors).
+The SHA-256 values (:data:`DATASETS`) are those of the standard files the experiments in this
+repository were run on. The hashes of UCI's zip downloads are not known here, so the checksum
+verified is always that of the extracted standard file (for MSNBC: of the uncompressed
+``msnbc990928.seq`` content, since gzip output differs between compressors).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from .atomic import replace_into_place
 
 __all__ = ["DatasetSource", "DATASETS", "ChecksumError", "fetch", "sha256_of"]
 
@@ -242,7 +245,7 @@ def fetch(
         if is_gz and not spec.filename.endswith(".gz"):
             final_name = spec.filename + ".gz"
         final = data_dir / final_name
-        os.replace(current, final)
+        replace_into_place(current, final)
         temps.remove(current)
         if not quiet:
             print(f"saved {final} (sha256 verified)")

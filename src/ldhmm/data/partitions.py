@@ -64,6 +64,7 @@ __all__ = [
     "MANIFEST",
     "PartitionSpec",
     "load_partitioned",
+    "balanced_partitions",
     "partition_database",
     "plan_partitions",
     "read_manifest",
@@ -586,15 +587,46 @@ def _greedy_assign(weights: np.ndarray, n_bins: int) -> np.ndarray:
     return np.array(assign, dtype=np.int64)
 
 
+def balanced_partitions(lengths, n_partitions: int) -> list[np.ndarray]:
+    """Sequences cut into partitions balanced by token count: the indices of each partition.
+
+    Sequences go longest first onto the partition with the fewest tokens so far (ties: the
+    earlier sequence, the lower partition), as :func:`plan_partitions` places its pieces. The
+    most tokens of a partition is at most ``T / n + max(lengths)``; the partitions are a
+    function of ``lengths`` and ``n_partitions`` only.
+
+    Parameters
+    ----------
+    lengths : array-like of int, shape (M,)
+        Every sequence's token count (>= 1; a zero-length sequence weighs nothing).
+    n_partitions : int, >= 1
+        At most this many partitions; ``min(n_partitions, M)`` when every length is positive
+        (none is empty: a partition that would get only zero-length sequences is not made).
+
+    Returns
+    -------
+    list of np.ndarray of int64, shape (M_p,)
+        The ascending indices of each partition's sequences; every index in exactly one.
+        For M = 0: one empty partition.
+    """
+    n_partitions = _positive_int(n_partitions, "n_partitions")
+    lengths = np.asarray(lengths, dtype=np.int64).reshape(-1)
+    if lengths.size == 0:
+        return [np.zeros(0, dtype=np.int64)]
+    assign = _greedy_assign(lengths, min(n_partitions, lengths.size))
+    order = np.argsort(assign, kind="stable")
+    cuts = np.searchsorted(assign[order], np.arange(int(assign.max()) + 2))
+    return [order[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+
+
 def partition_database(
     db: SequenceDatabase, n_partitions: int
 ) -> tuple[list[SequenceDatabase], list[np.ndarray]]:
-    """Split an in-memory database into partitions balanced by token count.
+    """Split an in-memory database into partitions balanced by token count
+    (:func:`balanced_partitions` of its lengths).
 
-    Sequences go longest first onto the partition with the fewest tokens so far (ties: the
-    earlier sequence, the lower partition); inside a partition they keep database order.
-    Every sequence is in exactly one partition, and the most tokens of a partition is at
-    most ``T / n + max(N_m)``.
+    Inside a partition sequences keep database order. Every sequence is in exactly one
+    partition, and the most tokens of a partition is at most ``T / n + max(N_m)``.
 
     Parameters
     ----------
@@ -613,10 +645,7 @@ def partition_database(
     n_partitions = _positive_int(n_partitions, "n_partitions")
     if len(db) == 0:
         return [], []
-    assign = _greedy_assign(db.lengths, min(n_partitions, len(db)))
-    order = np.argsort(assign, kind="stable")
-    cuts = np.searchsorted(assign[order], np.arange(int(assign.max()) + 2))
-    indices = [order[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+    indices = balanced_partitions(db.lengths, n_partitions)
     return [db.subset(idx) for idx in indices], indices
 
 

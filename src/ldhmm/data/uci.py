@@ -1,8 +1,8 @@
 """Loaders for the three public UCI data sets the LDHMM paper uses.
 
 The files are read from a data directory: the ``data_dir`` argument, else the environment
-variable ``LDHMM_DATA``. ``ldhmm data fetch NAME --data-dir DIR`` downloads them. The formats
-are documented in ``shared/data/README.md``; in short:
+variable ``LDHMM_DATA`` (:func:`resolve_data_dir`). ``ldhmm data fetch NAME --data-dir DIR``
+downloads them. The formats, in short:
 
 * MSNBC (``msnbc990928.seq`` or ``msnbc990928.seq.gz``): 989,818 users, one line each, page
   category codes 1..17. Symbol ``k - 1`` is code ``k``; the vocabulary is the 17 category
@@ -103,32 +103,47 @@ PAPER_SUBSET_COUNTS = {"entree": 422, "msnbc": 31071}
 
 
 # ---------------------------------------------------------------------------- data dir
-def resolve_data_dir(data_dir=None) -> Path:
-    """The directory that holds the UCI files.
+def resolve_data_dir(data_dir=None, default=None, must_exist: bool = True) -> Path:
+    """The data directory: ``data_dir`` when given, else the environment variable
+    ``LDHMM_DATA``, else ``default``.
+
+    Every command and function that takes a data directory resolves it here.
 
     Parameters
     ----------
     data_dir : str or os.PathLike, optional
-        Used when given; otherwise the environment variable ``LDHMM_DATA``.
+        Used when given (None and ``""`` are not given).
+    default : str or os.PathLike, optional
+        Used when neither ``data_dir`` nor ``LDHMM_DATA`` is set; without a default that is an
+        error.
+    must_exist : bool
+        The directory must exist (to read from it; a download target is created later).
+
+    Returns
+    -------
+    Path
+        With ``~`` expanded.
 
     Raises
     ------
     FileNotFoundError
-        When neither is set or the directory does not exist; the message says how to set it
-        or fetch the data.
+        When none of the three is set, or (``must_exist``) the directory does not exist; the
+        message says how to set it or fetch the data.
     """
     source = "data_dir argument"
-    if data_dir is None:
+    if data_dir is None or str(data_dir) == "":
         data_dir = os.environ.get(DATA_ENV_VAR)
         source = f"environment variable {DATA_ENV_VAR}"
-        if not data_dir:
-            raise FileNotFoundError(
-                f"no data directory: pass data_dir= (or --data-dir DIR), or set the environment "
-                f"variable {DATA_ENV_VAR}=DIR; download a data set with `ldhmm data fetch NAME "
-                f"--data-dir DIR` (NAME is one of {', '.join(DATASET_NAMES)})"
-            )
+    if not data_dir:
+        data_dir, source = default, "default"
+    if data_dir is None:
+        raise FileNotFoundError(
+            f"no data directory: pass data_dir= (or --data-dir DIR), or set the environment "
+            f"variable {DATA_ENV_VAR}=DIR; download a data set with `ldhmm data fetch NAME "
+            f"--data-dir DIR` (NAME is one of {', '.join(DATASET_NAMES)})"
+        )
     path = Path(data_dir).expanduser()
-    if not path.is_dir():
+    if must_exist and not path.is_dir():
         raise FileNotFoundError(
             f"data directory {str(path)!r} (from the {source}) does not exist; create it and run "
             f"`ldhmm data fetch NAME --data-dir {path}`"
