@@ -20,11 +20,11 @@ the fitted parameters by a negligible amount, but it keeps every probability pos
 (hmmlearn's default), with the ``-inf`` that implies.
 
 EM for MAP increases ``log p(X | theta) + log p(theta)``, not the log-likelihood alone, so
-the convergence monitor (``monitor_``, hmmlearn's ``ConvergenceMonitor``) tracks that
-objective, with the log prior taken up to its constant: ``sum c * log(theta)`` over all
-parameters with pseudocount ``c``. ``loglik_history_`` keeps the training log-likelihood
-of every iteration beside it (each value is computed at the parameters *before* that
-iteration's M-step, as in hmmlearn). With zero pseudocounts the two coincide.
+the convergence monitor (``monitor_``, see "Convergence" below) tracks that objective, with
+the log prior taken up to its constant: ``sum c * log(theta)`` over all parameters with
+pseudocount ``c``. ``loglik_history_`` keeps the training log-likelihood of every iteration
+beside it (each value is computed at the parameters *before* that iteration's M-step, as in
+hmmlearn). With zero pseudocounts the two coincide.
 
 Speed
 -----
@@ -37,6 +37,18 @@ initialization, M-step, convergence monitor) with, by default, the E-step statis
 computed by the same core (:func:`forward_backward_stats`, ``fast_estep=True``);
 ``fast_estep=False`` runs hmmlearn's own per-sequence E-step, and the tests check that
 both give the same EM trajectory.
+
+Convergence
+-----------
+hmmlearn's fit loop reports each iteration's objective to the model's ``monitor_`` and stops
+when ``monitor_.converged``. Here ``monitor_`` is :class:`_ProjectMonitor`, hmmlearn's
+``ConvergenceMonitor`` with the decision taken by the project's
+:class:`~ldhmm.inference.monitor.ConvergenceMonitor` under hmmlearn's own test
+(:class:`~ldhmm.inference.monitor.AbsoluteGain`: stop when the objective gains less than the
+absolute ``tol``, or after ``n_iter`` iterations), so the fit stops at the iteration hmmlearn
+would stop at, and the history and the reason are reported as for every other model
+(``convergence_``, ``n_iter_``, ``converged_``). Unlike hmmlearn's, the monitor also stops
+at a non-finite objective (reason ``"non_finite"``).
 """
 
 from __future__ import annotations
@@ -46,10 +58,12 @@ from contextlib import contextmanager
 
 import numpy as np
 import torch
+from hmmlearn.base import ConvergenceMonitor as HmmlearnMonitor
 from hmmlearn.hmm import CategoricalHMM
 from scipy.special import xlogy
 
 from ..inference import forward_backward, make_buckets, unpad_paths, viterbi_log
+from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..models.base import SequenceModel, check_seed
 from ..models.registry import register
 
@@ -70,6 +84,34 @@ def _quiet_hmmlearn(verbose: bool):
         yield
     finally:
         _hmm_log.setLevel(old)
+
+
+class _ProjectMonitor(HmmlearnMonitor):
+    """hmmlearn's monitor interface (``report``, ``converged``, ``history``, ``iter``, the
+    verbose lines) over a :class:`~ldhmm.inference.monitor.ConvergenceMonitor` with hmmlearn's
+    test, which decides when the fit stops.
+
+    Attributes
+    ----------
+    convergence : ConvergenceMonitor
+        The run's monitor (a fresh one at every ``_reset``, i.e. every ``fit``).
+    """
+
+    def __init__(self, tol, n_iter, verbose):
+        super().__init__(tol, n_iter, verbose)
+        self._reset()
+
+    def _reset(self):
+        super()._reset()
+        self.convergence = ConvergenceMonitor(AbsoluteGain(self.tol), self.n_iter, "Baum-Welch iteration")
+
+    def report(self, log_prob):
+        super().report(log_prob)  # hmmlearn's verbose line, its warning on a decrease, its history
+        self.convergence.record(log_prob)
+
+    @property
+    def converged(self):
+        return self.convergence.done
 
 
 class _MAPCategoricalHMM(CategoricalHMM):
@@ -256,13 +298,17 @@ class HMM(SequenceModel):
     n_iter_ : int
         EM iterations of the kept run.
     converged_ : bool
-        Whether the kept run met ``tol`` before ``max_iter``.
-    monitor_ : hmmlearn ``ConvergenceMonitor`` of the kept run; ``monitor_.history`` holds
-        the MAP objective (log-likelihood + unnormalized log prior) of every iteration.
+        Whether the kept run met ``tol`` (not ``max_iter``).
+    convergence_ : ldhmm.inference.monitor.ConvergenceReport
+        How the kept run stopped (its ``tol`` is the absolute one, ``tol`` x symbols);
+        ``str(convergence_)`` is the one-line stopping report.
+    monitor_ : hmmlearn ``ConvergenceMonitor`` of the kept run (:class:`_ProjectMonitor`);
+        ``monitor_.history`` holds the MAP objective (log-likelihood + unnormalized log
+        prior) of every iteration, ``monitor_.convergence`` the project's monitor of it.
     loglik_history_ : list of float
         Training log-likelihood of every iteration (before its M-step).
     objective_history_ : list of float
-        ``list(monitor_.history)``.
+        The MAP objective of every iteration (``monitor_.convergence.history``).
     train_log_likelihood_ : float
         Training log-likelihood at the final parameters.
     model_ : hmmlearn ``CategoricalHMM`` (a thin subclass) holding the fitted parameters.
@@ -333,6 +379,7 @@ class HMM(SequenceModel):
             implementation=self.implementation,
         )
         model.fast_estep = self.fast_estep
+        model.monitor_ = _ProjectMonitor(model.monitor_.tol, model.monitor_.n_iter, model.monitor_.verbose)
         return model
 
     def _fit(self, sequences, n_symbols):
@@ -357,12 +404,8 @@ class HMM(SequenceModel):
         self.transmat_ = np.array(model.transmat_, dtype=np.float64)
         self.emissionprob_ = np.array(model.emissionprob_, dtype=np.float64)
         self.monitor_ = model.monitor_
-        self.n_iter_ = int(model.monitor_.iter)
-        self.converged_ = bool(
-            len(model.monitor_.history) >= 2
-            and model.monitor_.history[-1] - model.monitor_.history[-2] < model.monitor_.tol
-        )
-        self.objective_history_ = [float(v) for v in model.monitor_.history]
+        self._set_convergence(model.monitor_.convergence.report())
+        self.objective_history_ = [float(v) for v in model.monitor_.convergence.history]
         self.loglik_history_ = list(model.loglik_history_)
         self.train_log_likelihood_ = ll
 

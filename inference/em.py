@@ -8,7 +8,6 @@ and M-step so that the monotonicity of coordinate ascent can be checked step by 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -23,6 +22,7 @@ from .distributed.workers import (
     reduce_count_sums,
     reduce_totals,
 )
+from .monitor import ConvergenceMonitor, ConvergenceReport, RelativeChange
 from .parameters import VariantParameters
 
 __all__ = ["NonFiniteELBOError", "FitResult", "VariationalEM"]
@@ -30,17 +30,28 @@ __all__ = ["NonFiniteELBOError", "FitResult", "VariationalEM"]
 
 @dataclass
 class FitResult:
-    """What :meth:`VariationalEM.fit` returns."""
+    """What :meth:`VariationalEM.fit` returns.
+
+    ``elbo_history`` is the monitored value, the total ELBO after each M-step;
+    ``convergence`` says how the fit stopped (``n_iter`` and ``converged`` read it).
+    """
 
     params: VariantParameters
     states: list
     elbo_history: list
     e_step_elbo_history: list
     trace: list
-    n_iter: int
-    converged: bool
     capped: bool
+    convergence: ConvergenceReport
     recoveries: list = field(default_factory=list)
+
+    @property
+    def n_iter(self) -> int:
+        return self.convergence.n_iter
+
+    @property
+    def converged(self) -> bool:
+        return self.convergence.converged
 
 
 class NonFiniteELBOError(FloatingPointError):
@@ -59,15 +70,18 @@ class NonFiniteELBOError(FloatingPointError):
     last_params : VariantParameters
         The parameters of the last step whose ELBO was finite (the fit's starting point when
         the first E-step failed).
+    convergence : ConvergenceReport or None
+        The fit's stopping report (reason ``"non_finite"``).
     """
 
-    def __init__(self, iteration: int, step: str, group: str, value: float, last_params):
+    def __init__(self, iteration: int, step: str, group: str, value: float, last_params, convergence=None):
         super().__init__(
             f"the total ELBO became {value} at EM iteration {iteration} ({step}-step), in group {group}; "
             f"the last finite parameters are kept"
         )
         self.iteration, self.step, self.group, self.value = iteration, step, group, value
         self.last_params = last_params
+        self.convergence = convergence
 
 
 def _blame(params: VariantParameters, totals) -> str:
@@ -101,7 +115,8 @@ class VariationalEM:
     max_iter : int
         EM iterations at most.
     tol : float
-        Stop when the total ELBO's relative change falls below ``tol``.
+        Stop when the total ELBO's relative change falls below ``tol``
+        (:class:`ldhmm.inference.monitor.RelativeChange`, with ``refresh_max`` refreshes).
     e_step_max_iter, e_step_tol : int, float
         Per-sequence coordinate-ascent limits inside each E-step.
     progress : bool
@@ -146,8 +161,7 @@ class VariationalEM:
         self.e_step_max_iter = e_step_max_iter
         self.e_step_tol = e_step_tol
         self.progress = progress
-        if refresh_max < 0:
-            raise ValueError(f"refresh_max must be >= 0, got {refresh_max}")
+        RelativeChange(tol, refresh_max)  # checks them
         self.refresh_max = refresh_max
         if random_starts < 0:
             raise ValueError(f"random_starts must be >= 0, got {random_starts}")
@@ -193,28 +207,31 @@ class VariationalEM:
         """
         backend.call("set_guide", self.guide)
         backend.call("reset")
-        history, e_history, trace = [], [], []
-        converged = capped = False
+        rule = RelativeChange(self.tol, self.refresh_max)
+        monitor = ConvergenceMonitor(rule, self.max_iter, "EM iteration")
+        e_history, trace = [], []
+        capped = False
         starts = default_starts(self.guide, self.random_starts)
-        # The first E-step and every refresh run all the starts (best per sequence);
-        # the others continue each sequence from where it stopped.
-        use_starts, refreshes, before_refresh = starts, 0, None
+        # The first E-step and every refresh the rule asks for run all the starts (best per
+        # sequence); the others continue each sequence from where it stopped.
+        use_starts = starts
         bar = None
         if self.progress:
             bar = tqdm(total=self.max_iter, desc="variational EM", unit="iter", leave=False)
-        n_iter = 0
         last_finite = params
         try:
-            for n_iter in range(1, self.max_iter + 1):
+            while not monitor.done:
+                n_iter = monitor.n_iter + 1
                 # No name keeps the parameters sent: the E-step's O(K V) prior terms cached on
                 # them (3 x 8 K V bytes at large V) go before the M-step.
                 totals = reduce_totals(
                     backend.call("e_step", as_numpy_params(params), use_starts, iteration=n_iter, step="E")
                 )
-                use_starts = ()
                 e_elbo = total_elbo(params, totals)
-                if not math.isfinite(e_elbo):
-                    raise NonFiniteELBOError(n_iter, "E", _blame(params, totals), e_elbo, last_finite)
+                if not monitor.check_finite(e_elbo):
+                    raise NonFiniteELBOError(
+                        n_iter, "E", _blame(params, totals), e_elbo, last_finite, monitor.report()
+                    )
                 last_finite = params
                 params, m_elbo, was_capped = m_step(
                     params,
@@ -223,37 +240,29 @@ class VariationalEM:
                     method=self.m_step,
                     count_sums=_round_of_count_sums(backend, n_iter),
                 )
-                if not math.isfinite(m_elbo):
-                    raise NonFiniteELBOError(n_iter, "M", _blame(params, totals), m_elbo, last_finite)
+                monitor.record(m_elbo)
+                if monitor.reason == "non_finite":
+                    raise NonFiniteELBOError(
+                        n_iter, "M", _blame(params, totals), m_elbo, last_finite, monitor.report()
+                    )
                 last_finite = params
                 capped |= was_capped
                 trace += [("E", e_elbo), ("M", m_elbo)]
                 e_history.append(e_elbo)
-                history.append(m_elbo)
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(elbo=f"{m_elbo:.6g}", sweeps=totals.max_sweeps)
                 if callback is not None:
                     callback(n_iter, m_elbo)
-                if before_refresh is not None:
-                    # A refresh that gains no more than an ordinary converged iteration ends
-                    # the fit; one that found better per-sequence optima continues it.
-                    if history[-1] - before_refresh <= self.tol * abs(history[-1]):
-                        converged = True
-                        break
-                    before_refresh = None
-                elif len(history) > 1 and abs(history[-1] - history[-2]) <= self.tol * abs(history[-1]):
-                    if refreshes >= self.refresh_max:
-                        converged = True
-                        break
-                    refreshes += 1
-                    use_starts, before_refresh = starts, history[-1]
+                use_starts = starts if monitor.refresh else ()
         finally:
             if bar is not None:
                 bar.close()
         states = backend.states
         recoveries = list(getattr(backend, "recoveries", []))
-        return FitResult(params, states, history, e_history, trace, n_iter, converged, capped, recoveries)
+        return FitResult(
+            params, states, monitor.history, e_history, trace, capped, monitor.report(), recoveries
+        )
 
     def score(self, buckets, params: VariantParameters) -> list[BucketState]:
         """E-step with fixed parameters: the per-sequence held-out ELBO of new sequences, the

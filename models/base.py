@@ -33,7 +33,9 @@ Class attributes:
     exact values unknowingly.
 
 Learned attributes end in ``_`` and exist only after ``fit``; every model sets
-``n_symbols_`` (the vocabulary size it knows). Using an unfitted model raises
+``n_symbols_`` (the vocabulary size it knows). A model fitted by an iterative rule sets
+``convergence_``, ``n_iter_`` and ``converged_`` through :meth:`SequenceModel._set_convergence`
+from the fit's :class:`ldhmm.inference.monitor.ConvergenceMonitor`. Using an unfitted model raises
 :class:`sklearn.exceptions.NotFittedError` (a ``ValueError`` and an ``AttributeError``). At
 score time a symbol ``>= n_symbols_`` is a ``ValueError``, never a silent ``-inf`` or an
 index error.
@@ -222,6 +224,15 @@ class SequenceModel(abc.ABC):
         seqs = validate_sequences(sequences, n_symbols=n_symbols)
         self.n_symbols_ = n_symbols if n_symbols is not None else infer_n_symbols(seqs)
         return seqs
+
+    def _set_convergence(self, report) -> None:
+        """Record how an iterative fit stopped, the same way for every model: ``convergence_``
+        (the :class:`ldhmm.inference.monitor.ConvergenceReport`; ``str`` of it is the one-line
+        stopping report), ``n_iter_`` (iterations or epochs run) and ``converged_`` (the rule's
+        test was met, not ``max_iter``)."""
+        self.convergence_ = report
+        self.n_iter_ = report.n_iter
+        self.converged_ = report.converged
 
     def __sklearn_is_fitted__(self) -> bool:
         """Whether :meth:`fit` has completed (scikit-learn's ``check_is_fitted`` asks this)."""

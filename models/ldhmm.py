@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..inference import LDHMM_SHARING, RANDOM_STARTS, VariantParameters, fit_svi
-from ..inference.monitor import ConvergenceRule
+from ..inference.monitor import SmoothedPatience
 from ..inference.svi.dirichlet_guide import SVI_MIN_CONCENTRATION, DirichletMeanField
 from ..inference.svi.minibatch import auto_batch_size
 from .pyro_model import ldhmm_pf_offsets, ldhmm_sequence_model, sample_database
@@ -57,7 +57,7 @@ class LDHMM(VariantHMM):
         minibatches (:data:`SVI_BATCH_SIZE`: :func:`ldhmm.inference.svi.minibatch.auto_batch_size`), with
         the closed-form local step before every step, from the closed form's first starting
         point; it stops when the smoothed training ELBO per token has not risen by ``tol``
-        (relative) for :data:`SVI_PATIENCE` epochs (:class:`ldhmm.inference.monitor.ConvergenceRule`).
+        (relative) for :data:`SVI_PATIENCE` epochs (:class:`ldhmm.inference.monitor.SmoothedPatience`).
         Only the hyper-parameters are kept: ``score_samples`` and the other methods then run
         the closed-form E-step of ``guide`` with them.
     svi_steps, svi_lr : int, float
@@ -81,8 +81,14 @@ class LDHMM(VariantHMM):
     alpha_A_ : ndarray, shape (K, K)
     beta_ : ndarray, shape (K, V)
     elbo_history_ : ndarray
-        Total training ELBO after each EM iteration.
+        Total training ELBO after each EM iteration (each SVI epoch with ``optimizer="svi"``).
     n_iter_ : int
+        EM iterations (SVI epochs) run.
+    converged_ : bool
+        The stopping rule was met (not ``max_iter`` / ``svi_steps``).
+    convergence_ : ldhmm.inference.monitor.ConvergenceReport
+        How the fit stopped (``reason``: ``"converged"``, ``"max_iter"`` or ``"non_finite"``);
+        ``str(convergence_)`` is the one-line report that ``ldhmm fit`` prints.
     """
 
     name = "LDHMM"
@@ -159,7 +165,8 @@ class LDHMM(VariantHMM):
             },
             batch_size=auto_batch_size(len(seqs)) if SVI_BATCH_SIZE == "auto" else SVI_BATCH_SIZE,
             lr=self.svi_lr,
-            rule=ConvergenceRule(tol=self.tol, patience=SVI_PATIENCE, max_epochs=self.svi_steps),
+            rule=SmoothedPatience(tol=self.tol, patience=SVI_PATIENCE),
+            max_epochs=self.svi_steps,
             seed=self.seed,
             dtype=self._torch_dtype,
             progress=self.verbose,
@@ -173,8 +180,7 @@ class LDHMM(VariantHMM):
         self._set_params(VariantParameters(LDHMM_SHARING, prior=learned))
         self.elbo_history_ = np.asarray(result.elbo_history)
         self.epoch_seconds_ = np.asarray(result.epoch_seconds)
-        self.n_iter_ = result.n_epochs
-        self.converged_ = result.converged
+        self._set_convergence(result.convergence)
 
     def _set_params(self, params):
         super()._set_params(params)

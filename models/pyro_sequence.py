@@ -32,7 +32,7 @@ from pyro import poutine
 from pyro.infer.autoguide import AutoGuide, AutoNormal
 
 from ..inference import validate_sequences
-from ..inference.monitor import ConvergenceRule
+from ..inference.monitor import SmoothedPatience
 from ..inference.svi.dirichlet_guide import DirichletMeanField
 from ..inference.svi.log_weights import sequence_log_weights
 from ..inference.svi.minibatch import auto_batch_size, length_batches, pad_batch
@@ -101,7 +101,7 @@ class PyroSequenceModel(SequenceModel):
     num_particles : int
         Monte Carlo draws per SVI step.
     tol, patience, smoothing : float, int, float
-        The stopping rule (:class:`~ldhmm.inference.monitor.ConvergenceRule`): stop after
+        The stopping rule (:class:`~ldhmm.inference.monitor.SmoothedPatience`): stop after
         ``patience`` epochs in which the exponentially smoothed ELBO per token did not rise by
         ``tol`` relative. The defaults (0.5, 10) suit a guide with a closed-form local step,
         whose curve is flat after a few epochs; a guide without one climbs slowly through
@@ -136,6 +136,9 @@ class PyroSequenceModel(SequenceModel):
     n_iter_ : int
         Epochs run.
     converged_ : bool
+        The stopping rule was met (not ``max_epochs``).
+    convergence_ : ldhmm.inference.monitor.ConvergenceReport
+        How the fit stopped; ``str(convergence_)`` is the one-line stopping report.
     epoch_seconds_ : np.ndarray
     fit_seconds_ : float
     """
@@ -201,7 +204,7 @@ class PyroSequenceModel(SequenceModel):
         for label, value in (("lr", lr), ("score_lr", lr if score_lr is None else score_lr)):
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{label} must be finite and > 0, got {value}")
-        ConvergenceRule(tol, patience, smoothing, max_epochs)  # checks them
+        SmoothedPatience(tol, patience, smoothing)  # checks them
         self.model = model
         self.guide = guide
         self.n_symbols = check_n_symbols(n_symbols)
@@ -249,8 +252,8 @@ class PyroSequenceModel(SequenceModel):
         started = getattr(guide, "init_offsets", None) is not None
         return self.lr / STARTED_SCORE_LR_RATIO if started else self.lr
 
-    def _rule(self, max_epochs: int) -> ConvergenceRule:
-        return ConvergenceRule(self.tol, self.patience, self.smoothing, max_epochs)
+    def _rule(self) -> SmoothedPatience:
+        return SmoothedPatience(self.tol, self.patience, self.smoothing)
 
     # --------------------------------------------------------------------- fit
     def _fit(self, seqs, n_symbols):
@@ -265,7 +268,8 @@ class PyroSequenceModel(SequenceModel):
             batch_size=auto_batch_size(len(seqs)) if self.batch_size == "auto" else self.batch_size,
             lr=self.lr,
             num_particles=self.num_particles,
-            rule=self._rule(self.max_epochs),
+            rule=self._rule(),
+            max_epochs=self.max_epochs,
             seed=self.seed,
             dtype=self._torch_dtype,
             refresh_locals=self.refresh_locals,
@@ -278,8 +282,7 @@ class PyroSequenceModel(SequenceModel):
         self.local_params_ = tuple(result.local_params)
         self.elbo_history_ = np.asarray(result.elbo_history)
         self.epoch_seconds_ = np.asarray(result.epoch_seconds)
-        self.n_iter_ = result.n_epochs
-        self.converged_ = result.converged
+        self._set_convergence(result.convergence)
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "param_state_")
@@ -341,7 +344,8 @@ class PyroSequenceModel(SequenceModel):
             batch_size=self.score_batch_size,
             lr=self._score_lr(guide),
             num_particles=self.num_particles,
-            rule=self._rule(self.score_epochs),
+            rule=self._rule(),
+            max_epochs=self.score_epochs,
             seed=seed,
             dtype=self._torch_dtype,
             progress=self.verbose,

@@ -306,7 +306,7 @@ class VariantHMM(SequenceModel):
             self._fit_on(runner, counts, init_params)
         except NonFiniteELBOError as err:
             self._set_params(err.last_params)
-            self.converged_ = False
+            self._set_convergence(err.convergence)
             raise
         if isinstance(vocabulary, list) and len(vocabulary) == self.n_symbols_:
             self.vocabulary_ = list(vocabulary)
@@ -329,7 +329,7 @@ class VariantHMM(SequenceModel):
         except NonFiniteELBOError as err:
             # Stop, and keep the last finite parameters: the model stays usable for scoring.
             self._set_params(err.last_params)
-            self.converged_ = False
+            self._set_convergence(err.convergence)
             raise
 
     def _fit_em(self, seqs, init_params: VariantParameters | None):
@@ -359,8 +359,7 @@ class VariantHMM(SequenceModel):
         self.elbo_history_ = np.asarray(result.elbo_history)
         self.e_step_elbo_history_ = np.asarray(result.e_step_elbo_history)
         self.elbo_trace_ = list(result.trace)
-        self.n_iter_ = result.n_iter
-        self.converged_ = result.converged
+        self._set_convergence(result.convergence)
         self.prior_capped_ = result.capped
 
     def restart_seeds(self) -> list[int]:

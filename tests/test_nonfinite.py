@@ -36,6 +36,9 @@ def test_fit_stops_naming_iteration_and_group(monkeypatch, group):
     err = info.value
     assert err.iteration == 3 and err.group == group and err.step == "M"
     assert "iteration 3" in str(err) and f"group {group}" in str(err)
+    # the stop is reported as every other stop: reason, iterations (the failed one counts)
+    assert err.convergence.reason == "non_finite" and err.convergence.n_iter == 3
+    assert model.convergence_ is err.convergence and model.n_iter_ == 3 and not model.converged_
     for g in ("pi", "A", "B"):
         assert np.isfinite(model.params_.prior[g].numpy()).all()
     assert np.isfinite(model.score_samples(db.sequences)).all()

@@ -18,7 +18,7 @@ from torch.distributions import constraints
 import ldhmm
 from ldhmm.experiments.pyro_variants import parse_args
 from ldhmm.inference import kl_dirichlet
-from ldhmm.inference.monitor import ConvergenceRule, ConvergenceState
+from ldhmm.inference.monitor import ConvergenceMonitor, SmoothedPatience
 from ldhmm.inference.ops.forward import chain_log_likelihood, gather_emissions
 from ldhmm.inference.svi.dirichlet_guide import CONCENTRATION, DirichletMeanField
 from ldhmm.inference.svi.hmm_distribution import MaskedCategoricalHMM
@@ -289,11 +289,11 @@ def test_model_errors_name_the_site(small_db, model, guide, message):
 
 # ---------------------------------------------------------------- fit, score, harness
 def test_convergence_rule_stops_after_patience():
-    state = ConvergenceState(ConvergenceRule(tol=0.0, patience=3, smoothing=0.0, max_epochs=100))
-    stops = [state.update(v) for v in [-3.0, -2.0, -1.0, -1.5, -1.2, -1.1]]
-    assert stops == [False] * 5 + [True] and state.converged
+    monitor = ConvergenceMonitor(SmoothedPatience(tol=0.0, patience=3, smoothing=0.0), 100)
+    stops = [monitor.record(v) for v in [-3.0, -2.0, -1.0, -1.5, -1.2, -1.1]]
+    assert stops == [False] * 5 + [True] and monitor.converged and monitor.reason == "converged"
     with pytest.raises(ValueError, match="patience"):
-        ConvergenceRule(patience=0)
+        SmoothedPatience(patience=0)
 
 
 def test_fit_and_score(small_db):
@@ -381,7 +381,7 @@ def test_refreshed_local_rows_are_the_guides_start(refresh):
     """With the globals frozen, a refreshing fit leaves every row at ``local_start`` (the PF
     E-step's counts under the priors); without refreshing, the rows move from there."""
     guide = DirichletMeanField(ldhmm_sequence_model, init_offsets=ldhmm_pf_offsets)
-    rule = ConvergenceRule(patience=5, max_epochs=3)
+    rule = SmoothedPatience(patience=5)
     result = fit_svi(
         ldhmm_sequence_model,
         guide,
@@ -392,6 +392,7 @@ def test_refreshed_local_rows_are_the_guides_start(refresh):
         frozen=list(HYPER),
         batch_size=2,
         rule=rule,
+        max_epochs=3,
         refresh_locals=refresh,
     )
     batch = pad_batch(TINY, range(len(TINY)), len(TINY), K, V, torch.float64)

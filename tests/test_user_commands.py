@@ -110,6 +110,19 @@ def test_unseen_symbol_is_one_line_and_writes_nothing(logs, fitted, tmp_path, ca
     assert np.isfinite(pd.read_csv(out)["elbo"]).all()
 
 
+def test_fit_prints_how_it_stopped(logs, tmp_path, capsys):
+    out = tmp_path / "m.json"
+    fit = ["fit", logs / "train.txt", "--states", "2", "--restarts", "1", "--out", out]
+    code, stdout, err = run_cli(fit + ["--max-iter", "1"], capsys)
+    assert code == 0, err
+    (line,) = [s for s in stdout.splitlines() if s.startswith("stopped: ")]
+    assert line.startswith("stopped: max_iter: 1 EM iteration of at most 1, last value ")
+    code, stdout, err = run_cli(fit + ["--tol", "0.5"], capsys)
+    assert code == 0, err
+    # the test is met at iteration 2 (a 50% change); the refresh E-step of iteration 3 gains less
+    assert "stopped: converged: 3 EM iterations of at most 100" in stdout
+
+
 def test_event_logs_and_init(logs, fitted, tmp_path, capsys):
     for name in ("events.csv", "events.parquet"):
         out = tmp_path / f"{name}.json"

@@ -4,7 +4,8 @@
 :class:`~ldhmm.inference.svi.minibatch.SequenceBatch` (see that module for the conventions: one
 plate ``"sequences"``, subsampled) and runs stochastic variational inference (the steps of
 ``pyro.infer.SVI``: an ELBO's ``loss_and_grads``, Adam) over length-sorted minibatches of the
-database until :class:`~ldhmm.inference.monitor.ConvergenceRule` says stop:
+database until the stopping rule :class:`~ldhmm.inference.monitor.SmoothedPatience` says stop
+(or ``max_epochs`` epochs ran; :class:`~ldhmm.inference.monitor.ConvergenceMonitor`):
 
 * the hidden chain is summed out exactly inside the model (the forward algorithm of
   :class:`~ldhmm.inference.svi.hmm_distribution.MaskedCategoricalHMM`), and any discrete site marked
@@ -34,7 +35,6 @@ ELBO against Pyro's ``Trace_ELBO`` on the original (sampled-Z) model
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 
 from ..batch import Bucket, make_buckets
 from ..cavi.expectation import BucketState
-from ..monitor import ConvergenceRule, ConvergenceState
+from ..monitor import ConvergenceMonitor, ConvergenceReport, SmoothedPatience
 from ..ops.dirichlet import kl_dirichlet
 from ..ops.potentials import emission_potentials, expected_complete_log_lik
 from ..parameters import VariantParameters
@@ -71,7 +71,17 @@ __all__ = [
 
 
 class NonFiniteSVIError(ValueError):
-    """The ELBO estimate of an epoch was not finite; the message names the epoch."""
+    """The ELBO estimate of an epoch was not finite; the message names the epoch.
+
+    Attributes
+    ----------
+    convergence : ConvergenceReport or None
+        The fit's stopping report (reason ``"non_finite"``).
+    """
+
+    def __init__(self, message: str, convergence: ConvergenceReport | None = None):
+        super().__init__(message)
+        self.convergence = convergence
 
 
 def pad_database(sequences) -> Bucket:
@@ -100,22 +110,33 @@ class SVIResult:
     elbo_history : list of float
         After each epoch, the sum of its minibatch ELBO estimates: an estimate of the whole
         database's ELBO in nats.
+    per_token_history : list of float
+        The monitored value: ``elbo_history`` per token.
     smoothed_history : list of float
-        The smoothed ELBO per token that the convergence rule reads.
+        The smoothed ELBO per token that a :class:`~ldhmm.inference.monitor.SmoothedPatience`
+        rule reads (``per_token_history`` under another rule).
     epoch_seconds : list of float
-    n_epochs : int
-    converged : bool
-        Stopped by the rule's patience (not by ``max_epochs``).
+    convergence : ConvergenceReport
+        How the fit stopped; ``n_epochs`` and ``converged`` (stopped by the rule's patience,
+        not by ``max_epochs``) read it.
     """
 
     params: dict
     param_state: dict
     local_params: tuple
+    convergence: ConvergenceReport
     elbo_history: list = field(default_factory=list)
+    per_token_history: list = field(default_factory=list)
     smoothed_history: list = field(default_factory=list)
     epoch_seconds: list = field(default_factory=list)
-    n_epochs: int = 0
-    converged: bool = False
+
+    @property
+    def n_epochs(self) -> int:
+        return self.convergence.n_iter
+
+    @property
+    def converged(self) -> bool:
+        return self.convergence.converged
 
 
 def copy_param_state(state: dict, names=None) -> dict:
@@ -190,7 +211,8 @@ def fit_svi(
     batch_size: int = 64,
     lr: float = 0.05,
     num_particles: int = 1,
-    rule: ConvergenceRule | None = None,
+    rule: SmoothedPatience | None = None,
+    max_epochs: int = 1000,
     seed: int = 0,
     dtype=torch.float64,
     refresh_locals: bool = True,
@@ -221,8 +243,11 @@ def fit_svi(
         Adam's learning rate (on unconstrained values: log-concentrations for positive ones).
     num_particles : int
         Monte Carlo draws per step (vectorized).
-    rule : ConvergenceRule, optional
-        When to stop (default: ``ConvergenceRule()``).
+    rule : SmoothedPatience or another stopping rule, optional
+        When the fit has converged (default: ``SmoothedPatience()``), read by a
+        :class:`~ldhmm.inference.monitor.ConvergenceMonitor` of the ELBO per token.
+    max_epochs : int
+        Epochs at most (>= 0; 0: start the parameters and stop).
     seed : int
     dtype : torch.dtype
     refresh_locals : bool
@@ -249,7 +274,7 @@ def fit_svi(
     NonFiniteSVIError
         An epoch whose ELBO estimate is not finite.
     """
-    rule = rule if rule is not None else ConvergenceRule()
+    monitor = ConvergenceMonitor(rule if rule is not None else SmoothedPatience(), max_epochs, "SVI epoch")
     batches = length_batches(sequences, batch_size, n_states, n_symbols, dtype)
     M = len(sequences)
     n_tokens = int(sum(len(s) for s in sequences))
@@ -273,11 +298,9 @@ def fit_svi(
         )
         global_optim = Adam({"lr": lr})
         rows = LocalRows([n for n in locals_ if n not in frozen], lr)
-        tracker = ConvergenceState(rule)
         history, seconds = [], []
-        stop = rule.max_epochs == 0
-        with tqdm(total=rule.max_epochs, desc=desc, leave=False, disable=not progress) as bar:
-            while not stop:
+        with tqdm(total=monitor.max_iter, desc=desc, leave=False, disable=not progress) as bar:
+            while not monitor.done:
                 start = time.perf_counter()
                 total = 0.0
                 for b in order_rng.permutation(len(batches)):
@@ -288,10 +311,12 @@ def fit_svi(
                         / M
                     )
                 seconds.append(time.perf_counter() - start)
-                if not math.isfinite(total):
-                    raise NonFiniteSVIError(f"{desc}: the ELBO estimate of epoch {len(history)} is {total}")
+                if not monitor.check_finite(total):
+                    raise NonFiniteSVIError(
+                        f"{desc}: the ELBO estimate of epoch {len(history)} is {total}", monitor.report()
+                    )
                 history.append(total)
-                stop = tracker.update(total / n_tokens)
+                monitor.record(total / n_tokens)
                 bar.update(1)
                 bar.set_postfix(elbo_per_token=f"{total / n_tokens:.4f}")
     params = {
@@ -303,12 +328,18 @@ def fit_svi(
         params=params,
         param_state=scope,
         local_params=locals_,
+        convergence=monitor.report(),
         elbo_history=history,
-        smoothed_history=list(tracker.smoothed),
+        per_token_history=list(monitor.history),
+        smoothed_history=_smoothed(monitor),
         epoch_seconds=seconds,
-        n_epochs=len(history),
-        converged=tracker.converged,
     )
+
+
+def _smoothed(monitor: ConvergenceMonitor) -> list:
+    """What a :class:`SmoothedPatience` rule read; another rule reads the history itself."""
+    smooth = getattr(monitor.rule, "smoothed", None)
+    return smooth(monitor.history) if callable(smooth) else list(monitor.history)
 
 
 def _step(model, guide, batch, loss, global_optim, rows: LocalRows, local_start=None) -> float:

@@ -12,7 +12,7 @@ from ..modelfiles import data_for_model, load_model
 from ..models import LDHMM
 from ..models.variant_hmm import dask_backend_module
 from .common import add_column_arguments, add_memory_argument, finite_nonneg_float, nonneg_int, positive_int
-from .outputs import check_out
+from .outputs import check_out, stopping_report
 
 __all__ = ["register", "run_fit"]
 
@@ -136,6 +136,7 @@ def run_fit(args: argparse.Namespace) -> int:
             f"{db.n_symbols} symbols) in {seconds:.1f} s, {model.n_iter_} EM iterations: training ELBO "
             f"{elbo:.2f} nats ({elbo / db.n_tokens:.4f} per token)"
         )
+        print(stopping_report(model))
         print(f"model written to {Path(out)}")
     return 0
 
@@ -196,6 +197,7 @@ def _fit_directory(args, n_states: int, guide: str, out) -> int:
             f"{seconds:.1f} s, {model.n_iter_} EM iterations: training ELBO {elbo:.2f} nats "
             f"({elbo / n_tokens:.4f} per token)"
         )
+        print(stopping_report(model))
         if model.recoveries_:
             print(f"recovered {len(model.recoveries_)} partitions of lost workers: {model.recoveries_}")
         print(f"model written to {Path(out)}")

@@ -1,6 +1,6 @@
 """What the model commands (``fit``, ``score``, ``posterior``, ``predict``, ``decode``) share:
-the options that read a user's data for a saved model, and output files written whole or not
-at all."""
+the options that read a user's data for a saved model, output files written whole or not at
+all, and the one-line report of how a fit stopped."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ from ..experiments.tasks import atomic_write_csv, atomic_write_parquet
 from ..modelfiles import data_for_model, load_model
 from .common import add_column_arguments, add_memory_argument
 
-__all__ = ["add_model_data_arguments", "read_model_and_data", "write_table", "sequence_ids", "check_out"]
+__all__ = [
+    "add_model_data_arguments",
+    "read_model_and_data",
+    "write_table",
+    "sequence_ids",
+    "check_out",
+    "stopping_report",
+]
 
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 
@@ -80,3 +87,13 @@ def write_table(df: pd.DataFrame, path) -> Path:
     else:
         atomic_write_parquet(df, path)
     return path
+
+
+def stopping_report(model) -> str:
+    """How ``model``'s fit stopped, one line, the same for every model fitted by an iterative
+    rule (``convergence_``, see :mod:`ldhmm.inference.monitor`), e.g. ``stopped: converged: 12
+    EM iterations of at most 100, last value -1234.5 (rule: relative change <= tol 0.0001)``."""
+    report = getattr(model, "convergence_", None)
+    if report is None:
+        return f"stopped: {type(model).__name__} keeps no convergence report"
+    return f"stopped: {report}"
