@@ -8,6 +8,7 @@ per-sequence ELBO (a lower bound: A_m is integrated out variationally).
 from __future__ import annotations
 
 from ..inference import HMMV_SHARING, ParameterSharing
+from ..models.fit_settings import FitSettings
 from ..models.registry import register
 from ..models.variant_hmm import VariantHMM
 
@@ -17,6 +18,11 @@ __all__ = ["HMMV"]
 @register(em_settings=("max_iter", "tol", "n_init"))
 class HMMV(VariantHMM):
     """HMM variant with one transition matrix per sequence drawn from a Dirichlet prior.
+
+    The arguments from ``seed`` on are keyword-only; those from ``max_iter`` on are the fitting
+    settings of every variant (:class:`ldhmm.models.fit_settings.FitSettings`). ``tol`` defaults
+    to 1e-6 relative here, ``max_iter`` to 200: these likelihood surfaces are flat early on, and
+    a looser stop would leave the baseline short of its optimum.
 
     Parameters
     ----------
@@ -30,9 +36,15 @@ class HMMV(VariantHMM):
     pseudocount : float
         MAP smoothing of the point estimates of pi and B (0 = maximum likelihood). A small
         positive value keeps held-out symbols unseen in training from scoring -inf.
-    guide, max_iter, tol, seed, verbose, dtype : see :class:`ldhmm.models.variant_hmm.VariantHMM`
-        (``tol`` defaults to 1e-6 relative: these likelihood surfaces are flat early on, and a
-        looser stop would leave the baseline short of its optimum)
+    guide : "pf", "ff" or a guide object
+        Variational family of q(Z) (see :mod:`ldhmm.inference.cavi.guides`).
+    seed : int
+    verbose : bool
+        Progress bar over EM iterations.
+    sharing : ignored
+        Accepted so that ``HMMV(**model.get_params())`` works; the sharing is HMMV's, with
+        ``learn_prior`` and ``pseudocount``.
+    {fit_settings}
     """
 
     name = "HMMV"
@@ -40,6 +52,7 @@ class HMMV(VariantHMM):
     # learn_prior and pseudocount live in the sharing, which a model file records in its own
     # section (``_from_config`` reads them back from there)
     _not_config = ("sharing", "verbose", "learn_prior", "pseudocount")
+    fit_defaults = FitSettings(max_iter=200, tol=1e-6)
 
     def __init__(
         self,
@@ -49,13 +62,11 @@ class HMMV(VariantHMM):
         learn_prior=False,
         pseudocount=1e-3,
         guide="pf",
-        max_iter=200,
-        tol=1e-6,
+        *,
         seed=0,
         verbose=False,
-        dtype="float64",
         sharing=None,
-        **kwargs,
+        **settings,
     ):
         sharing = ParameterSharing(
             pi=HMMV_SHARING.pi,
@@ -68,14 +79,11 @@ class HMMV(VariantHMM):
             n_states,
             n_symbols,
             sharing,
-            guide=guide,
-            max_iter=max_iter,
-            tol=tol,
+            guide,
             prior_concentration=prior_concentration,
             seed=seed,
             verbose=verbose,
-            dtype=dtype,
-            **kwargs,
+            **settings,
         )
 
     @property

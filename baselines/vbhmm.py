@@ -10,6 +10,7 @@ likelihood.
 from __future__ import annotations
 
 from ..inference import VBHMM_SHARING
+from ..models.fit_settings import FitSettings
 from ..models.registry import register
 from ..models.variant_hmm import VariantHMM
 
@@ -20,6 +21,11 @@ __all__ = ["VBHMM"]
 class VBHMM(VariantHMM):
     """Variational Bayesian HMM with fixed symmetric Dirichlet priors.
 
+    The arguments from ``seed`` on are keyword-only; those from ``max_iter`` on are the fitting
+    settings of every variant (:class:`ldhmm.models.fit_settings.FitSettings`). ``tol`` defaults
+    to 1e-6 relative here, ``max_iter`` to 200: these likelihood surfaces are flat early on, and
+    a looser stop would leave the baseline short of its optimum.
+
     Parameters
     ----------
     n_states : int
@@ -27,13 +33,15 @@ class VBHMM(VariantHMM):
     prior_concentration : float
         Every entry of the fixed Dirichlet priors of pi, the rows of A and the rows of B.
     guide : "pf" (forward-backward, the standard VBHMM) or "ff"
-    max_iter, tol, seed, verbose, dtype : see :class:`ldhmm.models.variant_hmm.VariantHMM`
-        (``tol`` defaults to 1e-6 relative: these likelihood surfaces are flat early on, and a
-        looser stop would leave the baseline short of its optimum)
+    seed : int
+    verbose : bool
+        Progress bar over EM iterations.
+    {fit_settings}
     """
 
     name = "VBHMM"
     score_kind = "lower_bound"
+    fit_defaults = FitSettings(max_iter=200, tol=1e-6)
 
     def __init__(
         self,
@@ -41,25 +49,20 @@ class VBHMM(VariantHMM):
         n_symbols=None,
         prior_concentration=1.0,
         guide="pf",
-        max_iter=200,
-        tol=1e-6,
+        *,
         seed=0,
         verbose=False,
-        dtype="float64",
-        **kwargs,
+        **settings,
     ):
         super().__init__(
             n_states,
             n_symbols,
             VBHMM_SHARING,
-            guide=guide,
-            max_iter=max_iter,
-            tol=tol,
+            guide,
             prior_concentration=prior_concentration,
             seed=seed,
             verbose=verbose,
-            dtype=dtype,
-            **kwargs,
+            **settings,
         )
 
     @classmethod

@@ -30,6 +30,7 @@ __all__ = [  # noqa: F822 - the first four are served by the module's __getattr_
     "ldhmm_names",
     "is_models",
     "make_model",
+    "em_settings_of",
     "model_from_settings",
     "resolve_models",
     "model_score_kind",
@@ -116,19 +117,21 @@ def make_model(
     return spec.make(int(n_states), int(n_symbols), int(seed), **options)
 
 
+def em_settings_of(settings: dict) -> dict:
+    """A run's harness-wide settings, as ``config.json`` records them, by their constructor names
+    (:data:`ldhmm.models.registry.EM_SETTINGS`; ``restarts`` is ``n_init``); None where the run
+    leaves one to the models."""
+    return {
+        "max_iter": settings.get("max_iter"),
+        "tol": settings.get("tol"),
+        "m_step": settings.get("m_step"),
+        "n_init": settings.get("restarts"),
+    }
+
+
 def model_from_settings(name: str, n_states: int, n_symbols: int, settings: dict):
-    """:func:`make_model` with a run's harness-wide settings (``seed``, ``max_iter``, ``tol``,
-    ``m_step``, ``restarts`` as ``n_init``), as ``config.json`` records them."""
-    return make_model(
-        name,
-        n_states,
-        n_symbols,
-        seed=settings["seed"],
-        max_iter=settings["max_iter"],
-        tol=settings["tol"],
-        m_step=settings.get("m_step"),
-        n_init=settings.get("restarts"),
-    )
+    """:func:`make_model` with a run's ``seed`` and harness-wide settings (:func:`em_settings_of`)."""
+    return make_model(name, n_states, n_symbols, seed=settings["seed"], **em_settings_of(settings))
 
 
 def resolve_models(names: Iterable[str] | None) -> list[str]:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models.base import SCORE_KINDS
-from .lineup import model_from_settings, model_names, resolve_models
+from .lineup import em_settings_of, model_from_settings, model_names, resolve_models
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -286,12 +286,7 @@ def build_model(entry: ModelEntry | str, n_states: int, n_symbols: int, settings
     factory = entry.factory
     if isinstance(factory, str):
         factory = load_factory(factory, what=f"model {entry.name!r}: factory")
-    given = {
-        "n_init": settings.get("restarts"),
-        "max_iter": settings.get("max_iter"),
-        "tol": settings.get("tol"),
-        "m_step": settings.get("m_step"),
-    }
+    given = em_settings_of(settings)
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):  # a builtin or C callable: positional arguments only

@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..inference import LDHMM_SHARING, RANDOM_STARTS, VariantParameters, fit_svi
+from ..inference import LDHMM_SHARING, VariantParameters, fit_svi
 from ..inference.monitor import SmoothedPatience
 from ..inference.svi.dirichlet_guide import SVI_MIN_CONCENTRATION, DirichletMeanField
 from ..inference.svi.minibatch import auto_batch_size
 from .pyro_model import ldhmm_pf_offsets, ldhmm_sequence_model, sample_database
-from .registry import register
+from .registry import EM_SETTINGS, register
 from .variant_hmm import VariantHMM
 
 __all__ = ["LDHMM", "SVI_BATCH_SIZE", "SVI_PATIENCE"]
@@ -29,6 +29,10 @@ SVI_PATIENCE = 10
 class LDHMM(VariantHMM):
     """Latent Dirichlet HMM: per-sequence pi, A, B drawn from learned Dirichlet priors.
 
+    The arguments from ``seed`` on are keyword-only; those from ``max_iter`` on are the fitting
+    settings of every variant (:class:`ldhmm.models.fit_settings.FitSettings`). By default
+    (``init="auto"``) an FF fit starts from the PF fit, with its restarts.
+
     Parameters
     ----------
     n_states : int
@@ -37,12 +41,6 @@ class LDHMM(VariantHMM):
         V; inferred from the training data when omitted.
     guide : "pf", "ff" or a guide object
         ``"pf"``: q(Z) a Markov chain by forward-backward; ``"ff"``: fully factorized q(Z).
-    max_iter : int
-        EM iterations at most.
-    tol : float
-        Stop at a relative change of the total training ELBO below ``tol``.
-    e_step_max_iter, e_step_tol : int, float
-        Coordinate-ascent sweeps per sequence in each E-step, and their relative tolerance.
     seed : int
         Seeds the asymmetric initialization.
     verbose : bool
@@ -62,18 +60,7 @@ class LDHMM(VariantHMM):
         the closed-form E-step of ``guide`` with them.
     svi_steps, svi_lr : int, float
         Epochs at most of the SVI route, and Adam's learning rate.
-    dtype : {"float64", "float32"}
-    bucket_cells : int
-        Padded cells per E-step batch (memory/speed trade-off).
-    n_init : int
-        Random restarts of the closed-form fit; the highest final training ELBO wins.
-    init, random_starts, emission_layout : see :class:`ldhmm.models.variant_hmm.VariantHMM`
-        By default an FF fit starts from the PF fit (with its restarts).
-    m_step : {"collapsed", "paper"}
-        ``"collapsed"`` (default): Newton-Raphson on ``sum_m log B(alpha + n_m) - log B(alpha)``,
-        which moves the priors and every q(theta_m) together; ``"paper"``: the paper's M-step
-        with q(theta_m) held fixed (slow to converge: concentrations grow a little per EM
-        iteration). Both never decrease the ELBO.
+    {fit_settings}
 
     Attributes
     ----------
@@ -99,42 +86,15 @@ class LDHMM(VariantHMM):
         n_states: int,
         n_symbols: int | None = None,
         guide="pf",
-        max_iter: int = 100,
-        tol: float = 1e-4,
-        e_step_max_iter: int = 100,
-        e_step_tol: float = 1e-6,
+        *,
         seed: int = 0,
         verbose: bool = False,
         optimizer: str = "cavi",
         svi_steps: int = 500,
         svi_lr: float = 0.05,
-        dtype: str = "float64",
-        bucket_cells: int = 1 << 20,
-        n_init: int = 3,
-        m_step: str = "collapsed",
-        init: str = "auto",
-        random_starts: int = RANDOM_STARTS,
-        emission_layout: str = "auto",
+        **settings,
     ):
-        super().__init__(
-            n_states,
-            n_symbols,
-            LDHMM_SHARING,
-            guide=guide,
-            max_iter=max_iter,
-            tol=tol,
-            e_step_max_iter=e_step_max_iter,
-            e_step_tol=e_step_tol,
-            seed=seed,
-            verbose=verbose,
-            dtype=dtype,
-            bucket_cells=bucket_cells,
-            n_init=n_init,
-            m_step=m_step,
-            init=init,
-            random_starts=random_starts,
-            emission_layout=emission_layout,
-        )
+        super().__init__(n_states, n_symbols, LDHMM_SHARING, guide, seed=seed, verbose=verbose, **settings)
         if optimizer not in ("cavi", "svi"):
             raise ValueError(f"optimizer must be 'cavi' or 'svi', got {optimizer!r}")
         self.optimizer = optimizer
@@ -278,7 +238,7 @@ class LDHMM(VariantHMM):
         )
 
 
-# The harness compares the two variational families of q(Z) as two models.
-_HARNESS_SETTINGS = ("max_iter", "tol", "m_step", "n_init")
-register(LDHMM, name="LDHMM-FF", options={"guide": "ff"}, em_settings=_HARNESS_SETTINGS)
-register(LDHMM, name="LDHMM-PF", options={"guide": "pf"}, em_settings=_HARNESS_SETTINGS)
+# The harness compares the two variational families of q(Z) as two models; each takes every
+# harness-wide setting.
+register(LDHMM, name="LDHMM-FF", options={"guide": "ff"}, em_settings=EM_SETTINGS)
+register(LDHMM, name="LDHMM-PF", options={"guide": "pf"}, em_settings=EM_SETTINGS)

@@ -19,13 +19,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
 from ..data import balanced_partitions, plan_partitions, read_manifest
 from ..data.seeds import derived_seeds
 from ..inference import (
-    M_STEP_METHODS,
-    RANDOM_STARTS,
     FitResult,
     ParameterSharing,
     PFGuide,
@@ -37,13 +34,15 @@ from ..inference import (
     make_buckets,
     resolve_guide,
 )
-from ..inference.cavi.emissions import EMISSION_LAYOUTS, LOCAL_CHUNK
+from ..inference.cavi.emissions import LOCAL_CHUNK
 from ..inference.cavi.emissions import emission_layout as layout_of
 from ..inference.cavi.posterior import stack_posterior
 from ..inference.distributed.workers import LocalBackend, PartitionWorker
 from ..inference.em import NonFiniteELBOError
 from .base import SequenceModel, check_n_symbols
 from .file_format import FORMAT_VERSION, read_model_file, write_model_file
+from .fit_settings import DTYPES as _DTYPES
+from .fit_settings import TakesFitSettings
 from .memory import check_memory, fit_bytes, importance_sampling_bytes, score_bytes
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
@@ -68,14 +67,11 @@ def dask_backend_class():
     return dask_backend_module().DaskBackend
 
 
-#: How a fit starts (see VariantHMM's ``init``).
-INIT_METHODS = ("auto", "random", "pf")
-
-_DTYPES = {"float64": torch.float64, "float32": torch.float32}
-
-
-class VariantHMM(SequenceModel):
+class VariantHMM(SequenceModel, TakesFitSettings):
     """Variational EM estimator for a member of the LDHMM family.
+
+    The arguments from ``prior_concentration`` on are keyword-only; those from ``max_iter`` on
+    are the fitting settings of every variant (:class:`ldhmm.models.fit_settings.FitSettings`).
 
     Parameters
     ----------
@@ -87,42 +83,12 @@ class VariantHMM(SequenceModel):
         Which of pi, A, B is per-sequence, shared or a point estimate.
     guide : "pf", "ff" or a guide object
         Variational family of q(Z) (see :mod:`ldhmm.inference.cavi.guides`).
-    max_iter, tol : int, float
-        EM iterations at most; stop at a relative change of the total ELBO below ``tol``.
-    e_step_max_iter, e_step_tol : int, float
-        Coordinate-ascent sweeps per sequence and their relative tolerance.
     prior_concentration : float
         Entry of fixed Dirichlet priors (shared groups; per-sequence groups if not learned).
     seed : int
     verbose : bool
         Progress bar over EM iterations.
-    dtype : {"float64", "float32"}
-    bucket_cells : int
-        Padded cells (sequences x length) per E-step batch.
-    n_init : int
-        Random restarts (seeds :meth:`restart_seeds`); the fit with the highest final
-        training ELBO is kept. Default 3 (docs/math.md, "Restarts and initialization").
-    init : {"auto", "random", "pf"}
-        Where the fit starts: ``"random"``, the ``n_init`` seeded random starting points;
-        ``"pf"``, the same variant fitted first with the PF guide (with those restarts), then
-        this guide from its parameters; ``"auto"`` (default): ``"pf"`` for a guide that the
-        E-step seeds from the exact chain (its ``starts`` include ``"chain"``, e.g. FF), else
-        ``"random"``. A mean-field fit from random points stops in poorer optima than the PF
-        fit it is nested in.
-    random_starts : int
-        Random per-sequence starts of the E-step beside the deterministic ones (held-out
-        scoring, a fit's first E-step and its refreshes; see
-        :data:`ldhmm.inference.cavi.expectation.STARTS`).
-    m_step : {"collapsed", "paper"}
-        Update of learned Dirichlet priors: ``"collapsed"`` (default) maximizes the ELBO over
-        the prior and every q(theta_m) jointly; ``"paper"`` holds q(theta_m) fixed as in the
-        paper, and needs many more EM iterations (see :func:`ldhmm.inference.cavi.maximization`).
-    emission_layout : {"auto", "dense", "sparse"}
-        How per-sequence emission counts are stored (:mod:`ldhmm.inference.cavi.emissions`):
-        ``"sparse"``, a K x (distinct symbols) block per sequence; ``"dense"``, K x V;
-        ``"auto"`` (default) decides from K and V alone (sparse from
-        :data:`ldhmm.inference.cavi.emissions.SPARSE_MIN_SYMBOLS` symbols on). Both give the same
-        numbers (to rounding).
+    {fit_settings}
     """
 
     name = "variant"
@@ -136,60 +102,22 @@ class VariantHMM(SequenceModel):
         n_symbols: int | None = None,
         sharing: ParameterSharing | None = None,
         guide="pf",
-        max_iter: int = 100,
-        tol: float = 1e-4,
-        e_step_max_iter: int = 100,
-        e_step_tol: float = 1e-6,
+        *,
         prior_concentration: float = 1.0,
         seed: int = 0,
         verbose: bool = False,
-        dtype: str = "float64",
-        bucket_cells: int = 1 << 20,
-        n_init: int = 3,
-        m_step: str = "collapsed",
-        init: str = "auto",
-        random_starts: int = RANDOM_STARTS,
-        emission_layout: str = "auto",
+        **settings,
     ):
         super().__init__(n_states, seed)
         n_symbols = check_n_symbols(n_symbols)
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
-        for label, value in (("max_iter", max_iter), ("e_step_max_iter", e_step_max_iter)):
-            if value < 1:
-                raise ValueError(f"{label} must be >= 1, got {value}")
-        if isinstance(n_init, bool) or not isinstance(n_init, (int, np.integer)) or n_init < 1:
-            raise ValueError(f"n_init must be an integer >= 1, got {n_init!r}")
-        if m_step not in M_STEP_METHODS:
-            raise ValueError(f"m_step must be one of {M_STEP_METHODS}, got {m_step!r}")
-        if init not in INIT_METHODS:
-            raise ValueError(f"init must be one of {INIT_METHODS}, got {init!r}")
-        if (
-            isinstance(random_starts, bool)
-            or not isinstance(random_starts, (int, np.integer))
-            or random_starts < 0
-        ):
-            raise ValueError(f"random_starts must be an integer >= 0, got {random_starts!r}")
         if prior_concentration <= 0:
             raise ValueError(f"prior_concentration must be > 0, got {prior_concentration}")
-        if emission_layout not in EMISSION_LAYOUTS:
-            raise ValueError(f"emission_layout must be one of {EMISSION_LAYOUTS}, got {emission_layout!r}")
         self.n_symbols = n_symbols
         self.sharing = sharing if sharing is not None else ParameterSharing()
         self.guide = resolve_guide(guide)
-        self.max_iter = max_iter
-        self.tol = tol
-        self.e_step_max_iter = e_step_max_iter
-        self.e_step_tol = e_step_tol
         self.prior_concentration = prior_concentration
         self.verbose = verbose
-        self.dtype = dtype
-        self.bucket_cells = bucket_cells
-        self.n_init = int(n_init)
-        self.m_step = m_step
-        self.init = init
-        self.random_starts = int(random_starts)
-        self.emission_layout = emission_layout
+        self._store_fit_settings(settings)
 
     # ---- helpers -------------------------------------------------------------------------
     @property
@@ -199,13 +127,8 @@ class VariantHMM(SequenceModel):
     def _engine(self, progress=False, guide=None) -> VariationalEM:
         return VariationalEM(
             self.guide if guide is None else guide,
-            max_iter=self.max_iter,
-            tol=self.tol,
-            e_step_max_iter=self.e_step_max_iter,
-            e_step_tol=self.e_step_tol,
-            m_step=self.m_step,
             progress=progress,
-            random_starts=self.random_starts,
+            **self.fit_settings.arguments(VariationalEM),
         )
 
     def __sklearn_is_fitted__(self) -> bool:
@@ -415,9 +338,7 @@ class VariantHMM(SequenceModel):
             "guide": self.guide,
             "n_symbols": self.n_symbols_,
             "sparse": self.sparse_emissions,
-            "bucket_cells": self.bucket_cells,
-            "e_step_max_iter": self.e_step_max_iter,
-            "e_step_tol": self.e_step_tol,
+            **self.fit_settings.arguments(PartitionWorker),
         }
         if backend == "dask":
             return dask_backend_class()(client, partitions, options)

@@ -22,7 +22,16 @@ from .dirichlet_multinomial import SUM_BLOCK
 from .scaled_chain import FASTMATH, chain_pass, shift_initial, shift_transition
 from .special import FASTMATH_SPECIAL, lgamma_digamma
 
-__all__ = ["FAMILIES", "PriorTerms", "fused_e_step"]
+__all__ = [
+    "FAMILIES",
+    "PriorTerms",
+    "SweepSettings",
+    "SequenceArrays",
+    "SequenceState",
+    "SequenceResults",
+    "StatisticSums",
+    "fused_e_step",
+]
 
 
 @njit(cache=True, nogil=True)
@@ -306,44 +315,26 @@ def _ff_update(
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=FASTMATH)
-def _fused_e_step(
-    family,
-    tokens,
-    lengths,
-    prior_pi,
-    prior_A,
-    prior_B,
-    fixed_pi,
-    fixed_A,
-    fixed_B,
-    sequence_groups,
-    prior_log_beta_piA,
-    lgamma_prior_B,
-    prior_B_rowsum,
-    lgamma_prior_B_rowsum,
-    psi_prior_B,
-    elog_prior_pi,
-    elog_prior_A,
-    elog_prior_B,
-    counts_pi,
-    counts_A,
-    counts_B,
-    symbols,
-    phi_all,
-    initialize,
-    entropy,
-    elbo,
-    local,
-    sweeps,
-    failed,
-    trace,
-    sum_elog_pi,
-    sum_elog_A,
-    sum_delta_B,
-    sum_psi_rowsum_B,
-    max_iter,
-    tol,
-):  # pragma: no cover - compiled
+def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  # pragma: no cover - compiled
+    """The kernel of :func:`fused_e_step`; its arguments in groups (see :class:`SweepSettings`,
+    :class:`SequenceArrays`, :class:`PriorTerms`, :class:`SequenceState`,
+    :class:`SequenceResults`, :class:`StatisticSums`; ``prior`` and ``fixed`` per group pi, A, B)."""
+    # Unpacked once, outside the parallel loop: the loop body reads plain arrays and scalars.
+    family, sequence_groups = settings.family, settings.sequence_groups
+    max_iter, tol = settings.max_iter, settings.tol
+    tokens, lengths, symbols = data.tokens, data.lengths, data.symbols
+    prior_pi, prior_A, prior_B = prior
+    fixed_pi, fixed_A, fixed_B = fixed
+    prior_log_beta_piA = terms.prior_log_beta_piA
+    lgamma_prior_B, psi_prior_B = terms.lgamma_B, terms.psi_B
+    prior_B_rowsum, lgamma_prior_B_rowsum = terms.rowsum_B, terms.lgamma_rowsum_B
+    elog_prior_pi, elog_prior_A, elog_prior_B = terms.elog_pi, terms.elog_A, terms.elog_B
+    counts_pi, counts_A, counts_B = state.counts_pi, state.counts_A, state.counts_B
+    phi_all, initialize = state.phi, state.initialize
+    entropy, elbo, local = results.entropy, results.elbo, results.local
+    sweeps, failed, trace = results.sweeps, results.failed, results.trace
+    sum_elog_pi, sum_elog_A = sums.elog_pi, sums.elog_A
+    sum_delta_B, sum_psi_rowsum_B = sums.delta_B, sums.psi_rowsum_B
     M = tokens.shape[0]
     K, V = prior_B.shape
     W = counts_B.shape[2]  # V (dense layout) or the bucket's most distinct symbols (sparse)
@@ -600,6 +591,107 @@ class PriorTerms(NamedTuple):
     elog_B: np.ndarray
 
 
+# The kernel's other argument groups. numba takes named tuples in nopython mode (and caches the
+# compiled kernel per their element types), so an argument is added to its group here and read
+# by name in the kernel: one edit where it is made, one where it is used.
+
+
+class SweepSettings(NamedTuple):
+    """What the sweeps of every sequence do.
+
+    Attributes
+    ----------
+    family : int
+        The q(Z) update, a code of :data:`FAMILIES` (0: PF, 1: FF).
+    sequence_groups : ndarray bool (3,)
+        Whether pi, A, B are per-sequence groups.
+    max_iter : int
+        Sweeps per sequence at most.
+    tol : float
+        A sequence stops when its ELBO changes by at most ``tol * |ELBO|``.
+    """
+
+    family: int
+    sequence_groups: np.ndarray
+    max_iter: int
+    tol: float
+
+
+class SequenceArrays(NamedTuple):
+    """The bucket's sequences.
+
+    Attributes
+    ----------
+    tokens : ndarray int64 (M, T)
+        Symbols (dense layout) or slots (sparse layout).
+    lengths : ndarray int64 (M,)
+    symbols : ndarray int64 (M, W), or (0, W) in the dense layout
+        Sparse layout: the symbol of every slot of every sequence.
+    """
+
+    tokens: np.ndarray
+    lengths: np.ndarray
+    symbols: np.ndarray
+
+
+class SequenceState(NamedTuple):
+    """Per-sequence variational state: the warm start, overwritten with the final one.
+
+    Attributes
+    ----------
+    counts_pi, counts_A, counts_B : ndarray (M, K), (M, K, K), (M, K, W)
+        Expected counts.
+    phi : ndarray (M, T, K)
+        FF's factors ((1, 1, K) placeholder for PF).
+    initialize : bool
+        Start ``phi`` from the emission potentials (FF without a state yet).
+    """
+
+    counts_pi: np.ndarray
+    counts_A: np.ndarray
+    counts_B: np.ndarray
+    phi: np.ndarray
+    initialize: bool
+
+
+class SequenceResults(NamedTuple):
+    """Per-sequence outputs, written by the kernel (see :func:`fused_e_step`'s return value).
+
+    Attributes
+    ----------
+    entropy, elbo, local : ndarray (M,)
+    sweeps : ndarray int64 (M,)
+    failed : ndarray bool (M,)
+    trace : ndarray (M, max_iter) or (M, 0)
+        The ELBO after every sweep (NaN after the sequence stopped), where recorded.
+    """
+
+    entropy: np.ndarray
+    elbo: np.ndarray
+    local: np.ndarray
+    sweeps: np.ndarray
+    failed: np.ndarray
+    trace: np.ndarray
+
+
+class StatisticSums(NamedTuple):
+    """The M-step's sufficient statistics, summed per block of :data:`SUM_BLOCK` sequences
+    (no races, and the same sums whatever the number of threads).
+
+    Attributes
+    ----------
+    elog_pi : ndarray (n_blocks, K)
+    elog_A : ndarray (n_blocks, K, K)
+    delta_B : ndarray (n_blocks, K, V), or per sequence and slot (M, K, W) in the sparse layout
+    psi_rowsum_B : ndarray (n_blocks, K)
+    """
+
+    elog_pi: np.ndarray
+    elog_A: np.ndarray
+    delta_B: np.ndarray
+    psi_rowsum_B: np.ndarray
+
+
 def fused_e_step(
     family,
     tokens,
@@ -650,83 +742,61 @@ def fused_e_step(
     """
     code, _ = FAMILIES[family]
     M = tokens.shape[0]
-    prior_pi, prior_A, prior_B = prior
-    K, V = prior_B.shape
+    K, V = prior[2].shape
     flags = np.array(sequence_groups, dtype=np.bool_)
     if family == "ff":
         # FF multiplies log-potentials by factors that can be exactly 0 (see ops.mean_field.LOG_ZERO).
         fixed = tuple(np.maximum(f, -1e250) for f in fixed)
-    out = {
-        "entropy": np.zeros(M),
-        "elbo": np.full(M, -np.inf),
-        "local": np.zeros(M),
-        "sweeps": np.zeros(M, dtype=np.int64),
-        "failed": np.zeros(M, dtype=np.bool_),
-    }
-    trace = np.full((M, max_iter if record_trace else 0), np.nan)
+    results = SequenceResults(
+        entropy=np.zeros(M),
+        elbo=np.full(M, -np.inf),
+        local=np.zeros(M),
+        sweeps=np.zeros(M, dtype=np.int64),
+        failed=np.zeros(M, dtype=np.bool_),
+        trace=np.full((M, max_iter if record_trace else 0), np.nan),
+    )
     n_blocks = -(-M // SUM_BLOCK)  # per-block partial sums (see SUM_BLOCK)
-    sum_elog_pi = np.zeros((n_blocks, K))
-    sum_elog_A = np.zeros((n_blocks, K, K))
     W = counts[2].shape[2]
     sparse = symbols is not None
-    sum_delta_B = np.zeros((M, K, W)) if sparse and flags[2] else np.zeros((n_blocks, K, V))
-    sum_psi_rowsum_B = np.zeros((n_blocks, K))
+    sums = StatisticSums(
+        elog_pi=np.zeros((n_blocks, K)),
+        elog_A=np.zeros((n_blocks, K, K)),
+        delta_B=np.zeros((M, K, W)) if sparse and flags[2] else np.zeros((n_blocks, K, V)),
+        psi_rowsum_B=np.zeros((n_blocks, K)),
+    )
     initialize = phi is None
     if family == "ff" and phi is None:
         phi = np.zeros((M, tokens.shape[1], K))
-    out["phi"] = phi
-    t = prior_terms
     _fused_e_step(
-        code,
-        np.ascontiguousarray(tokens),
-        np.ascontiguousarray(lengths),
-        prior_pi,
-        prior_A,
-        prior_B,
-        fixed[0],
-        fixed[1],
-        fixed[2],
-        flags,
-        float(t.prior_log_beta_piA),
-        t.lgamma_B,
-        t.rowsum_B,
-        t.lgamma_rowsum_B,
-        t.psi_B,
-        t.elog_pi,
-        t.elog_A,
-        t.elog_B,
-        counts[0],
-        counts[1],
-        counts[2],
-        np.ascontiguousarray(symbols, dtype=np.int64) if sparse else np.zeros((0, W), dtype=np.int64),
-        phi if family == "ff" else np.zeros((1, 1, K)),
-        initialize,
-        out["entropy"],
-        out["elbo"],
-        out["local"],
-        out["sweeps"],
-        out["failed"],
-        trace,
-        sum_elog_pi,
-        sum_elog_A,
-        sum_delta_B,
-        sum_psi_rowsum_B,
-        int(max_iter),
-        float(tol),
+        SweepSettings(code, flags, int(max_iter), float(tol)),
+        SequenceArrays(
+            np.ascontiguousarray(tokens),
+            np.ascontiguousarray(lengths),
+            np.ascontiguousarray(symbols, dtype=np.int64) if sparse else np.zeros((0, W), dtype=np.int64),
+        ),
+        tuple(prior),
+        prior_terms._replace(prior_log_beta_piA=float(prior_terms.prior_log_beta_piA)),
+        tuple(fixed),
+        SequenceState(*counts, phi if family == "ff" else np.zeros((1, 1, K)), initialize),
+        results,
+        sums,
     )
-    n_ok = int((~out["failed"]).sum())
-    sums = {}
+    out = results._asdict()
+    out["phi"] = phi
+    n_ok = int((~results.failed).sum())
+    expected_log = {}
     if flags[0]:
-        sums["pi"] = sum_elog_pi.sum(0)
+        expected_log["pi"] = sums.elog_pi.sum(0)
     if flags[1]:
-        sums["A"] = sum_elog_A.sum(0)
+        expected_log["A"] = sums.elog_A.sum(0)
     if flags[2]:
         # B's sums stay in parts (the caller adds them up once per E-step, see
         # ldhmm.inference.cavi.emissions.EmissionLogSums): n_ok psi(beta) + delta - rows, delta
         # per slot in the sparse layout (failed sequences kept zeros there, like their unused
         # slots), its block sums added up in the dense one.
-        delta = sum_delta_B if sparse else sum_delta_B.sum(0)
-        sums["B"] = (n_ok, sum_psi_rowsum_B.sum(0), delta, np.ascontiguousarray(symbols) if sparse else None)
-    out["trace"] = trace if record_trace else None
-    out["sum_expected_log"] = sums
+        delta = sums.delta_B if sparse else sums.delta_B.sum(0)
+        rows = sums.psi_rowsum_B.sum(0)
+        expected_log["B"] = (n_ok, rows, delta, np.ascontiguousarray(symbols) if sparse else None)
+    out["trace"] = results.trace if record_trace else None
+    out["sum_expected_log"] = expected_log
     return out

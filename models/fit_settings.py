@@ -1,0 +1,301 @@
+"""The fitting settings of the LDHMM-family estimators, each written once.
+
+:class:`FitSettings` is the one table of the settings that
+:class:`ldhmm.models.variant_hmm.VariantHMM` and every subclass of it (LDHMM, VBHMM, HMMV, ...)
+take beside their own arguments: for each, its name, default, check, documentation and the
+inference classes it is handed to. :class:`TakesFitSettings`, the estimators' base, reads the
+rest off the table:
+
+* the constructor takes the settings as keyword arguments (``**settings``) and stores each,
+  checked, as an attribute of its name (scikit-learn's convention);
+* the constructor's signature lists them by name, keyword-only, with the class's defaults
+  (:attr:`TakesFitSettings.fit_defaults`), so that ``get_params``, ``get_config``, model files,
+  ``repr`` and ``help`` see every one;
+* a ``{fit_settings}`` line of the class docstring becomes their entries of its Parameters
+  section;
+* :meth:`FitSettings.arguments` hands the EM driver (:class:`ldhmm.inference.em.VariationalEM`)
+  and the partition workers (:class:`ldhmm.inference.distributed.workers.PartitionWorker`) the
+  settings that they take.
+
+So a new setting is one field of :class:`FitSettings` (and the code that uses it).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import numbers
+import textwrap
+from dataclasses import dataclass, field, fields, replace
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from ..inference import M_STEP_METHODS, RANDOM_STARTS, VariationalEM
+from ..inference.cavi.emissions import EMISSION_LAYOUTS
+from ..inference.distributed.workers import PartitionWorker
+
+__all__ = ["DTYPES", "INIT_METHODS", "SETTING_NAMES", "FitSettings", "TakesFitSettings", "settings_doc"]
+
+#: The floating-point types an estimator computes in, by name.
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+#: How a fit starts (see :class:`FitSettings`' ``init``).
+INIT_METHODS = ("auto", "random", "pf")
+#: The docstring line that :class:`TakesFitSettings` replaces with the settings' entries.
+PLACEHOLDER = "{fit_settings}"
+
+
+@dataclass(frozen=True)
+class _Integer:
+    """An integer (not a bool) of at least ``low``, returned as ``int``."""
+
+    low: int
+
+    @property
+    def kind(self) -> str:
+        return f"int >= {self.low}"
+
+    def __call__(self, name: str, value) -> int:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < self.low:
+            raise ValueError(f"{name} must be an integer >= {self.low}, got {value!r}")
+        return int(value)
+
+
+@dataclass(frozen=True)
+class _Number:
+    """A finite real number (not a bool) of at least ``low``, returned as ``float``."""
+
+    low: float
+
+    @property
+    def kind(self) -> str:
+        return f"float >= {self.low:g}"
+
+    def __call__(self, name: str, value) -> float:
+        if (
+            isinstance(value, (bool, np.bool_))
+            or not isinstance(value, numbers.Real)
+            or not math.isfinite(value)
+            or value < self.low
+        ):
+            raise ValueError(f"{name} must be a finite number >= {self.low:g}, got {value!r}")
+        return float(value)
+
+
+@dataclass(frozen=True)
+class _OneOf:
+    """One of ``options`` (strings)."""
+
+    options: tuple
+
+    @property
+    def kind(self) -> str:
+        return "{" + ", ".join(f'"{o}"' for o in self.options) + "}"
+
+    def __call__(self, name: str, value) -> str:
+        if not isinstance(value, str) or value not in self.options:
+            raise ValueError(f"{name} must be one of {self.options}, got {value!r}")
+        return value
+
+
+def _setting(default, check, doc: str, to: tuple = ()):
+    """A field of :class:`FitSettings`: its default, its check (returns the value to store or
+    raises a one-line ``ValueError`` naming the setting), its documentation (one paragraph,
+    wrapped into the docstrings) and the classes whose constructors take it (``to``)."""
+    return field(default=default, metadata={"check": check, "doc": doc, "to": to})
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """The fitting settings every LDHMM-family estimator takes (see the module docstring).
+
+    Parameters
+    ----------
+    {fit_settings}
+
+    Raises
+    ------
+    ValueError
+        One line naming the setting, for a value of the wrong type or out of range.
+    """
+
+    max_iter: int = _setting(100, _Integer(1), "EM iterations at most.", to=(VariationalEM,))
+    tol: float = _setting(
+        1e-4,
+        _Number(0.0),
+        "EM stops at a relative change of the total training ELBO below ``tol``.",
+        to=(VariationalEM,),
+    )
+    e_step_max_iter: int = _setting(
+        100,
+        _Integer(1),
+        "Coordinate-ascent sweeps per sequence in each E-step, at most.",
+        to=(VariationalEM, PartitionWorker),
+    )
+    e_step_tol: float = _setting(
+        1e-6,
+        _Number(0.0),
+        "A sequence's sweeps stop at a relative change of its ELBO below ``e_step_tol``.",
+        to=(VariationalEM, PartitionWorker),
+    )
+    dtype: str = _setting(
+        "float64", _OneOf(tuple(DTYPES)), "Floating-point type of the parameters and the E-step."
+    )
+    bucket_cells: int = _setting(
+        1 << 20,
+        _Integer(1),
+        "Padded cells (sequences x length) per E-step batch: the memory/speed trade-off.",
+        to=(PartitionWorker,),
+    )
+    n_init: int = _setting(
+        3,
+        _Integer(1),
+        "Random restarts (seeds: ``restart_seeds()``); the fit with the highest final training "
+        'ELBO is kept (docs/math.md, "Restarts and initialization").',
+    )
+    m_step: str = _setting(
+        "collapsed",
+        _OneOf(M_STEP_METHODS),
+        'Update of learned Dirichlet priors: ``"collapsed"`` maximizes the ELBO over the prior '
+        "and every q(theta_m) jointly (Newton-Raphson on ``sum_m log B(alpha + n_m) - log "
+        'B(alpha)``); ``"paper"`` holds q(theta_m) fixed as in the paper and needs many more EM '
+        "iterations (concentrations grow a little per iteration; see "
+        ":mod:`ldhmm.inference.cavi.maximization`). Neither decreases the ELBO.",
+        to=(VariationalEM,),
+    )
+    init: str = _setting(
+        "auto",
+        _OneOf(INIT_METHODS),
+        'Where the fit starts: ``"random"``, the ``n_init`` seeded random starting points; '
+        '``"pf"``, the same variant fitted first with the PF guide (with those restarts), then '
+        'this guide from its parameters; ``"auto"``: ``"pf"`` for a guide that the E-step '
+        'seeds from the exact chain (its ``starts`` include ``"chain"``, e.g. FF), else '
+        '``"random"``. A mean-field fit from random points stops in poorer optima than the PF '
+        "fit it is nested in.",
+    )
+    random_starts: int = _setting(
+        RANDOM_STARTS,
+        _Integer(0),
+        "Random per-sequence starts of the E-step beside the deterministic ones (held-out "
+        "scoring, a fit's first E-step and its refreshes; see "
+        ":data:`ldhmm.inference.cavi.expectation.STARTS`).",
+        to=(VariationalEM,),
+    )
+    emission_layout: str = _setting(
+        "auto",
+        _OneOf(EMISSION_LAYOUTS),
+        "How per-sequence emission counts are stored (:mod:`ldhmm.inference.cavi.emissions`): "
+        '``"sparse"``, a K x (distinct symbols) block per sequence; ``"dense"``, K x V; '
+        '``"auto"`` decides from K and V alone (sparse from '
+        ":data:`ldhmm.inference.cavi.emissions.SPARSE_MIN_SYMBOLS` symbols on). Both give the "
+        "same numbers (to rounding).",
+    )
+
+    def __post_init__(self):
+        for f in fields(self):
+            object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
+
+    def arguments(self, consumer: type) -> dict:
+        """The settings that ``consumer`` (:class:`VariationalEM`, :class:`PartitionWorker`)
+        takes, as its keyword arguments of the same names."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if consumer in f.metadata["to"]}
+
+
+#: The names of the settings, in the table's order.
+SETTING_NAMES = tuple(f.name for f in fields(FitSettings))
+
+
+def settings_doc(defaults: FitSettings, indent: str = "") -> str:
+    """The numpydoc Parameters entries of the settings, with the defaults of ``defaults``."""
+    lines = []
+    for f in fields(FitSettings):
+        value = getattr(defaults, f.name)
+        default = f'"{value}"' if isinstance(value, str) else repr(value)
+        lines.append(f"{indent}{f.name} : {f.metadata['check'].kind}, default {default}")
+        body = indent + "    "
+        lines += textwrap.wrap(f.metadata["doc"], width=92, initial_indent=body, subsequent_indent=body)
+    return "\n".join(lines)
+
+
+def _with_settings_doc(doc: str | None, defaults: FitSettings) -> str | None:
+    """``doc`` with its :data:`PLACEHOLDER` line replaced by :func:`settings_doc`."""
+    if not doc or PLACEHOLDER not in doc:
+        return doc
+    lines = doc.split("\n")
+    for i, line in enumerate(lines):
+        if line.strip() == PLACEHOLDER:
+            lines[i] = settings_doc(defaults, line[: len(line) - len(line.lstrip())])
+    return "\n".join(lines)
+
+
+FitSettings.__doc__ = _with_settings_doc(FitSettings.__doc__, FitSettings())
+
+
+def _settings_signature(init, defaults: FitSettings) -> inspect.Signature:
+    """``init``'s signature with its ``**settings`` spelled out: each setting it does not name
+    itself, keyword-only, with its default in ``defaults``."""
+    signature = inspect.signature(init)
+    params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    own = {p.name for p in params}
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    params += [
+        inspect.Parameter(f.name, keyword, default=getattr(defaults, f.name), annotation=f.type)
+        for f in fields(FitSettings)
+        if f.name not in own
+    ]
+    return signature.replace(parameters=params)
+
+
+def _checked_init(cls, init):
+    """``init`` (which ends in ``**settings``) with the settings spelled out in its signature
+    (:func:`_settings_signature`, what ``inspect.signature`` reports: ``get_params``, model
+    files, ``help``), and held to it: an argument it does not list is refused, even one that
+    a base's ``__init__`` would take (LDHMM has no ``prior_concentration``)."""
+    signature = _settings_signature(init, cls.fit_defaults)
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        try:
+            signature.bind(self, *args, **kwargs)
+        except TypeError as err:
+            raise TypeError(f"{cls.__name__}(): {err}") from None
+        init(self, *args, **kwargs)
+
+    __init__.__signature__ = signature
+    return __init__
+
+
+class TakesFitSettings:
+    """Base of the estimators that take the :class:`FitSettings` (see the module docstring).
+
+    A subclass's ``__init__`` ends its parameters with ``**settings`` and passes them on to
+    its base (whose ``__init__`` calls :meth:`_store_fit_settings`); a subclass may change
+    defaults with its own :attr:`fit_defaults` (then it defines ``__init__``, whose signature
+    carries them).
+    """
+
+    #: The class's defaults of the settings.
+    fit_defaults: ClassVar[FitSettings] = FitSettings()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        init = vars(cls).get("__init__")
+        if init is not None and any(
+            p.kind is p.VAR_KEYWORD for p in inspect.signature(init).parameters.values()
+        ):
+            cls.__init__ = _checked_init(cls, init)
+        cls.__doc__ = _with_settings_doc(cls.__doc__, cls.fit_defaults)
+
+    def _store_fit_settings(self, given: dict) -> None:
+        """Check the settings ``given`` (by name; the others take :attr:`fit_defaults`) and store
+        each as an attribute of its name."""
+        settings = replace(self.fit_defaults, **given)
+        for name in SETTING_NAMES:
+            setattr(self, name, getattr(settings, name))
+
+    @property
+    def fit_settings(self) -> FitSettings:
+        """The current settings (the attributes of their names), checked."""
+        return FitSettings(**{name: getattr(self, name) for name in SETTING_NAMES})
