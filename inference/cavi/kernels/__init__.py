@@ -1,9 +1,10 @@
-"""Layer 2 of :mod:`ldhmm.inference`: compiled numba kernels; they import numpy and numba only.
+"""The closed-form route's compiled numba kernels; they import numpy and numba only.
 
-:mod:`.special` (lgamma, digamma, trigamma), :mod:`.chain` (the one scaled forward-backward
-core), :mod:`.e_step` (the per-sequence PF/FF updates and the whole compiled E-step),
-:mod:`.dirichlet_multinomial` (the collapsed M-step's sums). Each has a reference twin in
-:mod:`ldhmm.inference.ops` that the tests compare against.
+:mod:`.special` (lgamma, digamma, trigamma), :mod:`.scaled_chain` (the one compiled
+forward-backward), :mod:`.fused_sweeps` (the per-sequence PF/FF updates and the whole compiled
+E-step), :mod:`.dirichlet_multinomial` (the collapsed M-step's sums), :mod:`.sparse` (slot maps
+and sums by symbol of the sparse emission layout). Each is checked against a twin in torch or
+scipy (:mod:`ldhmm.inference.ops`, the torch route of the E-step driver, or the tests).
 """
 
 #: Run the compiled kernels where they apply (CPU tensors). Set to False to force the torch
