@@ -206,7 +206,7 @@ def expected_log_emissions(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket
         return expected_log_dirichlet(a + c).to(counts_B.dtype)
     gathered = a[:, bucket.symbols].permute(1, 0, 2)
     totals = a.sum(-1)[None, :] + c.sum(-1)  # (M, K)
-    return (torch.digamma(gathered + c) - torch.digamma(totals)[..., None]).to(counts_B.dtype)
+    return expected_log_dirichlet(gathered + c, total=totals).to(counts_B.dtype)
 
 
 def token_potentials(

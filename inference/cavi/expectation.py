@@ -284,8 +284,8 @@ def _prior_terms(params: VariantParameters) -> tuple[tuple, PriorTerms, tuple, t
         lgamma_rowsum_B=torch.lgamma(torch.from_numpy(prior_B.sum(1))).numpy(),
         elog_pi=expected_log_dirichlet(torch.from_numpy(np.ascontiguousarray(prior_pi))).numpy(),
         elog_A=expected_log_dirichlet(torch.from_numpy(np.ascontiguousarray(prior_A))).numpy(),
-        # expected_log_dirichlet(beta), reusing psi(beta): one K x V digamma, not two
-        elog_B=(psi_B - torch.digamma(beta.sum(-1, keepdim=True))).numpy(),
+        # reusing psi(beta): one K x V digamma, not two
+        elog_B=expected_log_dirichlet(beta, digamma=psi_B).numpy(),
     )
     return tuple(prior), terms, tuple(fixed), tuple(flags)
 

@@ -36,18 +36,30 @@ MAX_CONCENTRATION = 1e6
 MAX_LOG_STEP = 5.0
 
 
-def expected_log_dirichlet(concentration: torch.Tensor) -> torch.Tensor:
-    """``E[log theta]`` under ``theta ~ Dir(concentration)``.
+def expected_log_dirichlet(
+    concentration: torch.Tensor, total: torch.Tensor | None = None, digamma: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``E[log theta]`` under ``theta ~ Dir(concentration)``: the torch route's one formula.
 
     Parameters
     ----------
     concentration : Tensor, shape (..., D), positive
+    total : Tensor, shape (...), optional
+        The concentration's row sums, when the last dimension holds only some of a row's
+        entries (a sparse emission row's own symbols: by the Dirichlet's aggregation property,
+        ``E[log theta_d]`` of those entries needs only the row's total). Default: the sum over
+        the last dimension.
+    digamma : Tensor, shape (..., D), optional
+        ``psi(concentration)``, when the caller has computed it already (saves a pass of
+        digamma over a K x V table).
 
     Returns
     -------
     Tensor, shape (..., D): ``psi(g_d) - psi(sum_j g_j)``
     """
-    return torch.digamma(concentration) - torch.digamma(concentration.sum(-1, keepdim=True))
+    psi = torch.digamma(concentration) if digamma is None else digamma
+    total = concentration.sum(-1) if total is None else total
+    return psi - torch.digamma(total)[..., None]
 
 
 def log_multivariate_beta(concentration: torch.Tensor) -> torch.Tensor:
