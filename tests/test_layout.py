@@ -149,3 +149,23 @@ def test_front_door_names():
     assert ldhmm.ParameterSharing is __import__("ldhmm.inference", fromlist=["x"]).ParameterSharing
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         ldhmm.nope  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        "inference",
+        "inference/ops",
+        "inference/cavi",
+        "inference/cavi/kernels",
+        "inference/svi",
+        "inference/distributed",
+    ],
+)
+def test_a_package_docstring_names_each_of_its_modules(package):
+    folder = REPO / package
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+    modules = [p.stem for p in folder.glob("*.py") if p.stem != "__init__"]
+    modules += [p.name for p in folder.iterdir() if (p / "__init__.py").is_file()]
+    assert modules
+    assert not [m for m in modules if f":mod:`.{m}`" not in doc]
