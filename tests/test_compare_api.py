@@ -260,7 +260,9 @@ def test_factory_identity_decides_resuming(tmp_path):
         ("crashes", "import os\ndef make(n_states, n_symbols, seed):\n    os._exit(7)\n", 2, "WorkerDied"),
     ],
 )
-def test_a_plugin_that_exits_or_kills_its_worker_fails_only_its_tasks(name, body, jobs, error, tmp_path, plugin_module):
+def test_a_plugin_that_exits_or_kills_its_worker_fails_only_its_tasks(
+    name, body, jobs, error, tmp_path, plugin_module
+):
     # tmp_path is on sys.path (the plugin_module fixture put it there); workers import it by name
     (tmp_path / f"ldhmm_{name}_plugin.py").write_text(body)
     importlib.invalidate_caches()
