@@ -35,9 +35,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ..data import kfold_indices
-from .datasets import check_run_memory, data_settings, resolve_data
+from .datasets import resolve_data, run_settings
 from .lineup import ldhmm_names, model_from_settings, model_names, model_order
-from .plugins import build_model, check_scores, check_sendable, resolve_lineup
+from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
 from .tables import failure_lines, mean_std
 from .tasks import (
     atomic_write_csv,
@@ -319,7 +319,7 @@ def classify(
     entries = resolve_lineup(models, extra=plugins)
     check_sendable(entries, jobs)
     models = [e.name for e in entries]
-    states = parse_states([states] if isinstance(states, (int, str)) else list(states))
+    states = parse_states(states)
     db, what = resolve_data(
         "splice" if data is None else data,
         data_dir,
@@ -336,21 +336,22 @@ def classify(
     task_names = [f"{a}-{b}" for a, b in pairs]
     classes = [c for c in db.label_names if any(c in p for p in pairs)]
     fold_index = kfold_indices(db, folds, seed=seed)
-    check_run_memory(db, states, folds, jobs)
-    settings = {
-        "data": data_settings(db, what, labelled=True),
-        "folds": folds,
-        "seed": seed,
-        "max_iter": max_iter,
-        "tol": tol,
-        "m_step": m_step,
-        "restarts": restarts,
-        "lr_c": lr_c,
-    }
-    plugin_sources = {e.name: e.source for e in entries if not e.builtin}
-    if plugin_sources:  # only then: a run of built-in models keeps the hash it always had
-        settings["plugins"] = plugin_sources
-    out = Path(out) if out else default_out("classify", db.name)
+    settings = run_settings(
+        db,
+        what,
+        states,
+        folds,
+        jobs,
+        seed,
+        max_iter,
+        tol,
+        m_step,
+        restarts,
+        labelled=True,
+        lr_c=lr_c,
+        **plugin_settings(entries),
+    )
+    out = default_out("classify", db.name, out)
     lr_models = [m for m in ldhmm_names() if m in models] if lr else []
     digest = prepare_out_dir(
         out,

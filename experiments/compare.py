@@ -31,9 +31,9 @@ from matplotlib.figure import Figure
 from scipy.stats import ttest_rel
 
 from ..data import kfold_indices
-from .datasets import check_run_memory, data_settings, resolve_data
+from .datasets import resolve_data, run_settings
 from .lineup import ldhmm_names, model_names, model_order
-from .plugins import build_model, check_scores, check_sendable, resolve_lineup
+from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
 from .tables import failure_lines, fmt_pm, mean_std
 from .tasks import (
     atomic_savefig,
@@ -248,27 +248,27 @@ def compare(
     entries = resolve_lineup(models, extra=plugins)
     check_sendable(entries, jobs)
     names = [e.name for e in entries]
-    states = parse_states([states] if isinstance(states, (int, str)) else list(states))
+    states = parse_states(states)
     check_run_settings(folds, jobs, max_iter, tol, m_step, restarts, is_samples)
     db, what = resolve_data(
         data, data_dir, n_sequences, seed, sequence_col=sequence_col, event_col=event_col, time_col=time_col
     )
     fold_index = kfold_indices(len(db), folds, seed=seed)
-    check_run_memory(db, states, folds, jobs)
-    settings = {
-        "data": data_settings(db, what),
-        "folds": folds,
-        "seed": seed,
-        "max_iter": max_iter,
-        "tol": tol,
-        "m_step": m_step,
-        "restarts": restarts,
-        "is_samples": is_samples,
-    }
-    plugins = {e.name: e.source for e in entries if not e.builtin}
-    if plugins:  # only then: a run of built-in models keeps the hash it always had
-        settings["plugins"] = plugins
-    out = Path(out) if out else default_out("compare", db.name)
+    settings = run_settings(
+        db,
+        what,
+        states,
+        folds,
+        jobs,
+        seed,
+        max_iter,
+        tol,
+        m_step,
+        restarts,
+        is_samples=is_samples,
+        **plugin_settings(entries),
+    )
+    out = default_out("compare", db.name, out)
     digest = prepare_out_dir(
         out, "compare", settings, extra={"models": names, "states": states, "jobs": jobs}, force=force
     )

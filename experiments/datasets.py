@@ -38,6 +38,7 @@ __all__ = [
     "database_from_sequences",
     "data_fingerprint",
     "data_settings",
+    "run_settings",
 ]
 
 #: The names :func:`resolve_data` takes for the data sets of :func:`select_database`.
@@ -281,6 +282,25 @@ def data_settings(db, what: str, labelled: bool = False) -> dict:
     if labelled:
         out["label_names"] = db.label_names
     return out
+
+
+def run_settings(
+    db, what: str, states, folds, jobs, seed, max_iter, tol, m_step, restarts, labelled=False, **more
+) -> dict:
+    """The settings of a cross-validated run (``config.json``, part of its hash): the data
+    (:func:`data_settings`), folds, seed and EM options, then ``more`` in its order; once the
+    run's memory estimate is checked (:func:`check_run_memory`)."""
+    check_run_memory(db, states, folds, jobs)
+    return {
+        "data": data_settings(db, what, labelled=labelled),
+        "folds": folds,
+        "seed": seed,
+        "max_iter": max_iter,
+        "tol": tol,
+        "m_step": m_step,
+        "restarts": restarts,
+        **more,
+    }
 
 
 def data_fingerprint(db) -> str:

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 
 from ..baselines import MarkovChain
 from ..data import kfold_indices
-from .datasets import check_run_memory, data_settings, resolve_data
+from .datasets import resolve_data, run_settings
 from .lineup import model_from_settings, resolve_models
 from .tables import failure_lines, fmt_pm, mean_std
 from .tasks import (
@@ -147,19 +147,10 @@ def next_event(
     with_markov = any(m.upper() == MARKOV for m in given)
     others = [m for m in given if m.upper() != MARKOV]
     names = (resolve_models(others) if others else []) + ([MARKOV] if with_markov else [])
-    states = parse_states([states] if isinstance(states, (int, str)) else list(states))
+    states = parse_states(states)
     db, what = resolve_data(data, data_dir, n_sequences, seed)
-    check_run_memory(db, states, folds, jobs)
-    settings = {
-        "data": data_settings(db, what),
-        "folds": folds,
-        "seed": seed,
-        "max_iter": max_iter,
-        "tol": tol,
-        "m_step": "collapsed",
-        "restarts": restarts,
-    }
-    out = Path(out) if out else default_out("next-event", db.name)
+    settings = run_settings(db, what, states, folds, jobs, seed, max_iter, tol, "collapsed", restarts)
+    out = default_out("next-event", db.name, out)
     digest = prepare_out_dir(
         out, "next-event", settings, extra={"models": names, "states": states, "jobs": jobs}, force=force
     )

@@ -163,6 +163,13 @@ def _source_of(factory) -> str:
     return source
 
 
+def plugin_settings(entries) -> dict:
+    """``{"plugins": {name: source}}`` of a lineup's plug-in models, for a run's settings; ``{}``
+    without plug-ins, so that a run of built-in models keeps the hash it always had."""
+    plugins = {e.name: e.source for e in entries if not e.builtin}
+    return {"plugins": plugins} if plugins else {}
+
+
 def resolve_lineup(models="all", extra: Iterable[str] = ()) -> list[ModelEntry]:
     """The models of a run, in table order (registered models first, then the others as given).
 

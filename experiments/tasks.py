@@ -110,9 +110,9 @@ __all__ = [
 ]
 
 
-def default_out(command: str, db_name: str) -> Path:
-    """The output directory of a command when ``--out`` is not given: ``results/COMMAND-DATA``."""
-    return Path("results") / f"{command}-{db_name or 'data'}"
+def default_out(command: str, db_name: str, out=None) -> Path:
+    """The output directory of a command: ``out``, or when it is not given ``results/COMMAND-DATA``."""
+    return Path(out) if out else Path("results") / f"{command}-{db_name or 'data'}"
 
 
 class ConfigMismatchError(ValueError):
@@ -745,7 +745,10 @@ MAX_STATES_VALUES = 1000
 
 
 def parse_states(values) -> list[int]:
-    """K values from ``--states``: integers or ranges ``2..6`` / ``2-6``; sorted, unique."""
+    """K values from ``--states``: integers or ranges ``2..6`` / ``2-6`` (a list of them, or one);
+    sorted, unique."""
+    if isinstance(values, (int, str)):
+        values = [values]
     out = set()
     for v in values:
         for part in str(v).replace(",", " ").split():

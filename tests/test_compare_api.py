@@ -252,20 +252,31 @@ def test_factory_identity_decides_resuming(tmp_path):
         ldhmm.compare({"p": b}, "synthetic", out=tmp_path / "o", is_samples=0, **TINY)
 
 
-def test_a_plugin_that_exits_fails_only_its_tasks(tmp_path, plugin_module):
-    # tmp_path is on sys.path (the plugin_module fixture put it there)
-    (tmp_path / "ldhmm_exit_plugin.py").write_text(
-        "import sys\ndef make(n_states, n_symbols, seed):\n    sys.exit(3)\n"
-    )
+@pytest.mark.parametrize(
+    "name, body, jobs, error",
+    [
+        ("quits", "import sys\ndef make(n_states, n_symbols, seed):\n    sys.exit(3)\n", 1, "SystemExit"),
+        # the plugin kills its worker process: only with --jobs 2 is there a worker to kill
+        ("crashes", "import os\ndef make(n_states, n_symbols, seed):\n    os._exit(7)\n", 2, "WorkerDied"),
+    ],
+)
+def test_a_plugin_that_exits_or_kills_its_worker_fails_only_its_tasks(
+    name, body, jobs, error, tmp_path, plugin_module
+):
+    # tmp_path is on sys.path (the plugin_module fixture put it there); workers import it by name
+    (tmp_path / f"ldhmm_{name}_plugin.py").write_text(body)
     importlib.invalidate_caches()
     res = ldhmm.compare(
-        {"HMM": None, "quits": "ldhmm_exit_plugin:make"},
+        {"HMM": None, name: f"ldhmm_{name}_plugin:make"},
         "synthetic",
         out=tmp_path / "o",
         is_samples=0,
+        jobs=jobs,
         **TINY,
     )
-    assert set(res.folds["model"]) == {"HMM"} and len(res.errors) == 2 and "SystemExit" in res.errors[0]
+    assert set(res.folds["model"]) == {"HMM"} and len(res.folds) == 2
+    assert len(res.errors) == 2 and all(error in e and e.startswith(f"{name}__") for e in res.errors)
+    assert f"{name}: 2 task(s) failed" in res.summary
 
 
 def test_broken_entry_points_fail_only_their_tasks(tmp_path, monkeypatch):
@@ -296,22 +307,3 @@ def test_bad_settings_are_refused_before_the_out_dir(setting, tmp_path):
     with pytest.raises(ValueError):
         ldhmm.compare("HMM", "synthetic", out=tmp_path / "o", **{**TINY, **setting})
     assert not (tmp_path / "o").exists()
-
-
-def test_a_plugin_that_kills_its_worker_fails_only_its_tasks(tmp_path, plugin_module):
-    # tmp_path is on sys.path (the plugin_module fixture put it there); workers import it by name
-    (tmp_path / "ldhmm_crash_plugin.py").write_text(
-        "import os\ndef make(n_states, n_symbols, seed):\n    os._exit(7)\n"
-    )
-    importlib.invalidate_caches()
-    res = ldhmm.compare(
-        {"HMM": None, "crashes": "ldhmm_crash_plugin:make"},
-        "synthetic",
-        out=tmp_path / "o",
-        is_samples=0,
-        jobs=2,
-        **TINY,
-    )
-    assert set(res.folds["model"]) == {"HMM"} and len(res.folds) == 2
-    assert len(res.errors) == 2 and all("WorkerDied" in e and e.startswith("crashes__") for e in res.errors)
-    assert "crashes: 2 task(s) failed" in res.summary

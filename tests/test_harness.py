@@ -199,28 +199,7 @@ def test_jobs2_matches_jobs1(compare_run, tmp_path, capsys):
 # ------------------------------------------------------------------------ classify
 def test_classify_tiny(tmp_path, capsys):
     out = tmp_path / "cls"
-    code, stdout, _ = run_cli(
-        [
-            "classify",
-            "--dataset",
-            "synthetic",
-            "--n-sequences",
-            "24",
-            "--states",
-            "2",
-            "--folds",
-            "2",
-            "--models",
-            "LDHMM-PF",
-            "HMM",
-            "--max-iter",
-            "2",
-            "--quiet",
-            "--out",
-            str(out),
-        ],
-        capsys,
-    )
+    code, stdout, _ = run_cli(["classify", *TINY, "--models", "LDHMM-PF", "HMM", "--out", str(out)], capsys)
     assert code == 0
     df = pd.read_csv(out / "folds.csv")
     assert {"task", "model", "K", "fold", "auc"} <= set(df.columns)
@@ -243,45 +222,27 @@ def test_classify_task_parsing():
 
 
 # ------------------------------------------------------------------------ timing, hinton
+#: the options of a tiny run of ``timing`` and of ``hinton``
+TINY_FIGURE_RUN = [
+    "--dataset",
+    "synthetic",
+    "--n-sequences",
+    "12",
+    "--states",
+    "2",
+    "--max-iter",
+    "2",
+    "--quiet",
+]
+
+
 def test_timing_and_hinton_tiny(tmp_path, capsys):
-    code, _, _ = run_cli(
-        [
-            "timing",
-            "--dataset",
-            "synthetic",
-            "--n-sequences",
-            "12",
-            "--states",
-            "2",
-            "--max-iter",
-            "2",
-            "--quiet",
-            "--out",
-            str(tmp_path / "t"),
-        ],
-        capsys,
-    )
+    code, _, _ = run_cli(["timing", *TINY_FIGURE_RUN, "--out", str(tmp_path / "t")], capsys)
     assert code == 0
     df = pd.read_csv(tmp_path / "t" / "timing.csv")
     assert set(df["model"]) == {"LDHMM-FF", "LDHMM-PF"} and (df["fit_seconds"] > 0).all()
     assert (tmp_path / "t" / "timing_vs_K.png").is_file() and (tmp_path / "t" / "timing.md").is_file()
-    code, _, _ = run_cli(
-        [
-            "hinton",
-            "--dataset",
-            "synthetic",
-            "--n-sequences",
-            "12",
-            "--states",
-            "2",
-            "--max-iter",
-            "2",
-            "--quiet",
-            "--out",
-            str(tmp_path / "h"),
-        ],
-        capsys,
-    )
+    code, _, _ = run_cli(["hinton", *TINY_FIGURE_RUN, "--out", str(tmp_path / "h")], capsys)
     assert code == 0
     assert (tmp_path / "h" / "hinton.png").stat().st_size > 1000
     params = json.loads((tmp_path / "h" / "parameters.json").read_text())

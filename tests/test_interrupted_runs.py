@@ -39,49 +39,25 @@ WRAPPER = (
     "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
     "runpy.run_module('ldhmm.cli', run_name='__main__', alter_sys=True)"
 )
+#: the data and run options of the compare and classify runs that are interrupted
+TINY_DATA = ["--dataset", "synthetic", "--n-sequences", "40"]
+TINY_RUN = ["--folds", "3", "--max-iter", "3", "--restarts", "1", "--quiet"]
 COMPARE = [
     "compare",
-    "--dataset",
-    "synthetic",
-    "--n-sequences",
-    "40",
+    *TINY_DATA,
+    *TINY_RUN,
     "--states",
     "2",
     "3",
-    "--folds",
-    "3",
-    "--max-iter",
-    "3",
-    "--restarts",
-    "1",
     "--models",
     "LDHMM-PF",
     "HMM",
     "VBHMM",
     "--is-samples",
     "3",
-    "--quiet",
 ]
 COMPARE_TASKS = 3 * 2 * 3  # models x K x folds
-CLASSIFY = [
-    "classify",
-    "--dataset",
-    "synthetic",
-    "--n-sequences",
-    "40",
-    "--states",
-    "2",
-    "--folds",
-    "3",
-    "--max-iter",
-    "3",
-    "--restarts",
-    "1",
-    "--models",
-    "LDHMM-PF",
-    "HMM",
-    "--quiet",
-]
+CLASSIFY = ["classify", *TINY_DATA, *TINY_RUN, "--states", "2", "--models", "LDHMM-PF", "HMM"]
 CLASSIFY_TASKS = 2 * 3 * 2 + 3  # (models x folds x classes) + LDHMM-PF+LR x folds
 STARTUP_TIMEOUT = 120.0  # imports (torch, numba) on a loaded machine
 

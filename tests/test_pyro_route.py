@@ -153,14 +153,21 @@ def test_sampled_sequences_have_the_model_frequencies():
 
 
 # ---------------------------------------------------------------- ELBO against brute force
-def test_route_elbo_matches_brute_force():
+def _route(model, elbo, n_particles):
+    """The route's per-sequence log weights and ``elbo``'s loss of ``model``, ``n_particles`` each."""
+
     def route(guide, batch):
-        log_w = sequence_log_weights(ldhmm_sequence_model, guide, batch, 4000)
-        loss = Trace_ELBO(num_particles=4000, vectorize_particles=True, max_plate_nesting=1).loss(
-            ldhmm_sequence_model, guide, batch
+        log_w = sequence_log_weights(model, guide, batch, n_particles)
+        loss = elbo(num_particles=n_particles, vectorize_particles=True, max_plate_nesting=1).loss(
+            model, guide, batch
         )
         return log_w, loss
 
+    return route
+
+
+def test_route_elbo_matches_brute_force():
+    route = _route(ldhmm_sequence_model, Trace_ELBO, 4000)
     log_w, loss = _with_fixed_q(ldhmm_sequence_model, HYPER, Q, route)
     brute = [_brute_force_elbo(Q, m) for m in range(len(TINY))]
     for m, (value, se) in enumerate(brute):
@@ -178,14 +185,7 @@ def test_enumerated_type_is_summed_out_exactly():
         "alpha_A": torch.stack([HYPER["alpha_A"], 2 * HYPER["alpha_A"].T]),
         "beta": torch.stack([HYPER["beta"], HYPER["beta"].flip(1)]),
     }
-
-    def route(guide, batch):
-        log_w = sequence_log_weights(mixture_ldhmm_model, guide, batch, 3000)
-        loss = TraceEnum_ELBO(num_particles=3000, vectorize_particles=True, max_plate_nesting=1).loss(
-            mixture_ldhmm_model, guide, batch
-        )
-        return log_w, loss
-
+    route = _route(mixture_ldhmm_model, TraceEnum_ELBO, 3000)
     log_w, loss = _with_fixed_q(mixture_ldhmm_model, hyper, Q, route)
     total, var = 0.0, 0.0
     for m, x in enumerate(TINY):

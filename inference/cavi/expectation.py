@@ -426,19 +426,15 @@ def _e_step_local(
         fixed_groups = [g for g in GROUPS if g not in seq_groups]
         sub_counts = {g: c[idx].clone() for g, c in counts.items()}
         sub_counts["B"] = view.dense_counts(sub_counts["B"])
-        run = _e_step_torch(
-            view.bucket,
-            local,
-            guide,
-            sub_counts,
-            guide.select_state(guide_state, idx),
-            max_iter,
-            tol,
-            history,
+        dense_terms = (
             seq_groups,
             fixed_groups,
             {g: local.fixed_expected_log(g) for g in fixed_groups},
             {g: log_multivariate_beta(local.prior[g].double()) for g in seq_groups},
+        )
+        sub_state = guide.select_state(guide_state, idx)
+        run = _e_step_torch(
+            view.bucket, local, guide, sub_counts, sub_state, max_iter, tol, history, *dense_terms
         )
         run.counts["B"] = view.slot_counts(run.counts["B"])
         parts.append((idx, run))
@@ -538,21 +534,9 @@ def e_step_bucket(
         prior_log_beta = {g: log_multivariate_beta(params.prior[g].double()) for g in seq_groups}
     else:
         prior_log_beta = None
+    dense_terms = (seq_groups, fixed_groups, fixed_elog, prior_log_beta)
     if family is None:
-        return _e_step_any(
-            bucket,
-            params,
-            guide,
-            counts,
-            guide_state,
-            max_iter,
-            tol,
-            history,
-            seq_groups,
-            fixed_groups,
-            fixed_elog,
-            prior_log_beta,
-        )
+        return _e_step_any(bucket, params, guide, counts, guide_state, max_iter, tol, history, *dense_terms)
     carries_state = FAMILIES[family][1]
     result = _e_step_compiled(
         family,
@@ -589,10 +573,7 @@ def e_step_bucket(
             max_iter,
             tol,
             None,
-            seq_groups,
-            fixed_groups,
-            fixed_elog,
-            prior_log_beta,
+            *dense_terms,
         )
         for g in GROUPS:
             counts[g][idx] = redo.counts[g]

@@ -18,6 +18,16 @@ __all__ = ["SUM_BLOCK", "dirichlet_multinomial_sums"]
 SUM_BLOCK = 64
 
 
+@njit(cache=True, nogil=True)
+def _add_row_terms(row_sums, block, r, total, row_functions):  # pragma: no cover - compiled
+    """``row_sums[block, f, r] += f(total) - f(a_r)`` for f = lgamma, psi, psi' (``f(a_r)``:
+    ``row_functions[f, r]``): the row term of one sequence, in the dense and the sparse pass."""
+    lg, psi, tri = gamma_functions_scalar(total)
+    row_sums[block, 0, r] += lg - row_functions[0, r]
+    row_sums[block, 1, r] += psi - row_functions[1, r]
+    row_sums[block, 2, r] += tri - row_functions[2, r]
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _dirichlet_multinomial_pass(
     alpha, alpha_functions, alpha_rowsum, row_functions, counts, rows, entry_sums, row_sums
@@ -44,10 +54,7 @@ def _dirichlet_multinomial_pass(
                         entry_sums[block, 1, r, d] += psi - alpha_functions[1, r, d]
                         entry_sums[block, 2, r, d] += tri - alpha_functions[2, r, d]
                 if n0 > 0.0:
-                    lg, psi, tri = gamma_functions_scalar(a0 + n0)
-                    row_sums[block, 0, r] += lg - row_functions[0, r]
-                    row_sums[block, 1, r] += psi - row_functions[1, r]
-                    row_sums[block, 2, r] += tri - row_functions[2, r]
+                    _add_row_terms(row_sums, block, r, a0 + n0, row_functions)
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -78,10 +85,7 @@ def _dirichlet_multinomial_pass_sparse(
                         entry_out[m, 1, r, w] = psi - psi0
                         entry_out[m, 2, r, w] = tri - tri0
                 if n0 > 0.0:
-                    lg, psi, tri = gamma_functions_scalar(alpha_rowsum[r] + n0)
-                    row_sums[block, 0, r] += lg - row_functions[0, r]
-                    row_sums[block, 1, r] += psi - row_functions[1, r]
-                    row_sums[block, 2, r] += tri - row_functions[2, r]
+                    _add_row_terms(row_sums, block, r, alpha_rowsum[r] + n0, row_functions)
 
 
 def dirichlet_multinomial_sums(alpha, count_batches, rows=None):

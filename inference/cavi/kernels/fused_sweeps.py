@@ -57,31 +57,23 @@ def _rows_log_beta_and_expected_logs(prior, counts, out):  # pragma: no cover - 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
 def _sequence_terms(
-    seq_pi,
-    seq_A,
-    seq_B,
-    prior_pi,
-    prior_A,
-    prior_B,
-    prior_B_rowsum,
-    lgamma_prior_B,
-    lgamma_prior_B_rowsum,
-    c_pi,
-    c_A,
-    c_B,
-    present,
-    n_present,
-    sym_map,
-    elog_pi,
-    elog_A,
-    elog_B,
-    psi_rowsum_B,
+    groups, prior, prior_B_terms, counts, present, n_present, sym_map, theta, psi_rowsum_B
 ):  # pragma: no cover - compiled
     """For the per-sequence groups at g = prior + counts: E log theta (for B only the
     columns of the symbols present; psi of B's row sums in ``psi_rowsum_B``), and the
     collapsed ELBO part sum log B(g), less log B(prior) for B (the caller subtracts the
     constant log B(prior) of pi and A). Counts and E log B are indexed by slot, the prior by
-    symbol (``sym_map[slot]``)."""
+    symbol (``sym_map[slot]``).
+
+    ``groups``: (seq_pi, seq_A, seq_B), whether each group is per sequence; ``prior``:
+    (pi (K,), A (K, K), B (K, V)); ``prior_B_terms``: B's row sums (K,), lgamma of B (K, V) and
+    of its row sums (K,); ``counts`` (pi (1, K), A (K, K), B (K, W)) and ``theta`` (E log pi
+    (1, K), E log A (K, K), E log B (K, W)): the sequence's, ``theta`` written here."""
+    seq_pi, seq_A, seq_B = groups
+    prior_pi, prior_A, prior_B = prior
+    prior_B_rowsum, lgamma_prior_B, lgamma_prior_B_rowsum = prior_B_terms
+    c_pi, c_A, c_B = counts
+    elog_pi, elog_A, elog_B = theta
     K = prior_A.shape[0]
     value = 0.0
     if seq_pi:
@@ -120,34 +112,19 @@ def _weighted(counts, log_values):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _pf_update(
-    tokens_m,
-    L,
-    elog_pi,
-    elog_A,
-    elog_B,
-    present,
-    n_present,
-    symbol_count,
-    c_pi,
-    c_A,
-    c_B,
-    alpha,
-    scale,
-    A,
-    obs_table,
-    pair,
-    emitted,
-    acc,
-    beta,
-    w,
-    initial,
+    tokens_m, L, theta, present, n_present, symbol_count, counts, scratch
 ):  # pragma: no cover - compiled
     """PF q(Z): the chain core on exp(E log theta); new expected counts; returns H[q(Z)] (NaN
     if the scaled recursion failed).
 
-    The emission table ``obs_table`` (V, K) is filled only for the symbols present, one row
-    each, shifted per symbol: O(K x distinct symbols), not O(K V). Scratch arrays come from
-    the caller (one set per block of sequences)."""
+    ``theta`` and ``counts`` as in :func:`_sequence_terms`; ``scratch``: alpha (T, K), scale
+    (T,), A (K, K), obs_table (W, K), pair (K, K), emitted (W, K) and four (K,) vectors, from
+    the caller (one set per block of sequences). The emission table ``obs_table`` is filled
+    only for the symbols present, one row each, shifted per symbol: O(K x distinct symbols),
+    not O(K V)."""
+    elog_pi, elog_A, elog_B = theta
+    c_pi, c_A, c_B = counts
+    alpha, scale, A, obs_table, pair, emitted, acc, beta, w, initial = scratch
     K = elog_A.shape[0]
     for j in range(n_present):
         for k in range(K):
@@ -198,27 +175,14 @@ def _pf_update(
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _ff_update(
-    tokens_m,
-    L,
-    elog_pi,
-    elog_A,
-    elog_B,
-    present,
-    n_present,
-    phi,
-    initialize,
-    c_pi,
-    c_A,
-    c_B,
-    emission,
-    pair,
-    logits,
-    weights,
-):  # pragma: no cover
+def _ff_update(tokens_m, L, theta, present, n_present, phi, initialize, counts, scratch):  # pragma: no cover
     """One FF pass (even positions, then odd: exact coordinate ascent); new expected counts;
     returns H[q(Z)]. Rows, not columns, in the K-long loops so that they vectorize (see
-    :func:`_pf_update`); scratch arrays from the caller."""
+    :func:`_pf_update`). ``theta`` and ``counts`` as in :func:`_sequence_terms`; ``scratch``:
+    emission (W, K), pair (K, K) and two (K,) vectors from the caller."""
+    elog_pi, elog_A, elog_B = theta
+    c_pi, c_A, c_B = counts
+    emission, pair, logits, weights = scratch
     K = elog_A.shape[0]
     for j in range(n_present):
         v = present[j]
@@ -341,6 +305,8 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
     sparse = symbols.shape[0] > 0
     identity = np.arange(W)
     seq_pi, seq_A, seq_B = sequence_groups[0], sequence_groups[1], sequence_groups[2]
+    groups = (seq_pi, seq_A, seq_B)
+    prior_B_terms = (prior_B_rowsum, lgamma_prior_B, lgamma_prior_B_rowsum)
     any_sequence = seq_pi or seq_A or seq_B
     n_blocks = (M + SUM_BLOCK - 1) // SUM_BLOCK
     T = tokens.shape[1]
@@ -366,6 +332,9 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
         vec2 = np.empty(K)
         vec3 = np.empty(K)
         vec4 = np.empty(K)
+        theta = (elog_pi, elog_A, elog_B)
+        pf_scratch = (alpha_block, scale_block, A, table, pair, emitted, vec1, vec2, vec3, vec4)
+        ff_scratch = (table, pair, vec1, vec2)
         for m in range(block * SUM_BLOCK, min(M, (block + 1) * SUM_BLOCK)):
             L = lengths[m]
             tokens_m = tokens[m]
@@ -383,6 +352,7 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
             c_pi = counts_pi[m].reshape((1, K))
             c_A = counts_A[m]
             c_B = counts_B[m]  # zero outside the present columns, and kept so
+            counts = (c_pi, c_A, c_B)
             sym_map = symbols[m] if sparse else identity  # slot -> symbol
             phi = phi_all[m] if family == 1 else phi_all[0]
             # E log theta at the warm start (database-level groups: fixed); afterwards each
@@ -420,96 +390,22 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
                             elog_B[k, present[j]] = elog_prior_B[k, sym_map[present[j]]]
             else:
                 _sequence_terms(
-                    seq_pi,
-                    seq_A,
-                    seq_B,
-                    prior_pi,
-                    prior_A,
-                    prior_B,
-                    prior_B_rowsum,
-                    lgamma_prior_B,
-                    lgamma_prior_B_rowsum,
-                    c_pi,
-                    c_A,
-                    c_B,
-                    present,
-                    n_present,
-                    sym_map,
-                    elog_pi,
-                    elog_A,
-                    elog_B,
-                    psi_rowsum_B,
+                    groups, prior, prior_B_terms, counts, present, n_present, sym_map, theta, psi_rowsum_B
                 )
             previous = -np.inf
             for it in range(max_iter):
                 if family == 0:
-                    h = _pf_update(
-                        tokens_m,
-                        L,
-                        elog_pi,
-                        elog_A,
-                        elog_B,
-                        present,
-                        n_present,
-                        symbol_count,
-                        c_pi,
-                        c_A,
-                        c_B,
-                        alpha_block,
-                        scale_block,
-                        A,
-                        table,
-                        pair,
-                        emitted,
-                        vec1,
-                        vec2,
-                        vec3,
-                        vec4,
-                    )
+                    h = _pf_update(tokens_m, L, theta, present, n_present, symbol_count, counts, pf_scratch)
                 else:
-                    h = _ff_update(
-                        tokens_m,
-                        L,
-                        elog_pi,
-                        elog_A,
-                        elog_B,
-                        present,
-                        n_present,
-                        phi,
-                        initialize and it == 0,
-                        c_pi,
-                        c_A,
-                        c_B,
-                        table,
-                        pair,
-                        vec1,
-                        vec2,
-                    )
+                    first = initialize and it == 0
+                    h = _ff_update(tokens_m, L, theta, present, n_present, phi, first, counts, ff_scratch)
                 if not np.isfinite(h):
                     failed[m] = True
                     break
                 # Per-sequence groups: log B(prior + counts) - log B(prior) (collapsed form);
                 # database-level groups: counts . E log theta (their E log theta is fixed).
                 collapsed = _sequence_terms(
-                    seq_pi,
-                    seq_A,
-                    seq_B,
-                    prior_pi,
-                    prior_A,
-                    prior_B,
-                    prior_B_rowsum,
-                    lgamma_prior_B,
-                    lgamma_prior_B_rowsum,
-                    c_pi,
-                    c_A,
-                    c_B,
-                    present,
-                    n_present,
-                    sym_map,
-                    elog_pi,
-                    elog_A,
-                    elog_B,
-                    psi_rowsum_B,
+                    groups, prior, prior_B_terms, counts, present, n_present, sym_map, theta, psi_rowsum_B
                 )
                 collapsed -= prior_log_beta_piA
                 database = 0.0

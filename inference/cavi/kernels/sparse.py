@@ -114,6 +114,19 @@ def scatter_rows(values, symbols, n_symbols, out=None):
 
 
 @njit(cache=True, nogil=True)
+def _slot(x, slot_of, order, n):  # pragma: no cover - compiled
+    """The slot of symbol ``x`` in a compact array of ``n`` used slots (``slot_of[x]``, -1 where
+    none yet): a new one, recorded in ``slot_of`` and ``order``, where none. Returns (slot, n)."""
+    j = slot_of[x]
+    if j < 0:
+        j = n
+        slot_of[x] = j
+        order[j] = x
+        n += 1
+    return j, n
+
+
+@njit(cache=True, nogil=True)
 def _scatter_blocks(values, symbols, block, out, block_id, batch_id):  # pragma: no cover - compiled
     """See :func:`scatter_blocks`. Partial sums live in compact arrays indexed through
     ``block_id`` / ``batch_id`` (V,), -1 where untouched and left so."""
@@ -128,23 +141,12 @@ def _scatter_blocks(values, symbols, block, out, block_id, batch_id):  # pragma:
         n_block = 0
         for m in range(start, min(M, start + block)):
             for w in range(W):
-                x = symbols[m, w]
-                j = block_id[x]
-                if j < 0:
-                    j = n_block
-                    block_id[x] = j
-                    block_order[j] = x
-                    n_block += 1
+                j, n_block = _slot(symbols[m, w], block_id, block_order, n_block)
                 for r in range(R):
                     partial[r, j] += values[m, r, w]
         for j in range(n_block):
             x = block_order[j]
-            k = batch_id[x]
-            if k < 0:
-                k = n_batch
-                batch_id[x] = k
-                batch_order[k] = x
-                n_batch += 1
+            k, n_batch = _slot(x, batch_id, batch_order, n_batch)
             for r in range(R):
                 batch[r, k] += partial[r, j]
                 partial[r, j] = 0.0

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..experiments.classify import classify
-from ..experiments.tables import failure_lines
-from .common import add_common_arguments, add_data_arguments, print_files
+from .common import (
+    add_command,
+    add_common_arguments,
+    add_data_arguments,
+    common_options,
+    print_files,
+    report_failures,
+)
 
 __all__ = ["register", "run_classify"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``classify`` command to the ``ldhmm`` parser's sub-commands."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "classify",
+        run_classify,
         help="generative sequence classification AUCs (the paper's Table 3)",
         description="One model per class, AUC of the log-likelihood ratio on held-out folds, for "
         "binary tasks (splice: EI-IE, EI-N, IE-N), plus LDHMM posterior features in a "
@@ -36,7 +43,6 @@ def register(subparsers) -> argparse.ArgumentParser:
     add_common_arguments(p, states_default=["2", "3", "4"])
     p.add_argument("--no-lr", action="store_true", help="skip the LDHMM-features + logistic regression rows")
     p.add_argument("--lr-c", type=float, default=1.0, help="inverse L2 strength C of the logistic regression")
-    p.set_defaults(func=run_classify)
     return p
 
 
@@ -45,26 +51,10 @@ def run_classify(args: argparse.Namespace) -> int:
     result = classify(
         args.models,
         args.file or args.dataset,
-        states=args.states,
-        folds=args.folds,
-        jobs=args.jobs,
-        out=args.out,
-        seed=args.seed,
         tasks=args.task,
-        n_sequences=args.n_sequences,
-        data_dir=args.data_dir,
-        sequence_col=args.sequence_col,
-        event_col=args.event_col,
-        time_col=args.time_col,
-        max_iter=args.max_iter,
-        tol=args.tol,
-        m_step=args.m_step,
-        restarts=args.restarts,
         lr=not args.no_lr,
         lr_c=args.lr_c,
-        force=args.force,
-        quiet=args.quiet,
-        plugins=args.model,
+        **common_options(args, args.data_dir),
     )
     print(f"data: {result.data}")
     if result.config.get("resumed_tasks"):
@@ -76,12 +66,4 @@ def run_classify(args: argparse.Namespace) -> int:
     print(result.summary.split("\n## Mean fit seconds")[0].split("## AUC", 1)[-1].strip().split("\n", 1)[-1])
     print()
     print_files(result.out, ["folds.csv", "summary.md"])
-    for line in failure_lines(result.errors):
-        print(f"ldhmm classify: warning: {line}", file=sys.stderr)
-    if result.errors:
-        print(
-            f"ldhmm classify: error: {len(result.errors)} task(s) failed (summary.md); rerun to retry them",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    return report_failures("classify", result.errors)

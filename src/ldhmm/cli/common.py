@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from pathlib import Path
 from ..data import DATA_ENV_VAR, DATASETS, ChecksumError, fetch, resolve_data_dir
 from ..experiments.datasets import data_files_present
 from ..experiments.lineup import model_names
+from ..experiments.tables import failure_lines
 from ..models.memory import parse_size
 
 __all__ = [
@@ -20,11 +22,17 @@ __all__ = [
     "positive_int",
     "nonneg_int",
     "finite_nonneg_float",
+    "SHARED_OPTIONS",
+    "add_command",
+    "add_options",
+    "add_run_options",
     "add_common_arguments",
     "add_data_arguments",
-    "add_memory_argument",
     "memory_size",
     "call_with_args",
+    "column_options",
+    "common_options",
+    "report_failures",
     "default_data",
     "print_files",
     "OFFLINE_ENV_VAR",
@@ -67,23 +75,80 @@ positive_int = int_at_least(1)
 nonneg_int = int_at_least(0)
 
 
-def add_memory_argument(p: argparse.ArgumentParser) -> None:
-    """``--max-memory``: the limit memory estimates are checked against (ldhmm.models.memory)."""
-    p.add_argument(
-        "--max-memory",
-        type=memory_size,
-        default=None,
-        metavar="SIZE",
-        help="refuse work whose memory estimate exceeds SIZE (e.g. 64G; default: the machine's memory)",
-    )
-
-
 def memory_size(text: str) -> int:
     """argparse type of ``--max-memory``."""
     try:
         return parse_size(text)
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+#: The options several commands take, by flag: their argparse keywords (type, default, help).
+#: One definition each, so that e.g. every ``--seed`` parses the same way; a command that says
+#: more in its help text, or has another default, passes its own keywords to :func:`add_options`.
+SHARED_OPTIONS = {
+    "--data-dir": {"default": None, "help": "data directory (default: $LDHMM_DATA)"},
+    "--n-sequences": {
+        "type": positive_int,
+        "default": None,
+        "help": "use a seeded random sample of this many sequences",
+    },
+    "--out": {"default": None, "help": "output directory"},
+    "--jobs": {"type": positive_int, "default": 1, "help": "worker processes (default 1)"},
+    "--quiet": {"action": "store_true", "help": "no progress bar"},
+    "--seed": {"type": nonneg_int, "default": 0, "help": "seed (default 0)"},
+    "--max-iter": {"type": positive_int, "default": None, "help": "EM iterations at most"},
+    "--tol": {"type": finite_nonneg_float, "default": None, "help": "EM relative tolerance"},
+    "--m-step": {
+        "choices": ["collapsed", "paper"],
+        "default": "collapsed",
+        "help": "M-step (default collapsed)",
+    },
+    "--restarts": {
+        "type": positive_int,
+        "default": 3,
+        "help": "restart budget of every model (default 3)",
+    },
+    "--force": {"action": "store_true", "help": "reuse an --out of another configuration"},
+    "--max-memory": {
+        "type": memory_size,
+        "default": None,
+        "metavar": "SIZE",
+        "help": "refuse work whose memory estimate exceeds SIZE (e.g. 64G; default: the machine's memory)",
+    },
+}
+
+
+def add_options(p: argparse.ArgumentParser, *flags: str, **own: dict) -> None:
+    """Add the :data:`SHARED_OPTIONS` ``flags`` to ``p``, in this order (the order of ``--help``).
+
+    ``own[dest]`` (``dest`` of ``--max-iter`` is ``max_iter``) holds keywords of this command
+    that replace the table's, e.g. ``out={"default": "results/timing", "help": ...}``.
+    """
+    unknown = set(own) - {flag[2:].replace("-", "_") for flag in flags}
+    if unknown:
+        raise TypeError(f"add_options: keywords of options not added: {', '.join(sorted(unknown))}")
+    for flag in flags:
+        p.add_argument(flag, **{**SHARED_OPTIONS[flag], **own.get(flag[2:].replace("-", "_"), {})})
+
+
+def add_run_options(
+    p: argparse.ArgumentParser, *em_options: str, with_jobs: bool = True, **own: dict
+) -> None:
+    """An experiment's output and run options, in this order: ``--out``, ``--jobs`` (unless
+    ``with_jobs`` is False), ``--quiet``, ``--seed``, ``--max-iter``, ``--tol``, the ``em_options``
+    (e.g. ``--m-step``), ``--force``, ``--max-memory``; ``own`` as in :func:`add_options`."""
+    flags = ("--out", "--jobs") if with_jobs else ("--out",)
+    add_options(
+        p, *flags, "--quiet", "--seed", "--max-iter", "--tol", *em_options, "--force", "--max-memory", **own
+    )
+
+
+def add_command(subparsers, name: str, run: Callable, help: str, description: str) -> argparse.ArgumentParser:
+    """The parser of the sub-command ``name`` of ``ldhmm``, whose handler is ``run(args) -> int``."""
+    p = subparsers.add_parser(name, help=help, description=description)
+    p.set_defaults(func=run)
+    return p
 
 
 def add_data_arguments(p: argparse.ArgumentParser, datasets, file_help: str | None = None) -> None:
@@ -110,13 +175,7 @@ def add_column_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_default: int = 10) -> None:
     """The options ``compare`` and ``classify`` share (data, K grid, folds, models, EM, output)."""
-    p.add_argument("--data-dir", default=None, help="data directory (default: $LDHMM_DATA)")
-    p.add_argument(
-        "--n-sequences",
-        type=positive_int,
-        default=None,
-        help="use a seeded random sample of this many sequences",
-    )
+    add_options(p, "--data-dir", "--n-sequences")
     p.add_argument(
         "--states",
         nargs="+",
@@ -145,44 +204,68 @@ def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_defau
         help="add a plug-in model: FACTORY(n_states, n_symbols, seed) in the importable module "
         "MODULE returns the model (repeatable)",
     )
-    p.add_argument("--out", default=None, help="output directory (default: results/<command>-<data>)")
-    p.add_argument("--jobs", type=positive_int, default=1, help="worker processes (default 1)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--seed", type=nonneg_int, default=0, help="seed of folds, models and sampling (default 0)"
-    )
-    p.add_argument(
-        "--max-iter",
-        type=positive_int,
-        default=None,
-        help="EM iterations at most (default: each model's own, 100)",
-    )
-    p.add_argument(
-        "--tol",
-        type=finite_nonneg_float,
-        default=None,
-        help="EM relative tolerance (default: each model's own)",
-    )
-    p.add_argument(
+    add_run_options(
+        p,
         "--m-step",
-        choices=["collapsed", "paper"],
-        default="collapsed",
-        help="M-step of the LDHMM models: 'collapsed' (default; Newton on the "
-        "Dirichlet-multinomial likelihood of the expected counts) or 'paper' (q(theta) "
-        "held fixed, as in the paper; needs many more EM iterations)",
-    )
-    p.add_argument(
         "--restarts",
-        type=positive_int,
-        default=3,
-        help="restart budget (n_init) of every model that takes restarts: the same for all (default 3)",
+        out={"help": "output directory (default: results/<command>-<data>)"},
+        seed={"help": "seed of folds, models and sampling (default 0)"},
+        max_iter={"help": "EM iterations at most (default: each model's own, 100)"},
+        tol={"help": "EM relative tolerance (default: each model's own)"},
+        m_step={
+            "help": "M-step of the LDHMM models: 'collapsed' (default; Newton on the "
+            "Dirichlet-multinomial likelihood of the expected counts) or 'paper' (q(theta) "
+            "held fixed, as in the paper; needs many more EM iterations)"
+        },
+        restarts={
+            "help": "restart budget (n_init) of every model that takes restarts: the same for all (default 3)"
+        },
+        force={"help": "reuse an --out directory that holds results of another configuration"},
     )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="reuse an --out directory that holds results of another configuration",
-    )
-    add_memory_argument(p)
+
+
+def column_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments of the event-log column options (:func:`add_column_arguments`)."""
+    return {"sequence_col": args.sequence_col, "event_col": args.event_col, "time_col": args.time_col}
+
+
+def common_options(args: argparse.Namespace, data_dir) -> dict:
+    """The keyword arguments of the API (``compare``, ``classify``) that the options of
+    :func:`add_data_arguments` and :func:`add_common_arguments` give, with ``data_dir``."""
+    return {
+        "states": args.states,
+        "folds": args.folds,
+        "jobs": args.jobs,
+        "out": args.out,
+        "seed": args.seed,
+        "n_sequences": args.n_sequences,
+        "data_dir": data_dir,
+        **column_options(args),
+        "max_iter": args.max_iter,
+        "tol": args.tol,
+        "m_step": args.m_step,
+        "restarts": args.restarts,
+        "force": args.force,
+        "quiet": args.quiet,
+        "plugins": args.model,
+    }
+
+
+def report_failures(command: str, errors, lines=()) -> int:
+    """A task-running command's exit code: 1 when tasks failed, else 0. Prints a warning line per
+    model with failed tasks on stderr, then ``lines`` (what the command reports last) on stdout,
+    then one error line on stderr when tasks failed."""
+    for line in failure_lines(errors):
+        print(f"ldhmm {command}: warning: {line}", file=sys.stderr)
+    for line in lines:
+        print(line)
+    if errors:
+        print(
+            f"ldhmm {command}: error: {len(errors)} task(s) failed (summary.md); rerun to retry them",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 def _default_download_dir(data_dir) -> Path:

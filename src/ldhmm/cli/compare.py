@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from ..experiments.compare import compare, console_table, failure_lines
-from .common import add_common_arguments, add_data_arguments, default_data, print_files
+from ..experiments.compare import compare, console_table
+from .common import (
+    add_command,
+    add_common_arguments,
+    add_data_arguments,
+    common_options,
+    default_data,
+    print_files,
+    report_failures,
+)
 
 __all__ = ["register", "run_compare"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``compare`` command to the ``ldhmm`` parser's sub-commands."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "compare",
+        run_compare,
         help="cross-validated held-out log-likelihood of the models against K",
         description="K-fold cross-validated held-out log-likelihood of LDHMM-FF, LDHMM-PF, the "
         "baselines and any plug-in models (--model) for a list of K (the paper's Figures 4 and "
@@ -30,7 +39,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         default=100,
         help="importance samples per test sequence for heldout_is (0: skip; default 100)",
     )
-    p.set_defaults(func=run_compare)
     return p
 
 
@@ -39,28 +47,7 @@ def run_compare(args: argparse.Namespace) -> int:
     data, data_dir, note = default_data(args)
     if note:
         print(note, flush=True)
-    result = compare(
-        args.models,
-        data,
-        states=args.states,
-        folds=args.folds,
-        jobs=args.jobs,
-        out=args.out,
-        seed=args.seed,
-        n_sequences=args.n_sequences,
-        data_dir=data_dir,
-        sequence_col=args.sequence_col,
-        event_col=args.event_col,
-        time_col=args.time_col,
-        max_iter=args.max_iter,
-        tol=args.tol,
-        m_step=args.m_step,
-        restarts=args.restarts,
-        is_samples=args.is_samples,
-        force=args.force,
-        quiet=args.quiet,
-        plugins=args.model,
-    )
+    result = compare(args.models, data, is_samples=args.is_samples, **common_options(args, data_dir))
     print(f"data: {result.data}")
     if result.config.get("resumed_tasks"):
         n = len(result.config["models"]) * len(result.config["states"]) * args.folds
@@ -71,14 +58,4 @@ def run_compare(args: argparse.Namespace) -> int:
     print(console_table(result.folds, result.config["models"], states))
     print()
     print_files(result.out, ["folds.csv", "summary.md", "ttests.csv", "loglik_vs_K.png"])
-    for line in failure_lines(result.errors):
-        print(f"ldhmm compare: warning: {line}", file=sys.stderr)
-    for line in result.best:
-        print(line)
-    if result.errors:
-        print(
-            f"ldhmm compare: error: {len(result.errors)} task(s) failed (summary.md); rerun to retry them",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    return report_failures("compare", result.errors, result.best)

@@ -6,29 +6,33 @@ import argparse
 
 import pandas as pd
 
-from .outputs import add_model_data_arguments, check_out, read_model_and_data, sequence_ids, write_table
+from .common import add_command
+from .outputs import add_model_data_arguments, sequence_ids, write_model_table
 
 __all__ = ["register", "run_decode"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``decode`` command to the ``ldhmm`` parser's sub-commands."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "decode",
+        run_decode,
         help="the most probable hidden-state path of each sequence (Viterbi)",
         description="For each sequence of DATA, the Viterbi path under the sequence's posterior "
         "mean parameters E_q[pi], E_q[A], E_q[B] (docs/math.md): column 'states', the state of "
         "each event separated by spaces.",
     )
     add_model_data_arguments(p, out_default="paths.csv")
-    p.set_defaults(func=run_decode)
     return p
 
 
 def run_decode(args: argparse.Namespace) -> int:
     """The ``decode`` command."""
-    out = check_out(args.out)
-    model, db = read_model_and_data(args)
+    return write_model_table(args, _paths_table)
+
+
+def _paths_table(model, db, args) -> tuple[pd.DataFrame, str]:
     paths = model.decode(db.sequences)
     table = pd.DataFrame(
         {
@@ -37,7 +41,4 @@ def run_decode(args: argparse.Namespace) -> int:
             "states": [" ".join(str(int(s)) for s in p) for p in paths],
         }
     )
-    write_table(table, out)
-    if not args.quiet:
-        print(f"state paths of {len(db)} sequences written to {out}")
-    return 0
+    return table, f"state paths of {len(db)} sequences"

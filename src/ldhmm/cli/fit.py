@@ -11,7 +11,7 @@ from ..data import UNKNOWN, SequenceDatabase, load_path, read_manifest
 from ..modelfiles import data_for_model, load_model
 from ..models import LDHMM
 from ..models.variant_hmm import dask_backend_module
-from .common import add_column_arguments, add_memory_argument, finite_nonneg_float, nonneg_int, positive_int
+from .common import add_column_arguments, add_command, add_options, column_options, positive_int
 from .outputs import check_out, stopping_report
 
 __all__ = ["register", "run_fit"]
@@ -19,8 +19,10 @@ __all__ = ["register", "run_fit"]
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``fit`` command to the ``ldhmm`` parser's sub-commands."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "fit",
+        run_fit,
         help="fit an LDHMM on a data file and save the model (JSON, with the vocabulary)",
         description="Fit an LDHMM (variational EM) on the sequences of DATA and write the model "
         "file: the learned Dirichlet priors, the training ELBO history and the training "
@@ -41,13 +43,15 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--init", default=None, help="a saved model to continue from (its K, guide and vocabulary)"
     )
-    p.add_argument("--restarts", type=positive_int, default=3, help="random restarts n_init (default 3)")
-    p.add_argument("--max-iter", type=positive_int, default=100, help="EM iterations at most (default 100)")
-    p.add_argument(
-        "--tol", type=finite_nonneg_float, default=1e-4, help="EM relative tolerance (default 1e-4)"
-    )
-    p.add_argument(
-        "--m-step", choices=["collapsed", "paper"], default="collapsed", help="M-step (default collapsed)"
+    add_options(
+        p,
+        "--restarts",
+        "--max-iter",
+        "--tol",
+        "--m-step",
+        restarts={"help": "random restarts n_init (default 3)"},
+        max_iter={"default": 100, "help": "EM iterations at most (default 100)"},
+        tol={"default": 1e-4, "help": "EM relative tolerance (default 1e-4)"},
     )
     p.add_argument(
         "--unknown",
@@ -56,7 +60,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         help=f"'reserve': add a {UNKNOWN} symbol to the vocabulary, so that logs scored later may hold "
         f"unseen symbols; with --init, 'map' maps symbols the saved model lacks to its {UNKNOWN}",
     )
-    p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")
+    add_options(p, "--seed")
     p.add_argument(
         "--backend",
         choices=["local", "dask"],
@@ -77,9 +81,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="partitions balanced by tokens (default: 1 locally, 2 per Dask worker); DATA may be a "
         "directory written by `ldhmm data export`, whose files the workers read themselves",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
-    add_memory_argument(p)
-    p.set_defaults(func=run_fit)
+    add_options(p, "--quiet", "--max-memory", quiet={"help": "no progress bar, no summary"})
     return p
 
 
@@ -94,7 +96,7 @@ def _with_unknown(db: SequenceDatabase) -> SequenceDatabase:
 def run_fit(args: argparse.Namespace) -> int:
     """The ``fit`` command."""
     out = check_out(args.out, suffixes=(".json",))
-    columns = {"sequence_col": args.sequence_col, "event_col": args.event_col, "time_col": args.time_col}
+    columns = column_options(args)
     init_params = None
     if args.init:
         start = load_model(args.init)

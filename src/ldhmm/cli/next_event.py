@@ -7,15 +7,17 @@ import sys
 
 from ..experiments.next_event import DEFAULT_MODELS, next_event
 from ..experiments.tables import failure_lines
-from .common import add_memory_argument, finite_nonneg_float, nonneg_int, positive_int, print_files
+from .common import add_command, add_options, positive_int, print_files
 
 __all__ = ["register", "run_next_event"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``next-event`` command to the ``ldhmm`` parser's sub-commands."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "next-event",
+        run_next_event,
         help="cross-validated next-event prediction (log loss, hit@1, hit@3)",
         description="Predict each held-out sequence's last event from its prefix: LDHMM under the "
         "sequence's own posterior, HMM by the forward filter, and a smoothed first-order Markov "
@@ -26,10 +28,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--dataset", choices=["msnbc", "entree", "synthetic"], default=None, help="default msnbc"
     )
     src.add_argument("--file", help="a user's data file (any format `ldhmm data info` reads)")
-    p.add_argument("--data-dir", default=None, help="data directory (default: $LDHMM_DATA)")
-    p.add_argument(
-        "--n-sequences", type=positive_int, default=None, help="a seeded random sample of this many"
-    )
+    add_options(p, "--data-dir", "--n-sequences", n_sequences={"help": "a seeded random sample of this many"})
     p.add_argument(
         "--states", nargs="+", default=["2", "4", "8"], metavar="K", help="K values (default 2 4 8)"
     )
@@ -41,22 +40,21 @@ def register(subparsers) -> argparse.ArgumentParser:
         metavar="NAME",
         help="models (default: %(default)s)",
     )
-    p.add_argument(
-        "--restarts", type=positive_int, default=3, help="restart budget of every model (default 3)"
+    add_options(
+        p,
+        "--restarts",
+        "--max-iter",
+        "--tol",
+        "--out",
+        "--jobs",
+        "--seed",
+        "--force",
+        "--quiet",
+        "--max-memory",
+        max_iter={"help": "EM iterations at most (default: each model's)"},
+        tol={"help": "EM relative tolerance (default: each model's)"},
+        out={"help": "output directory (default results/next-event-<data>)"},
     )
-    p.add_argument(
-        "--max-iter", type=positive_int, default=None, help="EM iterations at most (default: each model's)"
-    )
-    p.add_argument(
-        "--tol", type=finite_nonneg_float, default=None, help="EM relative tolerance (default: each model's)"
-    )
-    p.add_argument("--out", default=None, help="output directory (default results/next-event-<data>)")
-    p.add_argument("--jobs", type=positive_int, default=1, help="worker processes (default 1)")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="seed (default 0)")
-    p.add_argument("--force", action="store_true", help="reuse an --out of another configuration")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_memory_argument(p)
-    p.set_defaults(func=run_next_event)
     return p
 
 

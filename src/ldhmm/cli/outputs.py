@@ -5,17 +5,19 @@ all, and the one-line report of how a fit stopped."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
 from ..experiments.tasks import atomic_write_csv, atomic_write_parquet
 from ..modelfiles import data_for_model, load_model
-from .common import add_column_arguments, add_memory_argument
+from .common import add_column_arguments, add_options, column_options
 
 __all__ = [
     "add_model_data_arguments",
     "read_model_and_data",
+    "write_model_table",
     "write_table",
     "sequence_ids",
     "check_out",
@@ -43,8 +45,7 @@ def add_model_data_arguments(p: argparse.ArgumentParser, out_default: str) -> No
     p.add_argument(
         "--out", default=out_default, help=f"output file (.csv or .parquet; default {out_default})"
     )
-    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
-    add_memory_argument(p)
+    add_options(p, "--quiet", "--max-memory", quiet={"help": "print nothing but errors"})
 
 
 def check_out(path, suffixes=_TABLE_SUFFIXES) -> Path:
@@ -62,15 +63,21 @@ def check_out(path, suffixes=_TABLE_SUFFIXES) -> Path:
 def read_model_and_data(args: argparse.Namespace):
     """``(model, database)``: the saved model and the data file in the model's codes."""
     model = load_model(args.model)
-    db = data_for_model(
-        args.data,
-        model,
-        unknown=args.unknown,
-        sequence_col=args.sequence_col,
-        event_col=args.event_col,
-        time_col=args.time_col,
-    )
+    db = data_for_model(args.data, model, unknown=args.unknown, **column_options(args))
     return model, db
+
+
+def write_model_table(args: argparse.Namespace, make_table: Callable) -> int:
+    """The run of a model command that writes one table (``score``, ``posterior``, ``predict``,
+    ``decode``): check ``--out``, read MODEL and DATA, ``make_table(model, db, args) -> (table,
+    what)``, write the table, and unless ``--quiet`` print ``"{what} written to {out}"``."""
+    out = check_out(args.out)
+    model, db = read_model_and_data(args)
+    table, what = make_table(model, db, args)
+    write_table(table, out)
+    if not args.quiet:
+        print(f"{what} written to {out}")
+    return 0
 
 
 def sequence_ids(db) -> list[str]:

@@ -7,15 +7,18 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from .outputs import add_model_data_arguments, check_out, read_model_and_data, sequence_ids, write_table
+from .common import add_command
+from .outputs import add_model_data_arguments, sequence_ids, write_model_table
 
 __all__ = ["register", "run_posterior", "posterior_table"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``posterior`` command to the ``ldhmm`` parser's sub-commands."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "posterior",
+        run_posterior,
         help="per-sequence posterior means of pi, A, B and state marginals (Parquet)",
         description="One row per sequence of DATA: its id, length, held-out ELBO, the posterior "
         "means E_q[pi] (K), E_q[A] (K*K, row-major) and E_q[B] (K*V, row-major) of each "
@@ -26,7 +29,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         "B_row_total_k at every other symbol v.",
     )
     add_model_data_arguments(p, out_default="posterior.parquet")
-    p.set_defaults(func=run_posterior)
     return p
 
 
@@ -58,9 +60,9 @@ def posterior_table(model, db) -> pd.DataFrame:
 
 def run_posterior(args: argparse.Namespace) -> int:
     """The ``posterior`` command."""
-    out = check_out(args.out)
-    model, db = read_model_and_data(args)
-    write_table(posterior_table(model, db), out)
-    if not args.quiet:
-        print(f"posterior of {len(db)} sequences (K={model.n_states}, V={model.n_symbols_}) written to {out}")
-    return 0
+    return write_model_table(args, _posterior_rows)
+
+
+def _posterior_rows(model, db, args) -> tuple[pd.DataFrame, str]:
+    report = f"posterior of {len(db)} sequences (K={model.n_states}, V={model.n_symbols_})"
+    return posterior_table(model, db), report

@@ -7,16 +7,18 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from .common import positive_int
-from .outputs import add_model_data_arguments, check_out, read_model_and_data, sequence_ids, write_table
+from .common import add_command, positive_int
+from .outputs import add_model_data_arguments, sequence_ids, write_model_table
 
 __all__ = ["register", "run_predict", "top_k_table"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``predict`` command to the ``ldhmm`` parser's sub-commands."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "predict",
+        run_predict,
         help="the most probable next events of each sequence",
         description="For each sequence x_1..x_n of DATA, the top-k symbols of p(x_(n+1) | x_1..x_n) "
         "under the sequence's own posterior q(theta) after the E-step on x_1..x_n (docs/math.md, "
@@ -26,7 +28,6 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--top-k", type=positive_int, default=3, help="how many candidates per sequence (default 3)"
     )
-    p.set_defaults(func=run_predict)
     return p
 
 
@@ -44,10 +45,10 @@ def top_k_table(proba: np.ndarray, ids, vocabulary, k: int) -> pd.DataFrame:
 
 def run_predict(args: argparse.Namespace) -> int:
     """The ``predict`` command."""
-    out = check_out(args.out)
-    model, db = read_model_and_data(args)
+    return write_model_table(args, _next_table)
+
+
+def _next_table(model, db, args) -> tuple[pd.DataFrame, str]:
     proba = model.predict_next_proba(db.sequences)
-    write_table(top_k_table(proba, sequence_ids(db), db.vocabulary, args.top_k), out)
-    if not args.quiet:
-        print(f"next-event top-{min(args.top_k, proba.shape[1])} of {len(db)} sequences written to {out}")
-    return 0
+    table = top_k_table(proba, sequence_ids(db), db.vocabulary, args.top_k)
+    return table, f"next-event top-{min(args.top_k, proba.shape[1])} of {len(db)} sequences"

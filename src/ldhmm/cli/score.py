@@ -7,16 +7,18 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from .common import nonneg_int
-from .outputs import add_model_data_arguments, check_out, read_model_and_data, sequence_ids, write_table
+from .common import add_command, add_options, nonneg_int
+from .outputs import add_model_data_arguments, sequence_ids, write_model_table
 
 __all__ = ["register", "run_score"]
 
 
 def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``score`` command to the ``ldhmm`` parser's sub-commands."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "score",
+        run_score,
         help="per-sequence held-out ELBO (and IS estimate) of a log under a saved model",
         description="One row per sequence of DATA: its id, length, the held-out ELBO (a lower "
         "bound on log p(x), nats) and per token, and with --is-samples an importance-sampled "
@@ -29,15 +31,16 @@ def register(subparsers) -> argparse.ArgumentParser:
         default=0,
         help="importance samples per sequence (0: no estimate; default)",
     )
-    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the importance samples (default 0)")
-    p.set_defaults(func=run_score)
+    add_options(p, "--seed", seed={"help": "seed of the importance samples (default 0)"})
     return p
 
 
 def run_score(args: argparse.Namespace) -> int:
     """The ``score`` command."""
-    out = check_out(args.out)
-    model, db = read_model_and_data(args)
+    return write_model_table(args, _score_table)
+
+
+def _score_table(model, db, args) -> tuple[pd.DataFrame, str]:
     seqs = db.sequences
     elbo = model.score_samples(seqs)
     lengths = db.lengths
@@ -51,11 +54,8 @@ def run_score(args: argparse.Namespace) -> int:
     )
     if args.is_samples:
         table["log_marginal_is"] = model.log_marginal_is(seqs, n_samples=args.is_samples, seed=args.seed)
-    write_table(table, out)
-    if not args.quiet:
-        total = float(np.sum(elbo))
-        print(
-            f"scored {len(db)} sequences ({db.n_tokens} tokens): held-out ELBO {total:.2f} nats "
-            f"({total / db.n_tokens:.4f} per token); written to {out}"
-        )
-    return 0
+    total = float(np.sum(elbo))
+    return table, (
+        f"scored {len(db)} sequences ({db.n_tokens} tokens): held-out ELBO {total:.2f} nats "
+        f"({total / db.n_tokens:.4f} per token);"
+    )

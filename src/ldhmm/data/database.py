@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["DataFormatError", "SequenceDatabase", "smallest_int_dtype"]
+__all__ = ["DataFormatError", "SequenceDatabase", "smallest_int_dtype", "offsets_of"]
 
 TEXT_MAGIC = "# ldhmm-sequences 1"
 _ALLOWED_COLUMNS = {
@@ -75,6 +75,14 @@ class DataFormatError(ValueError):
         if line is not None:
             where = f"{where}:{line}"
         super().__init__(f"{where}: {problem}")
+
+
+def offsets_of(lengths) -> np.ndarray:
+    """The offsets (n + 1,) int64 of n sequences of these lengths laid end to end: 0, then the
+    running sums (sequence i is ``tokens[offsets[i]:offsets[i + 1]]``)."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
 
 
 def smallest_int_dtype(n_values: int) -> np.dtype:
@@ -230,8 +238,7 @@ class SequenceDatabase:
             if a.size and not np.issubdtype(a.dtype, np.integer):
                 raise ValueError(f"sequence {i} has non-integer dtype {a.dtype}")
         lengths = np.array([a.size for a in arrays], dtype=np.int64)
-        offsets = np.zeros(lengths.size + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
+        offsets = offsets_of(lengths)
         dtype = smallest_int_dtype(max(len(vocabulary), 1))
         tokens = (
             np.concatenate([a.astype(np.int64, copy=False) for a in arrays])
@@ -376,8 +383,7 @@ class SequenceDatabase:
             raise IndexError(f"indices out of range for {m} sequences")
         idx = np.where(idx < 0, idx + m, idx)
         lens = self._lengths[idx]
-        new_offsets = np.zeros(idx.size + 1, dtype=np.int64)
-        np.cumsum(lens, out=new_offsets[1:])
+        new_offsets = offsets_of(lens)
         total = int(new_offsets[-1])
         # position of each new token in the old array
         shift = np.repeat(self._offsets[idx] - new_offsets[:-1], lens)
@@ -602,9 +608,7 @@ class SequenceDatabase:
         if in_header:
             token_codes, label_codes, has_id, has_label = _parse_header(path, header, lineno)
         vocabulary = list(token_codes)
-        lens = lengths.array()
-        offsets = np.zeros(lens.size + 1, dtype=np.int64)
-        np.cumsum(lens, out=offsets[1:])
+        offsets = offsets_of(lengths.array())
         return cls(
             tokens.array(),
             offsets,

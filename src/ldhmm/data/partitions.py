@@ -55,7 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .database import DataFormatError, SequenceDatabase
+from .database import DataFormatError, SequenceDatabase, offsets_of
 
 __all__ = [
     "FORMAT_NAME",
@@ -721,8 +721,7 @@ def load_partitioned(directory) -> SequenceDatabase:
 
 
 def _database(manifest: dict, directory: Path, tokens, lengths, labels, ids) -> SequenceDatabase:
-    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = offsets_of(lengths)
     vocabulary = manifest["vocabulary"] or [str(k) for k in range(manifest["n_symbols"])]
     return SequenceDatabase(
         tokens,

@@ -31,7 +31,7 @@ from typing import IO
 
 import numpy as np
 
-from .database import DataFormatError, SequenceDatabase, _IntBuffer
+from .database import DataFormatError, SequenceDatabase, _IntBuffer, offsets_of
 
 __all__ = [
     "DATA_ENV_VAR",
@@ -247,9 +247,7 @@ def read_msnbc(path, chunk_bytes: int = 1 << 20) -> SequenceDatabase:
         raise DataFormatError(path, lineno + 1, f"cannot read the file ({err})") from None
     if len(lengths) == 0:
         raise DataFormatError(path, lineno, "no sequences after the header")
-    lens = lengths.array()
-    offsets = np.zeros(lens.size + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
+    offsets = offsets_of(lengths.array())
     return SequenceDatabase(tokens.array(), offsets, vocabulary, name="msnbc", meta={"source": str(path)})
 
 
@@ -412,9 +410,7 @@ def read_entree_sessions(
         raise FileNotFoundError("no Entree session files (session.*) found")
     if len(lengths) == 0:
         raise DataFormatError(display_path, None, "no sessions with navigation steps")
-    lens = lengths.array()
-    offsets = np.zeros(lens.size + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
+    offsets = offsets_of(lengths.array())
     return SequenceDatabase(
         tokens.array(),
         offsets,
@@ -590,9 +586,7 @@ def read_splice(path, ambiguous: str = "random", seed: int = 0) -> SequenceDatab
         raise DataFormatError(path, None, "empty file")
     if len(lengths) == 0:
         raise DataFormatError(path, None, "no sequences")
-    lens = lengths.array()
-    offsets = np.zeros(lens.size + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
+    offsets = offsets_of(lengths.array())
     return SequenceDatabase(
         tokens.array(),
         offsets,

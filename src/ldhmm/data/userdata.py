@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .database import DataFormatError, SequenceDatabase, _IntBuffer
+from .database import DataFormatError, SequenceDatabase, _IntBuffer, offsets_of
 
 __all__ = ["UNKNOWN", "Vocabulary", "load_text", "load_event_log", "recode"]
 
@@ -253,9 +253,7 @@ def load_text(
         for seq in raw_sequences:
             tokens.extend(vocab.encode(seq))
             lengths.append(len(seq))
-    lens = lengths.array()
-    offsets = np.zeros(lens.size + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
+    offsets = offsets_of(lengths.array())
     base = path.name
     return SequenceDatabase(
         tokens.array(),
@@ -425,9 +423,7 @@ def load_event_log(
         codes = np.where(unseen, unk, codes)
     codes = codes.astype(np.int64)
 
-    lens = np.bincount(group, minlength=len(uniques)).astype(np.int64)
-    offsets = np.zeros(lens.size + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
+    offsets = offsets_of(np.bincount(group, minlength=len(uniques)).astype(np.int64))
     return SequenceDatabase(
         codes[order],
         offsets,
