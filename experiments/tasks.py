@@ -259,7 +259,17 @@ def _acquire(out: Path) -> tuple[str, bool]:
         if held is not None:
             held[1] += 1
             return key, False
-        fd = os.open(os.path.join(key, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)  # close-on-exec
+        lock_path = os.path.join(key, LOCK_NAME)
+        try:
+            # O_NOFOLLOW: a link planted at OUT/.lock must not make the lock truncate the file it
+            # points to (outside OUT, perhaps); the open is close-on-exec
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as err:
+            if err.errno != errno.ELOOP:
+                raise
+            raise OutputLockedError(
+                f"{lock_path} is a symbolic link; remove it (the run's lock file is never followed)"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:

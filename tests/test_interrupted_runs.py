@@ -485,3 +485,16 @@ def test_workers_start_with_sigint_blocked_in_a_fresh_process():
     done = subprocess.run([sys.executable, "-c", SIGMASK_PROBE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True"]
+
+
+def test_a_lock_file_that_is_a_symlink_is_refused_and_its_target_kept(tmp_path):
+    from ldhmm.experiments.tasks import OutputLockedError, prepare_out_dir
+
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".lock").symlink_to(target)
+    with pytest.raises(OutputLockedError, match="symbolic link"):
+        prepare_out_dir(out, "compare", {"experiment": "x"})
+    assert target.read_text() == "keep me\n"

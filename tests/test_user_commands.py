@@ -194,3 +194,18 @@ def test_a_model_without_vocabulary_reads_integer_codes(tmp_path, capsys):
     assert set(nxt["next_1"].astype(str)) <= {str(v) for v in range(6)}
     code, _, err = run_cli(["score", model, tmp_path / "words.txt", "--out", tmp_path / "s.csv"], capsys)
     assert code == 1 and "integers 0..5" in err and len(err.strip().splitlines()) == 1
+
+
+def test_posterior_csv_keeps_every_value_of_a_long_sequence(logs, fitted, tmp_path, capsys):
+    # 600 tokens: 1,200 state marginals, past numpy's 1,000-value print threshold
+    long = " ".join(["news", "home", "sport"] * 200)
+    (tmp_path / "long.txt").write_text(long + "\nnews home\n")
+    args = ["posterior", fitted, tmp_path / "long.txt", "--out"]
+    assert run_cli(args + [tmp_path / "p.csv"], capsys)[0] == 0
+    assert run_cli(args + [tmp_path / "p.parquet"], capsys)[0] == 0
+    as_csv, as_parquet = pd.read_csv(tmp_path / "p.csv"), pd.read_parquet(tmp_path / "p.parquet")
+    assert "..." not in (tmp_path / "p.csv").read_text()
+    for column in ("state_marginals", "B_mean", "pi_mean"):
+        for text, values in zip(as_csv[column], as_parquet[column]):
+            np.testing.assert_array_equal(json.loads(text), np.asarray(values))  # exactly
+    assert len(json.loads(as_csv["state_marginals"][0])) == 600 * 2

@@ -5,9 +5,11 @@ all, and the one-line report of how a fit stopped."""
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..experiments.tasks import atomic_write_csv, atomic_write_parquet
@@ -90,10 +92,21 @@ def write_table(df: pd.DataFrame, path) -> Path:
     that an interrupted command leaves the old file or none, never half of one."""
     path = Path(path)
     if path.suffix.lower() == ".csv":
-        atomic_write_csv(df, path)
+        atomic_write_csv(_arrays_as_json(df), path)
     else:
         atomic_write_parquet(df, path)
     return path
+
+
+def _arrays_as_json(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every array-valued cell as a JSON list: all values, floats exactly (their
+    shortest round-trip repr). Written as they are, pandas would put numpy's print form in the
+    CSV, which abbreviates arrays of more than 1,000 values to ``[a b c ... x y z]``."""
+    out = df.copy()
+    for column in df.columns:
+        if df[column].map(lambda v: isinstance(v, (np.ndarray, list, tuple))).any():
+            out[column] = [json.dumps(np.asarray(v).tolist()) for v in df[column]]
+    return out
 
 
 def stopping_report(model) -> str:

@@ -23,7 +23,8 @@ def register(subparsers) -> argparse.ArgumentParser:
         description="One row per sequence of DATA: its id, length, held-out ELBO, the posterior "
         "means E_q[pi] (K), E_q[A] (K*K, row-major) and E_q[B] (K*V, row-major) of each "
         "per-sequence group, and the state marginals q(z_n) (N*K, row-major), as list columns "
-        "of a Parquet file: features for downstream models. Models with a large vocabulary "
+        "of a Parquet file (in a .csv file: each list as a JSON array): features for downstream "
+        "models. Models with a large vocabulary "
         "(sparse emission layout) write E_q[B] only at each sequence's own symbols: B_symbols "
         "(D), B_mean (K*D, row-major) and B_row_total (K), with E_q[B_kv] = beta_kv / "
         "B_row_total_k at every other symbol v.",
