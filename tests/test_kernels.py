@@ -355,3 +355,14 @@ def test_torch_chain_posterior_matches_the_reference_at_extreme_potentials():
     assert torch.isfinite(ours.transition_counts).all()
     lengths = mask.sum(1).double()
     torch.testing.assert_close(ours.transition_counts.sum((1, 2)), lengths - 1, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("T", [1, 2])
+def test_torch_chain_posterior_of_the_shortest_chains(T):
+    # T = 1: log Z does not depend on the transitions (no move): zero counts, not an autograd error
+    li, lt, lo, mask = random_chain(3, T, 2, seed=3)
+    mask = torch.ones_like(mask)
+    ours, ref = chain_posterior(li, lt, lo, mask), forward_backward_log(li, lt, lo, mask)
+    torch.testing.assert_close(ours.log_normalizer, ref.log_normalizer, rtol=1e-12, atol=0)
+    torch.testing.assert_close(ours.state_marginals, ref.state_marginals, rtol=0, atol=1e-12)
+    torch.testing.assert_close(ours.transition_counts, ref.transition_counts, rtol=0, atol=1e-12)

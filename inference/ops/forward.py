@@ -170,7 +170,10 @@ def chain_posterior(
         transition = log_transition.detach().expand(M, K, K).clone().requires_grad_(True)
         obs = log_obs.detach().clone().requires_grad_(True)
         log_z = chain_log_likelihood(initial, transition, obs, mask)
-        # Chains are independent: the gradient of the sum is each chain's own gradient.
-        marginals, counts = torch.autograd.grad(log_z.sum(), (obs, transition))
+        # Chains are independent: the gradient of the sum is each chain's own gradient. With
+        # T = 1 no move is made and log Z does not depend on the transitions at all.
+        marginals, counts = torch.autograd.grad(log_z.sum(), (obs, transition), allow_unused=True)
+    if counts is None:
+        counts = torch.zeros_like(transition)
     marginals = marginals * mask[..., None]
     return ChainPosterior(log_z.detach(), marginals, counts)
