@@ -144,10 +144,11 @@ def main(argv=None) -> None:
         ratio = statistics.median(rows["dask"][1:]) / statistics.median(rows["local"][1:])
         print(f"\ndask / local, s per EM iteration: {ratio:.2f}x")
     sent = len(pickle.dumps(as_numpy_params(params)))
-    back = 8 * (args.states + 2 * args.states * args.states + 2 * args.states * V + 8)
+    K = args.states
+    back = 8 * 3 * (1 + 3 * K + K * K + K * V)  # an M-step round: (entry, row) of pi, A and B
     print(
-        f"\nper round: {sent} bytes of parameters to each partition, about {back} bytes of sums back; "
-        f"rounds per EM iteration: 1 (E-step) + 2-7 (collapsed Newton passes, 3 Newton steps)."
+        f"\nper round: {sent} bytes of parameters to each partition, about {back} bytes of M-step sums "
+        f"back; rounds per EM iteration: 1 (E-step) + 2-9 (collapsed M-step passes, usually 2-5)."
     )
     # Bytes per sequence: the workers' peaks together (they hold every sequence and its state,
     # plus each process's libraries), else this process's peak.

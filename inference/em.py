@@ -99,8 +99,8 @@ def _blame(params: VariantParameters, totals) -> str:
 def _round_of_count_sums(backend, iteration: int):
     """The collapsed M-step's sums as a round over the partitions (reduced in partition order)."""
 
-    def count_sums(group, alpha, rows):
-        parts = backend.call("count_sums", group, alpha, rows, iteration=iteration, step="M")
+    def count_sums(alphas, rows):
+        parts = backend.call("count_sums", alphas, rows, iteration=iteration, step="M")
         return reduce_count_sums(parts)
 
     return count_sums
@@ -132,8 +132,9 @@ class VariationalEM:
         Random starts per sequence beside the deterministic ones, in the held-out E-step, the
         first E-step and every refresh (see :data:`ldhmm.inference.cavi.expectation.STARTS`).
     m_step_max_iter : int, optional
-        Newton steps per M-step (default: 3 for ``"collapsed"``, whose passes over every
-        sequence's counts cost about a third of an E-step sweep each; 100 for ``"paper"``).
+        Newton steps per M-step at most (default: 8 for ``"collapsed"``, which stops earlier
+        once its next pass would gain little, see
+        :func:`ldhmm.inference.cavi.maximization.maximize_collapsed`; 100 for ``"paper"``).
     """
 
     def __init__(
@@ -153,7 +154,7 @@ class VariationalEM:
             raise ValueError(f"m_step must be one of {M_STEP_METHODS}, got {m_step!r}")
         self.m_step = m_step
         self.m_step_max_iter = (
-            m_step_max_iter if m_step_max_iter is not None else (3 if m_step == "collapsed" else 100)
+            m_step_max_iter if m_step_max_iter is not None else (8 if m_step == "collapsed" else 100)
         )
         self.guide = guide
         self.max_iter = max_iter
@@ -239,6 +240,7 @@ class VariationalEM:
                     newton_max_iter=self.m_step_max_iter,
                     method=self.m_step,
                     count_sums=_round_of_count_sums(backend, n_iter),
+                    elbo_tol=self.tol,
                 )
                 monitor.record(m_elbo)
                 if monitor.reason == "non_finite":

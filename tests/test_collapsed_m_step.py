@@ -18,8 +18,15 @@ from ldhmm.inference import (
     newton_dirichlet_multinomial,
     total_elbo,
 )
-from ldhmm.inference.cavi.kernels.dirichlet_multinomial import dirichlet_multinomial_sums
+from ldhmm.inference.cavi import maximization
+from ldhmm.inference.cavi.kernels import dirichlet_multinomial as dm_kernel
+from ldhmm.inference.cavi.kernels.dirichlet_multinomial import (
+    count_table,
+    dirichlet_multinomial_sums,
+    table_sums,
+)
 from ldhmm.inference.cavi.kernels.special import gamma_functions
+from ldhmm.inference.cavi.maximization import maximize_collapsed, state_count_table
 from ldhmm.inference.ops.dirichlet import (
     dirichlet_multinomial_objective,
     dirichlet_multinomial_sums_reference,
@@ -184,3 +191,103 @@ def test_gain_is_measured_from_a_prior_outside_the_box():
     after = dirichlet_multinomial_objective(torch.from_numpy(res.concentration), C).numpy()
     np.testing.assert_allclose(res.gain, after - before, rtol=1e-9, atol=1e-9)
     assert np.all(res.gain >= 0)
+
+
+def test_serial_and_parallel_passes_agree_bitwise(monkeypatch):
+    """Each entry's sum is added up by one thread in a fixed order: the pass on numba's threads
+    gives the one-thread pass's numbers."""
+    rng = np.random.default_rng(7)
+    batches = _random_count_batches(rng, 3, 5, [300, 41])
+    alpha = rng.uniform(0.05, 4.0, (3, 5))
+    table = count_table({"g": ((3, 5), batches)})
+    monkeypatch.setattr(dm_kernel, "PARALLEL_MIN_VALUES", 0)
+    parallel = table_sums(table, {"g": alpha})["g"]
+    monkeypatch.setattr(dm_kernel, "PARALLEL_MIN_VALUES", 1 << 62)
+    serial = table_sums(table, {"g": alpha})["g"]
+    for x, y in zip(parallel, serial):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_counts_too_small_to_move_a_concentration_add_exactly_zero():
+    """A count with alpha + n == alpha is skipped: the entry sums are those without it."""
+    rng = np.random.default_rng(8)
+    counts = rng.gamma(1.0, 2.0, (30, 2, 4))
+    alpha = np.array([[1e5, 2.0, 3e4, 0.5], [1.0, 1e6, 7.0, 0.25]])
+    tiny = counts.copy()
+    tiny[::3, 0, 0] = 1e-13  # 1e5 + 1e-13 == 1e5
+    tiny[1::4, 1, 1] = 1e-11  # 1e6 + 1e-11 == 1e6
+    assert np.all(alpha[0, 0] + tiny[::3, 0, 0] == alpha[0, 0])
+    without = tiny.copy()
+    without[::3, 0, 0] = 0.0
+    without[1::4, 1, 1] = 0.0
+    entry, _ = dirichlet_multinomial_sums(alpha, [tiny])
+    entry_without, _ = dirichlet_multinomial_sums(alpha, [without])
+    np.testing.assert_array_equal(entry, entry_without)
+    entry_ref, _ = dirichlet_multinomial_sums_reference(alpha, [tiny])
+    np.testing.assert_allclose(entry, entry_ref, rtol=1e-11, atol=1e-9)
+
+
+def test_groups_solved_together_equal_groups_solved_apart():
+    """Rows of several groups share the passes, not their results."""
+    rng = np.random.default_rng(9)
+    groups = {"x": (2, 3), "y": (4, 6)}
+    batches = {g: _random_count_batches(rng, R, D, [25, 9]) for g, (R, D) in groups.items()}
+    start = {g: rng.uniform(0.2, 3.0, shape) for g, shape in groups.items()}
+    table = count_table({g: (groups[g], batches[g]) for g in groups})
+    sums = lambda alphas, rows: table_sums(table, alphas, rows)
+    together = maximize_collapsed(start, sums, progress_tol=0.0)
+    passes = []
+    for g in groups:
+        apart = newton_dirichlet_multinomial(start[g], batches[g])
+        np.testing.assert_array_equal(together.concentration[g], apart.concentration)
+        np.testing.assert_array_equal(together.gain[g], apart.gain)
+        passes.append(apart.n_passes)
+    assert together.n_passes == max(passes)
+
+
+def test_a_newton_step_holds_a_capped_entry_and_climbs():
+    """Sequences drawn from one distribution: the objective grows with the row's scale, up to
+    the cap (100 here), which its largest entry has reached. The projected step holds that
+    entry and moves the others; the unconstrained step clipped entry by entry (the M-step's
+    candidate before) decreases the objective."""
+    rng = np.random.default_rng(10)
+    theta = np.array([0.6, 0.25, 0.1, 0.05])
+    counts = np.stack([rng.multinomial(12, theta) for _ in range(400)]).astype(np.float64)[:, None, :]
+    a = np.array([100.0, 40.0, 16.0, 8.0])
+    entry, row = dirichlet_multinomial_sums(a[None], [counts])
+    step = maximization._newton_step(a, entry[:, 0], row[:, 0], 1e-6, 100.0)
+    assert step is not None
+    candidate, expected = step
+    assert candidate[0] == 100.0 and expected > 0
+    C = torch.from_numpy(counts)
+    before = float(dirichlet_multinomial_objective(torch.from_numpy(a[None]), C))
+    after = float(dirichlet_multinomial_objective(torch.from_numpy(candidate[None]), C))
+    assert after > before + 0.5
+    g = entry[1, 0] - row[1, 0]
+    h = a * a * entry[2, 0] + a * g
+    z = -row[2, 0]
+    coef = z * (a * a * g / h).sum() / (1.0 + z * (a * a / h).sum())
+    clipped = np.clip(a * np.exp(np.clip(-(a * g - coef * a) / h, -5.0, 5.0)), 1e-6, 100.0)
+    assert float(dirichlet_multinomial_objective(torch.from_numpy(clipped[None]), C)) < before - 10.0
+
+
+def test_the_m_step_evaluates_every_group_in_each_round(small_db):
+    """One ``count_sums`` call per pass, over every learned prior; the same result as the
+    M-step from the states."""
+    buckets = make_buckets(small_db, max_cells=600)
+    params = init_parameters(LDHMM_SHARING, 3, 4, seed=0, n_tokens=sum(map(len, small_db)))
+    states, totals = e_step(buckets, params, PFGuide(), None, max_iter=30, tol=1e-10)
+    shapes = {g: params.prior[g].reshape(-1, params.prior[g].shape[-1]).shape for g in ("pi", "A", "B")}
+    table = state_count_table(states, shapes)
+    calls = []
+
+    def count_sums(alphas, rows):
+        calls.append(sorted(alphas))
+        return table_sums(table, alphas, rows)
+
+    new, value, _ = m_step(params, totals, newton_max_iter=4, count_sums=count_sums)
+    assert 2 <= len(calls) <= 5 and all(c == ["A", "B", "pi"] for c in calls)
+    same, same_value, _ = m_step(params, totals, newton_max_iter=4, states=states)
+    assert value == same_value
+    for g in ("pi", "A", "B"):
+        np.testing.assert_array_equal(new.prior[g].numpy(), same.prior[g].numpy())

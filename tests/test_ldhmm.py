@@ -174,8 +174,11 @@ def test_user_written_guide_plugs_into_estimator(small_db, tmp_path, m_step):
 
 
 def test_restarts_keep_the_best_training_elbo(small_db):
-    single = [LDHMM(3, n_symbols=4, seed=s, max_iter=8).fit(small_db).elbo_history_[-1] for s in (0, 1, 2)]
     best = LDHMM(3, n_symbols=4, seed=0, max_iter=8, n_init=3).fit(small_db)
+    seeds = best.restart_seeds()
+    assert len(set(seeds)) == 3 and seeds[0] == 0
+    single = [LDHMM(3, n_symbols=4, seed=s, max_iter=8, n_init=1).fit(small_db) for s in seeds]
+    single = [model.elbo_history_[-1] for model in single]
     assert best.elbo_history_[-1] == max(single)
     with pytest.raises(ValueError, match="n_init"):
         LDHMM(2, n_init=0)

@@ -1,7 +1,8 @@
 """The M-step: database-level parameters given the E-step's per-sequence results.
 
 Learned priors of per-sequence groups by Newton-Raphson, two methods (both ascent steps on the
-same ELBO): ``"collapsed"`` (:func:`newton_dirichlet_multinomial`, the default) and ``"paper"``
+same ELBO): ``"collapsed"`` (:func:`maximize_collapsed`, every learned prior in the same passes
+over the counts; the default) and ``"paper"``
 (:func:`ldhmm.inference.ops.dirichlet.newton_dirichlet`); shared groups take their VB posterior,
 point groups their normalized counts. docs/math.md derives both M-steps.
 """
@@ -25,31 +26,49 @@ from ..ops.dirichlet import (
 from ..ops.potentials import weighted_sum
 from ..parameters import EVENT_DIMS, VariantParameters
 from ..sharing import POINT, SEQUENCE, SHARED
-from .kernels.dirichlet_multinomial import dirichlet_multinomial_sums
+from .kernels.dirichlet_multinomial import CountTable, count_table, table_sums
 
 __all__ = [
     "M_STEP_METHODS",
+    "PROGRESS_TOL",
+    "GAIN_FRACTION",
     "DirichletMultinomialResult",
+    "maximize_collapsed",
     "newton_dirichlet_multinomial",
     "database_terms",
     "total_elbo",
     "count_batches",
+    "state_count_table",
     "m_step",
 ]
 
 
+#: The M-step stops once the gain it expects from its next pass is below this fraction of what
+#: it has gained so far (the next EM iteration starts from there anyway).
+PROGRESS_TOL = 1e-2
+
+#: With EM's relative tolerance ``tol`` given, it also stops once that expected gain is below
+#: ``GAIN_FRACTION * tol * |ELBO|``: far below what EM's stopping rule can see.
+GAIN_FRACTION = 1e-2
+
+# Re-solves of a Newton step after holding the coordinates at a bound that it pushed out of
+# the box (each O(D); one is the rule, the first solve rarely pushes more than the capped one).
+HOLD_ROUNDS = 4
+
+
 @dataclass
 class DirichletMultinomialResult:
-    """Outcome of :func:`newton_dirichlet_multinomial`.
+    """Outcome of :func:`maximize_collapsed` (dicts by group) or
+    :func:`newton_dirichlet_multinomial` (arrays of its one group).
 
     Attributes
     ----------
-    concentration : ndarray (R, D)
-    gain : ndarray (R,)
+    concentration : ndarray (R, D), or dict of them
+    gain : ndarray (R,), or dict of them
         Increase of the objective ``sum_m log B(a + n_m) - log B(a)`` per row (>= 0).
     n_passes : int
-        Passes over the counts (each costs one lgamma/digamma/trigamma per non-zero count of
-        the rows still moving).
+        Passes over the counts, each over every group with rows still moving (a round over the
+        partitions of a distributed fit).
     capped : bool
     """
 
@@ -59,108 +78,170 @@ class DirichletMultinomialResult:
     capped: bool
 
 
-def newton_dirichlet_multinomial(
-    initial,
-    count_batches,
+def maximize_collapsed(
+    initial: dict,
+    sums,
     max_iter: int = 50,
     tol: float = 1e-8,
     objective_tol: float = 1e-12,
+    progress_tol: float = PROGRESS_TOL,
+    gain_tol: float = 0.0,
     min_value: float = MIN_CONCENTRATION,
     max_value: float = MAX_CONCENTRATION,
-    sums=None,
 ) -> DirichletMultinomialResult:
-    """Maximize ``f(a) = sum_m [log B(a + n_m) - log B(a)]`` per row (Dirichlet-multinomial /
-    Polya likelihood of expected counts), the collapsed M-step.
+    """Maximize ``f(a) = sum_m [log B(a + n_m) - log B(a)]`` per row of every group
+    (Dirichlet-multinomial / Polya likelihood of expected counts), the collapsed M-step.
 
     With q(Z) fixed and q(theta_m) = Dir(a + n_m) optimal for any a, the ELBO as a function of
     the prior is ``f(a)`` plus terms free of ``a``: maximizing it moves ``a`` and every
     q(theta_m) together, which the paper's M-step (``q(theta)`` held fixed) does only over many
     EM iterations when sequences are short.
 
-    The Hessian is ``diag(q) + z 1 1^T`` with ``q_d = sum_m psi'(a_d + n_md) - psi'(a_d)`` and
-    ``z = sum_m psi'(a_0) - psi'(a_0 + n_m0)``; ``f`` is not concave everywhere, so a row takes the
-    Newton step only where that Hessian is negative definite and the step increases ``f``, and
-    otherwise Minka's fixed-point step ``a_d <- a_d sum_m[psi(a_d + n_md) - psi(a_d)] /
-    sum_m[psi(a_0 + n_m0) - psi(a_0)]``, which never decreases ``f``. A row whose candidates
-    both fail to increase ``f`` stops where it is.
+    Every group's rows are separate problems, solved side by side: each pass evaluates every
+    row still moving, of every group, at its candidate (one round over the partitions of a
+    distributed fit), and the same pass gives the next step's derivatives. A row's candidate is
+    a projected Newton step in ``t = log a`` (:func:`_newton_step`) where the Hessian
+    ``diag(q) + z 1 1^T`` (``q_d = sum_m psi'(a_d + n_md) - psi'(a_d)``,
+    ``z = sum_m psi'(a_0) - psi'(a_0 + n_m0)``) is negative definite on the coordinates free to
+    move, else Minka's fixed-point step ``a_d <- a_d sum_m[psi(a_d + n_md) - psi(a_d)] /
+    sum_m[psi(a_0 + n_m0) - psi(a_0)]``, which never decreases ``f``. A candidate is kept only
+    if it does not decrease ``f``; a rejected Newton candidate is followed by the fixed-point
+    one at the next pass, and a row whose fixed-point candidate is rejected stops.
+
+    Parameters
+    ----------
+    initial : dict[str, array (R, D)], positive
+    sums : callable
+        ``sums(alphas, rows) -> {group: (entry (3, R, D), row (3, R))}`` (see
+        :func:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.table_sums`; only the rows
+        flagged in the boolean ``rows[group]`` are needed).
+    max_iter : int
+        Passes after the first at most (each row: candidates evaluated).
+    tol : float
+        A row stops when its largest relative change falls below ``tol``, or when a step gains
+        less than ``objective_tol * |f|`` (flat directions, e.g. a concentration growing
+        towards the cap).
+    progress_tol, gain_tol : float
+        Every row stops when the gain expected from the next pass (Newton: the quadratic
+        model's; fixed point: the row's last gain), summed over the rows still moving, is below
+        ``progress_tol`` times the gain so far, or below ``gain_tol`` (nats).
+    min_value, max_value : float
+        Box for the iterates (see ``MIN_CONCENTRATION``).
+
+    Returns
+    -------
+    DirichletMultinomialResult
+        With dicts by group.
+    """
+    init = {g: np.asarray(v, dtype=np.float64) for g, v in initial.items()}
+    a = {g: np.clip(v, min_value, max_value) for g, v in init.items()}
+    active = {g: np.ones(v.shape[0], dtype=bool) for g, v in a.items()}
+    current = sums(a, active)
+    f = {g: e[0].sum(-1) - r[0] for g, (e, r) in current.items()}
+    passes = 1
+    f_start = {g: v.copy() for g, v in f.items()}
+    clipped = {g: (a[g] != init[g]).any(-1) for g in a}
+    if any(c.any() for c in clipped.values()):
+        # A prior given outside the box (user parameters): the gain is measured from where it was.
+        outside = sums({g: init[g] for g in a}, clipped)
+        for g, (e, r) in outside.items():
+            f_start[g] = np.where(clipped[g], e[0].sum(-1) - r[0], f_start[g])
+        passes += 1
+    fixed_next = {g: np.zeros_like(v) for g, v in active.items()}
+    last_gain = {g: np.full(v.shape, np.inf) for g, v in active.items()}
+    gained = 0.0
+    for _ in range(max_iter):
+        candidate, newton, expected = {}, {}, 0.0
+        for g in a:
+            candidate[g], newton[g], row_expected = _candidates(
+                a[g], *current[g], active[g], fixed_next[g], last_gain[g], min_value, max_value
+            )
+            expected += float(row_expected[active[g]].sum())
+        if expected <= gain_tol or (gained > 0.0 and expected <= progress_tol * gained):
+            break
+        evaluated = sums(candidate, active)
+        passes += 1
+        for g in a:
+            entry_new, row_new = evaluated[g]
+            f_new = entry_new[0].sum(-1) - row_new[0]
+            improved = active[g] & (f_new >= f[g])
+            entry, row = current[g]
+            moving = np.zeros_like(improved)
+            for r in np.flatnonzero(improved):  # row by row: D-long temporaries, no R x D copy
+                moving[r] = (np.abs(candidate[g][r] - a[g][r]) / a[g][r]).max() > tol
+                a[g][r] = candidate[g][r]
+                entry[:, r] = entry_new[:, r]
+            row[:, improved] = row_new[:, improved]
+            gain = np.where(improved, f_new - f[g], 0.0)
+            gained += float(gain.sum())
+            last_gain[g] = np.where(improved, gain, last_gain[g])
+            f[g] = np.where(improved, f_new, f[g])
+            fixed_next[g] = active[g] & ~improved & newton[g]
+            active[g] = (improved & moving & (gain > objective_tol * np.abs(f[g]))) | fixed_next[g]
+        del candidate, evaluated
+        if not any(v.any() for v in active.values()):
+            break
+    concentration, gains = {}, {}
+    capped = False
+    for g in a:
+        worse = f[g] < f_start[g]  # only possible for a row that started outside the box
+        concentration[g] = np.where(worse[:, None], init[g], a[g])
+        gains[g] = np.where(worse, 0.0, f[g] - f_start[g])
+        capped |= bool((concentration[g] >= max_value).any())
+    return DirichletMultinomialResult(concentration, gains, passes, capped)
+
+
+def newton_dirichlet_multinomial(
+    initial,
+    count_batches,
+    max_iter: int = 50,
+    tol: float = 1e-8,
+    objective_tol: float = 1e-12,
+    progress_tol: float = 0.0,
+    min_value: float = MIN_CONCENTRATION,
+    max_value: float = MAX_CONCENTRATION,
+    sums=None,
+) -> DirichletMultinomialResult:
+    """:func:`maximize_collapsed` of one group from its count batches (by default to
+    convergence: ``progress_tol = 0``).
 
     Parameters
     ----------
     initial : array (R, D), positive
     count_batches : list of arrays (M_b, R, D)
-        Expected counts of every sequence (rows with no counts contribute nothing).
-    max_iter : int
-    tol : float
-        A row stops when its largest relative change falls below ``tol``, or when a step gains
-        less than ``objective_tol * |f|`` (flat directions, e.g. a concentration growing
-        towards the cap).
-    min_value, max_value : float
-        Box for the iterates (see ``MIN_CONCENTRATION``).
+        Expected counts of every sequence (rows with no counts contribute nothing), or pairs
+        (counts, symbols) of the sparse emission layout.
+    max_iter, tol, objective_tol, progress_tol, min_value, max_value
+        As :func:`maximize_collapsed`.
     sums : callable, optional
-        ``sums(a, count_batches, rows) -> (entry (3, R, D), row (3, R))`` (only the rows
-        flagged in the boolean ``rows`` are needed); default: the compiled
-        kernel (its twin :func:`ldhmm.inference.ops.dirichlet.dirichlet_multinomial_sums_reference`
-        gives the same).
+        ``sums(a, count_batches, rows) -> (entry (3, R, D), row (3, R))``; default: the
+        compiled pass
+        (:func:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.table_sums`, the table
+        built once here); its twin
+        :func:`ldhmm.inference.ops.dirichlet.dirichlet_multinomial_sums_reference` gives the same.
 
     Returns
     -------
     DirichletMultinomialResult
+        With the group's arrays.
     """
-    if sums is None:
-        sums = dirichlet_multinomial_sums
     initial = np.asarray(initial, dtype=np.float64)
-    a = np.clip(initial, min_value, max_value)
-    R = a.shape[0]
-
-    def evaluate(x, rows):
-        entry, row = sums(x, count_batches, rows)
-        f = entry[0].sum(-1) - row[0]
-        return f, entry, row
-
-    active = np.ones(R, dtype=bool)
-    f, entry, row = evaluate(a, active)
-    passes = 1
-    f_start = f.copy()
-    clipped = (a != initial).any(-1)
-    if clipped.any():
-        # A prior given outside the box (user parameters): the gain is measured from where it was.
-        f_start = np.where(clipped, evaluate(initial, clipped)[0], f_start)
-        passes += 1
-    for _ in range(max_iter):
-        candidate, fixed_point, use_newton = _newton_candidates(a, entry, row, active, min_value, max_value)
-        # Only the active rows are recomputed; the others keep their values below.
-        f_new, entry_new, row_new = evaluate(candidate, active)
-        passes += 1
-        retry = active & use_newton & ~(f_new >= f)
-        # The rows this evaluation settles take its sums now, so that no more than two (3, R, D)
-        # sums are alive when the retry is evaluated.
-        _copy_rows(entry, entry_new, active & ~retry & (f_new >= f))
-        del entry_new
-        if retry.any():
-            for r in np.flatnonzero(retry):  # in place: no R x D temporary
-                candidate[r] = fixed_point[r]
-            f_retry, entry_retry, row_retry = evaluate(candidate, retry)
-            passes += 1
-            _copy_rows(entry, entry_retry, retry & (f_retry >= f))
-            del entry_retry
-            f_new = np.where(retry, f_retry, f_new)
-            row_new = np.where(retry[None, :], row_retry, row_new)
-        improved = active & (f_new >= f)
-        f_before = f
-        rel_change = np.zeros(R)
-        for r in np.flatnonzero(improved):  # row by row: D-long temporaries
-            rel_change[r] = (np.abs(candidate[r] - a[r]) / a[r]).max()
-            a[r] = candidate[r]
-        del candidate, fixed_point
-        f = np.where(improved, f_new, f)
-        row = np.where(improved[None, :], row_new, row)
-        active = improved & (rel_change > tol) & (f - f_before > objective_tol * np.abs(f))
-        if not active.any():
-            break
-    worse = f < f_start  # only possible for a row that started outside the box
-    a = np.where(worse[:, None], initial, a)
-    gain = np.where(worse, 0.0, f - f_start)
-    return DirichletMultinomialResult(a, gain, passes, bool((a >= max_value).any()))
+    if sums is None:
+        table = count_table({"": (initial.shape, count_batches)})
+        group_sums = lambda alphas, rows: table_sums(table, alphas, rows)
+    else:
+        group_sums = lambda alphas, rows: {"": sums(alphas[""], count_batches, rows[""])}
+    res = maximize_collapsed(
+        {"": initial},
+        group_sums,
+        max_iter=max_iter,
+        tol=tol,
+        objective_tol=objective_tol,
+        progress_tol=progress_tol,
+        min_value=min_value,
+        max_value=max_value,
+    )
+    return DirichletMultinomialResult(res.concentration[""], res.gain[""], res.n_passes, res.capped)
 
 
 def database_terms(params: VariantParameters, totals) -> float:
@@ -187,60 +268,114 @@ def total_elbo(params: VariantParameters, totals) -> float:
 M_STEP_METHODS = ("collapsed", "paper")
 
 
-def _newton_candidates(a, entry, row, active, min_value, max_value):
-    """One Newton step in ``t = log a`` for every row (and Minka's fixed-point step as its
-    fallback), row by row so that the temporaries are D long, not R x D (at V = 10^6 each
-    R x D array is 8 R MB).
-
-    The Hessian in t is ``diag(h) + z a a^T`` with ``h = a^2 q + a g``, and steps are
-    multiplicative, which suits concentrations spanning 1e-6..1e6.
+def _candidates(a, entry, row, active, fixed_next, last_gain, min_value, max_value):
+    """Every active row's next candidate, row by row so that the temporaries are D long, not
+    R x D (at V = 10^6 each R x D array is 8 R MB).
 
     Returns
     -------
     candidate : (R, D)
-        The Newton step where it applies (Hessian negative definite, finite positive result),
-        else the fixed-point step; inactive rows keep ``a``.
-    fixed_point : (R, D)
-    use_newton : bool (R,)
+        The Newton step where it applies (:func:`_newton_step`) and the row's last Newton
+        candidate was not rejected, else the fixed-point step; inactive rows keep ``a``.
+    newton : bool (R,)
+        Which rows took the Newton step.
+    expected : (R,)
+        The gain expected from the candidate: the quadratic model's for a Newton step, the
+        row's last gain for a fixed-point step (inf before its first).
     """
     R = a.shape[0]
-    candidate = np.empty_like(a)
-    fixed_point = np.empty_like(a)
-    use_newton = np.zeros(R, dtype=bool)
-    for r in range(R):
-        a_r = a[r]
-        g = entry[1, r] - row[1, r]
-        q = entry[2, r]
-        z = -row[2, r]
-        h = a_r * a_r * q + a_r * g
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            inv_h = 1.0 / h
-            grad_t = a_r * g
-            curvature = (a_r * a_r * inv_h).sum()
-            coef = z * (a_r * grad_t * inv_h).sum() / (1.0 + z * curvature)
-            step_t = -(grad_t - coef * a_r) * inv_h
-            newton = a_r * np.exp(np.clip(step_t, -MAX_LOG_STEP, MAX_LOG_STEP))
-            fixed = a_r * entry[1, r] / row[1, r]
-            negative_definite = bool((h < 0).all()) and bool(1.0 + z * curvature > 0.0)
-        del g, h, inv_h, grad_t, step_t
-        # A row without any counts has a flat objective: it keeps its value.
-        fixed = fixed if row[1, r] > 0 else a_r
-        fixed_point[r] = np.clip(np.nan_to_num(fixed, nan=-1.0), min_value, max_value)
-        use_newton[r] = negative_definite and bool((newton > 0).all()) and bool(np.isfinite(newton).all())
-        if not active[r]:
-            candidate[r] = a_r
-        elif use_newton[r]:
-            candidate[r] = np.clip(newton, min_value, max_value)
+    candidate = a.copy()
+    newton = np.zeros(R, dtype=bool)
+    expected = np.zeros(R)
+    for r in np.flatnonzero(active):
+        step = None if fixed_next[r] else _newton_step(a[r], entry[:, r], row[:, r], min_value, max_value)
+        if step is not None:
+            candidate[r], expected[r] = step
+            newton[r] = True
         else:
-            candidate[r] = fixed_point[r]
-    return candidate, fixed_point, use_newton
+            candidate[r] = _fixed_point_step(a[r], entry[1, r], row[1, r], min_value, max_value)
+            expected[r] = last_gain[r]
+    return candidate, newton, expected
 
 
-def _copy_rows(target: np.ndarray, source: np.ndarray, rows: np.ndarray) -> None:
-    """``target[:, rows] = source[:, rows]`` row by row (views, no temporary copy: at V = 10^6
-    a fancy-indexed (3, R, V) block is 24 R MB)."""
-    for r in np.flatnonzero(rows):
-        target[:, r] = source[:, r]
+def _fixed_point_step(a_r, psi_sums, psi_row, min_value, max_value):
+    """Minka's fixed-point step of one row (a row without any counts has a flat objective:
+    it keeps its value)."""
+    if not psi_row > 0:
+        return a_r
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        fixed = a_r * psi_sums / psi_row
+    return np.clip(np.nan_to_num(fixed, nan=-1.0), min_value, max_value)
+
+
+def _newton_step(a_r, entry_r, row_r, min_value, max_value):
+    """A projected Newton step of one row in ``t = log a``, and the gain the quadratic model
+    expects from it; None where it does not apply.
+
+    The Hessian in t is ``diag(h) + z a a^T`` with ``h = a^2 q + a g`` (``g`` the gradient in
+    a): diagonal plus rank one, solved in O(D). Coordinates at a bound of the box whose step
+    points out of it are held there (the step is solved on the others), and the step is
+    shortened as a whole, never coordinate by coordinate, so that it keeps its direction: to
+    ``MAX_LOG_STEP`` at most, and to where the first coordinate reaches a bound (set exactly
+    there, to be held at the next step). Clipping coordinates one by one turned a step along
+    a flat direction of the objective (the whole row growing, one entry reaching the cap first)
+    into one that decreased ``f`` in most rows of a fit on click data. Multiplicative steps suit
+    concentrations spanning 1e-6..1e6.
+
+    Returns
+    -------
+    (candidate (D,), expected gain) or None
+        None where the Hessian is not negative definite on the free coordinates or the result
+        is not finite and positive.
+    """
+    g = entry_r[1] - row_r[1]
+    q = entry_r[2]
+    z = -row_r[2]
+    grad_t = a_r * g
+    at_max = a_r >= max_value
+    at_min = a_r <= min_value
+    free = ~((at_max & (grad_t > 0)) | (at_min & (grad_t < 0)))
+    step = np.zeros_like(a_r)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        h = a_r * a_r * q + a_r * g
+        for _ in range(HOLD_ROUNDS):
+            if not free.any():
+                return None
+            a_f, h_f, grad_f = a_r[free], h[free], grad_t[free]
+            inv_h = 1.0 / h_f
+            denominator = 1.0 + z * (a_f * a_f * inv_h).sum()
+            if not (bool((h_f < 0).all()) and denominator > 0.0):
+                return None
+            step[:] = 0.0
+            step[free] = -(grad_f - z * (a_f * grad_f * inv_h).sum() / denominator * a_f) * inv_h
+            held = free & ((at_max & (step > 0)) | (at_min & (step < 0)))
+            if not held.any():
+                break
+            free &= ~held
+        # (after HOLD_ROUNDS, coordinates still pushing out of the box stay where they are)
+        step[(at_max & (step > 0)) | (at_min & (step < 0))] = 0.0
+        del h, a_f, h_f, grad_f, inv_h
+        length = 1.0
+        largest = np.abs(step).max()
+        if largest > MAX_LOG_STEP:
+            length = MAX_LOG_STEP / largest
+        up = step > 0
+        down = step < 0
+        t = np.log(a_r)
+        to_bound = np.full_like(a_r, np.inf)
+        to_bound[up] = (np.log(max_value) - t[up]) / step[up]
+        to_bound[down] = (np.log(min_value) - t[down]) / step[down]
+        first = int(np.argmin(to_bound))
+        reaches = to_bound[first] < length
+        if reaches:
+            length = to_bound[first]
+        candidate = np.clip(a_r * np.exp(length * step), min_value, max_value)
+        if reaches:
+            candidate[first] = max_value if step[first] > 0 else min_value
+        slope = float((grad_t * step).sum())
+    if not (np.isfinite(candidate).all() and (candidate > 0).all() and np.isfinite(slope)):
+        return None
+    return candidate, (length - 0.5 * length * length) * slope
 
 
 def count_batches(states, group: str, rows: int) -> list:
@@ -257,9 +392,9 @@ def count_batches(states, group: str, rows: int) -> list:
     return batches
 
 
-def _group_sums(count_sums, group: str):
-    """``count_sums`` of one group in the signature :func:`newton_dirichlet_multinomial` takes."""
-    return lambda alpha, _batches, rows: count_sums(group, alpha, rows)
+def state_count_table(states, groups) -> CountTable:
+    """The :class:`CountTable` of ``groups`` (name -> (R, D)) over the buckets' states."""
+    return count_table({g: (shape, count_batches(states, g, shape[0])) for g, shape in groups.items()})
 
 
 def m_step(
@@ -269,6 +404,7 @@ def m_step(
     states: list | None = None,
     method: str = "collapsed",
     count_sums=None,
+    elbo_tol: float = 0.0,
 ) -> tuple[VariantParameters, float, bool]:
     """Update the database-level parameters given the E-step's results.
 
@@ -279,10 +415,10 @@ def m_step(
       (the paper's M-step; needs only ``totals.sum_expected_log``);
     - ``"collapsed"``: maximize ``sum_m log B(a + n_m) - log B(a)`` (``n_m`` the expected counts
       in ``states``), i.e. the ELBO over the prior *and* every q(theta_m) = Dir(a + n_m) jointly
-      (:func:`newton_dirichlet_multinomial`). When sequences are short the
-      paper's M-step barely moves a concentration per EM iteration; this one does not have that
-      coupling. ``newton_max_iter`` Newton steps at most (a generalized EM step: the next
-      iterations go on from there).
+      (:func:`maximize_collapsed`, every group in the same passes). When sequences are short
+      the paper's M-step barely moves a concentration per EM iteration; this one does not have
+      that coupling. ``newton_max_iter`` passes after the first at most (a generalized EM step:
+      the next iterations go on from there).
 
     Shared groups: the posterior ``prior + total counts`` (a coordinate-ascent step of VB).
     Point groups: normalized total counts (+ pseudocount); a row without any mass keeps its
@@ -294,13 +430,16 @@ def m_step(
     totals : EStepTotals
     newton_max_iter : int
     states : list of BucketState, optional
-        Required by ``method="collapsed"`` when a prior is learned.
+        Required by ``method="collapsed"`` when a prior is learned and ``count_sums`` is not given.
     method : {"collapsed", "paper"}
     count_sums : callable, optional
-        ``count_sums(group, alpha (R, D), rows) -> (entry (3, R, D), row (3, R))``: the
-        collapsed M-step's sums over every sequence's counts of ``group``, computed where the
-        counts are (a round over the partitions of a distributed fit); default: from
-        ``states`` in this process.
+        ``count_sums(alphas, rows) -> {group: (entry (3, R, D), row (3, R))}`` for a dict of
+        concentrations (R, D) and of boolean rows (R,) by group: the collapsed M-step's sums
+        over every sequence's counts, computed where the counts are (one round over the
+        partitions of a distributed fit); default: from ``states`` in this process.
+    elbo_tol : float
+        EM's relative tolerance: the collapsed M-step stops once the gain it expects from its
+        next pass is below ``GAIN_FRACTION * elbo_tol * |ELBO|`` (0: only ``PROGRESS_TOL``).
 
     Returns
     -------
@@ -317,32 +456,32 @@ def m_step(
     new = params.clone()
     elbo = totals.local_elbo
     capped = False
-    if sharing.learn_prior:
-        for g in sharing.groups(SEQUENCE):
+    learned = sharing.groups(SEQUENCE) if sharing.learn_prior else ()
+    if learned and method == "collapsed":
+        shapes = {g: params.prior[g].shape for g in learned}
+        initial = {g: params.prior[g].reshape(-1, shapes[g][-1]).double().numpy() for g in learned}
+        if count_sums is None:
+            if states is None:
+                raise ValueError("the collapsed M-step needs the E-step's per-sequence states")
+            table = state_count_table(states, {g: a.shape for g, a in initial.items()})
+            count_sums = lambda alphas, rows: table_sums(table, alphas, rows)
+        gain_tol = GAIN_FRACTION * elbo_tol * abs(total_elbo(params, totals)) if elbo_tol > 0 else 0.0
+        res = maximize_collapsed(initial, count_sums, max_iter=newton_max_iter, gain_tol=gain_tol)
+        for g in learned:
             a = params.prior[g]
-            rows = a.reshape(-1, a.shape[-1])
-            if method == "collapsed":
-                if count_sums is not None:
-                    sums = _group_sums(count_sums, g)
-                    batches = None
-                elif states is None:
-                    raise ValueError("the collapsed M-step needs the E-step's per-sequence states")
-                else:
-                    sums, batches = None, count_batches(states, g, rows.shape[0])
-                res = newton_dirichlet_multinomial(
-                    rows.to(torch.float64).numpy(), batches, max_iter=newton_max_iter, sums=sums
-                )
-                new.prior[g] = torch.from_numpy(res.concentration).to(a.dtype).reshape(a.shape)
-                elbo += float(res.gain.sum())
-            else:
-                # Newton in float64 whatever the model's dtype.
-                rows = rows.double()
-                t = totals.sum_expected_log[g].reshape(rows.shape).double()
-                before = dirichlet_prior_objective(rows, t, totals.n_sequences).sum()
-                res = newton_dirichlet(rows, t, totals.n_sequences, max_iter=newton_max_iter)
-                new.prior[g] = res.concentration.reshape(a.shape).to(a.dtype)
-                elbo += float(res.objective.sum() - before)
-            capped |= res.capped
+            new.prior[g] = torch.from_numpy(res.concentration[g]).to(a.dtype).reshape(a.shape)
+            elbo += float(res.gain[g].sum())
+        capped = res.capped
+    for g in learned if method == "paper" else ():
+        # Newton in float64 whatever the model's dtype.
+        a = params.prior[g]
+        rows = a.reshape(-1, a.shape[-1]).double()
+        t = totals.sum_expected_log[g].reshape(rows.shape).double()
+        before = dirichlet_prior_objective(rows, t, totals.n_sequences).sum()
+        res = newton_dirichlet(rows, t, totals.n_sequences, max_iter=newton_max_iter)
+        new.prior[g] = res.concentration.reshape(a.shape).to(a.dtype)
+        elbo += float(res.objective.sum() - before)
+        capped |= res.capped
     for g in sharing.groups(SHARED):
         new.posterior[g] = params.prior[g] + totals.total_counts[g]
     for g in sharing.groups(POINT):

@@ -5,11 +5,12 @@ A :class:`PartitionWorker` holds the buckets of some whole sequences and their p
 variational state for the whole fit; the state never leaves it. Each EM iteration the driver
 (:meth:`ldhmm.inference.em.VariationalEM.fit_backend`) sends the current parameters to every
 partition and gets back sums over its sequences (:class:`ldhmm.inference.cavi.expectation.EStepTotals`,
-O(K V) numbers), and each Newton pass of the collapsed M-step is one more such round
-(:meth:`PartitionWorker.count_sums`). The driver adds the partitions' sums in partition order,
-each partition its buckets in bucket order, so a fit's numbers do not depend on how many
-processes or threads ran the partitions (they do depend on the partitioning: a different cut
-of the database adds the same terms in another order, see docs/distributed.md).
+O(K V) numbers), and each pass of the collapsed M-step is one more such round, over every
+learned prior at once (:meth:`PartitionWorker.count_sums`). The driver adds the partitions'
+sums in partition order, each partition its buckets in bucket order, so a fit's numbers do not
+depend on how many processes or threads ran the partitions (they do depend on the
+partitioning: a different cut of the database adds the same terms in another order, see
+docs/distributed.md).
 
 :class:`LocalBackend` runs the workers in this process, one after the other; the Dask backend
 (:mod:`ldhmm.inference.distributed.dask_backend`) runs the same workers as Dask actors.
@@ -29,8 +30,8 @@ from ...data import PartitionSpec, read_partition
 from ...data.atomic import write_atomically
 from ..batch import make_buckets, validate_sequences
 from ..cavi.expectation import EStepTotals, e_step
-from ..cavi.kernels.dirichlet_multinomial import dirichlet_multinomial_sums
-from ..cavi.maximization import count_batches
+from ..cavi.kernels.dirichlet_multinomial import table_sums
+from ..cavi.maximization import state_count_table
 from ..cavi.posterior import (
     bucket_posterior,
     forbidden_symbols,
@@ -128,6 +129,7 @@ class PartitionWorker:
         self.e_step_max_iter = e_step_max_iter
         self.e_step_tol = e_step_tol
         self.states = None
+        self._count_table = None
 
     def size(self) -> tuple[int, int]:
         """(sequences, tokens) of this partition."""
@@ -147,10 +149,12 @@ class PartitionWorker:
     def reset(self) -> None:
         """Forget the variational state (a new restart begins from cold starts)."""
         self.states = None
+        self._count_table = None
 
     def e_step(self, params: VariantParameters, starts: tuple = ()) -> EStepTotals:
         """One E-step of every bucket (warm from the kept state; ``starts`` as in
         :func:`ldhmm.inference.cavi.expectation.e_step`); returns the partition's sums."""
+        self._count_table = None  # the last M-step's copy of the counts goes first
         self.states, totals = e_step(
             self.buckets,
             params,
@@ -162,13 +166,21 @@ class PartitionWorker:
         )
         return totals
 
-    def count_sums(self, group: str, alpha: np.ndarray, rows) -> tuple[np.ndarray, np.ndarray]:
+    def count_sums(self, alphas: dict, rows: dict) -> dict:
         """The collapsed M-step's Dirichlet-multinomial sums over this partition's counts of
-        ``group`` at concentration ``alpha`` (R, D) (see
-        :func:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.dirichlet_multinomial_sums`)."""
+        every group in ``alphas`` (name -> concentration (R, D)), for the rows flagged in
+        ``rows`` (see :func:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.table_sums`).
+
+        The counts are gathered into a table at the first call after an E-step and kept until
+        the next one (the M-step's passes all read the same counts)."""
         if self.states is None:
             raise RuntimeError("count_sums needs an E-step first")
-        return dirichlet_multinomial_sums(alpha, count_batches(self.states, group, alpha.shape[0]), rows)
+        shapes = {g: tuple(np.shape(a)) for g, a in alphas.items()}
+        table = self._count_table
+        if table is None or any(table.shapes.get(g) != shape for g, shape in shapes.items()):
+            self._count_table = None
+            table = self._count_table = state_count_table(self.states, shapes)
+        return table_sums(table, alphas, rows)
 
     def score(self, params: VariantParameters, starts: tuple, out_path: str | None = None):
         """The held-out E-step of this partition's sequences (every start in ``starts``, from
@@ -265,6 +277,7 @@ class PartitionWorker:
         """The held-out E-step from cold (every start in ``starts``) of ``buckets`` (default:
         the partition's); keeps no state."""
         self.states = None  # a fit's state goes before the E-step allocates its own
+        self._count_table = None
         states, _ = e_step(
             self.buckets if buckets is None else buckets,
             params,
@@ -357,21 +370,24 @@ def reduce_totals(parts: list[EStepTotals]) -> EStepTotals:
     return EStepTotals(n, local, sum_elog, totals, sweeps)
 
 
-def reduce_count_sums(parts: list) -> tuple[np.ndarray, np.ndarray]:
-    """Add the partitions' (entry, row) Dirichlet-multinomial sums in partition order, starting
-    from zero (0 + x = x; -0.0 becomes 0.0).
+def reduce_count_sums(parts: list) -> dict:
+    """Add the partitions' Dirichlet-multinomial sums ({group: (entry, row)}) in partition
+    order, starting from zero (0 + x = x; -0.0 becomes 0.0).
 
     The first partition's arrays are reused as the accumulator (a round's results are fresh
-    arrays, owned by this call): at V = 10^6 a copy is 3 x 8 K MB per Newton pass.
+    arrays, owned by this call): at V = 10^6 a copy is 3 x 8 K MB per pass.
     """
-    (entry, row), rest = parts[0], parts[1:]
-    entry, row = _writable(entry), _writable(row)
-    entry += 0.0
-    row += 0.0
-    for e, r in rest:
-        entry += e
-        row += r
-    return entry, row
+    total = {}
+    for g, (entry, row) in parts[0].items():
+        entry, row = _writable(entry), _writable(row)
+        entry += 0.0
+        row += 0.0
+        total[g] = (entry, row)
+    for part in parts[1:]:
+        for g, (entry, row) in part.items():
+            total[g][0][...] += entry
+            total[g][1][...] += row
+    return total
 
 
 def _writable(array) -> np.ndarray:

@@ -1,159 +1,287 @@
 """Compiled sums over sequences for the collapsed (Dirichlet-multinomial) M-step.
 
+The expected counts do not change during an M-step, only the concentrations do. So the counts
+of every learned group are gathered once per E-step into a :class:`CountTable`, entry by
+entry: for each entry ``(r, d)`` the positive counts of every sequence (in sequence order),
+and for each row ``r`` the positive row totals. A pass at new concentrations
+(:func:`table_sums`) is then one compiled call over every group, whatever the number of
+buckets: each entry's sum is added up by one thread in a fixed order, so the result does not
+depend on the number of threads, and the sparse and dense emission layouts (the same counts,
+gathered from other places) give the same numbers.
+
 Imports numpy and numba only.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
-from .sparse import scatter_blocks, sequential_row_sums
-from .special import gamma_functions, gamma_functions_scalar
+from .sparse import sequential_row_sums
+from .special import gamma_functions_scalar
 
-__all__ = ["SUM_BLOCK", "dirichlet_multinomial_sums"]
+__all__ = [
+    "SUM_BLOCK",
+    "PARALLEL_MIN_VALUES",
+    "CountTable",
+    "count_table",
+    "table_sums",
+    "dirichlet_multinomial_sums",
+]
 
-# Sequences per block of the parallel sums: each block has its own partial sums, added in block
-# order afterwards, so results do not depend on the number of threads.
+# Sequences per block of the E-step kernels' parallel sums (fused_sweeps, emissions): each block
+# has its own partial sums, added in block order afterwards, so results do not depend on the
+# number of threads.
 SUM_BLOCK = 64
+
+#: A pass over fewer counts than this runs on one thread. Starting numba's threads costs more
+#: than such a pass on a busy machine (on 2 shared cores, 3 to 5 ms a start against 17 ns a
+#: count); the numbers are the same either way.
+PARALLEL_MIN_VALUES = 1 << 20
+
+
+class CountTable(NamedTuple):
+    """Every sequence's expected counts of some Dirichlet groups, entry by entry.
+
+    A *task* is one entry ``(r, d)`` of a group that has at least one positive count, or one
+    row ``r`` that has at least one positive row total; its values are
+    ``values[bounds[t]:bounds[t + 1]]``, in sequence order. Group ``g``'s entry tasks are
+    ``entry_tasks[g]`` (a slice of the tasks) with flat indices ``keys`` (``r * D + d``), its
+    row tasks ``row_tasks[g]`` with ``keys`` the row ``r``.
+
+    Attributes
+    ----------
+    shapes : dict[str, tuple[int, int]]
+        (R, D) of each group.
+    entry_tasks, row_tasks : dict[str, slice]
+    keys : int64 ndarray (n_tasks,)
+    bounds : int64 ndarray (n_tasks + 1,)
+    values : float64 ndarray (bounds[-1],)
+    """
+
+    shapes: dict
+    entry_tasks: dict
+    row_tasks: dict
+    keys: np.ndarray
+    bounds: np.ndarray
+    values: np.ndarray
+
+    @property
+    def n_tasks(self) -> int:
+        return int(self.keys.shape[0])
 
 
 @njit(cache=True, nogil=True)
-def _add_row_terms(row_sums, block, r, total, row_functions):  # pragma: no cover - compiled
-    """``row_sums[block, f, r] += f(total) - f(a_r)`` for f = lgamma, psi, psi' (``f(a_r)``:
-    ``row_functions[f, r]``): the row term of one sequence, in the dense and the sparse pass."""
-    lg, psi, tri = gamma_functions_scalar(total)
-    row_sums[block, 0, r] += lg - row_functions[0, r]
-    row_sums[block, 1, r] += psi - row_functions[1, r]
-    row_sums[block, 2, r] += tri - row_functions[2, r]
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def _dirichlet_multinomial_pass(
-    alpha, alpha_functions, alpha_rowsum, row_functions, counts, rows, entry_sums, row_sums
-):  # pragma: no cover - compiled
-    """Sums over sequences of [f(alpha + n) - f(alpha)] for f in (lgamma, psi, psi'), per
-    entry (only entries with n > 0 contribute) and per row total, accumulated per block of
-    SUM_BLOCK sequences (``entry_sums[block]``): the caller adds the blocks in order, so the
-    result does not depend on the number of threads."""
-    M, R, D = counts.shape
-    n_blocks = (M + SUM_BLOCK - 1) // SUM_BLOCK
-    for block in prange(n_blocks):
-        for m in range(block * SUM_BLOCK, min(M, (block + 1) * SUM_BLOCK)):
-            for r in range(R):
-                if not rows[r]:
-                    continue
-                a0 = alpha_rowsum[r]
-                n0 = 0.0
-                for d in range(D):
-                    n = counts[m, r, d]
-                    if n > 0.0:
-                        n0 += n
-                        lg, psi, tri = gamma_functions_scalar(alpha[r, d] + n)
-                        entry_sums[block, 0, r, d] += lg - alpha_functions[0, r, d]
-                        entry_sums[block, 1, r, d] += psi - alpha_functions[1, r, d]
-                        entry_sums[block, 2, r, d] += tri - alpha_functions[2, r, d]
-                if n0 > 0.0:
-                    _add_row_terms(row_sums, block, r, a0 + n0, row_functions)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def _dirichlet_multinomial_pass_sparse(
-    alpha, alpha_rowsum, row_functions, counts, symbols, rows, entry_out, row_sums
-):  # pragma: no cover - compiled
-    """The sparse layout's twin of :func:`_dirichlet_multinomial_pass`: counts (M, R, W) at the
-    symbols ``symbols`` (M, W); entry terms per sequence and slot into ``entry_out`` (M, 3, R, W)
-    (the caller adds them up by symbol), row terms per block as there. f(alpha) is computed
-    here, per entry used, with the function that tabulates it for the dense pass (the same
-    numbers): tabulating all R x V entries would cost more than the pass at large V."""
+def _count_positive(counts, symbols, D, entry_counts, row_counts):  # pragma: no cover - compiled
+    """Positive counts per entry and positive row totals per row, of one batch (M, R, W) whose
+    slot w of sequence m is column ``symbols[m, w]`` (``symbols`` (1, W) for the dense layout:
+    the same columns for every sequence)."""
     M, R, W = counts.shape
-    n_blocks = (M + SUM_BLOCK - 1) // SUM_BLOCK
-    for block in prange(n_blocks):
-        for m in range(block * SUM_BLOCK, min(M, (block + 1) * SUM_BLOCK)):
-            for r in range(R):
-                if not rows[r]:
-                    continue
-                n0 = 0.0
-                for w in range(W):
-                    n = counts[m, r, w]
-                    if n > 0.0:
-                        d = symbols[m, w]
-                        n0 += n
-                        lg, psi, tri = gamma_functions_scalar(alpha[r, d] + n)
-                        lg0, psi0, tri0 = gamma_functions_scalar(alpha[r, d])
-                        entry_out[m, 0, r, w] = lg - lg0
-                        entry_out[m, 1, r, w] = psi - psi0
-                        entry_out[m, 2, r, w] = tri - tri0
-                if n0 > 0.0:
-                    _add_row_terms(row_sums, block, r, alpha_rowsum[r] + n0, row_functions)
+    shared = symbols.shape[0] == 1
+    for m in range(M):
+        s = 0 if shared else m
+        for r in range(R):
+            total = 0.0
+            for w in range(W):
+                n = counts[m, r, w]
+                if n > 0.0:
+                    total += n
+                    entry_counts[r * D + symbols[s, w]] += 1
+            if total > 0.0:
+                row_counts[r] += 1
+
+
+@njit(cache=True, nogil=True)
+def _fill_values(counts, symbols, D, entry_cursor, row_cursor, values):  # pragma: no cover - compiled
+    """Write one batch's positive counts and row totals at the cursors (advanced): the same
+    loop as :func:`_count_positive`, so the row totals add up in the dense layout's order in
+    both layouts (a sequence's symbols are ascending)."""
+    M, R, W = counts.shape
+    shared = symbols.shape[0] == 1
+    for m in range(M):
+        s = 0 if shared else m
+        for r in range(R):
+            total = 0.0
+            for w in range(W):
+                n = counts[m, r, w]
+                if n > 0.0:
+                    total += n
+                    key = r * D + symbols[s, w]
+                    values[entry_cursor[key]] = n
+                    entry_cursor[key] += 1
+            if total > 0.0:
+                values[row_cursor[r]] = total
+                row_cursor[r] += 1
+
+
+def _as_batch(batch, D: int):
+    """(counts (M, R, W) float64, symbols (M or 1, W) int64) of a dense or sparse batch."""
+    if isinstance(batch, tuple):
+        values, symbols = batch
+        return np.ascontiguousarray(values, dtype=np.float64), np.ascontiguousarray(symbols, dtype=np.int64)
+    return np.ascontiguousarray(batch, dtype=np.float64), np.arange(D, dtype=np.int64)[None, :]
+
+
+def count_table(groups: dict) -> CountTable:
+    """Gather the counts of several groups into one :class:`CountTable`.
+
+    Parameters
+    ----------
+    groups : dict[str, tuple[tuple[int, int], list]]
+        Per group its (R, D) and its count batches: arrays (M_b, R, D), or pairs
+        (counts (M_b, R, W), symbols (M_b, W)) in the sparse emission layout (counts at those
+        columns of D; padding slots hold 0).
+
+    Returns
+    -------
+    CountTable
+    """
+    shapes, entry_tasks, row_tasks = {}, {}, {}
+    keys, lengths, filled = [], [], []
+    n_tasks = 0
+    for g, ((R, D), batches) in groups.items():
+        R, D = int(R), int(D)
+        batches = [_as_batch(b, D) for b in batches]
+        entry_counts = np.zeros(R * D, dtype=np.int64)
+        row_counts = np.zeros(R, dtype=np.int64)
+        for counts, symbols in batches:
+            _count_positive(counts, symbols, D, entry_counts, row_counts)
+        entry_keys = np.flatnonzero(entry_counts)
+        row_keys = np.flatnonzero(row_counts)
+        shapes[g] = (R, D)
+        entry_tasks[g] = slice(n_tasks, n_tasks + entry_keys.size)
+        n_tasks += entry_keys.size
+        row_tasks[g] = slice(n_tasks, n_tasks + row_keys.size)
+        n_tasks += row_keys.size
+        keys += [entry_keys, row_keys]
+        lengths += [entry_counts[entry_keys], row_counts[row_keys]]
+        filled.append((batches, D, entry_counts, row_counts))
+    keys = np.concatenate(keys).astype(np.int64) if keys else np.zeros(0, dtype=np.int64)
+    lengths = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
+    bounds = np.zeros(n_tasks + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    values = np.empty(int(bounds[-1]))
+    for (batches, D, entry_counts, row_counts), g in zip(filled, shapes):
+        entry_cursor = np.zeros(entry_counts.size, dtype=np.int64)
+        entry_cursor[keys[entry_tasks[g]]] = bounds[entry_tasks[g].start : entry_tasks[g].stop]
+        row_cursor = np.zeros(row_counts.size, dtype=np.int64)
+        row_cursor[keys[row_tasks[g]]] = bounds[row_tasks[g].start : row_tasks[g].stop]
+        for counts, symbols in batches:
+            _fill_values(counts, symbols, D, entry_cursor, row_cursor, values)
+    return CountTable(shapes, entry_tasks, row_tasks, keys, bounds, values)
+
+
+@njit(cache=True, nogil=True)
+def _task_sums(x, values, start, stop, out):  # pragma: no cover - compiled
+    """``out[:] = sum_i f(x + values[i]) - f(x)`` over ``start <= i < stop``, for f in
+    (lgamma, psi, psi'). A value with ``x + n == x`` in floating point adds exactly 0 and is
+    skipped (after a few EM iterations a third to a half of the counts are that small next to
+    their concentration)."""
+    lg0, psi0, tri0 = gamma_functions_scalar(x)
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    for i in range(start, stop):
+        y = x + values[i]
+        if y != x:
+            lg, psi, tri = gamma_functions_scalar(y)
+            s0 += lg - lg0
+            s1 += psi - psi0
+            s2 += tri - tri0
+    out[0] = s0
+    out[1] = s1
+    out[2] = s2
+
+
+# Two compiled passes, one on a single thread for small passes and one on numba's threads, as
+# two functions: numba's cache tells compilations apart by function, not by their options.
+@njit(cache=True, nogil=True)
+def _table_pass_serial(alpha, active, bounds, values, out):  # pragma: no cover - compiled
+    """:func:`_task_sums` of every active task (0 for the others) into ``out`` (n_tasks, 3)."""
+    for t in range(alpha.shape[0]):
+        if active[t]:
+            _task_sums(alpha[t], values, bounds[t], bounds[t + 1], out[t])
+        else:
+            out[t, :] = 0.0
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _table_pass_parallel(alpha, active, bounds, values, out):  # pragma: no cover - compiled
+    """:func:`_table_pass_serial` over numba's threads (each task on one thread: the same sums)."""
+    for t in prange(alpha.shape[0]):
+        if active[t]:
+            _task_sums(alpha[t], values, bounds[t], bounds[t + 1], out[t])
+        else:
+            out[t, :] = 0.0
+
+
+def table_sums(table: CountTable, alphas: dict, rows: dict | None = None) -> dict:
+    """Sums over sequences of the Dirichlet-multinomial terms and their first two derivatives,
+    for every group of ``alphas`` in one compiled pass.
+
+    For rows ``r`` with concentration ``alpha[r]`` (D,) and every sequence's expected counts
+    ``n_mr`` (D,), ``entry[f, r, d] = sum_m f(alpha_rd + n_mrd) - f(alpha_rd)`` and
+    ``row[f, r] = sum_m f(a_r + n_mr) - f(a_r)`` (``a_r``, ``n_mr`` the row totals, ``a_r``
+    added left to right) for ``f`` = lgamma, digamma, trigamma. Entries with ``n = 0``
+    contribute exactly 0 and are not in the table.
+
+    Parameters
+    ----------
+    table : CountTable
+    alphas : dict[str, ndarray float64 (R, D)]
+        Concentrations of some of the table's groups (only those are computed).
+    rows : dict[str, ndarray of bool (R,)], optional
+        Compute only these rows of each group (the others are returned as 0).
+
+    Returns
+    -------
+    dict[str, tuple[ndarray (3, R, D), ndarray (3, R)]]
+    """
+    task_alpha = np.zeros(table.n_tasks)
+    task_active = np.zeros(table.n_tasks, dtype=np.bool_)
+    for g, alpha in alphas.items():
+        R, D = table.shapes[g]
+        alpha = np.ascontiguousarray(alpha, dtype=np.float64)
+        if alpha.shape != (R, D):
+            raise ValueError(f"concentration of group {g!r} has shape {alpha.shape}, expected {(R, D)}")
+        active = np.ones(R, dtype=np.bool_) if rows is None else np.asarray(rows[g], dtype=np.bool_)
+        entries, totals = table.entry_tasks[g], table.row_tasks[g]
+        task_alpha[entries] = alpha.reshape(-1)[table.keys[entries]]
+        task_active[entries] = active[table.keys[entries] // D]
+        task_alpha[totals] = sequential_row_sums(alpha)[table.keys[totals]]
+        task_active[totals] = active[table.keys[totals]]
+    out = np.empty((table.n_tasks, 3))
+    work = int(np.diff(table.bounds)[task_active].sum())
+    kernel = _table_pass_parallel if work >= PARALLEL_MIN_VALUES else _table_pass_serial
+    kernel(task_alpha, task_active, table.bounds, table.values, out)
+    result = {}
+    for g in alphas:
+        R, D = table.shapes[g]
+        entry = np.zeros((3, R * D))
+        row = np.zeros((3, R))
+        entries, totals = table.entry_tasks[g], table.row_tasks[g]
+        entry[:, table.keys[entries]] = out[entries].T
+        row[:, table.keys[totals]] = out[totals].T
+        result[g] = (entry.reshape(3, R, D), row)
+    return result
 
 
 def dirichlet_multinomial_sums(alpha, count_batches, rows=None):
-    """Sums over sequences of the Dirichlet-multinomial terms and their first two derivatives.
-
-    For rows ``r`` with concentration ``alpha[r]`` (D,) and every sequence's expected counts
-    ``n_mr`` (D,), returns ``entry[f, r, d] = sum_m f(alpha_rd + n_mrd) - f(alpha_rd)`` and
-    ``row[f, r] = sum_m f(a_r + n_mr) - f(a_r)`` (``a_r``, ``n_mr`` the row totals) for
-    ``f`` = lgamma, digamma, trigamma. Entries with ``n = 0`` contribute exactly 0, so they are
-    skipped (a sequence's emission counts are zero outside the symbols it contains).
+    """:func:`table_sums` of one group from its count batches (the table built here).
 
     Parameters
     ----------
     alpha : ndarray float64 (R, D)
     count_batches : list of ndarray float64 (M_b, R, D), or of pairs (counts (M_b, R, W),
-        symbols (M_b, W)) in the sparse emission layout (counts at those columns of D; padding
-        slots hold 0)
+        symbols (M_b, W)) in the sparse emission layout
     rows : ndarray of bool (R,), optional
-        Compute only these rows (the others are returned as 0).
 
     Returns
     -------
     entry : ndarray (3, R, D); row : ndarray (3, R)
     """
-    alpha = np.ascontiguousarray(alpha, dtype=np.float64)
-    R, D = alpha.shape
-    # f(alpha) tabulated for the dense batches only (O(R D))
-    dense = any(not isinstance(c, tuple) for c in count_batches)
-    alpha_functions = gamma_functions(alpha) if dense else None
-    row_functions = gamma_functions(alpha.sum(1))
-    alpha_rowsum = sequential_row_sums(alpha)  # the same row totals in both layouts
-    rows = np.ones(R, dtype=np.bool_) if rows is None else np.asarray(rows, dtype=np.bool_)
-    entry_total = np.zeros((3, R, D))
-    row_total = np.zeros((3, R))
-    for counts in count_batches:
-        if isinstance(counts, tuple):
-            values, symbols = counts
-            values = np.ascontiguousarray(values, dtype=np.float64)
-            n_blocks = -(-values.shape[0] // SUM_BLOCK)
-            entry = np.zeros((values.shape[0], 3, R, values.shape[2]))
-            row = np.zeros((n_blocks, 3, R))
-            _dirichlet_multinomial_pass_sparse(
-                alpha,
-                alpha_rowsum,
-                row_functions,
-                values,
-                np.ascontiguousarray(symbols, dtype=np.int64),
-                rows,
-                entry,
-                row,
-            )
-            flat = entry.reshape(values.shape[0], 3 * R, values.shape[2])
-            scatter_blocks(flat, symbols, D, SUM_BLOCK, out=entry_total.reshape(3 * R, D))
-            row_total += row.sum(0)
-            continue
-        n_blocks = -(-counts.shape[0] // SUM_BLOCK)
-        entry = np.zeros((n_blocks, 3, R, D))
-        row = np.zeros((n_blocks, 3, R))
-        _dirichlet_multinomial_pass(
-            alpha,
-            alpha_functions,
-            alpha_rowsum,
-            row_functions,
-            np.ascontiguousarray(counts, dtype=np.float64),
-            rows,
-            entry,
-            row,
-        )
-        entry_total += entry.sum(0)  # depends on the block count only, not on the threads
-        row_total += row.sum(0)
-    return entry_total, row_total
+    alpha = np.asarray(alpha, dtype=np.float64)
+    table = count_table({"": (alpha.shape, count_batches)})
+    return table_sums(table, {"": alpha}, None if rows is None else {"": rows})[""]
