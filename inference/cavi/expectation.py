@@ -669,10 +669,15 @@ def best_of_starts(
         runs.append(
             e_step_bucket(bucket, params, guide, begin, max_iter=max_iter, tol=tol, consume_state=True)
         )
+    return _best_per_sequence(runs, bucket, params, guide)
+
+
+def _best_per_sequence(runs: list, bucket: Bucket, params: VariantParameters, guide) -> BucketState:
+    """Each sequence's state from the run with the highest ELBO (first maximum on ties; a run
+    that went non-finite never wins), with the bucket's sums of E log theta recomputed."""
     best = runs[0]
     if len(runs) == 1:
         return best
-    # first maximum on ties; a run that went non-finite never wins
     choice = torch.nan_to_num(torch.stack([r.elbo for r in runs]), nan=-math.inf).argmax(0)
     if not bool((choice > 0).any()):
         return best
