@@ -24,6 +24,7 @@ from .cavi.expectation import (
     e_step_bucket,
     expected_counts,
     guide_starts,
+    held_out_starts,
 )
 from .cavi.guides import ChainGuide, FFGuide, PFGuide, resolve_guide
 from .cavi.maximization import M_STEP_METHODS, m_step, newton_dirichlet_multinomial, total_elbo
@@ -67,6 +68,7 @@ __all__ = [
     "RANDOM_STARTS",
     "STARTS",
     "default_starts",
+    "held_out_starts",
     "guide_starts",
     "BucketState",
     "EStepTotals",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from .cavi.expectation import RANDOM_STARTS, BucketState, default_starts, e_step
+from .cavi.expectation import RANDOM_STARTS, BucketState, default_starts, e_step, held_out_starts
 from .cavi.maximization import M_STEP_METHODS, m_step, total_elbo
 from .distributed.workers import (
     LocalBackend,
@@ -276,6 +276,6 @@ class VariationalEM:
             None,
             max_iter=self.e_step_max_iter,
             tol=self.e_step_tol,
-            starts=default_starts(self.guide, self.random_starts),
+            starts=held_out_starts(self.guide, self.random_starts),
         )
         return states

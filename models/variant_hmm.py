@@ -28,8 +28,8 @@ from ..inference import (
     PFGuide,
     VariantParameters,
     VariationalEM,
-    default_starts,
     guide_starts,
+    held_out_starts,
     init_parameters,
     make_buckets,
     resolve_guide,
@@ -387,7 +387,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
                 memory_check(seqs)
             self._check_memory(seqs, "scoring with", "fewer sequences at a time", estimate=score_bytes)
         runner = self._runner(backend, client, partitions)
-        starts = default_starts(self.guide, self.random_starts)
+        starts = held_out_starts(self.guide, self.random_starts)
         calls = [(self.params_, starts, *args) for _ in range(runner.n_partitions)]
         if seed is not None:
             calls = [call + (s,) for call, s in zip(calls, derived_seeds(seed, runner.n_partitions))]

@@ -45,6 +45,7 @@ from .emissions import (
     total_emission_counts,
 )
 from .exact_chain import ExactChain, forward_backward
+from .guides import FFGuide
 from .kernels.fused_sweeps import FAMILIES, PriorTerms, fused_e_step
 from .protocol import GuideProtocol
 
@@ -60,6 +61,8 @@ __all__ = [
     "guide_starts",
     "RANDOM_STARTS",
     "default_starts",
+    "EXTRA_STARTS",
+    "held_out_starts",
     "start_state",
     "best_of_starts",
     "e_step",
@@ -87,6 +90,15 @@ __all__ = [
 #: that family's bound (an FF score stays an FF bound). A guide may narrow the list with a
 #: ``starts`` attribute (PF: ``("prior", "mean")``: its "chain" start is its own best).
 STARTS = ("prior", "mean", "chain")
+#: A start that a guide may add to its held-out E-step (``held_out_starts``), beside
+#: :data:`STARTS`:
+#:
+#: ``"factorized"``: the fully factorized (FF) family's own held-out E-step first (its starts
+#: and the same random draws), then the guide from its counts. For a chain guide (PF) this
+#: makes the held-out bound at least FF's on every sequence: FF's q(Z) lies in the chain
+#: family, so the first q(Z) update from FF's q(theta) already reaches FF's bound, and
+#: coordinate ascent only climbs from there (docs/math.md, "Held-out E-step").
+EXTRA_STARTS = ("factorized",)
 #: Random starts of the held-out E-step, a fit's first E-step and its refreshes, by default.
 RANDOM_STARTS = 3
 
@@ -96,8 +108,22 @@ def default_starts(guide, n_random: int = RANDOM_STARTS) -> tuple:
     return guide_starts(guide) + tuple(f"random:{i}" for i in range(n_random))
 
 
+def held_out_starts(guide, n_random: int = RANDOM_STARTS) -> tuple:
+    """The starts of the held-out E-step: :func:`default_starts` and the guide's
+    ``held_out_starts`` attribute (a subset of :data:`EXTRA_STARTS`; PF: ``("factorized",)``)."""
+    extra = tuple(getattr(guide, "held_out_starts", ()))
+    unknown = [s for s in extra if s not in EXTRA_STARTS]
+    if unknown:
+        raise ValueError(
+            f"{type(guide).__name__}.held_out_starts must be a subset of {EXTRA_STARTS}, got {extra}"
+        )
+    return default_starts(guide, n_random) + extra
+
+
 # The exact-chain family that seeds the "chain" start.
 _SEED = ExactChain()
+# The fully factorized family that seeds the "factorized" start.
+_FACTORIZED = FFGuide()
 
 
 @dataclass
@@ -595,9 +621,18 @@ def guide_starts(guide) -> tuple:
     return starts
 
 
-def start_state(start: str, bucket: Bucket, params: VariantParameters, guide, max_iter: int, tol: float):
-    """The state a start begins from (see :data:`STARTS`): None for ``"prior"`` (cold start);
-    otherwise expected counts with the guide's ``init_state`` under their E log theta."""
+def start_state(
+    start: str,
+    bucket: Bucket,
+    params: VariantParameters,
+    guide,
+    max_iter: int,
+    tol: float,
+    n_random: int = RANDOM_STARTS,
+):
+    """The state a start begins from (see :data:`STARTS`, :data:`EXTRA_STARTS`): None for
+    ``"prior"`` (cold start); otherwise expected counts with the guide's ``init_state`` under
+    their E log theta. ``n_random``: the random draws of the "factorized" start's FF E-step."""
     if start == "prior":
         return None
     if start == "mean":
@@ -619,10 +654,13 @@ def start_state(start: str, bucket: Bucket, params: VariantParameters, guide, ma
         )
     elif start == "chain":
         counts = best_of_starts(bucket, params, _SEED, guide_starts(_SEED), None, max_iter, tol).counts
+    elif start == "factorized":
+        ff_starts = default_starts(_FACTORIZED, n_random)
+        counts = best_of_starts(bucket, params, _FACTORIZED, ff_starts, None, max_iter, tol).counts
     elif start.startswith("random:"):
         counts = _random_counts(bucket, params, int(start.split(":", 1)[1]))
     else:
-        raise ValueError(f"unknown start {start!r}; use one of {STARTS}")
+        raise ValueError(f"unknown start {start!r}; use one of {STARTS + EXTRA_STARTS} or 'random:<i>'")
     guide_state = None
     if not _starts_from_counts(guide, counts):
         guide_state = guide.init_state(*token_potentials(params, counts, bucket), bucket.mask)
@@ -664,8 +702,9 @@ def best_of_starts(
         runs.append(
             e_step_bucket(bucket, params, guide, warm, max_iter=max_iter, tol=tol, consume_state=True)
         )
+    n_random = sum(s.startswith("random:") for s in starts)
     for start in starts:
-        begin = start_state(start, bucket, params, guide, max_iter, tol)
+        begin = start_state(start, bucket, params, guide, max_iter, tol, n_random)
         runs.append(
             e_step_bucket(bucket, params, guide, begin, max_iter=max_iter, tol=tol, consume_state=True)
         )

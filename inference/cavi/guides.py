@@ -143,6 +143,9 @@ class PFGuide(ChainGuide):
 
     #: Its "chain" start would be its own best start again (see ExactChain.starts).
     starts = ExactChain.starts
+    #: The held-out E-step also starts from FF's own held-out solution, so that PF's held-out
+    #: bound is never below FF's on any sequence (FF's family lies inside PF's).
+    held_out_starts = ("factorized",)
 
     def update_hidden(self, state, log_initial, log_transition, log_obs, mask):
         return chain_update(log_initial, log_transition, log_obs, mask, reference=self.reference), state
