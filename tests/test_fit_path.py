@@ -22,7 +22,7 @@ from ldhmm.data import load_paper_subset
 from ldhmm.experiments.fit_quality import truth_hyperparameters
 from ldhmm.inference import HMMV_SHARING, LDHMM_SHARING, VBHMM_SHARING, VariantParameters
 from ldhmm.inference.growth import expected_occupancy, split_state
-from ldhmm.models import LDHMM
+from ldhmm.models import LDHMM, variant_hmm
 from ldhmm.models.path import check_states, grown_starts
 
 RTOL = 1e-6
@@ -261,3 +261,19 @@ def test_cli_path_needs_an_out_directory(log_file, tmp_path, capsys):
         capsys, log_file, "--states", "2", "--holdout", "0.2", "--out", tmp_path / "m.json"
     )
     assert code == 1 and "--holdout needs several K" in err
+
+
+def test_cli_interrupted_path_says_how_to_resume(log_file, tmp_path, capsys, monkeypatch):
+    def interrupt(*args):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "cut"
+    argv = (log_file, "--states", "2..3", "--restarts", "1", "--max-iter", "5", "--out", out)
+    with monkeypatch.context() as m:
+        m.setattr(variant_hmm, "continue_grown", interrupt)  # Ctrl-C while growing K = 3
+        code, _, err = fit_cli(capsys, *argv)
+    assert code == 130 and "1 of 2 tasks are saved" in err and "run the same command again" in err
+    assert sorted(p.name for p in out.glob("K*.json")) == ["K2.json"]
+    code, text, err = fit_cli(capsys, *argv)
+    assert code == 0, err
+    assert text.splitlines()[0] == "resuming at K = 3" and (out / "K3.json").is_file()

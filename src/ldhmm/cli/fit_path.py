@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..data import load_path
 from ..data.atomic import write_atomically
+from ..experiments.tasks import RunInterrupted
 from ..modelfiles import data_for_model, load_model
 from ..models import LDHMM
 from .outputs import with_unknown, write_table
@@ -232,13 +233,17 @@ def run_fit_path(args: argparse.Namespace, states: list[int], columns: dict) -> 
         clock[0] = time.perf_counter()
 
     previous = saved[max(saved)] if saved else None
-    if todo and previous is None and start is not None:
-        first = LDHMM(todo[0], **options).fit(train, init_params=start.params_)
-        first.path_start_ = "init"
-        finished(todo[0], first)
-        previous, todo = first, todo[1:]
-    if todo:
-        LDHMM.fit_path(train, todo, previous=previous, callback=finished, **options)
+    try:
+        if todo and previous is None and start is not None:
+            first = LDHMM(todo[0], **options).fit(train, init_params=start.params_)
+            first.path_start_ = "init"
+            finished(todo[0], first)
+            previous, todo = first, todo[1:]
+        if todo:
+            LDHMM.fit_path(train, todo, previous=previous, callback=finished, **options)
+    except KeyboardInterrupt:
+        # each K's model file is written as it is fitted: the same command resumes at the next
+        raise RunInterrupted(out, len(rows), len(states)) from None
     write_table(pd.DataFrame(rows, columns=list(COLUMNS)), out / "path.csv")
     if not args.quiet:
         print(format_table(rows))
