@@ -105,11 +105,13 @@ class LDHMM(VariantHMM):
     def name_with_guide(self) -> str:
         return f"LDHMM-{getattr(self.guide, 'name', 'custom').upper()}"
 
-    def _fit(self, seqs, n_symbols, init_params: VariantParameters | None = None):
+    def _fit(self, seqs, n_symbols, init_params: VariantParameters | None = None, grown: tuple = ()):
         if self.optimizer == "svi":
+            if grown:
+                raise ValueError("grown starts (fit_path) need optimizer='cavi'")
             self._fit_svi(seqs, n_symbols, init_params)
             return
-        super()._fit(seqs, n_symbols, init_params)
+        super()._fit(seqs, n_symbols, init_params, grown)
 
     def _fit_svi(self, seqs, n_symbols, init_params: VariantParameters | None):
         params = init_params if init_params is not None else self.initial_parameters(seqs)

@@ -44,6 +44,7 @@ from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .fit_settings import DTYPES as _DTYPES
 from .fit_settings import TakesFitSettings
 from .memory import check_memory, fit_bytes, importance_sampling_bytes, score_bytes
+from .path import continue_grown, fit_path
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
 
@@ -177,6 +178,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         backend: str = "local",
         client=None,
         n_partitions: int | None = None,
+        grown: tuple = (),
     ):
         """Learn the database-level parameters by variational EM.
 
@@ -199,17 +201,60 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             (today's in-process fit) for ``"local"``, two per Dask worker for ``"dask"``.
             Results depend on the partitioning in the last digits (sums are added per
             partition), not on the number of workers.
+        grown : ldhmm.models.path.GrownStarts, optional
+            Starting points beside the restarts (what :meth:`fit_path` grows from the fit with
+            fewer states), raced after them (:func:`ldhmm.models.path.continue_grown`); the run
+            with the highest final training ELBO is kept and ``start_kind_`` names it. Not with
+            ``init_params``.
 
         Returns
         -------
         self
         """
+        if init_params is not None and grown:
+            raise ValueError("fit: give init_params or grown starts, not both")
         if backend == "local" and n_partitions is None and not isinstance(sequences, (str, os.PathLike)):
-            return super().fit(sequences, init_params=init_params)
-        self._fit_partitioned(sequences, backend, client, n_partitions, init_params)
+            return super().fit(sequences, init_params=init_params, grown=grown)
+        self._fit_partitioned(sequences, backend, client, n_partitions, init_params, grown)
         return self
 
-    def _fit_partitioned(self, data, backend: str, client, n_partitions, init_params):
+    @classmethod
+    def fit_path(cls, sequences, states, *, previous=None, callback=None, **options) -> dict:
+        """Fit a model at every K of ``states``, each K after the first grown from the fit before it.
+
+        The first K is fitted as :meth:`fit` fits it (its restarts). Every later K fits its
+        restarts and, beside them, starts grown from the previous K's fit by splitting one of
+        its states in two (:func:`ldhmm.inference.growth.split_state`), each probed by one EM
+        iteration, the best run to convergence, the next ones only while the path would fall
+        (:func:`ldhmm.models.path.continue_grown`: together about one restart); the run with the
+        highest final training ELBO is kept. docs/math.md, "Growing K by splitting a state".
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays, or a SequenceDatabase
+            The training data, in this process.
+        states : iterable of int
+            Strictly increasing K values, e.g. ``range(2, 7)``; gaps are grown over by splitting
+            more than once.
+        previous : fitted model of this class, optional
+            A fit with fewer states than ``states[0]`` (e.g. ``states[0] - 1``) to grow the first
+            K from, to resume a path: the models are the ones the uninterrupted path gives.
+        callback : callable, optional
+            ``callback(K, model)`` after each K is fitted (to save it, and resume later).
+        **options
+            Constructor arguments of every model (``n_symbols``, ``seed``, ``n_init``,
+            ``guide``, ...). The split perturbations are seeded from ``seed``, K and the state
+            (:func:`ldhmm.models.path.split_seed`): results are reproducible.
+
+        Returns
+        -------
+        dict {K: fitted model}, in the order of ``states``; each model's ``path_start_`` (and
+        ``start_kind_``) says how its kept run started: ``"restart"`` or ``"split:k"`` (state
+        ``k`` of the previous fit split).
+        """
+        return fit_path(cls, sequences, states, previous=previous, callback=callback, **options)
+
+    def _fit_partitioned(self, data, backend: str, client, n_partitions, init_params, grown=()):
         """:meth:`fit` over partitions of the database (a directory or in-memory sequences)."""
         partitions, directory = self._partitions(data, backend, client, n_partitions, self._validate_for_fit)
         if directory:
@@ -226,7 +271,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         counts = np.sum(runner.call("symbol_counts"), axis=0)
         self.n_partitions_ = runner.n_partitions
         try:
-            self._fit_on(runner, counts, init_params)
+            self._fit_on(runner, counts, init_params, grown)
         except NonFiniteELBOError as err:
             self._set_params(err.last_params)
             self._set_convergence(err.convergence)
@@ -245,38 +290,40 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             knob,
         )
 
-    def _fit(self, seqs, n_symbols, init_params: VariantParameters | None = None):
+    def _fit(self, seqs, n_symbols, init_params: VariantParameters | None = None, grown: tuple = ()):
         self._check_memory(seqs, "fitting", "fewer states (n_states / --states) or fewer sequences")
         try:
-            self._fit_em(seqs, init_params)
+            self._fit_em(seqs, init_params, grown)
         except NonFiniteELBOError as err:
             # Stop, and keep the last finite parameters: the model stays usable for scoring.
             self._set_params(err.last_params)
             self._set_convergence(err.convergence)
             raise
 
-    def _fit_em(self, seqs, init_params: VariantParameters | None):
+    def _fit_em(self, seqs, init_params: VariantParameters | None, grown: tuple = ()):
         # In process: the driver over one partition holding every bucket.
         engine = self._engine(progress=self.verbose)
         runner = LocalBackend([engine.worker(self._buckets(seqs), self.n_symbols_)])
         counts = np.bincount(np.concatenate(seqs), minlength=self.n_symbols_)
-        self._fit_on(runner, counts, init_params)
+        self._fit_on(runner, counts, init_params, grown)
 
-    def _fit_on(self, runner, symbol_counts, init_params: VariantParameters | None):
-        """Restarts and initialization (docs/math.md) over a backend's partitions."""
+    def _fit_on(self, runner, symbol_counts, init_params: VariantParameters | None, grown: tuple = ()):
+        """Restarts and initialization (docs/math.md) over a backend's partitions; ``grown``:
+        further starts raced after the restarts (:meth:`_best_start`)."""
         engine = self._engine(progress=self.verbose)
         self.init_elbo_history_ = np.asarray([])
         if init_params is not None:
             result = engine.fit_backend(runner, init_params)
+            self.start_kind_ = "init"
         elif self._init_method() == "pf":
             # The PF fit (with the restarts) first, then this guide from its parameters.
-            chain = self._best_of_restarts(
-                self._engine(progress=self.verbose, guide=PFGuide()), runner, symbol_counts
+            chain, self.start_kind_ = self._best_start(
+                self._engine(progress=self.verbose, guide=PFGuide()), runner, symbol_counts, grown
             )
             self.init_elbo_history_ = np.asarray(chain.elbo_history)
             result = engine.fit_backend(runner, chain.params)
         else:
-            result = self._best_of_restarts(engine, runner, symbol_counts)
+            result, self.start_kind_ = self._best_start(engine, runner, symbol_counts, grown)
         self.recoveries_ = list(result.recoveries)
         self._set_params(result.params)
         self.elbo_history_ = np.asarray(result.elbo_history)
@@ -304,6 +351,16 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             if result is None or run.elbo_history[-1] > result.elbo_history[-1]:
                 result = run
         return result
+
+    def _best_start(self, engine: VariationalEM, runner, symbol_counts, grown=()) -> tuple[FitResult, str]:
+        """The restarts (:meth:`_best_of_restarts`), then the ``grown`` starts
+        (:class:`ldhmm.models.path.GrownStarts`, raced by :func:`ldhmm.models.path.continue_grown`):
+        the run with the highest final ELBO and how it started (``"restart"`` or the grown
+        start's label)."""
+        result = self._best_of_restarts(engine, runner, symbol_counts)
+        if not grown:
+            return result, "restart"
+        return continue_grown(engine, runner, grown, result)
 
     # ---- partitions ----------------------------------------------------------------------
     def _partitions(self, data, backend, client, n_partitions, validate):

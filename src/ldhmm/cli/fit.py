@@ -1,4 +1,5 @@
-"""``ldhmm fit``: fit an LDHMM on a user's log and save it with its vocabulary."""
+"""``ldhmm fit``: fit an LDHMM on a user's log and save it with its vocabulary; with a range of K,
+fit along K (:mod:`ldhmm.cli.fit_path`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import contextlib
 import time
 from pathlib import Path
 
-from ..data import UNKNOWN, SequenceDatabase, load_path, read_manifest
-from ..modelfiles import data_for_model, load_model
+from ..data import UNKNOWN, load_path, read_manifest
+from ..experiments.tasks import parse_states
+from ..modelfiles import data_for_model
 from ..models import LDHMM
 from ..models.variant_hmm import dask_backend_module
 from .common import add_column_arguments, add_command, add_options, column_options, positive_int
-from .outputs import check_out, stopping_report
+from .fit_path import load_init, run_fit_path
+from .outputs import check_out, stopping_report, with_unknown
 
 __all__ = ["register", "run_fit"]
 
@@ -27,7 +30,10 @@ def register(subparsers) -> argparse.ArgumentParser:
         description="Fit an LDHMM (variational EM) on the sequences of DATA and write the model "
         "file: the learned Dirichlet priors, the training ELBO history and the training "
         "vocabulary, so that `ldhmm score/posterior/predict/decode` map a new log's symbols by "
-        "name. --init continues from a saved model on new logs.",
+        "name. --init continues from a saved model on new logs. With a range of K (--states 2..8), "
+        "fits along K: each K after the first grown from the one before; --out is then a directory "
+        "with one model file per K and path.csv (training ELBO, held-out score, fit time per K); "
+        "an interrupted run resumes at the next K.",
     )
     p.add_argument(
         "data",
@@ -35,13 +41,32 @@ def register(subparsers) -> argparse.ArgumentParser:
         "file, or a CSV/Parquet event log (with --sequence-col and --event-col)",
     )
     add_column_arguments(p)
-    p.add_argument("--states", type=positive_int, default=None, help="K, the number of hidden states")
+    p.add_argument(
+        "--states",
+        default=None,
+        help="K, the number of hidden states; or several: a range 2..8 or a list 2,3,5 (fit along K)",
+    )
     p.add_argument(
         "--guide", choices=["pf", "ff"], default=None, help="variational family of q(Z) (default pf)"
     )
-    p.add_argument("--out", default="model.json", help="model file to write (default model.json)")
     p.add_argument(
-        "--init", default=None, help="a saved model to continue from (its K, guide and vocabulary)"
+        "--out",
+        default=None,
+        help="model file to write (default model.json); with several K a directory (required)",
+    )
+    p.add_argument(
+        "--init",
+        default=None,
+        help="a saved model to continue from (its K, guide and vocabulary); with several K, the first "
+        "K's fit starts from it (its K must be the range's first)",
+    )
+    p.add_argument(
+        "--holdout",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="with several K: hold out this fraction of the sequences (seeded by --seed) and report "
+        "each K's held-out score per token",
     )
     add_options(
         p,
@@ -85,40 +110,34 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _with_unknown(db: SequenceDatabase) -> SequenceDatabase:
-    if UNKNOWN in db.vocabulary:
-        return db
-    return SequenceDatabase(
-        db.tokens, db.offsets, db.vocabulary + [UNKNOWN], db.labels, db.label_names, db.ids, db.name, db.meta
-    )
-
-
 def run_fit(args: argparse.Namespace) -> int:
     """The ``fit`` command."""
-    out = check_out(args.out, suffixes=(".json",))
     columns = column_options(args)
+    states = parse_states(args.states) if args.states is not None else None
+    if states is not None and len(states) > 1:
+        return run_fit_path(args, states, columns)
+    if args.holdout is not None:
+        raise ValueError("--holdout needs several K (--states 2..8)")
+    n_states_arg = states[0] if states is not None else None
+    out = check_out(args.out if args.out is not None else "model.json", suffixes=(".json",))
     init_params = None
     if args.init:
-        start = load_model(args.init)
-        if not isinstance(start, LDHMM):
+        start = load_init(args.init)
+        if n_states_arg is not None and n_states_arg != start.n_states:
             raise ValueError(
-                f"--init {args.init}: an {type(start).__name__} model; ldhmm fit continues LDHMM models"
-            )
-        if args.states is not None and args.states != start.n_states:
-            raise ValueError(
-                f"--states {args.states} differs from K = {start.n_states} of --init {args.init}"
+                f"--states {n_states_arg} differs from K = {start.n_states} of --init {args.init}"
             )
         db = data_for_model(args.data, start, unknown="map" if args.unknown == "map" else "error", **columns)
         n_states, guide, init_params = start.n_states, args.guide or start.guide.name, start.params_
     else:
-        if args.states is None:
+        if n_states_arg is None:
             raise ValueError("--states K is required (or --init MODEL)")
-        n_states, guide = args.states, args.guide or "pf"
+        n_states, guide = n_states_arg, args.guide or "pf"
         if _partitioned_directory(args.data) and args.unknown != "reserve":
             return _fit_directory(args, n_states, guide, out)
         db = load_path(args.data, **columns)
         if args.unknown == "reserve":
-            db = _with_unknown(db)
+            db = with_unknown(db)
     model = _model(args, n_states, guide, db.n_symbols)
     t0 = time.perf_counter()
     with _backend(args) as client:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data import UNKNOWN, SequenceDatabase
 from ..experiments.tasks import atomic_write_csv, atomic_write_parquet
 from ..modelfiles import data_for_model, load_model
 from .common import add_column_arguments, add_options, column_options
@@ -24,6 +25,7 @@ __all__ = [
     "sequence_ids",
     "check_out",
     "stopping_report",
+    "with_unknown",
 ]
 
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -117,3 +119,12 @@ def stopping_report(model) -> str:
     if report is None:
         return f"stopped: {type(model).__name__} keeps no convergence report"
     return f"stopped: {report}"
+
+
+def with_unknown(db: SequenceDatabase) -> SequenceDatabase:
+    """``db`` with the ``<unk>`` symbol added to its vocabulary (``ldhmm fit --unknown reserve``)."""
+    if UNKNOWN in db.vocabulary:
+        return db
+    return SequenceDatabase(
+        db.tokens, db.offsets, db.vocabulary + [UNKNOWN], db.labels, db.label_names, db.ids, db.name, db.meta
+    )

@@ -1,0 +1,251 @@
+"""``ldhmm fit DATA --states 2..8``: fit along K, one model file per K and a table, resumable.
+
+Run by :func:`ldhmm.cli.fit.run_fit` when ``--states`` names more than one K. ``--out`` is a
+directory: ``K<k>.json`` per K (the model-file writer of :mod:`ldhmm.models.file_format`),
+``path.csv`` (the table, also printed) and ``path.json`` (the run's settings). The models come
+from :meth:`ldhmm.models.variant_hmm.VariantHMM.fit_path`: each K after the first is grown from
+the one before. A run that stopped resumes at the first K without a model file, grown from the
+last one saved (the same models as an uninterrupted run); one with other settings in ``--out``
+is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..data import load_path
+from ..data.atomic import write_atomically
+from ..experiments.tasks import RunInterrupted
+from ..modelfiles import data_for_model, load_model
+from ..models import LDHMM
+from .outputs import with_unknown, write_table
+
+__all__ = ["COLUMNS", "holdout_split", "load_init", "format_table", "run_fit_path"]
+
+#: The columns of ``path.csv``, in order.
+COLUMNS = ("K", "train_elbo", "train_elbo_per_token", "heldout_per_token", "fit_seconds", "start")
+#: Settings that a resumed run must share with the run that wrote ``--out``.
+_SETTINGS = ("data", "guide", "seed", "restarts", "max_iter", "tol", "m_step", "holdout", "unknown", "init")
+
+
+def holdout_split(n_sequences: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded split by sequence: (training positions, held-out positions), each increasing.
+
+    ``round(fraction * n_sequences)`` sequences are held out (at least one), drawn by
+    ``numpy.random.default_rng(seed).permutation``; at least one sequence is left to train on.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"--holdout must be a fraction in (0, 1), got {fraction}")
+    n_held = max(1, int(round(fraction * n_sequences)))
+    if n_held >= n_sequences:
+        raise ValueError(f"--holdout {fraction} of {n_sequences} sequences leaves none to train on")
+    order = np.random.default_rng(seed).permutation(n_sequences)
+    return np.sort(order[n_held:]), np.sort(order[:n_held])
+
+
+def _settings(args, guide: str) -> dict:
+    """What ``path.json`` records: the settings a resumed run must share."""
+    return {
+        "data": str(Path(args.data).resolve()),
+        "guide": guide,
+        "seed": args.seed,
+        "restarts": args.restarts,
+        "max_iter": args.max_iter,
+        "tol": args.tol,
+        "m_step": args.m_step,
+        "holdout": args.holdout,
+        "unknown": args.unknown,
+        "init": None if args.init is None else str(Path(args.init).resolve()),
+    }
+
+
+def _check_out_dir(out: Path, settings: dict) -> None:
+    """Create ``out``, or check that the run saved there had the same settings."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {str(out)!r}: with several K, --out is a directory, and this is a file")
+    if not out.parent.is_dir():
+        raise ValueError(f"--out {str(out)!r}: directory {str(out.parent)!r} does not exist")
+    out.mkdir(exist_ok=True)
+    saved = out / "path.json"
+    if saved.is_file():
+        try:
+            before = json.loads(saved.read_text())
+        except (OSError, ValueError) as err:
+            raise ValueError(f"{saved}: not a path settings file ({err})") from None
+        differ = [k for k in _SETTINGS if before.get(k) != settings[k]]
+        if differ:
+            k = differ[0]
+            raise ValueError(
+                f"--out {str(out)!r} holds a path fitted with other settings ({k} {before.get(k)!r} there, "
+                f"{settings[k]!r} here): choose another --out or remove it"
+            )
+    write_atomically(saved, lambda f: f.write(json.dumps(settings, indent=1) + "\n"))
+
+
+def load_init(path) -> LDHMM:
+    """The model of ``--init``, refused unless it is an LDHMM."""
+    start = load_model(path)
+    if not isinstance(start, LDHMM):
+        raise ValueError(f"--init {path}: an {type(start).__name__} model; ldhmm fit continues LDHMM models")
+    return start
+
+
+def _data(args, columns):
+    """The database (in the --init model's codes with --init), and the --init model or None."""
+    if args.init is None:
+        db = load_path(args.data, **columns)
+        return (with_unknown(db) if args.unknown == "reserve" else db), None
+    start = load_init(args.init)
+    db = data_for_model(args.data, start, unknown="map" if args.unknown == "map" else "error", **columns)
+    return db, start
+
+
+def _options(args, guide: str, n_symbols: int) -> dict:
+    """The constructor arguments of every model of the path."""
+    return {
+        "n_symbols": n_symbols,
+        "guide": guide,
+        "max_iter": args.max_iter,
+        "tol": args.tol,
+        "m_step": args.m_step,
+        "n_init": args.restarts,
+        "seed": args.seed,
+    }
+
+
+def _saved(out: Path, states: list[int], options: dict) -> dict:
+    """The models of the longest run of ``states`` from the first whose files ``out`` holds,
+    each checked against this run's settings."""
+    found = {}
+    for K in states:
+        path = out / f"K{K}.json"
+        if not path.is_file():
+            break
+        model = load_model(path)
+        if not isinstance(model, LDHMM):
+            raise ValueError(
+                f"{path}: an {type(model).__name__} model, not LDHMM: remove it or choose another --out"
+            )
+        config = {**model.get_config(), "guide": getattr(model.guide, "name", "custom")}
+        for key, value in {"n_states": K, **options}.items():
+            if config.get(key) != value:
+                raise ValueError(
+                    f"{path}: fitted with {key} {config.get(key)!r}, this run has {value!r}: "
+                    f"remove it or choose another --out"
+                )
+        found[K] = model
+    return found
+
+
+def _read_table(out: Path) -> dict:
+    """The rows of an earlier run's ``path.csv`` by K (empty when there is none)."""
+    path = out / "path.csv"
+    if not path.is_file():
+        return {}
+    try:
+        df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError):
+        return {}
+    if list(df.columns) != list(COLUMNS):
+        return {}
+    return {int(r["K"]): dict(r) for r in df.to_dict("records")}
+
+
+def _row(K: int, model, n_train_tokens: int, held, n_held_tokens: int, seconds, start: str) -> dict:
+    elbo = float(model.elbo_history_[-1])
+    heldout = float(model.score_samples(held).sum()) / n_held_tokens if held else math.nan
+    return {
+        "K": K,
+        "train_elbo": elbo,
+        "train_elbo_per_token": elbo / n_train_tokens,
+        "heldout_per_token": heldout,
+        "fit_seconds": seconds,
+        "start": start,
+    }
+
+
+def format_table(rows: list[dict]) -> str:
+    """The table as printed: one line per K."""
+    lines = [f"{'K':>3} {'train ELBO':>14} {'per token':>10} {'held-out/token':>14} {'seconds':>8}  start"]
+    for r in rows:
+        held = "" if math.isnan(r["heldout_per_token"]) else f"{r['heldout_per_token']:.4f}"
+        seconds = "" if math.isnan(r["fit_seconds"]) else f"{r['fit_seconds']:.1f}"
+        lines.append(
+            f"{r['K']:>3} {r['train_elbo']:>14.2f} {r['train_elbo_per_token']:>10.4f} {held:>14} "
+            f"{seconds:>8}  {r['start']}"
+        )
+    return "\n".join(lines)
+
+
+def run_fit_path(args: argparse.Namespace, states: list[int], columns: dict) -> int:
+    """``ldhmm fit DATA --states K1..Kn``: see the module docstring."""
+    if args.backend != "local" or args.partitions is not None or args.scheduler or args.workers:
+        raise ValueError(
+            "--states with several K fits in this process: no --backend, --partitions or --workers"
+        )
+    if args.out is None:
+        raise ValueError("--states with several K needs --out DIRECTORY (one model file per K)")
+    out = Path(args.out)
+    db, start = _data(args, columns)
+    if start is not None and start.n_states != states[0]:
+        raise ValueError(f"--init {args.init} has K = {start.n_states}; the range starts at K = {states[0]}")
+    guide = args.guide or (start.guide.name if start is not None else "pf")
+    _check_out_dir(out, _settings(args, guide))
+    train_idx, held_idx = (
+        (np.arange(len(db)), np.array([], dtype=np.int64))
+        if args.holdout is None
+        else holdout_split(len(db), args.holdout, args.seed)
+    )
+    train = db.subset(train_idx)
+    held = [db.sequences[i] for i in held_idx]
+    n_train, n_held = train.n_tokens, int(sum(len(s) for s in held))
+    options = _options(args, guide, db.n_symbols)
+    saved = _saved(out, states, options)
+    table = _read_table(out)
+    rows = []
+    for K, model in saved.items():
+        row = table.get(K) or _row(K, model, n_train, held, n_held, math.nan, "loaded")
+        rows.append(row)
+    todo = [K for K in states if K not in saved]
+    if not args.quiet:
+        if saved and todo:
+            print(f"resuming at K = {todo[0]}")
+        elif not todo:
+            print(f"every K of {states[0]}..{states[-1]} is already fitted in {out}")
+    if todo and not args.quiet:
+        print(format_table([]))
+    clock = [time.perf_counter()]
+
+    def finished(K, model):
+        seconds = time.perf_counter() - clock[0]
+        model.save(out / f"K{K}.json", vocabulary=db.vocabulary)
+        rows.append(_row(K, model, n_train, held, n_held, seconds, model.path_start_))
+        write_table(pd.DataFrame(rows, columns=list(COLUMNS)), out / "path.csv")
+        if not args.quiet:
+            print(format_table(rows[-1:]).split("\n")[1], flush=True)
+        clock[0] = time.perf_counter()
+
+    previous = saved[max(saved)] if saved else None
+    try:
+        if todo and previous is None and start is not None:
+            first = LDHMM(todo[0], **options).fit(train, init_params=start.params_)
+            first.path_start_ = "init"
+            finished(todo[0], first)
+            previous, todo = first, todo[1:]
+        if todo:
+            LDHMM.fit_path(train, todo, previous=previous, callback=finished, **options)
+    except KeyboardInterrupt:
+        # each K's model file is written as it is fitted: the same command resumes at the next
+        raise RunInterrupted(out, len(rows), len(states)) from None
+    write_table(pd.DataFrame(rows, columns=list(COLUMNS)), out / "path.csv")
+    if not args.quiet:
+        print(format_table(rows))
+        print(f"models and path.csv written to {out}")
+    return 0

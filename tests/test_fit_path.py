@@ -1,0 +1,279 @@
+"""Fitting along K (``VariantHMM.fit_path``, ``ldhmm fit --states 2..4``) and the split that grows K.
+
+The properties: the best training ELBO does not fall as K grows (relative tolerance 1e-6), on
+synthetic data and slices of Entree and MSNBC; on data drawn from K* states the path's K* fit
+scores held-out data within 0.02 nats/token of the true hyper-parameters; a path resumed from a
+saved model gives the models of the uninterrupted one, bit for bit; the split keeps what it
+promises (docs/math.md, "Growing K by splitting a state").
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from ldhmm.baselines.hmmv import HMMV
+from ldhmm.baselines.vbhmm import VBHMM
+from ldhmm.cli import main
+from ldhmm.data import load_paper_subset
+from ldhmm.experiments.fit_quality import truth_hyperparameters
+from ldhmm.inference import HMMV_SHARING, LDHMM_SHARING, VBHMM_SHARING, VariantParameters
+from ldhmm.inference.growth import expected_occupancy, split_state
+from ldhmm.models import LDHMM, variant_hmm
+from ldhmm.models.path import check_states, grown_starts
+
+RTOL = 1e-6
+K_TRUE = 3
+SYMBOLS = ["home", "news", "sport", "tech", "weather", "shop"]
+
+
+def assert_not_falling(models):
+    elbos = [float(m.elbo_history_[-1]) for m in models.values()]
+    for K, a, b in zip(list(models)[1:], elbos, elbos[1:]):
+        assert b >= a - RTOL * abs(a), f"the best training ELBO falls at K = {K}: {a} -> {b}"
+
+
+def random_parameters(sharing, K=3, V=5, seed=0) -> VariantParameters:
+    gen = torch.Generator().manual_seed(seed)
+    params = VariantParameters(sharing)
+    for g, shape in (("pi", (K,)), ("A", (K, K)), ("B", (K, V))):
+        rows = 0.5 + torch.rand(shape, generator=gen)
+        kind = sharing.kind(g)
+        if kind == "point":
+            params.log_point[g] = torch.log(rows / rows.sum(-1, keepdim=True))
+        else:
+            params.prior[g] = rows if sharing.learn_prior else torch.full(shape, 1.0)
+            if kind == "shared":
+                params.posterior[g] = params.prior[g] + 10 * rows
+    return params
+
+
+# ---- the split -----------------------------------------------------------------------------
+def test_split_divides_columns_and_copies_rows():
+    old = random_parameters(LDHMM_SHARING)
+    new = split_state(old, 1, jitter=0.0)
+    p, q = old.prior, new.prior
+    assert new.n_states == 4 and new.n_symbols == 5
+    # where the chain goes: column 1 divided between state 1 and its copy (3), the sum kept
+    assert torch.allclose(q["pi"][1] + q["pi"][3], p["pi"][1], rtol=0, atol=1e-15)
+    assert torch.allclose(q["A"][:3, 1] + q["A"][:3, 3], p["A"][:, 1], rtol=0, atol=1e-15)
+    assert torch.equal(q["pi"][[0, 2]], p["pi"][[0, 2]])
+    # what it does from there: copied
+    assert torch.equal(q["A"][3], q["A"][1]) and torch.equal(q["B"][3], q["B"][1])
+    assert torch.equal(q["B"][:3], p["B"])
+    # the input is left alone
+    assert old.n_states == 3
+
+
+def test_split_perturbation_is_antisymmetric_and_seeded():
+    old = random_parameters(LDHMM_SHARING)
+    a = split_state(old, 0, jitter=0.3, seed=5)
+    b = split_state(old, 0, jitter=0.3, seed=5)
+    c = split_state(old, 0, jitter=0.3, seed=6)
+    assert all(torch.equal(a.prior[g], b.prior[g]) for g in a.prior)
+    assert not torch.equal(a.prior["B"], c.prior["B"])
+    assert not torch.equal(a.prior["B"][0], a.prior["B"][3])  # the copies can separate
+    # exp(+delta u) and exp(-delta u): their product is the square of the row they came from
+    assert torch.allclose(a.prior["B"][0] * a.prior["B"][3], old.prior["B"][0] ** 2, rtol=1e-12)
+
+
+def test_split_keeps_fixed_priors_and_normalized_points():
+    vb = split_state(random_parameters(VBHMM_SHARING), 2, jitter=0.2)
+    for g in ("pi", "A", "B"):
+        assert torch.equal(vb.prior[g], torch.ones_like(vb.prior[g]))  # fixed priors: the model's setting
+    counts = vb.posterior["pi"] - vb.prior["pi"]
+    old = random_parameters(VBHMM_SHARING)
+    assert torch.allclose(counts.sum(), (old.posterior["pi"] - old.prior["pi"]).sum())
+    hv = split_state(random_parameters(HMMV_SHARING), 0, jitter=0.2)
+    for g in ("pi", "B"):
+        assert torch.allclose(torch.logsumexp(hv.log_point[g], -1), torch.zeros(()), atol=1e-12)
+    assert torch.equal(hv.prior["A"], torch.ones(4, 4))
+
+
+def test_split_refuses_bad_arguments():
+    params = random_parameters(LDHMM_SHARING)
+    with pytest.raises(ValueError, match="state must be in 0..2"):
+        split_state(params, 3)
+    with pytest.raises(ValueError, match="weight"):
+        split_state(params, 0, weight=1.0)
+
+
+def test_grown_starts_most_visited_first_and_over_gaps():
+    params = random_parameters(LDHMM_SHARING)
+    visits = expected_occupancy(params, 10).numpy()
+    starts = grown_starts(params, 4, seed=0, mean_length=10)
+    assert [label for label, _ in starts] == [f"split:{k}" for k in np.argsort(-visits, kind="stable")]
+    assert all(p.n_states == 4 for _, p in grown_starts(params, 4, 0, 10))
+    assert all(p.n_states == 6 for _, p in grown_starts(params, 6, 0, 10))
+
+
+def test_check_states():
+    assert check_states(range(2, 5)) == [2, 3, 4]
+    for bad, message in (([3, 2], "increase"), ([], "at least one"), ([0, 1], ">= 1"), ([2.5], "integers")):
+        with pytest.raises(ValueError, match=message):
+            check_states(bad)
+
+
+# ---- the path ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def synthetic():
+    truth = LDHMM.from_hyperparameters(*truth_hyperparameters(K_TRUE, 6, "peaked", 0))
+    rng = np.random.default_rng(1000)
+    train = truth.sample(150, lengths=rng.integers(5, 30, 150), seed=1)
+    held = truth.sample(100, lengths=rng.integers(5, 30, 100), seed=2)
+    return truth, train, held
+
+
+@pytest.fixture(scope="module")
+def path(synthetic):
+    _, train, _ = synthetic
+    calls = []
+    models = LDHMM.fit_path(
+        train, range(2, 5), callback=lambda K, m: calls.append((K, m)), n_symbols=6, seed=0, n_init=1
+    )
+    return models, calls
+
+
+def test_path_does_not_fall_and_recovers_the_truth(synthetic, path):
+    truth, _, held = synthetic
+    models, calls = path
+    assert list(models) == [2, 3, 4]
+    assert [K for K, _ in calls] == [2, 3, 4] and all(models[K] is m for K, m in calls)
+    assert_not_falling(models)
+    assert models[2].path_start_ == "restart"
+    assert all(m.path_start_ == "restart" or m.path_start_.startswith("split:") for m in models.values())
+    n_held = sum(len(s) for s in held)
+    gap = (models[K_TRUE].score_samples(held).sum() - truth.score_samples(held).sum()) / n_held
+    assert gap >= -0.02, f"the K* fit is {-gap:.4f} nats/token below the truth's held-out bound"
+
+
+def test_resumed_path_is_the_uninterrupted_one(synthetic, path, tmp_path):
+    _, train, _ = synthetic
+    models, _ = path
+    models[3].save(tmp_path / "K3.json")
+    resumed = LDHMM.fit_path(
+        train, [4], previous=LDHMM.load(tmp_path / "K3.json"), n_symbols=6, seed=0, n_init=1
+    )
+    for g in ("pi", "A", "B"):
+        assert torch.equal(resumed[4].params_.prior[g], models[4].params_.prior[g])
+    assert np.array_equal(resumed[4].elbo_history_, models[4].elbo_history_)
+    assert resumed[4].path_start_ == models[4].path_start_
+
+
+def test_path_refuses_bad_previous_and_svi(synthetic, path):
+    _, train, _ = synthetic
+    models, _ = path
+    with pytest.raises(ValueError, match="not fewer than the first K = 3"):
+        LDHMM.fit_path(train, [3, 4], previous=models[3], n_symbols=6)
+    with pytest.raises(ValueError, match="fitted LDHMM"):
+        LDHMM.fit_path(train, [3], previous=LDHMM(2))
+    with pytest.raises(ValueError, match="optimizer='cavi'"):
+        LDHMM.fit_path(train, [2], optimizer="svi")
+
+
+@pytest.mark.parametrize("cls", [VBHMM, HMMV])
+def test_path_of_other_variants(cls, synthetic):
+    _, train, _ = synthetic
+    models = cls.fit_path(train[:60], range(2, 4), n_symbols=6, n_init=1, max_iter=30)
+    assert [type(m) for m in models.values()] == [cls, cls]
+    assert [m.n_states for m in models.values()] == [2, 3]
+    assert np.isfinite(models[3].elbo_history_[-1])
+
+
+@pytest.mark.parametrize("name, n", [("entree", 100), ("msnbc", 120)])
+def test_path_does_not_fall_on_real_data(name, n, data_dir):
+    db = load_paper_subset(name, data_dir)
+    seqs = [s for s in db.sequences if len(s) >= 2][:n]
+    models = LDHMM.fit_path(seqs, range(2, 5), n_symbols=db.n_symbols, seed=0, n_init=1)
+    assert_not_falling(models)
+
+
+# ---- the command ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def log_file(synthetic, tmp_path_factory):
+    _, train, _ = synthetic
+    path = tmp_path_factory.mktemp("log") / "train.txt"
+    path.write_text("\n".join(" ".join(SYMBOLS[i] for i in s) for s in train[:80]) + "\n")
+    return path
+
+
+def fit_cli(capsys, *argv):
+    code = main(["fit", *map(str, argv)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_path_writes_models_and_table_and_resumes(log_file, tmp_path, capsys):
+    out = tmp_path / "path"
+    argv = (log_file, "--states", "2..4", "--restarts", "1", "--holdout", "0.25", "--out", out)
+    code, text, err = fit_cli(capsys, *argv)
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["K2.json", "K3.json", "K4.json", "path.csv", "path.json"]
+    table = (out / "path.csv").read_text().splitlines()
+    assert table[0] == "K,train_elbo,train_elbo_per_token,heldout_per_token,fit_seconds,start"
+    assert [line.split(",")[0] for line in table[1:]] == ["2", "3", "4"]
+    assert all(np.isfinite(float(line.split(",")[3])) for line in table[1:])
+    assert "held-out/token" in text
+    assert json.loads((out / "K2.json").read_text())["vocabulary"] == sorted(SYMBOLS)
+    first = (out / "K4.json").read_bytes()
+    (out / "K4.json").unlink()
+    code, text, err = fit_cli(capsys, *argv)
+    assert code == 0, err
+    assert text.splitlines()[0] == "resuming at K = 4"
+    assert (out / "K4.json").read_bytes() == first
+    # other settings in the same --out are refused, in one line
+    code, _, err = fit_cli(
+        capsys, log_file, "--states", "2..4", "--seed", "1", "--holdout", "0.25", "--out", out
+    )
+    assert code == 1 and err.count("\n") == 1 and "other settings (seed 0 there, 1 here)" in err
+
+
+def test_cli_path_lists_and_init(log_file, tmp_path, capsys):
+    single = tmp_path / "k2.json"
+    assert fit_cli(capsys, log_file, "--states", "2", "--restarts", "1", "--out", single, "--quiet")[0] == 0
+    out = tmp_path / "list"
+    code, _, err = fit_cli(
+        capsys, log_file, "--states", "2,4", "--init", single, "--restarts", "1", "--out", out, "--quiet"
+    )
+    assert code == 0, err
+    assert sorted(p.name for p in out.glob("K*.json")) == ["K2.json", "K4.json"]
+    assert (out / "path.csv").read_text().splitlines()[1].endswith(",init")
+    code, _, err = fit_cli(capsys, log_file, "--states", "3..4", "--init", single, "--out", tmp_path / "x")
+    assert code == 1 and "has K = 2; the range starts at K = 3" in err
+
+
+@pytest.mark.parametrize(
+    "states, message",
+    [("4..2", "--states: empty range '4..2'"), ("2..x", "--states: '2..x' is not an integer or a range")],
+)
+def test_cli_bad_range(log_file, tmp_path, capsys, states, message):
+    code, _, err = fit_cli(capsys, log_file, "--states", states, "--out", tmp_path / "o")
+    assert code == 1 and err.count("\n") == 1 and message in err
+
+
+def test_cli_path_needs_an_out_directory(log_file, tmp_path, capsys):
+    code, _, err = fit_cli(capsys, log_file, "--states", "2..3")
+    assert code == 1 and "needs --out DIRECTORY" in err
+    code, _, err = fit_cli(
+        capsys, log_file, "--states", "2", "--holdout", "0.2", "--out", tmp_path / "m.json"
+    )
+    assert code == 1 and "--holdout needs several K" in err
+
+
+def test_cli_interrupted_path_says_how_to_resume(log_file, tmp_path, capsys, monkeypatch):
+    def interrupt(*args):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "cut"
+    argv = (log_file, "--states", "2..3", "--restarts", "1", "--max-iter", "5", "--out", out)
+    with monkeypatch.context() as m:
+        m.setattr(variant_hmm, "continue_grown", interrupt)  # Ctrl-C while growing K = 3
+        code, _, err = fit_cli(capsys, *argv)
+    assert code == 130 and "1 of 2 tasks are saved" in err and "run the same command again" in err
+    assert sorted(p.name for p in out.glob("K*.json")) == ["K2.json"]
+    code, text, err = fit_cli(capsys, *argv)
+    assert code == 0, err
+    assert text.splitlines()[0] == "resuming at K = 3" and (out / "K3.json").is_file()
