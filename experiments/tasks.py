@@ -70,6 +70,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+import numba
 import numpy as np
 import torch
 from tqdm.auto import tqdm
@@ -440,7 +441,12 @@ _PAYLOAD = None
 def _init_worker(payload, parent: int | None = None, max_memory: int | None = None) -> None:
     """Set up a worker process: the run's ``payload``, an end with the ``parent`` run, the
     parent's memory limit (:func:`ldhmm.models.memory.set_max_memory`: an argument, not the
-    environment), SIGINT ignored, torch single-threaded."""
+    environment), SIGINT ignored, torch and numba single-threaded.
+
+    Each of the ``jobs`` workers gets one core: with numba's default of a thread per core, two
+    workers on 2 cores ran 4 threads whose parallel loops wait for each other (an Entree fit
+    took 4.5x the CPU time of one thread on a loaded machine). The compiled kernels add their
+    blocks in a fixed order, so the numbers do not depend on the thread count."""
     global _PAYLOAD
     _PAYLOAD = payload
     set_max_memory(max_memory)
@@ -453,6 +459,7 @@ def _init_worker(payload, parent: int | None = None, max_memory: int | None = No
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     single_thread()
+    numba.set_num_threads(1)
 
 
 def _exit_with_parent(parent: int) -> None:
