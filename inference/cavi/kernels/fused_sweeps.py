@@ -35,48 +35,68 @@ __all__ = [
 ]
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
-def _special_values(g, at_prior, lgamma_prior, psi_prior, with_lgamma):  # pragma: no cover - compiled
-    """(lgamma(g), psi(g)) of one Dirichlet entry, the kernel's own functions bit for bit.
-
-    Where ``g`` equals the prior's entry ``at_prior`` (its counts are zero, or too small to
-    change it in float64: on short sequences most transitions out of unvisited states) the
-    prior's values, computed once per E-step, are the same numbers. ``with_lgamma`` False:
-    the lgamma is not wanted (0.0), only the digamma is computed."""
-    if g == at_prior:
-        return lgamma_prior, psi_prior
-    if with_lgamma:
-        return lgamma_digamma(g)
-    return 0.0, digamma(g)
-
-
 @njit(cache=True, nogil=True)
-def _rows_log_beta_and_expected_logs(
-    prior, counts, out, prior_values, prior_rows, with_lgamma
-):  # pragma: no cover
-    """out[i] = psi(g_i) - psi(sum g_i) with g = prior + counts; returns
-    sum_i [sum_d lgamma(g_id) - lgamma(sum_d g_id)] (0.0 if not ``with_lgamma``): special
-    functions only for the entries that differ from the prior's. ``prior_values`` (2, R, D):
-    lgamma and psi of ``prior``; ``prior_rows`` (3, R): its row totals added left to right,
-    their lgamma and psi (see :func:`prior_special_values`)."""
+def _stage_rows(prior, counts, prior_values, prior_rows, staged, s, n_todo):  # pragma: no cover - compiled
+    """Stage the entries ``g = prior + counts`` of rows of pi or A and their row totals (added
+    left to right) from position ``s`` of ``staged`` (see :func:`_sequence_terms`): each with the
+    prior's lgamma and psi, and listed for evaluation where it differs from the prior's.
+    Returns the next position and the length of the list."""
+    x, lg, psi, todo = staged
     R, D = prior.shape
-    value = 0.0
     for i in range(R):
         total = 0.0
         for d in range(D):
             p = prior[i, d]
             g = p + counts[i, d]
             total += g
-            lg, psi = _special_values(g, p, prior_values[0, i, d], prior_values[1, i, d], with_lgamma)
-            value += lg
-            out[i, d] = psi
-        lg, psi_total = _special_values(
-            total, prior_rows[0, i], prior_rows[1, i], prior_rows[2, i], with_lgamma
-        )
-        value -= lg
+            x[s] = g
+            lg[s] = prior_values[0, i, d]
+            psi[s] = prior_values[1, i, d]
+            todo[n_todo] = s
+            n_todo += g != p
+            s += 1
+        x[s] = total
+        lg[s] = prior_rows[1, i]
+        psi[s] = prior_rows[2, i]
+        todo[n_todo] = s
+        n_todo += total != prior_rows[0, i]
+        s += 1
+    return s, n_todo
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
+def _evaluate_staged(staged, n_todo, with_lgamma):  # pragma: no cover - compiled
+    """lgamma and psi of the listed staged entries (psi only if not ``with_lgamma``): one
+    branch-free loop of independent evaluations."""
+    x, lg, psi, todo = staged
+    if with_lgamma:
+        for j in range(n_todo):
+            s = todo[j]
+            lg[s], psi[s] = lgamma_digamma(x[s])
+    else:
+        for j in range(n_todo):
+            s = todo[j]
+            psi[s] = digamma(x[s])
+
+
+@njit(cache=True, nogil=True)
+def _rows_log_beta_and_expected_logs(out, staged, s):  # pragma: no cover - compiled
+    """out[i] = psi(g_i) - psi(sum g_i) for rows staged by :func:`_stage_rows` from position
+    ``s``; returns sum_i [sum_d lgamma(g_id) - lgamma(sum_d g_id)] and the next position."""
+    _, lg, psi, _ = staged
+    R, D = out.shape
+    value = 0.0
+    for i in range(R):
+        for d in range(D):
+            value += lg[s]
+            out[i, d] = psi[s]
+            s += 1
+        value -= lg[s]
+        psi_total = psi[s]
+        s += 1
         for d in range(D):
             out[i, d] -= psi_total
-    return value
+    return value, s
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
@@ -91,6 +111,7 @@ def _sequence_terms(
     sym_map,
     theta,
     psi_rowsum_B,
+    staged,
     with_lgamma,
 ):  # pragma: no cover - compiled
     """For the per-sequence groups at g = prior + counts: E log theta (for B only the
@@ -105,21 +126,30 @@ def _sequence_terms(
     (2, 1, K) and (3, 1), A (2, K, K) and (3, K), B (2, K, V) and (2, K) (see
     :func:`prior_special_values`); ``counts`` (pi (1, K), A (K, K), B (K, W)) and ``theta``
     (E log pi (1, K), E log A (K, K), E log B (K, W)): the sequence's, ``theta`` written here.
-    ``with_lgamma`` False: E log theta only (a warm start's), the value returned is not the bound."""
+    ``staged``: scratch, the entries' values x, lgamma, psi and the list of those to evaluate
+    (float64, float64, float64, int64, each of length at least K + 1 + K (K + 1) +
+    K (n_present + 1)). ``with_lgamma`` False: E log theta only (a warm start's), the value
+    returned is not the bound.
+
+    In three passes, with the same numbers as evaluating every entry in place: stage every
+    entry with the prior's lgamma and psi, evaluate the special functions where the entry
+    differs from the prior (its counts are zero or too small to change it in float64: on
+    short sequences most transitions out of unvisited states), then add up in the order of
+    the entries."""
     seq_pi, seq_A, seq_B = groups
     prior_pi, prior_A, prior_B = prior
     prior_B_rowsum, lgamma_prior_B, lgamma_prior_B_rowsum = prior_B_terms
     values_pi, rows_pi, values_A, rows_A, values_B, rows_B = tables
     c_pi, c_A, c_B = counts
     elog_pi, elog_A, elog_B = theta
+    x_staged, lg, psi, todo = staged
     K = prior_A.shape[0]
-    value = 0.0
+    s = 0
+    n_todo = 0
     if seq_pi:
-        value += _rows_log_beta_and_expected_logs(
-            prior_pi.reshape((1, K)), c_pi, elog_pi, values_pi, rows_pi, with_lgamma
-        )
+        s, n_todo = _stage_rows(prior_pi.reshape((1, K)), c_pi, values_pi, rows_pi, staged, s, n_todo)
     if seq_A:
-        value += _rows_log_beta_and_expected_logs(prior_A, c_A, elog_A, values_A, rows_A, with_lgamma)
+        s, n_todo = _stage_rows(prior_A, c_A, values_A, rows_A, staged, s, n_todo)
     if seq_B:
         for k in range(K):
             rowsum = prior_B_rowsum[k]
@@ -129,14 +159,38 @@ def _sequence_terms(
                 p = prior_B[k, x]
                 g = p + c_B[k, v]
                 rowsum += c_B[k, v]
-                lg, psi = _special_values(g, p, values_B[0, k, x], values_B[1, k, x], with_lgamma)
-                value += lg - lgamma_prior_B[k, x]
-                elog_B[k, v] = psi
-            lg, psi_total = _special_values(
-                rowsum, prior_B_rowsum[k], rows_B[0, k], rows_B[1, k], with_lgamma
-            )
-            value += lgamma_prior_B_rowsum[k] - lg
+                x_staged[s] = g
+                lg[s] = values_B[0, k, x]
+                psi[s] = values_B[1, k, x]
+                todo[n_todo] = s
+                n_todo += g != p
+                s += 1
+            x_staged[s] = rowsum
+            lg[s] = rows_B[0, k]
+            psi[s] = rows_B[1, k]
+            todo[n_todo] = s
+            n_todo += rowsum != prior_B_rowsum[k]
+            s += 1
+    _evaluate_staged(staged, n_todo, with_lgamma)
+    s = 0
+    value = 0.0
+    if seq_pi:
+        part, s = _rows_log_beta_and_expected_logs(elog_pi, staged, s)
+        value += part
+    if seq_A:
+        part, s = _rows_log_beta_and_expected_logs(elog_A, staged, s)
+        value += part
+    if seq_B:
+        for k in range(K):
+            for j in range(n_present):
+                v = present[j]
+                value += lg[s] - lgamma_prior_B[k, sym_map[v]]
+                elog_B[k, v] = psi[s]
+                s += 1
+            value += lgamma_prior_B_rowsum[k] - lg[s]
+            psi_total = psi[s]
             psi_rowsum_B[k] = psi_total
+            s += 1
             for j in range(n_present):
                 elog_B[k, present[j]] -= psi_total
     return value
@@ -441,6 +495,13 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
         vec3 = np.empty(K)
         vec4 = np.empty(K)
         theta = (elog_pi, elog_A, elog_B)
+        n_staged = K + 1 + K * (K + 1) + K * (min(T, W) + 1)
+        staged = (
+            np.empty(n_staged),
+            np.empty(n_staged),
+            np.empty(n_staged),
+            np.empty(n_staged, dtype=np.int64),
+        )
         pf_scratch = (alpha_block, scale_block, A, table, pair, emitted, vec1, vec2, vec3, vec4)
         ff_scratch = (table, pair, vec1, vec2)
         for m in range(block * SUM_BLOCK, min(M, (block + 1) * SUM_BLOCK)):
@@ -508,6 +569,7 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
                     sym_map,
                     theta,
                     psi_rowsum_B,
+                    staged,
                     False,
                 )
             previous = -np.inf
@@ -533,6 +595,7 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
                     sym_map,
                     theta,
                     psi_rowsum_B,
+                    staged,
                     True,
                 )
                 collapsed -= prior_log_beta_piA
