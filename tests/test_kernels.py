@@ -8,6 +8,7 @@ import numba
 import numpy as np
 import pytest
 import torch
+from numba import njit
 from scipy import optimize, special
 
 from ldhmm.inference import e_step_bucket, init_parameters
@@ -16,6 +17,8 @@ from ldhmm.inference.cavi import kernels
 from ldhmm.inference.cavi.exact_chain import forward_backward, forward_log_normalizer
 from ldhmm.inference.cavi.expectation import best_of_starts, default_starts
 from ldhmm.inference.cavi.guides import PFGuide, resolve_guide
+from ldhmm.inference.cavi.kernels import fused_sweeps
+from ldhmm.inference.cavi.kernels.special import digamma, lgamma_digamma
 from ldhmm.inference.ops.dirichlet import (
     dirichlet_prior_objective,
     expected_log_dirichlet,
@@ -366,3 +369,122 @@ def test_torch_chain_posterior_of_the_shortest_chains(T):
     torch.testing.assert_close(ours.log_normalizer, ref.log_normalizer, rtol=1e-12, atol=0)
     torch.testing.assert_close(ours.state_marginals, ref.state_marginals, rtol=0, atol=1e-12)
     torch.testing.assert_close(ours.transition_counts, ref.transition_counts, rtol=0, atol=1e-12)
+
+
+@njit
+def _digamma_both_ways(x, via_pair, alone):
+    for i in range(x.shape[0]):
+        via_pair[i] = lgamma_digamma(x[i])[1]
+        alone[i] = digamma(x[i])
+
+
+def test_digamma_is_the_second_value_of_lgamma_digamma_bit_for_bit():
+    """The E-step's warm-start pass takes psi from ``digamma`` and the sweeps from
+    ``lgamma_digamma``: the same bits, over the whole range of float64 concentrations."""
+    rng = np.random.default_rng(11)
+    x = np.concatenate(
+        [np.exp(rng.uniform(-700.0, 700.0, 200_000)), rng.uniform(0.0, 40.0, 200_000), np.arange(1, 5000) / 4]
+    )
+    via_pair, alone = np.empty_like(x), np.empty_like(x)
+    _digamma_both_ways(x, via_pair, alone)
+    assert np.array_equal(via_pair, alone, equal_nan=True)  # NaN from x^8 overflowing, above 1e38
+    assert np.isfinite(alone[x < 1e30]).all()
+    np.testing.assert_allclose(alone[x < 1e6], special.digamma(x[x < 1e6]), rtol=1e-12, atol=1e-12)
+
+
+@njit
+def _sequence_terms_every_entry(
+    prior_pi, prior_A, prior_B, lgamma_B, lgamma_rowsum_B, counts, present, theta
+):
+    """Twin of the kernel's per-sequence Dirichlet pass: lgamma_digamma of every entry in place,
+    the kernel's order of additions (its form before entries at the prior were looked up)."""
+    c_pi, c_A, c_B = counts
+    elog_pi, elog_A, elog_B = theta
+    K = prior_A.shape[0]
+    value = 0.0
+    for prior, c, out in ((prior_pi.reshape((1, K)), c_pi, elog_pi), (prior_A, c_A, elog_A)):
+        part = 0.0
+        for i in range(prior.shape[0]):
+            total = 0.0
+            for d in range(prior.shape[1]):
+                g = prior[i, d] + c[i, d]
+                total += g
+                lg, psi = lgamma_digamma(g)
+                part += lg
+                out[i, d] = psi
+            lg, psi_total = lgamma_digamma(total)
+            part -= lg
+            for d in range(prior.shape[1]):
+                out[i, d] -= psi_total
+        value += part
+    psi_rows = np.empty(K)
+    for k in range(K):
+        rowsum = prior_B[k].sum()
+        for v in present:
+            rowsum += c_B[k, v]
+            lg, psi = lgamma_digamma(prior_B[k, v] + c_B[k, v])
+            value += lg - lgamma_B[k, v]
+            elog_B[k, v] = psi
+        lg, psi_rows[k] = lgamma_digamma(rowsum)
+        value += lgamma_rowsum_B[k] - lg
+        for v in present:
+            elog_B[k, v] -= psi_rows[k]
+    return value, psi_rows
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dirichlet_pass_looks_up_only_entries_equal_to_the_prior(seed):
+    """Entries whose counts leave ``prior + counts`` equal to the prior (zeros, or counts below
+    half an ulp of the prior) take the prior's lgamma and psi from a table: the bound and
+    E log theta are bit for bit those of evaluating every entry, with and without unvisited
+    rows, and the warm start's psi-only pass gives the same E log theta."""
+    rng = np.random.default_rng(seed)
+    K, V = 4, 6
+    prior = (rng.uniform(0.05, 3.0, K), rng.uniform(0.05, 3.0, (K, K)), rng.uniform(0.05, 3.0, (K, V)))
+    rowsum_B = prior[2].sum(1)
+    lgamma_B, lgamma_rowsum_B = special.gammaln(prior[2]), special.gammaln(rowsum_B)
+    tables = fused_sweeps.prior_special_values(prior, rowsum_B, (True, True, True))
+    present = np.array([0, 2, 3, 5])
+
+    def draw(shape):  # a third zero, a third too small to change the prior, a third counts
+        kind = rng.integers(0, 3, shape)
+        return np.where(kind == 0, 0.0, np.where(kind == 1, 1e-30, rng.uniform(0.0, 5.0, shape)))
+
+    counts = (draw((1, K)), draw((K, K)), np.zeros((K, V)))
+    counts[2][:, present] = draw((K, present.size))
+    counts[1][1] = 0.0  # a whole row at the prior: its total is looked up too
+    counts[2][2] = 1e-300
+    args = (
+        (True, True, True),
+        prior,
+        (rowsum_B, lgamma_B, lgamma_rowsum_B),
+        tuple(tables[k] for k in ("values_pi", "rows_pi", "values_A", "rows_A", "values_B", "rows_B")),
+        counts,
+        present,
+        present.size,
+        np.arange(V),
+    )
+    n_staged = K + 1 + K * (K + 1) + K * (V + 1)
+    results = []
+    for with_lgamma in (True, False):
+        theta = (np.full((1, K), np.nan), np.full((K, K), np.nan), np.full((K, V), np.nan))
+        psi_rows = np.full(K, np.nan)
+        staged = (
+            np.empty(n_staged),
+            np.empty(n_staged),
+            np.empty(n_staged),
+            np.empty(n_staged, dtype=np.int64),
+        )
+        value = fused_sweeps._sequence_terms(*args, theta, psi_rows, staged, with_lgamma)
+        results.append((value, theta, psi_rows))
+    want_theta = (np.full((1, K), np.nan), np.full((K, K), np.nan), np.full((K, V), np.nan))
+    want_value, want_rows = _sequence_terms_every_entry(
+        *prior, lgamma_B, lgamma_rowsum_B, counts, present, want_theta
+    )
+    at_prior = (prior[1] + counts[1] == prior[1]).sum()
+    assert 0 < at_prior < K * K  # both kinds of entries are exercised
+    assert results[0][0] == want_value
+    for _, theta, psi_rows in results:
+        assert np.array_equal(psi_rows, want_rows)
+        assert np.array_equal(theta[0], want_theta[0]) and np.array_equal(theta[1], want_theta[1])
+        assert np.array_equal(theta[2][:, present], want_theta[2][:, present])

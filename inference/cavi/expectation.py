@@ -46,7 +46,7 @@ from .emissions import (
 )
 from .exact_chain import ExactChain, forward_backward
 from .guides import FFGuide
-from .kernels.fused_sweeps import FAMILIES, PriorTerms, fused_e_step
+from .kernels.fused_sweeps import FAMILIES, PriorTerms, fused_e_step, prior_special_values
 from .protocol import GuideProtocol
 
 __all__ = [
@@ -302,16 +302,18 @@ def _prior_terms(params: VariantParameters) -> tuple[tuple, PriorTerms, tuple, t
             prior_log_beta_piA += float(log_multivariate_beta(torch.from_numpy(a)).sum())
     beta = torch.from_numpy(np.ascontiguousarray(prior_B))
     psi_B = torch.digamma(beta)
+    rowsum_B = prior_B.sum(1)
     terms = PriorTerms(
         prior_log_beta_piA=prior_log_beta_piA,
         lgamma_B=torch.lgamma(beta).numpy(),
         psi_B=psi_B.numpy(),
-        rowsum_B=prior_B.sum(1),
-        lgamma_rowsum_B=torch.lgamma(torch.from_numpy(prior_B.sum(1))).numpy(),
+        rowsum_B=rowsum_B,
+        lgamma_rowsum_B=torch.lgamma(torch.from_numpy(rowsum_B)).numpy(),
         elog_pi=expected_log_dirichlet(torch.from_numpy(np.ascontiguousarray(prior_pi))).numpy(),
         elog_A=expected_log_dirichlet(torch.from_numpy(np.ascontiguousarray(prior_A))).numpy(),
         # reusing psi(beta): one K x V digamma, not two
         elog_B=expected_log_dirichlet(beta, digamma=psi_B).numpy(),
+        **prior_special_values(prior, rowsum_B, flags),
     )
     return tuple(prior), terms, tuple(fixed), tuple(flags)
 

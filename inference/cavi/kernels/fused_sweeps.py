@@ -20,11 +20,12 @@ from numba import njit, prange
 
 from .dirichlet_multinomial import SUM_BLOCK
 from .scaled_chain import FASTMATH, chain_pass, shift_initial, shift_transition
-from .special import FASTMATH_SPECIAL, lgamma_digamma
+from .special import FASTMATH_SPECIAL, digamma, lgamma_digamma
 
 __all__ = [
     "FAMILIES",
     "PriorTerms",
+    "prior_special_values",
     "SweepSettings",
     "SequenceArrays",
     "SequenceState",
@@ -35,29 +36,83 @@ __all__ = [
 
 
 @njit(cache=True, nogil=True)
-def _rows_log_beta_and_expected_logs(prior, counts, out):  # pragma: no cover - compiled
-    """out[i] = psi(g_i) - psi(sum g_i) with g = prior + counts; returns
-    sum_i [sum_d lgamma(g_id) - lgamma(sum_d g_id)] (one special-function call per entry)."""
+def _stage_rows(prior, counts, prior_values, prior_rows, staged, s, n_todo):  # pragma: no cover - compiled
+    """Stage the entries ``g = prior + counts`` of rows of pi or A and their row totals (added
+    left to right) from position ``s`` of ``staged`` (see :func:`_sequence_terms`): each with the
+    prior's lgamma and psi, and listed for evaluation where it differs from the prior's.
+    Returns the next position and the length of the list."""
+    x, lg, psi, todo = staged
     R, D = prior.shape
-    value = 0.0
     for i in range(R):
         total = 0.0
         for d in range(D):
-            g = prior[i, d] + counts[i, d]
+            p = prior[i, d]
+            g = p + counts[i, d]
             total += g
-            lg, psi = lgamma_digamma(g)
-            value += lg
-            out[i, d] = psi
-        lg, psi_total = lgamma_digamma(total)
-        value -= lg
+            x[s] = g
+            lg[s] = prior_values[0, i, d]
+            psi[s] = prior_values[1, i, d]
+            todo[n_todo] = s
+            n_todo += g != p
+            s += 1
+        x[s] = total
+        lg[s] = prior_rows[1, i]
+        psi[s] = prior_rows[2, i]
+        todo[n_todo] = s
+        n_todo += total != prior_rows[0, i]
+        s += 1
+    return s, n_todo
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
+def _evaluate_staged(staged, n_todo, with_lgamma):  # pragma: no cover - compiled
+    """lgamma and psi of the listed staged entries (psi only if not ``with_lgamma``): one
+    branch-free loop of independent evaluations."""
+    x, lg, psi, todo = staged
+    if with_lgamma:
+        for j in range(n_todo):
+            s = todo[j]
+            lg[s], psi[s] = lgamma_digamma(x[s])
+    else:
+        for j in range(n_todo):
+            s = todo[j]
+            psi[s] = digamma(x[s])
+
+
+@njit(cache=True, nogil=True)
+def _rows_log_beta_and_expected_logs(out, staged, s):  # pragma: no cover - compiled
+    """out[i] = psi(g_i) - psi(sum g_i) for rows staged by :func:`_stage_rows` from position
+    ``s``; returns sum_i [sum_d lgamma(g_id) - lgamma(sum_d g_id)] and the next position."""
+    _, lg, psi, _ = staged
+    R, D = out.shape
+    value = 0.0
+    for i in range(R):
+        for d in range(D):
+            value += lg[s]
+            out[i, d] = psi[s]
+            s += 1
+        value -= lg[s]
+        psi_total = psi[s]
+        s += 1
         for d in range(D):
             out[i, d] -= psi_total
-    return value
+    return value, s
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
 def _sequence_terms(
-    groups, prior, prior_B_terms, counts, present, n_present, sym_map, theta, psi_rowsum_B
+    groups,
+    prior,
+    prior_B_terms,
+    tables,
+    counts,
+    present,
+    n_present,
+    sym_map,
+    theta,
+    psi_rowsum_B,
+    staged,
+    with_lgamma,
 ):  # pragma: no cover - compiled
     """For the per-sequence groups at g = prior + counts: E log theta (for B only the
     columns of the symbols present; psi of B's row sums in ``psi_rowsum_B``), and the
@@ -67,36 +122,141 @@ def _sequence_terms(
 
     ``groups``: (seq_pi, seq_A, seq_B), whether each group is per sequence; ``prior``:
     (pi (K,), A (K, K), B (K, V)); ``prior_B_terms``: B's row sums (K,), lgamma of B (K, V) and
-    of its row sums (K,); ``counts`` (pi (1, K), A (K, K), B (K, W)) and ``theta`` (E log pi
-    (1, K), E log A (K, K), E log B (K, W)): the sequence's, ``theta`` written here."""
+    of its row sums (K,); ``tables``: the kernel's own lgamma and psi of the priors, pi
+    (2, 1, K) and (3, 1), A (2, K, K) and (3, K), B (2, K, V) and (2, K) (see
+    :func:`prior_special_values`); ``counts`` (pi (1, K), A (K, K), B (K, W)) and ``theta``
+    (E log pi (1, K), E log A (K, K), E log B (K, W)): the sequence's, ``theta`` written here.
+    ``staged``: scratch, the entries' values x, lgamma, psi and the list of those to evaluate
+    (float64, float64, float64, int64, each of length at least K + 1 + K (K + 1) +
+    K (n_present + 1)). ``with_lgamma`` False: E log theta only (a warm start's), the value
+    returned is not the bound.
+
+    In three passes, with the same numbers as evaluating every entry in place: stage every
+    entry with the prior's lgamma and psi, evaluate the special functions where the entry
+    differs from the prior (its counts are zero or too small to change it in float64: on
+    short sequences most transitions out of unvisited states), then add up in the order of
+    the entries."""
     seq_pi, seq_A, seq_B = groups
     prior_pi, prior_A, prior_B = prior
     prior_B_rowsum, lgamma_prior_B, lgamma_prior_B_rowsum = prior_B_terms
+    values_pi, rows_pi, values_A, rows_A, values_B, rows_B = tables
     c_pi, c_A, c_B = counts
     elog_pi, elog_A, elog_B = theta
+    x_staged, lg, psi, todo = staged
     K = prior_A.shape[0]
-    value = 0.0
+    s = 0
+    n_todo = 0
     if seq_pi:
-        value += _rows_log_beta_and_expected_logs(prior_pi.reshape((1, K)), c_pi, elog_pi)
+        s, n_todo = _stage_rows(prior_pi.reshape((1, K)), c_pi, values_pi, rows_pi, staged, s, n_todo)
     if seq_A:
-        value += _rows_log_beta_and_expected_logs(prior_A, c_A, elog_A)
+        s, n_todo = _stage_rows(prior_A, c_A, values_A, rows_A, staged, s, n_todo)
     if seq_B:
         for k in range(K):
             rowsum = prior_B_rowsum[k]
             for j in range(n_present):
                 v = present[j]
                 x = sym_map[v]
-                g = prior_B[k, x] + c_B[k, v]
+                p = prior_B[k, x]
+                g = p + c_B[k, v]
                 rowsum += c_B[k, v]
-                lg, psi = lgamma_digamma(g)
-                value += lg - lgamma_prior_B[k, x]
-                elog_B[k, v] = psi
-            lg, psi_total = lgamma_digamma(rowsum)
-            value += lgamma_prior_B_rowsum[k] - lg
+                x_staged[s] = g
+                lg[s] = values_B[0, k, x]
+                psi[s] = values_B[1, k, x]
+                todo[n_todo] = s
+                n_todo += g != p
+                s += 1
+            x_staged[s] = rowsum
+            lg[s] = rows_B[0, k]
+            psi[s] = rows_B[1, k]
+            todo[n_todo] = s
+            n_todo += rowsum != prior_B_rowsum[k]
+            s += 1
+    _evaluate_staged(staged, n_todo, with_lgamma)
+    s = 0
+    value = 0.0
+    if seq_pi:
+        part, s = _rows_log_beta_and_expected_logs(elog_pi, staged, s)
+        value += part
+    if seq_A:
+        part, s = _rows_log_beta_and_expected_logs(elog_A, staged, s)
+        value += part
+    if seq_B:
+        for k in range(K):
+            for j in range(n_present):
+                v = present[j]
+                value += lg[s] - lgamma_prior_B[k, sym_map[v]]
+                elog_B[k, v] = psi[s]
+                s += 1
+            value += lgamma_prior_B_rowsum[k] - lg[s]
+            psi_total = psi[s]
             psi_rowsum_B[k] = psi_total
+            s += 1
             for j in range(n_present):
                 elog_B[k, present[j]] -= psi_total
     return value
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
+def _fill_special_values(x, values):  # pragma: no cover - compiled
+    """values[0], values[1] = the kernel's lgamma and psi of every entry of ``x`` (R, D)."""
+    R, D = x.shape
+    for i in range(R):
+        for d in range(D):
+            values[0, i, d], values[1, i, d] = lgamma_digamma(x[i, d])
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
+def _fill_row_values(x, rows):  # pragma: no cover - compiled
+    """rows[0] = the row totals of ``x`` (R, D) added left to right (as the kernel adds
+    ``g``), rows[1], rows[2] their lgamma and psi."""
+    R, D = x.shape
+    for i in range(R):
+        total = 0.0
+        for d in range(D):
+            total += x[i, d]
+        rows[0, i] = total
+        rows[1, i], rows[2, i] = lgamma_digamma(total)
+
+
+def prior_special_values(prior, rowsum_B, sequence_groups) -> dict:
+    """The kernel's own lgamma and psi of the priors of the per-sequence groups, for
+    :class:`PriorTerms` (O(K^2 + K V), once per E-step).
+
+    Parameters
+    ----------
+    prior : tuple of float64 ndarray (K,), (K, K), (K, V)
+    rowsum_B : float64 ndarray (K,)
+        The emission prior's row sums (:attr:`PriorTerms.rowsum_B`).
+    sequence_groups : tuple of 3 bool
+        Whether pi, A, B are per-sequence groups (the others get zero-filled placeholders of
+        the right shapes).
+
+    Returns
+    -------
+    dict with the fields ``values_pi`` ... ``rows_B`` of :class:`PriorTerms`.
+    """
+    K, V = np.shape(prior[2])
+    out = {}
+    for name, x, flag in (
+        ("pi", np.reshape(prior[0], (1, K)), sequence_groups[0]),
+        ("A", np.reshape(prior[1], (K, K)), sequence_groups[1]),
+    ):
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        values = np.zeros((2,) + x.shape)
+        rows = np.zeros((3, x.shape[0]))
+        if flag:
+            _fill_special_values(x, values)
+            _fill_row_values(x, rows)
+        out["values_" + name], out["rows_" + name] = values, rows
+    values_B = np.zeros((2, K, V))
+    rows_B = np.zeros((2, K))
+    if sequence_groups[2]:
+        _fill_special_values(np.ascontiguousarray(prior[2], dtype=np.float64), values_B)
+        _fill_special_values(
+            np.ascontiguousarray(rowsum_B, dtype=np.float64).reshape((1, K)), rows_B.reshape((2, 1, K))
+        )
+    out["values_B"], out["rows_B"] = values_B, rows_B
+    return out
 
 
 @njit(cache=True, nogil=True)
@@ -293,6 +453,8 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
     lgamma_prior_B, psi_prior_B = terms.lgamma_B, terms.psi_B
     prior_B_rowsum, lgamma_prior_B_rowsum = terms.rowsum_B, terms.lgamma_rowsum_B
     elog_prior_pi, elog_prior_A, elog_prior_B = terms.elog_pi, terms.elog_A, terms.elog_B
+    tables = (terms.values_pi, terms.rows_pi, terms.values_A, terms.rows_A, terms.values_B, terms.rows_B)
+    psi_prior_B_rowsum = terms.rows_B[1]
     counts_pi, counts_A, counts_B = state.counts_pi, state.counts_A, state.counts_B
     phi_all, initialize = state.phi, state.initialize
     entropy, elbo, local = results.entropy, results.elbo, results.local
@@ -333,6 +495,13 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
         vec3 = np.empty(K)
         vec4 = np.empty(K)
         theta = (elog_pi, elog_A, elog_B)
+        n_staged = K + 1 + K * (K + 1) + K * (min(T, W) + 1)
+        staged = (
+            np.empty(n_staged),
+            np.empty(n_staged),
+            np.empty(n_staged),
+            np.empty(n_staged, dtype=np.int64),
+        )
         pf_scratch = (alpha_block, scale_block, A, table, pair, emitted, vec1, vec2, vec3, vec4)
         ff_scratch = (table, pair, vec1, vec2)
         for m in range(block * SUM_BLOCK, min(M, (block + 1) * SUM_BLOCK)):
@@ -385,12 +554,23 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
                     elog_A[:, :] = elog_prior_A
                 if seq_B:
                     for k in range(K):
-                        psi_rowsum_B[k] = lgamma_digamma(prior_B_rowsum[k])[1]
+                        psi_rowsum_B[k] = psi_prior_B_rowsum[k]
                         for j in range(n_present):
                             elog_B[k, present[j]] = elog_prior_B[k, sym_map[present[j]]]
-            else:
+            else:  # E log theta only: this bound is not wanted
                 _sequence_terms(
-                    groups, prior, prior_B_terms, counts, present, n_present, sym_map, theta, psi_rowsum_B
+                    groups,
+                    prior,
+                    prior_B_terms,
+                    tables,
+                    counts,
+                    present,
+                    n_present,
+                    sym_map,
+                    theta,
+                    psi_rowsum_B,
+                    staged,
+                    False,
                 )
             previous = -np.inf
             for it in range(max_iter):
@@ -405,7 +585,18 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
                 # Per-sequence groups: log B(prior + counts) - log B(prior) (collapsed form);
                 # database-level groups: counts . E log theta (their E log theta is fixed).
                 collapsed = _sequence_terms(
-                    groups, prior, prior_B_terms, counts, present, n_present, sym_map, theta, psi_rowsum_B
+                    groups,
+                    prior,
+                    prior_B_terms,
+                    tables,
+                    counts,
+                    present,
+                    n_present,
+                    sym_map,
+                    theta,
+                    psi_rowsum_B,
+                    staged,
+                    True,
                 )
                 collapsed -= prior_log_beta_piA
                 database = 0.0
@@ -475,6 +666,17 @@ class PriorTerms(NamedTuple):
         Row sums of the emission prior and their lgamma.
     elog_pi, elog_A, elog_B : ndarray (K,), (K, K), (K, V)
         E log theta under the prior itself (sequences without counts yet start there).
+    values_pi, values_A, values_B : ndarray (2, 1, K), (2, K, K), (2, K, V)
+        The kernel's own lgamma and psi of the per-sequence priors (zeros for the other
+        groups): an entry whose counts leave ``prior + counts`` equal to the prior takes them
+        from here, the same numbers as the special functions would give.
+    rows_pi, rows_A : ndarray (3, 1), (3, K)
+        The prior's row totals added left to right, their lgamma and psi (the same for a row
+        whose total equals the prior's).
+    rows_B : ndarray (2, K)
+        lgamma and psi of ``rowsum_B``.
+
+    See :func:`prior_special_values` for the last six.
     """
 
     prior_log_beta_piA: float
@@ -485,6 +687,12 @@ class PriorTerms(NamedTuple):
     elog_pi: np.ndarray
     elog_A: np.ndarray
     elog_B: np.ndarray
+    values_pi: np.ndarray
+    rows_pi: np.ndarray
+    values_A: np.ndarray
+    rows_A: np.ndarray
+    values_B: np.ndarray
+    rows_B: np.ndarray
 
 
 # The kernel's other argument groups. numba takes named tuples in nopython mode (and caches the

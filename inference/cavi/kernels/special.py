@@ -15,6 +15,7 @@ __all__ = [
     "FASTMATH_SPECIAL",
     "lgamma_psi_asymptotic",
     "lgamma_digamma",
+    "digamma",
     "gamma_functions_scalar",
     "gamma_functions",
 ]
@@ -73,6 +74,36 @@ def lgamma_digamma(x):  # pragma: no cover - compiled
         p = p * y
     lgamma, psi, _, _ = lgamma_psi_asymptotic(x + 8.0)
     return lgamma - np.log(p), psi - dp / p
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
+def digamma(x):  # pragma: no cover - compiled
+    """psi(x) for x > 0, bit for bit the second value of :func:`lgamma_digamma` (the same
+    operations in the same order, without the lgamma's series and its second log): for passes
+    that need E log theta but not the bound."""
+    p = 1.0
+    dp = 0.0
+    for i in range(8):
+        y = x + i
+        dp = dp * y + p
+        p = p * y
+    y = x + 8.0
+    inv = 1.0 / y
+    inv2 = inv * inv
+    psi = (
+        np.log(y)
+        - 0.5 * inv
+        - inv2
+        * (
+            1.0 / 12
+            - inv2
+            * (
+                1.0 / 120
+                - inv2 * (1.0 / 252 - inv2 * (1.0 / 240 - inv2 * (1.0 / 132 - inv2 * (691.0 / 32760))))
+            )
+        )
+    )
+    return psi - dp / p
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
