@@ -792,7 +792,13 @@ def _run(groups, parts, call, payload, out, digest, jobs, quiet, desc):
             finally:
                 torch.set_num_threads(before)
         elif todo:
-            _run_pool(todo, call, payload, jobs, finish, finished)
+
+            def unsaved(group):  # a group to run again, with the parts it has not saved
+                by_key = {p["key"]: p for p in group["parts"]}
+                left = [k for k in group["todo"] if _matches(load_task(out, k, digest), by_key[k]) is None]
+                return {**group, "todo": left}
+
+            _run_pool(todo, call, payload, jobs, finish, finished, unsaved)
     except KeyboardInterrupt as err:
         if isinstance(err, RunInterrupted):
             raise
@@ -806,8 +812,9 @@ def _run(groups, parts, call, payload, out, digest, jobs, quiet, desc):
     return [done[k] for k in (p["key"] for p in parts) if k in done], errors
 
 
-def _run_pool(todo, fn, payload, jobs, finish, finished) -> None:
-    """The groups ``todo`` in ``jobs`` spawned worker processes; ``finish`` each result here."""
+def _run_pool(todo, fn, payload, jobs, finish, finished, unsaved) -> None:
+    """The groups ``todo`` in ``jobs`` spawned worker processes; ``finish`` each result here
+    (``unsaved(group)``: the group with the parts it has saved taken out of its ``todo``)."""
     ctx = mp.get_context("spawn")  # fork after torch's threads start can deadlock
     pool = None
     completed = False
@@ -835,7 +842,8 @@ def _run_pool(todo, fn, payload, jobs, finish, finished) -> None:
             _stop_pool(pool)
             pool = None
             for g in left:
-                finish(g, _run_isolated(fn, g, payload, ctx))
+                rest = unsaved(g)  # the parts its dead worker saved are kept
+                finish(g, _run_isolated(fn, rest, payload, ctx) if rest["todo"] else {})
         completed = True
     finally:
         if pool is not None:

@@ -72,6 +72,35 @@ def test_groups_save_parts_as_they_go_and_resume_with_the_missing_ones(tmp_path)
     assert len(payload["calls"]) == 6
 
 
+_DYING = """
+import os
+
+
+def dying(group, payload, output):
+    # saves its first part, then kills its worker the first time (a marker file says so)
+    for part in group["parts"]:
+        if part["key"] not in output.todo:
+            continue
+        if part["K"] == 3 and group["key"] == "m0" and not os.path.exists(payload):
+            open(payload, "w").close()
+            os._exit(7)
+        output.save(part["key"], {"pid": os.getpid()})
+"""
+
+
+def test_a_group_whose_worker_dies_keeps_its_saved_parts(tmp_path, monkeypatch):
+    (tmp_path / "dying_group_module.py").write_text(_DYING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    dying = __import__("dying_group_module").dying
+    groups = [{"key": f"m{m}", "parts": [{"key": f"m{m}__K{K}", "K": K} for K in (2, 3)]} for m in (0, 1)]
+    marker = str(tmp_path / "died")
+    records, errors = run_task_groups(groups, dying, marker, tmp_path / "out", "d", jobs=2, quiet=True)
+    assert not errors and [r["K"] for r in records] == [2, 3, 2, 3]
+    # the part saved before the worker died is kept; the rest ran in a fresh worker
+    pids = {r["K"]: r["pid"] for r in records[:2]}
+    assert pids[2] != pids[3]
+
+
 # ------------------------------------------------------------------------ plans and budget
 def test_plans_pair_ff_with_pf_and_keep_the_baselines_on_their_own():
     plans = fit_plans(["LDHMM-FF", "LDHMM-PF", "HMM", "LDA", "VBHMM", "HMMV"])
@@ -219,3 +248,28 @@ def test_a_model_with_fit_path_is_fitted_along_k_and_resumes_at_k(tmp_path, path
     PathLDHMM.calls = []
     other = ldhmm.compare(path_models, "synthetic", states=[3, 4], out=out, is_samples=2, **SMALL)
     assert other.ok and PathLDHMM.calls == [([3, 4], None)] * 2
+
+
+def test_ldhmm_tasks_stopped_after_a_k_resume_to_the_uninterrupted_numbers(tmp_path, monkeypatch):
+    models, states = ["LDHMM-FF", "LDHMM-PF", "HMM"], [2, 3]
+    ref = ldhmm.compare(models, "synthetic", states=states, out=tmp_path / "ref", is_samples=2, **SMALL)
+    real = along_k.Fitter.derive
+
+    def failing(self, name, K, base):
+        if K == 3:
+            raise RuntimeError("injected failure at K = 3")
+        return real(self, name, K, base)
+
+    monkeypatch.setattr(along_k.Fitter, "derive", failing)
+    out = tmp_path / "run"
+    first = ldhmm.compare(models, "synthetic", states=states, out=out, is_samples=2, **SMALL)
+    # the LDHMM task of each fold saved K = 2 (both rows) and PF at K = 3, then failed
+    assert sorted(e.split(":")[0] for e in first.errors) == ["LDHMM-FF__K3__fold0", "LDHMM-FF__K3__fold1"]
+    assert len(first.folds) == len(ref.folds) - 2
+    monkeypatch.setattr(along_k.Fitter, "derive", real)
+    fits = []
+    real_one = along_k.Fitter.one
+    monkeypatch.setattr(along_k.Fitter, "one", lambda self, m, K: fits.append((m, K)) or real_one(self, m, K))
+    resumed = ldhmm.compare(models, "synthetic", states=states, out=out, is_samples=2, **SMALL)
+    assert resumed.ok and fits == []  # the FF rows of K = 3 start from the saved PF fits
+    pd.testing.assert_frame_equal(_scores(resumed.folds), _scores(ref.folds), check_exact=True)
