@@ -11,13 +11,17 @@ The folds are stratified K-fold splits of the whole labelled database (all class
 a binary task uses each fold's training and test sequences of its two classes, which is a
 stratified K-fold of the two-class subset. This lets the per-class models be shared by the
 tasks (the EI model of fold 3 serves EI-IE and EI-N), so every (model, K, fold, class) is
-fitted once and saved as its own task file (resumable).
+fitted once and saved as its own task file (resumable). The task unit is (model, fold, class):
+one task fits the model along its K values (:mod:`ldhmm.experiments.along_k`; LDHMM-FF from
+the LDHMM-PF fit of each K in the same task) and saves each K's row as it goes, so a run
+resumes at K granularity.
 
 The paper's future work, a discriminative classifier on LDHMM features: for LDHMM-FF/PF, one
 model is fitted on the training sequences of both classes; each sequence's posterior means
 of pi, of the rows of A and of the rows of B (normalized ``posterior()["g_pi"]``, ``g_A``,
 ``g_B``, flattened, K + K^2 + K V features) go through a standardized L2 logistic regression
-(scikit-learn), whose test AUC is reported as model ``LDHMM-PF+LR`` / ``LDHMM-FF+LR``.
+(scikit-learn), whose test AUC is reported as model ``LDHMM-PF+LR`` / ``LDHMM-FF+LR``; one task
+per (LDHMM plan, fold, binary task), fitted along K as the class models are.
 """
 
 from __future__ import annotations
@@ -35,11 +39,13 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ..data import kfold_indices
+from .along_k import Fitter, budget_rules, fit_along_k, fit_plans, path_fields, store_for
 from .datasets import resolve_data, run_settings
-from .lineup import ldhmm_names, model_from_settings, model_names, model_order
+from .lineup import ldhmm_names, model_names, model_order
 from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
 from .tables import failure_lines, mean_std
 from .tasks import (
+    MODELS_DIR,
     atomic_write_csv,
     atomic_write_text,
     check_run_settings,
@@ -47,7 +53,7 @@ from .tasks import (
     holds_out_dir_lock,
     parse_states,
     prepare_out_dir,
-    run_tasks,
+    run_task_groups,
     seed_everything,
     timed,
 )
@@ -57,6 +63,8 @@ __all__ = [
     "ClassificationResult",
     "class_task",
     "lr_task",
+    "classify_group",
+    "classify_groups",
     "PAPER_TABLE3",
     "posterior_features",
     "parse_tasks",
@@ -173,42 +181,59 @@ def posterior_features(model, sequences) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------ tasks
-def class_task(task, payload) -> dict:
-    """Fit one model on one class's training sequences of a fold; score the fold's test set."""
-    db, folds, s = payload["db"], payload["folds"], payload["settings"]
-    name, K, fold, c = task["model"], int(task["K"]), int(task["fold"]), task["cls"]
-    tr, te = folds[fold]
-    code = db.label_names.index(c)
-    tr_c = tr[db.labels[tr] == code]
-    seed_everything(s["seed"])
-    model = build_model(payload["entries"][name], K, db.n_symbols, s)
-    _, fit_s = timed(model.fit, db.subset(tr_c).sequences)
-    scores, score_s = timed(model.score_samples, db.subset(te).sequences)
+def _fitter(payload, index) -> Fitter:
+    """The :class:`Fitter` of a training set (database positions ``index``)."""
+    db, s, entries = payload["db"], payload["settings"], payload["entries"]
+    sequences = db.subset(index).sequences
+    return Fitter(sequences, db.n_symbols, s, lambda m, K: build_model(entries.get(m, m), K, db.n_symbols, s))
+
+
+def _class_training(payload, fold: int, c: str):
+    db = payload["db"]
+    tr, te = payload["folds"][fold]
+    tr_c = tr[db.labels[tr] == db.label_names.index(c)]
+    return tr_c, te
+
+
+def class_row(model, name: str, payload, n_train: int, te, fit_seconds: float) -> dict:
+    """The row of a class model: its scores of the fold's test sequences ``te``."""
+    scores, score_s = timed(model.score_samples, payload["db"].subset(te).sequences)
     scores = check_scores(scores, te.size, name)
     n_iter = getattr(model, "n_iter_", None)
     return {
         "score_kind": model.score_kind,
-        "n_train": int(tr_c.size),
+        "n_train": int(n_train),
         "test_index": te.tolist(),
         "test_scores": [float(x) for x in scores],
-        "fit_seconds": fit_s,
+        "fit_seconds": fit_seconds,
         "score_seconds": score_s,
         "n_iter": None if n_iter is None else int(n_iter),
     }
 
 
-def lr_task(task, payload) -> dict:
-    """LDHMM fitted on both classes' training sequences; posterior features -> logistic regression."""
-    db, folds, s = payload["db"], payload["folds"], payload["settings"]
-    name, K, fold = task["base_model"], int(task["K"]), int(task["fold"])
-    a, b = task["task"].split("|")
+def class_task(task, payload) -> dict:
+    """One model with one K on its own, fitted on one class's training sequences of a fold;
+    scores of the fold's test set (the row :func:`classify_group` makes of it)."""
+    name, K, fold = task["model"], int(task["K"]), int(task["fold"])
+    tr_c, te = _class_training(payload, fold, task["cls"])
+    seed_everything(payload["settings"]["seed"])
+    model, fit_s = _fitter(payload, tr_c).one(name, K)
+    return class_row(model, name, payload, tr_c.size, te, fit_s)
+
+
+def _pair_split(payload, fold: int, task: str):
+    db = payload["db"]
+    a, b = task.split("|")
     ca, cb = db.label_names.index(a), db.label_names.index(b)
-    tr, te = folds[fold]
+    tr, te = payload["folds"][fold]
     tr = tr[np.isin(db.labels[tr], [ca, cb])]
     te = te[np.isin(db.labels[te], [ca, cb])]
-    seed_everything(s["seed"])
-    model = model_from_settings(name, K, db.n_symbols, s)
-    _, fit_s = timed(model.fit, db.subset(tr).sequences)
+    return tr, te, ca
+
+
+def lr_row(model, payload, tr, te, ca, fit_seconds: float) -> dict:
+    """The row of an LDHMM fitted on both classes: posterior features -> logistic regression."""
+    db, s = payload["db"], payload["settings"]
     x_tr = posterior_features(model, db.subset(tr).sequences)
     x_te = posterior_features(model, db.subset(te).sequences)
     y_tr = (db.labels[tr] == ca).astype(int)
@@ -222,9 +247,107 @@ def lr_task(task, payload) -> dict:
         "n_train": int(tr.size),
         "n_test": int(te.size),
         "n_features": int(x_tr.shape[1]),
-        "fit_seconds": fit_s,
+        "fit_seconds": fit_seconds,
         "n_iter": None if n_iter is None else int(n_iter),
     }
+
+
+def lr_task(task, payload) -> dict:
+    """One LDHMM with one K on its own, fitted on both classes' training sequences; posterior
+    features -> logistic regression (the row :func:`classify_group` makes of it)."""
+    tr, te, ca = _pair_split(payload, int(task["fold"]), task["task"])
+    seed_everything(payload["settings"]["seed"])
+    model, fit_s = _fitter(payload, tr).one(task["base_model"], int(task["K"]))
+    return lr_row(model, payload, tr, te, ca, fit_s)
+
+
+def classify_group(group, payload, output) -> None:
+    """One task: a fit plan on one class of a fold (``group["cls"]``) or, for the ``+LR`` rows,
+    on both classes of a binary task of a fold (``group["task"]``), fitted along the run's K
+    values (:mod:`ldhmm.experiments.along_k`); each row is saved as soon as it is computed."""
+    plan, fold, states = group["plan"], int(group["fold"]), list(group["states"])
+    s = payload["settings"]
+    rows = {(p.get("base_model", p["model"]), int(p["K"])): p["key"] for p in group["parts"]}
+    # key_of: the file key of a base fit, the key its row has (or would have)
+    if "cls" in group:
+        c = group["cls"]
+        tr, te = _class_training(payload, fold, c)
+
+        def row(name, model, seconds):
+            return class_row(model, name, payload, tr.size, te, seconds)
+
+        def key_of(m, K):
+            return f"{m}__K{K}__fold{fold}__class{c}"
+    else:
+        tr, te, ca = _pair_split(payload, fold, group["task"])
+        pair = group["task"].replace("|", "-")
+
+        def row(name, model, seconds):
+            return lr_row(model, payload, tr, te, ca, seconds)
+
+        def key_of(m, K):
+            return f"{m}+LR__K{K}__fold{fold}__task{pair}"
+
+    def emit(name, K, model, seconds):
+        output.save(rows[(name, K)], row(name, model, seconds))
+
+    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, key_of)
+    fitter = _fitter(payload, tr)
+    fit_along_k(plan, states, rows, output.todo, fitter, store, emit, lambda: seed_everything(s["seed"]))
+
+
+def classify_groups(plans, lr_plans, states, folds: int, classes, pairs) -> list[dict]:
+    """The tasks of a run: one per (plan, fold, class) and one per (LDHMM plan, fold, binary
+    task) for the ``+LR`` rows; the LDHMM tasks, the costliest, first."""
+
+    def gen(plan):
+        return [
+            {
+                "key": f"{plan.key}__fold{f}__class{c}",
+                "plan": plan,
+                "fold": f,
+                "cls": c,
+                "states": states,
+                "parts": [
+                    {"key": f"{m}__K{K}__fold{f}__class{c}", "model": m, "K": K, "fold": f, "cls": c}
+                    | path_fields(plan, states, K)
+                    for m in plan.names
+                    for K in states
+                ],
+            }
+            for f in range(folds)
+            for c in classes
+        ]
+
+    lr = [
+        {
+            "key": f"{plan.key}+LR__fold{f}__task{a}-{b}",
+            "plan": plan,
+            "fold": f,
+            "task": f"{a}|{b}",
+            "states": states,
+            "parts": [
+                {
+                    "key": f"{m}+LR__K{K}__fold{f}__task{a}-{b}",
+                    "base_model": m,
+                    "model": f"{m}+LR",
+                    "K": K,
+                    "fold": f,
+                    "task": f"{a}|{b}",
+                }
+                | path_fields(plan, states, K)
+                for m in plan.names
+                for K in states
+            ],
+        }
+        for plan in lr_plans
+        for f in range(folds)
+        for a, b in pairs
+    ]
+    family = set(ldhmm_names())
+    first = [g for p in plans if p.base in family for g in gen(p)]
+    rest = [g for p in plans if p.base not in family for g in gen(p)]
+    return first + lr + rest
 
 
 # ------------------------------------------------------------------------ the command
@@ -353,39 +476,15 @@ def classify(
     )
     out = default_out("classify", db.name, out)
     lr_models = [m for m in ldhmm_names() if m in models] if lr else []
-    digest = prepare_out_dir(
-        out,
-        "classify",
-        settings,
-        force=force,
-        extra={"models": models, "states": states, "tasks": task_names, "lr_models": lr_models, "jobs": jobs},
-    )
-    gen = [
-        {"key": f"{m}__K{K}__fold{f}__class{c}", "model": m, "K": K, "fold": f, "cls": c}
-        for K in states
-        for m in models
-        for f in range(folds)
-        for c in classes
-    ]
-    lr_tasks = [
-        {
-            "key": f"{m}+LR__K{K}__fold{f}__task{a}-{b}",
-            "base_model": m,
-            "model": f"{m}+LR",
-            "K": K,
-            "fold": f,
-            "task": f"{a}|{b}",
-        }
-        for K in states
-        for m in lr_models
-        for f in range(folds)
-        for a, b in pairs
-    ]
+    plans, lr_plans = fit_plans(models), fit_plans(lr_models)
+    budget = budget_rules(plans, settings, states, what="; one model per class")
+    budget.update(budget_rules(lr_plans, settings, states, suffix="+LR", what="; fitted on both classes"))
+    extra = {"models": models, "states": states, "tasks": task_names, "lr_models": lr_models, "jobs": jobs}
+    digest = prepare_out_dir(out, "classify", settings, force=force, extra={**extra, "budget": budget})
+    groups = classify_groups(plans, lr_plans, states, folds, classes, pairs)
     payload = {"db": db, "folds": fold_index, "settings": settings, "entries": {e.name: e for e in entries}}
-    # one pool over both kinds of task: dispatch on the task's fields
-    records, errors = run_tasks(
-        gen + lr_tasks, _dispatch, payload, out, digest, jobs=jobs, quiet=quiet, desc="classify"
-    )
+    # one pool over both kinds of task: classify_group dispatches on the task's fields
+    records, errors = run_task_groups(groups, classify_group, payload, out, digest, jobs, quiet, "classify")
     resumed = sum(bool(r.get("resumed")) for r in records)
     by_key = {(r["model"], int(r["K"]), int(r["fold"]), r["cls"]): r for r in records if "cls" in r}
     rows = []
@@ -446,12 +545,8 @@ def classify(
     atomic_write_text(out / "summary.md", md)
     config = json.loads((out / "config.json").read_text(encoding="utf-8"))
     config["resumed_tasks"] = resumed
-    config["n_tasks"] = len(gen) + len(lr_tasks)
+    config["n_tasks"] = sum(len(g["parts"]) for g in groups)
     return ClassificationResult(folds=df, summary=md, out=out, errors=list(errors), config=config, data=what)
-
-
-def _dispatch(task, payload):
-    return lr_task(task, payload) if "base_model" in task else class_task(task, payload)
 
 
 def _auc_table(cells, task_names, states, col_models, bold=True):

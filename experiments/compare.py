@@ -1,7 +1,12 @@
 """``ldhmm compare``: cross-validated held-out log-likelihood of the models against K.
 
 The paper's Section 5.1 (Figures 4 and 5). For every model, K and fold, the model is fitted on
-the other folds and the held-out fold is scored.
+the other folds and the held-out fold is scored. The task unit is (model, fold): one task fits
+a model along its K values (:mod:`ldhmm.experiments.along_k`: LDHMM-PF along one path where
+its class has ``fit_path``, LDHMM-FF in the same task from the PF fit of each K, the baselines
+each K on its own) and saves each (model, K, fold) row as it is scored, so a run resumes at K
+granularity. ``fit_seconds`` of an LDHMM-FF row is its own fit from the PF fit (not the PF
+fit's seconds, which are in the LDHMM-PF row).
 
 Score columns of ``folds.csv`` (all in nats, summed over the test fold unless ``_per_seq`` /
 ``_per_token``):
@@ -31,11 +36,13 @@ from matplotlib.figure import Figure
 from scipy.stats import ttest_rel
 
 from ..data import kfold_indices
+from .along_k import Fitter, budget_rules, fit_along_k, fit_plans, path_fields, store_for
 from .datasets import resolve_data, run_settings
 from .lineup import ldhmm_names, model_names, model_order
 from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
 from .tables import failure_lines, fmt_pm, mean_std
 from .tasks import (
+    MODELS_DIR,
     atomic_savefig,
     atomic_write_csv,
     atomic_write_text,
@@ -44,7 +51,7 @@ from .tasks import (
     holds_out_dir_lock,
     parse_states,
     prepare_out_dir,
-    run_tasks,
+    run_task_groups,
     seed_everything,
     timed,
 )
@@ -53,6 +60,9 @@ __all__ = [
     "compare",
     "ComparisonResult",
     "compare_task",
+    "compare_group",
+    "compare_groups",
+    "score_fit",
     "write_reports",
     "console_table",
     "failure_lines",
@@ -77,17 +87,10 @@ CSV_COLUMNS = (
 
 
 # ------------------------------------------------------------------------ the task
-def compare_task(task, payload) -> dict:
-    """Fit one model on the training folds and score the held-out fold."""
-    db, folds, s = payload["db"], payload["folds"], payload["settings"]
-    name, K, fold = task["model"], int(task["K"]), int(task["fold"])
-    tr, te = folds[fold]
-    train = db.subset(tr).sequences
-    test = db.subset(te).sequences
+def score_fit(model, name: str, K: int, fold: int, test, s: dict, fit_seconds: float) -> dict:
+    """The row of a fitted model: its scores of the held-out fold ``test`` (see the module
+    docstring), with its fit statistics."""
     n_tokens = int(sum(len(x) for x in test))
-    seed_everything(s["seed"])
-    model = build_model(payload["entries"][name], K, db.n_symbols, s)
-    _, fit_s = timed(model.fit, train)
     scores, score_s = timed(model.score_samples, test)
     scores = check_scores(scores, len(test), name)
     total = float(scores.sum())
@@ -100,7 +103,6 @@ def compare_task(task, payload) -> dict:
     n_iter = getattr(model, "n_iter_", None)
     return {
         "score_kind": model.score_kind,
-        "n_train": len(train),
         "n_test": len(test),
         "n_test_tokens": n_tokens,
         "heldout_elbo": total,
@@ -110,12 +112,70 @@ def compare_task(task, payload) -> dict:
         "heldout_is_per_seq": is_total / len(test),
         "heldout_is_per_token": is_total / n_tokens,
         "is_samples": s["is_samples"] if math.isfinite(is_total) else 0,
-        "fit_seconds": fit_s,
+        "fit_seconds": fit_seconds,
         "score_seconds": score_s,
         "is_seconds": is_s,
         "n_iter": None if n_iter is None else int(n_iter),
         "converged": bool(getattr(model, "converged_", False)),
     }
+
+
+def _fold_fitter(payload, fold: int):
+    """The fold's training and test sequences, and its :class:`Fitter` (the run's models)."""
+    db, s, entries = payload["db"], payload["settings"], payload["entries"]
+    tr, te = payload["folds"][fold]
+    train = db.subset(tr).sequences
+    test = db.subset(te).sequences
+    fitter = Fitter(train, db.n_symbols, s, lambda m, K: build_model(entries.get(m, m), K, db.n_symbols, s))
+    return train, test, fitter
+
+
+def compare_task(task, payload) -> dict:
+    """One model with one K on its own (``task``: ``model``, ``K``, ``fold``): fitted on the
+    training folds, scored on the held-out fold (the row :func:`compare_group` makes of it
+    when the model is fitted on its own)."""
+    name, K, fold = task["model"], int(task["K"]), int(task["fold"])
+    train, test, fitter = _fold_fitter(payload, fold)
+    seed_everything(payload["settings"]["seed"])
+    model, fit_s = fitter.one(name, K)
+    return {"n_train": len(train), **score_fit(model, name, K, fold, test, payload["settings"], fit_s)}
+
+
+def compare_group(group, payload, output) -> None:
+    """One task: a fit plan (:class:`ldhmm.experiments.along_k.FitPlan`) on one fold, fitted
+    along the run's K values; each (model, K, fold) row is saved the moment it is scored."""
+    plan, fold, states = group["plan"], int(group["fold"]), list(group["states"])
+    s = payload["settings"]
+    train, test, fitter = _fold_fitter(payload, fold)
+    rows = {(p["model"], int(p["K"])): p["key"] for p in group["parts"]}
+
+    def emit(name, K, model, seconds):
+        row = {"n_train": len(train), **score_fit(model, name, K, fold, test, s, seconds)}
+        output.save(rows[(name, K)], row)
+
+    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, lambda m, K: _key(m, K, fold))
+    fit_along_k(plan, states, rows, output.todo, fitter, store, emit, lambda: seed_everything(s["seed"]))
+
+
+def _key(model: str, K: int, fold: int) -> str:
+    return f"{model}__K{K}__fold{fold}"
+
+
+def compare_groups(plans, states, folds: int) -> list[dict]:
+    """The tasks of a run: one per (plan, fold), in plan order (the LDHMM plans, the costliest,
+    first: with ``jobs`` workers the cheap tasks fill the end of the run)."""
+    groups = []
+    for plan in plans:
+        for f in range(folds):
+            parts = [
+                {"key": _key(m, K, f), "model": m, "K": K, "fold": f, **path_fields(plan, states, K)}
+                for m in plan.names
+                for K in states
+            ]
+            groups.append(
+                {"key": f"{plan.key}__fold{f}", "plan": plan, "fold": f, "states": states, "parts": parts}
+            )
+    return groups
 
 
 # ------------------------------------------------------------------------ the API
@@ -269,18 +329,12 @@ def compare(
         **plugin_settings(entries),
     )
     out = default_out("compare", db.name, out)
-    digest = prepare_out_dir(
-        out, "compare", settings, extra={"models": names, "states": states, "jobs": jobs}, force=force
-    )
-    tasks = [
-        {"key": f"{m}__K{K}__fold{f}", "model": m, "K": K, "fold": f}
-        for K in states
-        for m in names
-        for f in range(folds)
-    ]
+    plans = fit_plans(names)
+    extra = {"models": names, "states": states, "jobs": jobs, "budget": budget_rules(plans, settings, states)}
+    digest = prepare_out_dir(out, "compare", settings, extra=extra, force=force)
     payload = {"db": db, "folds": fold_index, "settings": settings, "entries": {e.name: e for e in entries}}
-    records, errors = run_tasks(
-        tasks, compare_task, payload, out, digest, jobs=jobs, quiet=quiet, desc="compare"
+    records, errors = run_task_groups(
+        compare_groups(plans, states, folds), compare_group, payload, out, digest, jobs, quiet, "compare"
     )
     if not records:
         raise RuntimeError(f"no task finished ({len(errors)} failed; the first: {errors[0]})")

@@ -1,6 +1,6 @@
 """The comparison harness in one namespace: the line-up of models, the data, the task runner.
 
-The harness is three ideas, each in its module; this module gathers their public names for
+The harness is four ideas, each in its module; this module gathers their public names for
 scripts and notebooks (``from ldhmm.experiments import harness as H``):
 
 * :mod:`ldhmm.experiments.lineup`: the registered models as the harness names and builds
@@ -9,7 +9,9 @@ scripts and notebooks (``from ldhmm.experiments import harness as H``):
 * :mod:`ldhmm.experiments.datasets`: which database a command uses
   (:func:`select_database`, the built-in synthetic databases, :func:`data_fingerprint`);
 * :mod:`ldhmm.experiments.tasks`: resumable tasks (:func:`prepare_out_dir`,
-  :func:`run_tasks`, atomic writes, seeding, ``--states`` parsing);
+  :func:`run_task_groups`, :func:`run_tasks`, atomic writes, seeding, ``--states`` parsing);
+* :mod:`ldhmm.experiments.along_k`: how a task fits its model along K (:func:`fit_plans`,
+  :func:`budget_rules`: fitted along K, LDHMM-FF from LDHMM-PF, or each K on its own);
 * :mod:`ldhmm.experiments.tables`: mean ± std over folds for the result tables.
 
 The registry-derived names (:data:`MODEL_NAMES`, ...) are read from
@@ -19,6 +21,7 @@ The registry-derived names (:data:`MODEL_NAMES`, ...) are read from
 from __future__ import annotations
 
 from . import lineup
+from .along_k import budget_rules, fit_plans
 from .datasets import (
     SYNTHETIC_HYPERPARAMETERS,
     data_fingerprint,
@@ -37,6 +40,7 @@ from .tasks import (
     load_task,
     parse_states,
     prepare_out_dir,
+    run_task_groups,
     run_tasks,
     seed_everything,
     single_thread,
@@ -65,6 +69,9 @@ __all__ = [  # noqa: F822 - the first four are served by the module's __getattr_
     "task_path",
     "load_task",
     "run_tasks",
+    "run_task_groups",
+    "fit_plans",
+    "budget_rules",
     "atomic_write_json",
     "atomic_write_text",
     "single_thread",

@@ -30,7 +30,9 @@ __all__ = [  # noqa: F822 - the first four are served by the module's __getattr_
     "ldhmm_names",
     "is_models",
     "make_model",
+    "constructor_options",
     "em_settings_of",
+    "options_from_settings",
     "model_from_settings",
     "resolve_models",
     "model_score_kind",
@@ -105,6 +107,25 @@ def make_model(
         Further constructor arguments of that model.
     """
     spec = get_spec(name)
+    options = constructor_options(name, n_symbols, seed, max_iter, tol, m_step, n_init, **options)
+    return spec.cls(int(n_states), **options)
+
+
+def constructor_options(
+    name: str,
+    n_symbols: int,
+    seed: int = 0,
+    max_iter: int | None = None,
+    tol: float | None = None,
+    m_step: str | None = None,
+    n_init: int | None = None,
+    **options,
+) -> dict:
+    """The constructor arguments of the registry's model ``name``, K aside: what
+    :func:`make_model` passes after ``n_states`` (the name's fixed options, ``n_symbols``,
+    ``seed``, the EM settings it takes, ``options``), and what a fit along K
+    (``fit_path(sequences, states, **options)``) gets."""
+    spec = get_spec(name)
     given = {
         "max_iter": None if max_iter is None else int(max_iter),
         "tol": None if tol is None else float(tol),
@@ -114,7 +135,7 @@ def make_model(
     for key in spec.em_settings:
         if given[key] is not None:
             options.setdefault(key, given[key])
-    return spec.make(int(n_states), int(n_symbols), int(seed), **options)
+    return {**spec.options, "n_symbols": int(n_symbols), "seed": int(seed), **options}
 
 
 def em_settings_of(settings: dict) -> dict:
@@ -132,6 +153,11 @@ def em_settings_of(settings: dict) -> dict:
 def model_from_settings(name: str, n_states: int, n_symbols: int, settings: dict):
     """:func:`make_model` with a run's ``seed`` and harness-wide settings (:func:`em_settings_of`)."""
     return make_model(name, n_states, n_symbols, seed=settings["seed"], **em_settings_of(settings))
+
+
+def options_from_settings(name: str, n_symbols: int, settings: dict) -> dict:
+    """:func:`constructor_options` with a run's ``seed`` and harness-wide settings."""
+    return constructor_options(name, n_symbols, seed=settings["seed"], **em_settings_of(settings))
 
 
 def resolve_models(names: Iterable[str] | None) -> list[str]:

@@ -11,6 +11,10 @@ predicts ``p(x_n | x_1..x_(n-1))`` with ``predict_next_proba``:
 * MARKOV: a first-order Markov chain of the symbols with add-0.5 smoothing (the simplest
   baseline; it has no K, so its rows repeat across K).
 
+The task unit is (model, fold): one task fits the model along its K values
+(:mod:`ldhmm.experiments.along_k`; LDHMM-FF from the LDHMM-PF fit of each K in the same task)
+and saves each (model, K, fold) row as it goes, so a run resumes at K granularity.
+
 Columns of ``folds.csv``: ``log_loss`` (mean ``-log p(x_n | prefix)`` over test sequences,
 nats), ``hit1`` / ``hit3`` (fraction whose last event is the top-1 / among the top-3
 predictions), ``n_test``, ``fit_seconds``.
@@ -28,10 +32,12 @@ from matplotlib.figure import Figure
 
 from ..baselines import MarkovChain
 from ..data import kfold_indices
+from .along_k import Fitter, budget_rules, fit_along_k, fit_plans, path_fields, store_for
 from .datasets import resolve_data, run_settings
 from .lineup import model_from_settings, resolve_models
 from .tables import failure_lines, fmt_pm, mean_std
 from .tasks import (
+    MODELS_DIR,
     atomic_savefig,
     atomic_write_csv,
     atomic_write_text,
@@ -40,12 +46,21 @@ from .tasks import (
     holds_out_dir_lock,
     parse_states,
     prepare_out_dir,
-    run_tasks,
+    run_task_groups,
     seed_everything,
     timed,
 )
 
-__all__ = ["next_event", "NextEventResult", "next_event_task", "prediction_scores", "MARKOV"]
+__all__ = [
+    "next_event",
+    "NextEventResult",
+    "next_event_task",
+    "next_event_group",
+    "next_event_groups",
+    "prediction_scores",
+    "prediction_row",
+    "MARKOV",
+]
 
 #: The name of the Markov-chain baseline in this experiment's tables.
 MARKOV = "MARKOV"
@@ -76,29 +91,85 @@ def prediction_scores(proba: np.ndarray, targets: np.ndarray) -> dict:
     }
 
 
-def next_event_task(task, payload) -> dict:
-    """Fit one model on the training folds; predict the test sequences' last events."""
-    db, folds, s = payload["db"], payload["folds"], payload["settings"]
-    name, K, fold = task["model"], int(task["K"]), int(task["fold"])
-    tr, te = folds[fold]
-    train = db.subset(tr).sequences
-    test = [x for x in db.subset(te).sequences if len(x) >= 2]
-    seed_everything(s["seed"])
-    if name == MARKOV:
-        model = MarkovChain(K, n_symbols=db.n_symbols, seed=s["seed"])
-    else:
-        model = model_from_settings(name, K, db.n_symbols, s)
-    _, fit_s = timed(model.fit, train)
+def _build(payload):
+    """The run's models by name: the Markov chain, or a registered model with the run's settings."""
+    db, s = payload["db"], payload["settings"]
+
+    def build(name, K):
+        if name == MARKOV:
+            return MarkovChain(K, n_symbols=db.n_symbols, seed=s["seed"])
+        return model_from_settings(name, K, db.n_symbols, s)
+
+    return build
+
+
+def _fold(payload, fold: int):
+    """The fold's training sequences and its test sequences of length >= 2."""
+    db = payload["db"]
+    tr, te = payload["folds"][fold]
+    return db.subset(tr).sequences, [x for x in db.subset(te).sequences if len(x) >= 2]
+
+
+def prediction_row(model, n_train: int, test, fit_seconds: float) -> dict:
+    """The row of a fitted model: its predictions of the test sequences' last events."""
     prefixes = [x[:-1] for x in test]
     targets = np.array([int(x[-1]) for x in test])
     proba, predict_s = timed(model.predict_next_proba, prefixes)
     return {
         **prediction_scores(proba, targets),
-        "n_train": len(train),
+        "n_train": n_train,
         "n_test": len(test),
-        "fit_seconds": fit_s,
+        "fit_seconds": fit_seconds,
         "predict_seconds": predict_s,
     }
+
+
+def next_event_task(task, payload) -> dict:
+    """One model with one K on its own, fitted on the training folds; predictions of the test
+    sequences' last events (the row :func:`next_event_group` makes of it)."""
+    train, test = _fold(payload, int(task["fold"]))
+    seed_everything(payload["settings"]["seed"])
+    fitter = Fitter(train, payload["db"].n_symbols, payload["settings"], _build(payload))
+    model, fit_s = fitter.one(task["model"], int(task["K"]))
+    return prediction_row(model, len(train), test, fit_s)
+
+
+def next_event_group(group, payload, output) -> None:
+    """One task: a fit plan on one fold, fitted along the run's K values
+    (:mod:`ldhmm.experiments.along_k`); each row is saved as soon as it is computed."""
+    plan, fold, states = group["plan"], int(group["fold"]), list(group["states"])
+    s = payload["settings"]
+    train, test = _fold(payload, fold)
+    rows = {(p["model"], int(p["K"])): p["key"] for p in group["parts"]}
+
+    def emit(name, K, model, seconds):
+        output.save(rows[(name, K)], prediction_row(model, len(train), test, seconds))
+
+    fitter = Fitter(train, payload["db"].n_symbols, s, _build(payload))
+    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, lambda m, K: _key(m, K, fold))
+    fit_along_k(plan, states, rows, output.todo, fitter, store, emit, lambda: seed_everything(s["seed"]))
+
+
+def _key(model: str, K: int, fold: int) -> str:
+    return f"{model}__K{K}__fold{fold}"
+
+
+def next_event_groups(plans, states, folds: int) -> list[dict]:
+    """The tasks of a run: one per (plan, fold), in plan order; the Markov chain has no K, so
+    its task fits it once, at the first K."""
+    groups = []
+    for plan in plans:
+        ks = states[:1] if plan.base == MARKOV else states
+        for f in range(folds):
+            parts = [
+                {"key": _key(m, K, f), "model": m, "K": K, "fold": f, **path_fields(plan, ks, K)}
+                for m in plan.names
+                for K in ks
+            ]
+            groups.append(
+                {"key": f"{plan.key}__fold{f}", "plan": plan, "fold": f, "states": ks, "parts": parts}
+            )
+    return groups
 
 
 @dataclass
@@ -151,19 +222,16 @@ def next_event(
     db, what = resolve_data(data, data_dir, n_sequences, seed)
     settings = run_settings(db, what, states, folds, jobs, seed, max_iter, tol, "collapsed", restarts)
     out = default_out("next-event", db.name, out)
-    digest = prepare_out_dir(
-        out, "next-event", settings, extra={"models": names, "states": states, "jobs": jobs}, force=force
-    )
-    tasks = [
-        {"key": f"{m}__K{K}__fold{f}", "model": m, "K": K, "fold": f}
-        for K in states
-        for m in names
-        for f in range(folds)
-        if not (m == MARKOV and K != states[0])  # the chain has no K: fitted once per fold
-    ]
+    plans = fit_plans(names)
+    budget = budget_rules([p for p in plans if p.base != MARKOV], settings, states)
+    if with_markov:
+        budget[MARKOV] = {"fit": "once per fold", "restarts": None, "rule": "no K: fitted once per fold"}
+    extra = {"models": names, "states": states, "jobs": jobs, "budget": budget}
+    digest = prepare_out_dir(out, "next-event", settings, extra=extra, force=force)
     payload = {"db": db, "folds": kfold_indices(len(db), folds, seed=seed), "settings": settings}
-    records, errors = run_tasks(
-        tasks, next_event_task, payload, out, digest, jobs=jobs, quiet=quiet, desc="next-event"
+    groups = next_event_groups(plans, states, folds)
+    records, errors = run_task_groups(
+        groups, next_event_group, payload, out, digest, jobs, quiet, "next-event"
     )
     if not records:
         raise RuntimeError(f"no task finished ({len(errors)} failed; the first: {errors[0]})")

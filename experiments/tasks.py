@@ -1,11 +1,17 @@
 """Resumable experiment tasks: the output directory, its configuration, and the task runner.
 
 Every experiment command (``ldhmm compare``, ``classify``, ``timing``, ``hinton``) is a list of
-small independent *tasks* (e.g. one ``(model, K, fold)`` fit and score). :func:`run_tasks`
-runs them, in this process (``jobs=1``) or in ``jobs`` worker processes, and writes each
-finished task's result as its own small JSON file under ``OUT/tasks/`` (atomically: a
-temporary file renamed into place). A rerun skips every task whose file exists and carries
-the same configuration hash, so an interrupted run resumes where it stopped.
+independent *tasks*, each a group of *parts* (results): ``compare`` runs one task per (model,
+fold), which fits the model along its K values and has one part per K (the (model, K, fold)
+row), ``timing`` one task of one part per (data set, model, K). :func:`run_task_groups` runs
+the tasks, in this process (``jobs=1``) or in ``jobs`` worker processes; a task saves each
+part the moment it is computed, as its own small JSON file under ``OUT/tasks/`` (atomically:
+a temporary file renamed into place), and may keep files it resumes from under
+``OUT/models/`` (:data:`MODELS_DIR`: the fitted models of a path along K). A rerun skips
+every part whose file exists, carries the same configuration hash and the same fields (a
+part that names how it is computed, e.g. the K values of its path, is recomputed when that
+changes), and runs each task with the parts it lacks, so an interrupted run resumes where it
+stopped: at K granularity. :func:`run_tasks` is the runner for tasks of one part.
 
 The configuration that determines the results (data fingerprint, folds, seeds, EM settings,
 ...) is saved as ``OUT/config.json``; :func:`prepare_out_dir` refuses to put results of a
@@ -88,6 +94,7 @@ __all__ = [
     "OutputLockedError",
     "RunInterrupted",
     "LOCK_NAME",
+    "MODELS_DIR",
     "holds_out_dir_lock",
     "lock_out_dir",
     "release_out_dir",
@@ -98,6 +105,8 @@ __all__ = [
     "task_path",
     "load_task",
     "run_tasks",
+    "run_task_groups",
+    "PartOutput",
     "atomic_write_json",
     "atomic_write_text",
     "atomic_write_csv",
@@ -114,6 +123,10 @@ __all__ = [
 def default_out(command: str, db_name: str, out=None) -> Path:
     """The output directory of a command: ``out``, or when it is not given ``results/COMMAND-DATA``."""
     return Path(out) if out else Path("results") / f"{command}-{db_name or 'data'}"
+
+
+#: the folder of ``OUT`` where tasks keep the fitted models they resume from
+MODELS_DIR = "models"
 
 
 class ConfigMismatchError(ValueError):
@@ -166,9 +179,9 @@ def atomic_savefig(fig, path, **kwargs) -> None:
 
 
 def _remove_stale_temporaries(out: Path) -> None:
-    """Remove the temporary files a killed run left in ``out`` and ``out/tasks`` (called
+    """Remove the temporary files a killed run left in ``out``, ``out/tasks`` and ``out/models`` (called
     only while this process holds the lock: nobody else writes there)."""
-    for folder in (out, out / "tasks"):
+    for folder in (out, out / "tasks", out / MODELS_DIR):
         try:
             names = os.listdir(folder)
         except OSError:
@@ -577,6 +590,9 @@ def run_tasks(
 ) -> tuple[list[dict], list[str]]:
     """Run the tasks not yet done under ``out`` and return all their records.
 
+    Each task is a group of one part (:func:`run_task_groups`): ``fn(task, payload)`` returns
+    the task's result, saved as its file.
+
     Parameters
     ----------
     tasks : list of dict
@@ -602,39 +618,153 @@ def run_tasks(
 
     Raises
     ------
+    OutputLockedError, RunInterrupted
+        As for :func:`run_task_groups`.
+    """
+    groups = [{"key": t["key"], "parts": [t]} for t in tasks]
+    return run_task_groups(groups, functools.partial(_one_part, fn), payload, out, digest, jobs, quiet, desc)
+
+
+def _one_part(fn, group, payload, output) -> None:
+    """A group of one part: ``fn(part, payload)`` is its result."""
+    part = group["parts"][0]
+    output.save(part["key"], fn(part, payload))
+
+
+class PartOutput:
+    """What a group function gets to save its parts: ``save(key, result)`` writes the part's
+    record (its fields, ``result``, the configuration hash) to ``tasks/KEY.json`` at once,
+    atomically; ``todo`` holds the keys of the parts to compute; ``out`` is the run's
+    directory (a task may keep files of its own there, e.g. fitted models to resume from).
+
+    Picklable: it travels to the worker process with its group.
+    """
+
+    def __init__(self, out, digest: str, parts: list[dict], todo):
+        self.out = Path(out)
+        self.digest = digest
+        self._parts = {p["key"]: p for p in parts}
+        self.todo = frozenset(todo)
+
+    def save(self, key: str, result: dict) -> None:
+        if key not in self._parts:
+            raise KeyError(f"{key!r} is not a part of this task")
+        # the part's fields win over a result's field of the same name: they identify the record
+        record = dict(result)
+        record.update((k, v) for k, v in self._parts[key].items() if k != "key")
+        record["config_hash"] = self.digest
+        atomic_write_json(task_path(self.out, key), record)
+
+
+class _GroupCall:
+    """``fn(group, payload, output)`` of a group, as the runner's task function: the parts
+    are saved as they finish (in the worker), so the run resumes at part granularity."""
+
+    def __init__(self, fn: Callable, out, digest: str):
+        self.fn, self.out, self.digest = fn, Path(out), digest
+
+    def __call__(self, group, payload) -> dict:
+        output = PartOutput(self.out, self.digest, group["parts"], group["todo"])
+        self.fn(group, payload, output)
+        return {}
+
+
+def _matches(record: dict | None, part: dict) -> dict | None:
+    """A saved record is the part's result when it carries every field of the part (the key
+    aside) with the same value: a part that names how it was computed (e.g. the K values of a
+    path fitted along K) is recomputed when that changes."""
+    if record is None:
+        return None
+    for k, v in part.items():
+        if k != "key" and (k not in record or _canonical_json(record[k]) != _canonical_json(v)):
+            return None
+    return record
+
+
+def _canonical_json(value) -> str:
+    # as the record file holds it: a tuple is a list, numpy numbers are Python numbers
+    return json.dumps(value, sort_keys=True, default=_json_default)
+
+
+def run_task_groups(
+    groups: list[dict],
+    fn: Callable,
+    payload,
+    out,
+    digest: str,
+    jobs: int = 1,
+    quiet: bool = False,
+    desc: str = "tasks",
+) -> tuple[list[dict], list[str]]:
+    """Run the groups of tasks with parts not yet done under ``out``; return every part's record.
+
+    A group is the unit a worker runs (e.g. one model on one fold, fitted along its K values);
+    its parts are the results (e.g. one per K), each saved as its own file the moment it is
+    computed, so an interrupted group resumes with the parts it has not saved.
+
+    Parameters
+    ----------
+    groups : list of dict
+        Each with a ``"key"`` (named in progress and errors), ``"parts"`` (a list of dicts,
+        each with a unique ``"key"``, the file name of its record, and the fields its record
+        keeps) and what ``fn`` needs; picklable. The runner adds ``"todo"``: the keys of the
+        parts not yet saved.
+    fn : callable(group, payload, output) -> None
+        A module-level function (it runs in worker processes when ``jobs > 1``) that computes
+        the parts in ``output.todo`` and saves each with ``output.save(key, result)``
+        (:class:`PartOutput`).
+    payload, out, digest, jobs, quiet
+        As for :func:`run_tasks`.
+
+    Returns
+    -------
+    (records, errors)
+        ``records``: the saved parts, in group and part order, each with its fields,
+        ``config_hash`` and ``resumed`` (True when read from disk before the run);
+        ``errors``: one line ``"PART_KEY: reason"`` per part left unsaved by a failed group.
+
+    Raises
+    ------
     OutputLockedError
         Another process holds ``out``'s lock (taken here for the run; re-entered when this
         process took it in :func:`prepare_out_dir`).
     RunInterrupted
         On a ``KeyboardInterrupt`` (Ctrl-C): the worker processes are stopped; it says how
-        many of the tasks are saved.
+        many of the parts are saved.
     """
     if int(jobs) < 1:
         raise ValueError(f"--jobs must be >= 1, got {jobs}")
-    keys = [t["key"] for t in tasks]
+    parts = [p for g in groups for p in g["parts"]]
+    keys = [p["key"] for p in parts]
     if len(set(keys)) != len(keys):
         raise ValueError("duplicate task keys")
+    if len({g["key"] for g in groups}) != len(groups):
+        raise ValueError("duplicate group keys")
     Path(out).mkdir(parents=True, exist_ok=True)
     lock_key, _ = _acquire(Path(out))  # re-entered when prepare_out_dir took it
     try:
-        return _run(tasks, keys, fn, payload, out, digest, jobs, quiet, desc)
+        return _run(groups, parts, _GroupCall(fn, out, digest), payload, out, digest, jobs, quiet, desc)
     finally:
         _release(lock_key)
 
 
-def _run(tasks, keys, fn, payload, out, digest, jobs, quiet, desc):
+def _run(groups, parts, call, payload, out, digest, jobs, quiet, desc):
     done: dict[str, dict] = {}
     todo = []
-    for t in tasks:
-        rec = load_task(out, t["key"], digest)
-        if rec is not None:
-            rec["resumed"] = True
-            done[t["key"]] = rec
-        else:
-            todo.append(t)
+    for g in groups:
+        missing = []
+        for p in g["parts"]:
+            rec = _matches(load_task(out, p["key"], digest), p)
+            if rec is not None:
+                rec["resumed"] = True
+                done[p["key"]] = rec
+            else:
+                missing.append(p["key"])
+        if missing:
+            todo.append({**g, "todo": missing})
     errors: list[str] = []
     bar = tqdm(
-        total=len(tasks),
+        total=len(parts),
         initial=len(done),
         desc=desc,
         disable=quiet,
@@ -642,45 +772,56 @@ def _run(tasks, keys, fn, payload, out, digest, jobs, quiet, desc):
         dynamic_ncols=True,
         file=sys.stderr,
     )
+    finished: set[str] = set()
 
-    def finish(task, result):
-        if "_error" in result:
-            errors.append(f"{task['key']}: {result['_error']}")
-        else:
-            record = {k: v for k, v in task.items() if k != "key"}
-            record.update(result)
-            record["config_hash"] = digest
-            atomic_write_json(task_path(out, task["key"]), record)
-            record["resumed"] = False
-            done[task["key"]] = record
-        bar.update(1)
+    def finish(group, result):
+        # the parts were saved by the group as it went: read back what it saved
+        by_key = {p["key"]: p for p in group["parts"]}
+        for key in group["todo"]:
+            rec = _matches(load_task(out, key, digest), by_key[key])
+            if rec is not None:
+                rec["resumed"] = False
+                done[key] = rec
+            elif "_error" in result:
+                errors.append(f"{key}: {result['_error']}")
+            else:
+                errors.append(f"{key}: the task ended without saving this result")
+        finished.add(group["key"])
+        bar.update(len(group["todo"]))
 
     try:
         if todo and int(jobs) == 1:
             before = single_thread()
             try:
-                for t in todo:
-                    bar.set_postfix_str(t["key"], refresh=False)
-                    finish(t, _guarded(fn, t, payload))
+                for g in todo:
+                    bar.set_postfix_str(g["key"], refresh=False)
+                    finish(g, _guarded(call, g, payload))
             finally:
                 torch.set_num_threads(before)
         elif todo:
-            _run_pool(todo, fn, payload, jobs, finish, done, out)
+
+            def unsaved(group):  # a group to run again, with the parts it has not saved
+                by_key = {p["key"]: p for p in group["parts"]}
+                left = [k for k in group["todo"] if _matches(load_task(out, k, digest), by_key[k]) is None]
+                return {**group, "todo": left}
+
+            _run_pool(todo, call, payload, jobs, finish, finished, unsaved)
     except KeyboardInterrupt as err:
         if isinstance(err, RunInterrupted):
             raise
-        # a task file written just before the interrupt may not be in `done` yet
-        saved = len(done) + sum(
-            1 for t in todo if t["key"] not in done and load_task(out, t["key"], digest) is not None
+        # a part saved just before the interrupt is not in `done` yet
+        saved = sum(
+            1 for p in parts if p["key"] in done or _matches(load_task(out, p["key"], digest), p) is not None
         )
-        raise RunInterrupted(out, saved, len(tasks)) from err
+        raise RunInterrupted(out, saved, len(parts)) from err
     finally:
         bar.close()
-    return [done[k] for k in keys if k in done], errors
+    return [done[k] for k in (p["key"] for p in parts) if k in done], errors
 
 
-def _run_pool(todo, fn, payload, jobs, finish, done, out) -> None:
-    """The tasks ``todo`` in ``jobs`` spawned worker processes; ``finish`` each result here."""
+def _run_pool(todo, fn, payload, jobs, finish, finished, unsaved) -> None:
+    """The groups ``todo`` in ``jobs`` spawned worker processes; ``finish`` each result here
+    (``unsaved(group)``: the group with the parts it has saved taken out of its ``todo``)."""
     ctx = mp.get_context("spawn")  # fork after torch's threads start can deadlock
     pool = None
     completed = False
@@ -692,22 +833,24 @@ def _run_pool(todo, fn, payload, jobs, finish, done, out) -> None:
                 initializer=_init_worker,
                 initargs=(payload, os.getpid(), max_memory_override()),
             )
-            futures = {pool.submit(_call_in_worker, fn, t): t for t in todo}
+            futures = {pool.submit(_call_in_worker, fn, g): g for g in todo}
         left = []
         try:
             for fut in as_completed(futures):
                 finish(futures[fut], fut.result())
         except BrokenProcessPool:
-            # A worker died (a plug-in that crashed the interpreter, the OOM killer): which task
-            # killed it is unknown, so each task not yet done runs alone in a fresh worker, and
-            # only one that kills its own worker fails; the others' results are kept.
+            # A worker died (a plug-in that crashed the interpreter, the OOM killer): which group
+            # killed it is unknown, so each group not yet finished runs alone in a fresh worker
+            # (with the parts it has not saved), and only one that kills its own worker fails;
+            # the others' results are kept.
             left = [futures[f] for f in futures if not f.done() or f.exception() is not None]
-            left = [t for t in left if t["key"] not in done]
+            left = [g for g in left if g["key"] not in finished]
         if left:
             _stop_pool(pool)
             pool = None
-            for t in left:
-                finish(t, _run_isolated(fn, t, payload, ctx))
+            for g in left:
+                rest = unsaved(g)  # the parts its dead worker saved are kept
+                finish(g, _run_isolated(fn, rest, payload, ctx) if rest["todo"] else {})
         completed = True
     finally:
         if pool is not None:

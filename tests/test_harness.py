@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from ldhmm.cli import main
+from ldhmm.experiments import along_k
 from ldhmm.experiments import compare as compare_mod
 from ldhmm.experiments import harness as H
 
@@ -146,13 +147,13 @@ def test_compare_is_resumable(compare_run, capsys, monkeypatch):
     victim = out / "tasks" / "HMM__K2__fold1.json"
     victim.unlink()
     calls = []
-    real = compare_mod.compare_task
+    real = compare_mod.score_fit
 
-    def counting(task, payload):
-        calls.append(task["key"])
-        return real(task, payload)
+    def counting(model, name, K, fold, *args):
+        calls.append(f"{name}__K{K}__fold{fold}")
+        return real(model, name, K, fold, *args)
 
-    monkeypatch.setattr(compare_mod, "compare_task", counting)
+    monkeypatch.setattr(compare_mod, "score_fit", counting)
     code, stdout, _ = run_cli(
         ["compare", *TINY, "--models", "all", "--is-samples", "3", "--out", str(out)], capsys
     )
@@ -311,3 +312,39 @@ def test_every_model_gets_the_same_restart_budget(compare_run):
     cfg = json.loads((compare_run / "config.json").read_text())
     assert cfg["settings"]["restarts"] == 3
     assert "3 restarts for every model" in (compare_run / "summary.md").read_text()
+
+
+def test_config_states_every_models_budget_rule(compare_run):
+    budget = json.loads((compare_run / "config.json").read_text())["budget"]
+    assert set(budget) == set(H.MODEL_NAMES)
+    for name in ("HMM", "LDA", "VBHMM", "HMMV"):  # the baselines: today's rule
+        assert budget[name]["fit"] == "each K on its own" and budget[name]["restarts"] == 3
+    assert budget["LDHMM-FF"]["fit"] == "from LDHMM-PF" and budget["LDHMM-FF"]["restarts"] is None
+    along = callable(getattr(H.make_model("LDHMM-PF", 2, 3), "fit_path", None))
+    assert budget["LDHMM-PF"]["fit"] == ("along K" if along else "each K on its own")
+    assert budget["LDHMM-PF"]["restarts"] == 3
+
+
+def test_a_lost_ff_row_is_refitted_from_the_saved_pf_fit(compare_run, capsys, monkeypatch):
+    out = compare_run
+    victim = out / "tasks" / "LDHMM-FF__K2__fold0.json"
+    before = json.loads(victim.read_text())
+    victim.unlink()
+    fits = []
+    real_one, real_derive = along_k.Fitter.one, along_k.Fitter.derive
+    monkeypatch.setattr(
+        along_k.Fitter, "one", lambda self, m, K: fits.append(("one", m, K)) or real_one(self, m, K)
+    )
+    monkeypatch.setattr(
+        along_k.Fitter,
+        "derive",
+        lambda self, m, K, b: fits.append(("derive", m, K)) or real_derive(self, m, K, b),
+    )
+    code, stdout, _ = run_cli(
+        ["compare", *TINY, "--models", "all", "--is-samples", "3", "--out", str(out)], capsys
+    )
+    assert code == 0 and "resumed: 11 of 12" in stdout
+    assert fits == [("derive", "LDHMM-FF", 2)]  # no PF fit: read from OUT/models
+    after = json.loads(victim.read_text())
+    for col in ("heldout_elbo", "heldout_is", "n_iter", "converged"):
+        assert after[col] == before[col], col
