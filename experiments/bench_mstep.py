@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,16 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import load_dataset, load_paper_subset
 from ..inference import em
 from ..inference.distributed import workers
 from ..models import LDHMM
-from .datasets import synthetic_database
+from .earlier_commit import bench_sequences, earlier_tree, run_benchmark_process
 
 __all__ = ["DATASETS", "main"]
 
-REPO = Path(__file__).resolve().parents[1]
-SUBPACKAGES = ("models", "inference", "baselines", "experiments")
 
 #: name -> what it loads (``--msnbc-n`` sequences for the MSNBC samples).
 DATASETS = {
@@ -55,23 +50,6 @@ DATASETS = {
     "msnbc": "the first --msnbc-n sequences of the MSNBC paper subset (20..100 page views)",
     "msnbc-short": "the first --msnbc-n MSNBC sequences of length >= 2",
 }
-
-
-def _sequences(name: str, data_dir, msnbc_n: int) -> tuple[list, int]:
-    """(sequences, vocabulary size) of a data set of :data:`DATASETS`."""
-    if name == "synthetic":
-        db = synthetic_database(1000, seed=0)
-        return db.sequences, len(db.vocabulary)
-    if name == "entree":
-        db = load_paper_subset("entree", data_dir)
-        return db.sequences, len(db.vocabulary)
-    if name == "msnbc":
-        db = load_paper_subset("msnbc", data_dir)
-    elif name == "msnbc-short":
-        db = load_dataset("msnbc", data_dir, min_length=2)
-    else:
-        raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
-    return db.sequences[:msnbc_n], len(db.vocabulary)
 
 
 def _instrument() -> dict:
@@ -101,7 +79,7 @@ def _instrument() -> dict:
 
 def run_fit(name: str, K: int, data_dir, msnbc_n: int) -> dict:
     """One timed fit in this process (after a warm-up fit) and what it measured."""
-    seqs, V = _sequences(name, data_dir, msnbc_n)
+    seqs, V = bench_sequences(name, data_dir, msnbc_n)
     LDHMM(2, n_symbols=V, seed=0, n_init=1, max_iter=2).fit(seqs[:50])  # numba's caches loaded
     counts = _instrument()
     start = time.perf_counter()
@@ -116,44 +94,6 @@ def run_fit(name: str, K: int, data_dir, msnbc_n: int) -> dict:
         "n_iter": int(model.n_iter_),
         "elbo_per_token": float(model.elbo_history_[-1]) / n_tokens,
     }
-
-
-def _before_tree(ref: str, cache: Path) -> Path:
-    """``ref``'s files laid out as the installed package under ``cache/<commit>/src`` (made
-    once), with this file copied in; returns the directory to put on ``PYTHONPATH``."""
-    commit = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", ref], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    root = cache / commit
-    src = root / "src"
-    if not (src / "ldhmm").is_dir():
-        tmp = Path(tempfile.mkdtemp(dir=cache))
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], check=True, capture_output=True)
-        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
-        for sub in SUBPACKAGES:
-            (tmp / sub).rename(tmp / "src" / "ldhmm" / sub)
-        tmp.rename(root)
-    shutil.copy(Path(__file__), src / "ldhmm" / "experiments" / "bench_mstep.py")
-    return src
-
-
-def _run_worker(config: dict, pythonpath: Path | None) -> dict:
-    """:func:`run_fit` in a new process (with ``pythonpath`` first on its path: an earlier
-    commit's package)."""
-    env = dict(os.environ)
-    cwd = REPO
-    if pythonpath is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath)] + env.get("PYTHONPATH", "").split(os.pathsep))
-        cwd = pythonpath
-    out = subprocess.run(
-        [sys.executable, "-m", "ldhmm.experiments.bench_mstep", "--worker", json.dumps(config)],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _table(results: dict) -> str:
@@ -212,14 +152,16 @@ def main(argv=None) -> int:
         configs += [(name, int(k)) for k in ks.split(",")]
     cache = Path(args.cache) if args.cache else Path(tempfile.mkdtemp(prefix="bench_mstep-"))
     cache.mkdir(parents=True, exist_ok=True)
-    before = _before_tree(args.before, cache)
+    before = earlier_tree(args.before, cache, Path(__file__))
     results = {c: {"before": [], "after": []} for c in configs}
     for repeat in range(args.repeats):
         for name, K in configs:
             config = {"data": name, "K": K, "data_dir": args.data_dir, "msnbc_n": args.msnbc_n}
             order = ("before", "after") if repeat % 2 == 0 else ("after", "before")
             for version in order:
-                run = _run_worker(config, before if version == "before" else None)
+                run = run_benchmark_process(
+                    "ldhmm.experiments.bench_mstep", config, before if version == "before" else None
+                )
                 results[(name, K)][version].append(run)
                 print(
                     f"repeat {repeat + 1} {name} K={K} {version}: fit {run['fit_seconds']:.1f} s, "

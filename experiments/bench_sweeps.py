@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,16 +34,14 @@ from pathlib import Path
 
 import torch
 
-from ..data import load_dataset, load_paper_subset
 from ..inference import LDHMM_SHARING, e_step_bucket, init_parameters, make_buckets
 from ..inference.cavi import expectation
 from ..inference.cavi.guides import resolve_guide
 from ..models import LDHMM
+from .earlier_commit import bench_sequences, earlier_tree, run_benchmark_process
 
 __all__ = ["DATASETS", "main"]
 
-REPO = Path(__file__).resolve().parents[1]
-SUBPACKAGES = ("models", "inference", "baselines", "experiments")
 
 #: name -> what it loads.
 DATASETS = {
@@ -53,19 +49,6 @@ DATASETS = {
     "msnbc": "the first --n-sequences sequences of the MSNBC paper subset (20..100 page views)",
     "entree": "the Entree paper subset (422 sessions)",
 }
-
-
-def _sequences(name: str, data_dir, n: int) -> tuple[list, int]:
-    if name == "entree":
-        db = load_paper_subset("entree", data_dir)
-        return db.sequences, len(db.vocabulary)
-    if name == "msnbc":
-        db = load_paper_subset("msnbc", data_dir)
-    elif name == "msnbc-short":
-        db = load_dataset("msnbc", data_dir, min_length=2)
-    else:
-        raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
-    return db.sequences[:n], len(db.vocabulary)
 
 
 def _sweep_seconds(buckets, params, guide_name: str, warm: bool, inner: int) -> tuple[float, float]:
@@ -85,7 +68,7 @@ def _sweep_seconds(buckets, params, guide_name: str, warm: bool, inner: int) -> 
 
 def run_worker(config: dict) -> dict:
     """Every timing of one run, in this process."""
-    seqs, V = _sequences(config["data"], config["data_dir"], config["n_sequences"])
+    seqs, V = bench_sequences(config["data"], config["data_dir"], config["n_sequences"])
     buckets = make_buckets(seqs)
     LDHMM(2, n_symbols=V, seed=0, n_init=1, max_iter=2).fit(seqs[:50])  # numba's caches loaded
     out = {}
@@ -121,44 +104,6 @@ def run_worker(config: dict) -> dict:
         key = f"{guide} fitted K={config['fit_states']}"
         out[key], out[key + " cpu"] = _sweep_seconds(buckets, model.params_, guide, True, config["inner"])
     return out
-
-
-def _before_tree(ref: str, cache: Path) -> Path:
-    """``ref``'s files laid out as the installed package under ``cache/<commit>/src`` (made
-    once), with this file copied in; returns the directory to put on ``PYTHONPATH``."""
-    commit = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", ref], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    root = cache / commit
-    src = root / "src"
-    if not (src / "ldhmm").is_dir():
-        tmp = Path(tempfile.mkdtemp(dir=cache))
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], check=True, capture_output=True)
-        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
-        for sub in SUBPACKAGES:
-            (tmp / sub).rename(tmp / "src" / "ldhmm" / sub)
-        tmp.rename(root)
-    shutil.copy(Path(__file__), src / "ldhmm" / "experiments" / "bench_sweeps.py")
-    return src
-
-
-def _run_worker(config: dict, pythonpath: Path | None) -> dict:
-    """:func:`run_worker` in a new process (``pythonpath`` first on its path: an earlier
-    commit's package)."""
-    env = dict(os.environ)
-    cwd = REPO
-    if pythonpath is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath)] + env.get("PYTHONPATH", "").split(os.pathsep))
-        cwd = pythonpath
-    out = subprocess.run(
-        [sys.executable, "-m", "ldhmm.experiments.bench_sweeps", "--worker", json.dumps(config)],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _table(runs: dict) -> str:
@@ -215,12 +160,14 @@ def main(argv=None) -> int:
     }
     cache = Path(args.cache) if args.cache else Path(tempfile.mkdtemp(prefix="bench_sweeps-"))
     cache.mkdir(parents=True, exist_ok=True)
-    before = _before_tree(args.before, cache)
+    before = earlier_tree(args.before, cache, Path(__file__))
     runs = {"before": [], "after": []}
     loads = [os.getloadavg()[0]]
     for repeat in range(args.repeats):
         for version in ("before", "after") if repeat % 2 == 0 else ("after", "before"):
-            run = _run_worker(config, before if version == "before" else None)
+            run = run_benchmark_process(
+                "ldhmm.experiments.bench_sweeps", config, before if version == "before" else None
+            )
             runs[version].append(run)
             loads.append(os.getloadavg()[0])
             print(
@@ -231,7 +178,7 @@ def main(argv=None) -> int:
             )
     threads = os.environ.get("NUMBA_NUM_THREADS", "numba's default")
     print(
-        f"\n{args.data} ({len(_sequences(args.data, args.data_dir, args.n_sequences)[0])} sequences), "
+        f"\n{args.data} ({len(bench_sequences(args.data, args.data_dir, args.n_sequences)[0])} sequences), "
         f"medians of {args.repeats} runs, NUMBA_NUM_THREADS {threads}, before = {args.before}; "
         f"1-minute load average {min(loads):.1f}..{max(loads):.1f} on {os.cpu_count()} CPUs\n"
     )
