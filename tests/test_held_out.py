@@ -16,7 +16,7 @@ import torch
 from ldhmm import ParameterSharing, VariantHMM
 from ldhmm.baselines import VBHMM
 from ldhmm.inference import make_buckets
-from ldhmm.inference.cavi.expectation import default_starts, e_step
+from ldhmm.inference.cavi.expectation import e_step, held_out_starts
 from ldhmm.inference.cavi.posterior import (
     bucket_posterior,
     log_marginal_is,
@@ -48,8 +48,9 @@ def fitted(request):
 
 
 def _e_step_here(model, seqs, positions=None):
-    """The held-out E-step on the model's buckets of ``seqs``, in this test: what the estimator
-    computed itself before scoring moved to the partition workers. ``positions``: each
+    """The held-out E-step (its starts: ``held_out_starts``) on the model's buckets of ``seqs``,
+    in this test: what the estimator computed itself before scoring moved to the partition
+    workers. ``positions``: each
     sequence's input position (what its random starts are hashed from; default 0..M-1)."""
     buckets = make_buckets(
         seqs, max_cells=model.bucket_cells, sparse=model.sparse_emissions, n_symbols=model.n_symbols_
@@ -64,7 +65,7 @@ def _e_step_here(model, seqs, positions=None):
         None,
         max_iter=model.e_step_max_iter,
         tol=model.e_step_tol,
-        starts=default_starts(model.guide, model.random_starts),
+        starts=held_out_starts(model.guide, model.random_starts),
     )
     return buckets, states
 
