@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -98,7 +98,24 @@ STARTS = ("prior", "mean", "chain")
 #: makes the held-out bound at least FF's on every sequence: FF's q(Z) lies in the chain
 #: family, so the first q(Z) update from FF's q(theta) already reaches FF's bound, and
 #: coordinate ascent only climbs from there (docs/math.md, "Held-out E-step").
-EXTRA_STARTS = ("factorized",)
+#:
+#: ``"constant"``: one start per state k, every position in k (counts of the one-state path),
+#: then the guide from there. Under learned priors at their caps (concentrations near 1e-6
+#: next to 1e5) a sequence's posterior has corners that coordinate ascent cannot leave:
+#: ``psi(1e-6)`` is about -1e6, so a start that puts a little mass on a transition the sequence
+#: does not need keeps it, and one that puts none never finds it. The one-state paths are the
+#: corners a fit reaches where it keeps a sequence in one state.
+#:
+#: ``"smoothed"``: the cold start's E-step under the prior with every per-sequence concentration
+#: raised to at least :data:`SMOOTHED_FLOOR` (a Dirichlet with no corners to stick in), then
+#: the guide from its counts under the real prior: the path a fit takes while its priors move
+#: to sparse values, in one step.
+EXTRA_STARTS = ("factorized", "constant", "smoothed")
+#: The extra starts every guide's held-out E-step runs (a guide adds its own with a
+#: ``held_out_starts`` attribute; PF: ``("factorized",)``).
+HELD_OUT_EXTRA_STARTS = ("constant", "smoothed")
+#: The smallest concentration of the ``"smoothed"`` start's prior.
+SMOOTHED_FLOOR = 1.0
 #: Random starts of the held-out E-step, a fit's first E-step and its refreshes, by default.
 RANDOM_STARTS = 3
 
@@ -109,15 +126,25 @@ def default_starts(guide, n_random: int = RANDOM_STARTS) -> tuple:
 
 
 def held_out_starts(guide, n_random: int = RANDOM_STARTS) -> tuple:
-    """The starts of the held-out E-step: :func:`default_starts` and the guide's
-    ``held_out_starts`` attribute (a subset of :data:`EXTRA_STARTS`; PF: ``("factorized",)``)."""
+    """The starts of the held-out E-step: :func:`default_starts`, the guide's
+    ``held_out_starts`` attribute (a subset of :data:`EXTRA_STARTS`; PF: ``("factorized",)``)
+    and :data:`HELD_OUT_EXTRA_STARTS`."""
     extra = tuple(getattr(guide, "held_out_starts", ()))
     unknown = [s for s in extra if s not in EXTRA_STARTS]
     if unknown:
         raise ValueError(
             f"{type(guide).__name__}.held_out_starts must be a subset of {EXTRA_STARTS}, got {extra}"
         )
+    extra += tuple(s for s in HELD_OUT_EXTRA_STARTS if s not in extra)
     return default_starts(guide, n_random) + extra
+
+
+def expand_starts(starts: tuple, n_states: int) -> tuple:
+    """``starts`` with ``"constant"`` replaced by one start per state (``"constant:<k>"``)."""
+    out = []
+    for start in starts:
+        out += [f"constant:{k}" for k in range(n_states)] if start == "constant" else [start]
+    return tuple(out)
 
 
 # The exact-chain family that seeds the "chain" start.
@@ -657,16 +684,33 @@ def start_state(
     elif start == "chain":
         counts = best_of_starts(bucket, params, _SEED, guide_starts(_SEED), None, max_iter, tol).counts
     elif start == "factorized":
-        ff_starts = default_starts(_FACTORIZED, n_random)
+        ff_starts = held_out_starts(_FACTORIZED, n_random)
         counts = best_of_starts(bucket, params, _FACTORIZED, ff_starts, None, max_iter, tol).counts
+    elif start == "smoothed":
+        floored = dict(params.prior)
+        for g in params.sharing.groups(SEQUENCE):
+            floored[g] = torch.clamp(params.prior[g], min=SMOOTHED_FLOOR)
+        smooth = replace(params, prior=floored)
+        counts = e_step_bucket(bucket, smooth, guide, None, max_iter=max_iter, tol=tol).counts
     elif start.startswith("random:"):
         counts = _random_counts(bucket, params, int(start.split(":", 1)[1]))
+    elif start.startswith("constant:"):
+        counts = _one_state_counts(bucket, params, int(start.split(":", 1)[1]))
     else:
         raise ValueError(f"unknown start {start!r}; use one of {STARTS + EXTRA_STARTS} or 'random:<i>'")
     guide_state = None
     if not _starts_from_counts(guide, counts):
         guide_state = guide.init_state(*token_potentials(params, counts, bucket), bucket.mask)
     return BucketState(counts, None, guide_state, None, None, {}, 0, bucket.symbols)
+
+
+def _one_state_counts(bucket: Bucket, params: VariantParameters, state: int) -> dict:
+    """Expected counts of the path that stays in ``state`` at every position."""
+    marginals = torch.zeros(bucket.tokens.shape + (params.n_states,), dtype=params.dtype)
+    marginals[..., state] = 1.0
+    marginals = marginals * bucket.mask[..., None]
+    pairs = (marginals[:, :-1, :, None] * marginals[:, 1:, None, :]).sum(1)
+    return expected_counts(marginals, pairs, bucket.emission_tokens, bucket.emission_width(params.n_symbols))
 
 
 def _random_counts(bucket: Bucket, params: VariantParameters, draw: int) -> dict:
@@ -705,11 +749,15 @@ def best_of_starts(
             e_step_bucket(bucket, params, guide, warm, max_iter=max_iter, tol=tol, consume_state=True)
         )
     n_random = sum(s.startswith("random:") for s in starts)
-    for start in starts:
+    for start in expand_starts(starts, params.n_states):
         begin = start_state(start, bucket, params, guide, max_iter, tol, n_random)
         runs.append(
             e_step_bucket(bucket, params, guide, begin, max_iter=max_iter, tol=tol, consume_state=True)
         )
+        # Folded as the runs come (the first maximum is kept, as over the whole list): two
+        # runs' state in memory, however many starts.
+        if len(runs) == 2:
+            runs = [_best_per_sequence(runs, bucket, params, guide)]
     return _best_per_sequence(runs, bucket, params, guide)
 
 
