@@ -471,8 +471,8 @@ def _init_worker(payload, parent: int | None = None, max_memory: int | None = No
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    single_thread()
     numba.set_num_threads(1)
+    single_thread()
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -557,7 +557,15 @@ def _stop_pool(pool: ProcessPoolExecutor) -> None:
 
 
 def single_thread() -> int:
-    """Make torch single-threaded (see the module docstring); returns the thread count before."""
+    """Make torch single-threaded (see the module docstring); returns the thread count before.
+
+    numba's thread pool is started first (``get_num_threads`` does not start it;
+    ``set_num_threads`` does): with its OpenMP threading layer, starting the pool sets
+    OpenMP's thread count, which is also torch's, back to one per core. A worker that set torch
+    to one thread and then started numba ran torch on two threads again, and two such workers
+    on 2 cores spin-waited on each other's cores: an Entree HMM fit of K = 6 took 21 s instead
+    of 4.3 s (docs/performance.md, "Whole fits")."""
+    numba.set_num_threads(numba.get_num_threads())
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     return before
