@@ -122,9 +122,11 @@ def test_compare_outputs(compare_run):
     ]:
         assert col in df.columns, col
     assert set(df["model"]) == set(H.MODEL_NAMES)
-    assert len(df) == 6 * 2
-    assert set(df[df["model"] == "HMM"]["score_kind"]) == {"exact"}
-    assert set(df[df["model"] != "HMM"]["score_kind"]) == {"lower_bound"}
+    assert len(df) == 8 * 2  # one K: one row per (model, fold), the chains' with an empty K
+    exact = df["model"].isin(["HMM", "MARKOV1", "MARKOV3"])
+    assert set(df[exact]["score_kind"]) == {"exact"}
+    assert set(df[~exact]["score_kind"]) == {"lower_bound"}
+    assert df[df["model"].str.startswith("MARKOV")]["K"].isna().all()
     # IS only for the models that have it
     has_is = df.groupby("model")["heldout_is"].apply(lambda s: bool(np.isfinite(s).all()))
     assert {m for m, v in has_is.items() if v} == set(H.IS_MODELS)
@@ -142,7 +144,7 @@ def test_compare_outputs(compare_run):
 def test_compare_is_resumable(compare_run, capsys, monkeypatch):
     out = compare_run
     tasks = sorted((out / "tasks").glob("*.json"))
-    assert len(tasks) == 12
+    assert len(tasks) == 16
     mtimes = {p: p.stat().st_mtime_ns for p in tasks}
     victim = out / "tasks" / "HMM__K2__fold1.json"
     victim.unlink()

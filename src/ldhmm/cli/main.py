@@ -9,9 +9,11 @@ bad file, an output directory of another configuration) print one line
 
 Ctrl-C (``KeyboardInterrupt``) prints one line and returns 130: for a command that runs tasks,
 ``ldhmm COMMAND: interrupted; N of M tasks are saved in OUT: run the same command again to
-resume: COMMAND LINE`` (:class:`ldhmm.experiments.tasks.RunInterrupted`; the worker processes
-of ``--jobs`` are stopped first). Two runs with the same ``--out`` are refused by the
-output-directory lock (:class:`ldhmm.experiments.tasks.OutputLockedError`, one error line).
+resume (OUT/command.sh): cd DIR && LDHMM_DATA=... COMMAND LINE``
+(:class:`ldhmm.experiments.tasks.RunInterrupted`; the worker processes of ``--jobs`` are
+stopped first; the working directory and the ``LDHMM_*`` variables are part of the command).
+Two runs with the same ``--out`` are refused by the output-directory lock
+(:class:`ldhmm.experiments.tasks.OutputLockedError`, one error line).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import argparse
 import os
 import sys
 
-from ..experiments.tasks import RunInterrupted, command_line
+from ..experiments.tasks import RunInterrupted, invocation, write_resume_script
 from ..models.memory import set_max_memory
 from . import classify, compare, data, decode, fit, hinton, next_event, posterior, predict, score, timing
 
@@ -94,12 +96,17 @@ def main(argv=None) -> int:
 
 
 def interrupted_line(command: str, err: KeyboardInterrupt, argv, explicit: bool = False) -> str:
-    """The one line of a Ctrl-C: what is saved where, and the command line that resumes."""
-    again = command_line(argv, program="ldhmm" if explicit else None)
+    """The one line of a Ctrl-C: what is saved where, and the whole invocation that resumes
+    (working directory and ``LDHMM_*`` variables included: :func:`invocation`), also written
+    to ``OUT/command.sh`` when the run's folder is known."""
+    again = invocation(argv, program="ldhmm" if explicit else None)
     if "\n" in again or "\r" in again:  # an argument with a line break: not one line
         again = ""
     resume = "run the same command again to resume" + (f": {again}" if again else "")
     if isinstance(err, RunInterrupted):
+        script = write_resume_script(err.out, again) if again else None
+        if script is not None:
+            resume = f"run the same command again to resume ({script}): {again}"
         return f"{command}: interrupted; {err.saved} of {err.total} tasks are saved in {err.out}: {resume}"
     if command.split(" ", 1)[-1] in RESUMABLE:
         return f"{command}: interrupted; finished tasks are saved: {resume}"
