@@ -82,6 +82,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.atomic import TEMPORARY_NAME, write_atomically
+from ..inference.progress import progress_options
 from ..models.memory import max_memory_override, set_max_memory
 
 try:
@@ -806,7 +807,7 @@ def _run(groups, parts, call, payload, out, digest, jobs, quiet, desc):
         disable=quiet,
         unit="task",
         dynamic_ncols=True,
-        file=sys.stderr,
+        **progress_options(sys.stderr),
     )
     finished: set[str] = set()
 

@@ -19,9 +19,12 @@ Two runs with the same ``--out`` are refused by the output-directory lock
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import warnings
 
+from ..data import EventOrderWarning
 from ..experiments.tasks import RunInterrupted, invocation, write_resume_script
 from ..models.memory import set_max_memory
 from . import classify, compare, data, decode, fit, hinton, next_event, posterior, predict, score, timing
@@ -78,7 +81,8 @@ def main(argv=None) -> int:
     command = f"ldhmm {args.command}" if getattr(args, "command", None) else "ldhmm"
     set_max_memory(getattr(args, "max_memory", None))  # every command checks its estimates
     try:
-        code = func(args)
+        with one_line_warnings(command):
+            code = func(args)
     except KeyboardInterrupt as err:
         explicit = argv != sys.argv[1:]  # called as main([...]): show it as the ldhmm command
         print(interrupted_line(command, err, argv, explicit), file=sys.stderr, flush=True)
@@ -93,6 +97,27 @@ def main(argv=None) -> int:
         print(f"{command}: error: {one_line}", file=sys.stderr)
         return 1
     return int(code or 0)
+
+
+#: The warnings about a user's data that a command prints as one line ``COMMAND: warning: ...``.
+DATA_WARNINGS = (EventOrderWarning,)
+
+
+@contextlib.contextmanager
+def one_line_warnings(command: str):
+    """Inside the block, :data:`DATA_WARNINGS` print as one line on stderr; every other warning
+    goes where it went before."""
+    with warnings.catch_warnings():
+        previous = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, DATA_WARNINGS):
+                print(f"{command}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+            else:
+                previous(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
 
 
 def interrupted_line(command: str, err: KeyboardInterrupt, argv, explicit: bool = False) -> str:
