@@ -478,7 +478,8 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
         f"Data: {what}.  ",
         f"{settings['folds']}-fold cross-validation, seed {settings['seed']}, EM max_iter "
         f"{settings['max_iter'] or 'model default'}, tol {settings['tol'] or 'model default'}, "
-        f"{settings.get('restarts') or 'model default'} restarts for every model (n_init), "
+        f"{settings.get('restarts') or 'model default'} restarts for every model that takes restarts "
+        "(n_init), "
         f"M-step {settings.get('m_step') or 'collapsed'}, "
         f"{settings['is_samples']} importance samples per test sequence.",
         "",

@@ -164,8 +164,9 @@ def test_compare_is_resumable(compare_run, capsys, monkeypatch):
     for p, t in mtimes.items():
         if p != victim:
             assert p.stat().st_mtime_ns == t
-    assert "resumed: 11 of 12" in stdout
-    assert stdout.rstrip().splitlines()[-1].startswith("Best by")
+    assert "resumed: 15 of 16" in stdout
+    assert stdout.rstrip().splitlines()[-2].startswith("Best by")
+    assert stdout.rstrip().splitlines()[-1].startswith("Markov chain: MARKOV")
 
 
 def test_compare_refuses_other_configuration(compare_run, capsys):
@@ -310,7 +311,8 @@ def test_atomic_write_and_mean_std(tmp_path):
 def test_every_model_gets_the_same_restart_budget(compare_run):
     # the harness passes --restarts as n_init to every built-in model, and says so
     for name in H.MODEL_NAMES:
-        assert H.make_model(name, 2, 5, seed=0, n_init=4).n_init == 4
+        if along_k.has_states(name):  # the Markov chains take no restarts (nothing to restart)
+            assert H.make_model(name, 2, 5, seed=0, n_init=4).n_init == 4
     cfg = json.loads((compare_run / "config.json").read_text())
     assert cfg["settings"]["restarts"] == 3
     assert "3 restarts for every model" in (compare_run / "summary.md").read_text()
@@ -321,6 +323,8 @@ def test_config_states_every_models_budget_rule(compare_run):
     assert set(budget) == set(H.MODEL_NAMES)
     for name in ("HMM", "LDA", "VBHMM", "HMMV"):  # the baselines: today's rule
         assert budget[name]["fit"] == "each K on its own" and budget[name]["restarts"] == 3
+    for name in ("MARKOV1", "MARKOV3"):
+        assert budget[name]["fit"] == "once, no K" and budget[name]["restarts"] is None
     assert budget["LDHMM-FF"]["fit"] == "from LDHMM-PF" and budget["LDHMM-FF"]["restarts"] is None
     along = callable(getattr(H.make_model("LDHMM-PF", 2, 3), "fit_path", None))
     assert budget["LDHMM-PF"]["fit"] == ("along K" if along else "each K on its own")
@@ -345,7 +349,7 @@ def test_a_lost_ff_row_is_refitted_from_the_saved_pf_fit(compare_run, capsys, mo
     code, stdout, _ = run_cli(
         ["compare", *TINY, "--models", "all", "--is-samples", "3", "--out", str(out)], capsys
     )
-    assert code == 0 and "resumed: 11 of 12" in stdout
+    assert code == 0 and "resumed: 15 of 16" in stdout
     assert fits == [("derive", "LDHMM-FF", 2)]  # no PF fit: read from OUT/models
     after = json.loads(victim.read_text())
     for col in ("heldout_elbo", "heldout_is", "n_iter", "converged"):
