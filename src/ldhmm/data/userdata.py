@@ -130,8 +130,8 @@ class Vocabulary:
                 if unk is None:
                     raise ValueError(
                         f"token {t!r} is not in the vocabulary built from the training data; "
-                        "pass unknown='map' with a vocabulary built with reserve_unknown=True to "
-                        f"map unseen tokens to {UNKNOWN}"
+                        "pass unknown='map' with a vocabulary built with reserve_unknown=True (ldhmm: fit "
+                        f"with --unknown reserve, then --unknown map) to map unseen tokens to {UNKNOWN}"
                     )
                 code = unk
             out.append(code)
@@ -153,8 +153,8 @@ class Vocabulary:
         if unknown == "map":
             if self.unknown_index is None:
                 raise ValueError(
-                    f"unknown='map' needs a vocabulary with the reserved {UNKNOWN} symbol; "
-                    "build it with reserve_unknown=True"
+                    f"unknown='map' (ldhmm: --unknown map) needs a vocabulary with the reserved {UNKNOWN} "
+                    "symbol; build it with reserve_unknown=True (ldhmm: fit with --unknown reserve)"
                 )
             return self.unknown_index
         raise ValueError(f"unknown must be 'error' or 'map', got {unknown!r}")
@@ -244,7 +244,8 @@ def load_text(
                                 path,
                                 lineno,
                                 f"token {t!r} is not in the vocabulary (pass unknown='map' with a "
-                                f"vocabulary built with reserve_unknown=True to map it to {UNKNOWN})",
+                                f"vocabulary built with reserve_unknown=True to map it to {UNKNOWN}; "
+                                "ldhmm: fit with --unknown reserve, then --unknown map)",
                             )
                         code = unk
                     codes.append(code)
@@ -439,7 +440,8 @@ def load_event_log(
                 path,
                 line,
                 f"{prefix}event {events[first]!r} is not in the vocabulary (pass unknown='map' with "
-                f"a vocabulary built with reserve_unknown=True to map it to {UNKNOWN})",
+                f"a vocabulary built with reserve_unknown=True to map it to {UNKNOWN}; ldhmm: fit with "
+                "--unknown reserve, then --unknown map)",
             )
         codes = np.where(unseen, unk, codes)
     codes = codes.astype(np.int64)
@@ -550,7 +552,8 @@ def recode(db: SequenceDatabase, vocabulary, unknown: str = "error") -> Sequence
                 hint = (
                     f"; the model has {UNKNOWN}: pass unknown='map' (--unknown map) to map new symbols to it"
                     if vocab.unknown_index is not None
-                    else f" (fit with a reserved {UNKNOWN} symbol to score logs with new symbols)"
+                    else f" (fit with a reserved {UNKNOWN} symbol, `ldhmm fit --unknown reserve` or "
+                    "reserve_unknown=True, to score logs with new symbols)"
                 )
                 if vocab.symbols == [str(v) for v in range(len(vocab))]:
                     hint = (
