@@ -63,6 +63,8 @@ __all__ = [
     "plan_states",
     "part_k",
     "model_label",
+    "row_key",
+    "fold_groups",
     "starts_from",
     "fit_plans",
     "budget_rules",
@@ -465,6 +467,31 @@ def path_fields(plan: FitPlan, states: list[int], K: int) -> dict:
     values of the path up to ``K`` for a plan fitted along K (``{"path_states": [...]}``),
     nothing for a K fitted on its own (the rows of a run before the harness fitted along K)."""
     return {"path_states": [k for k in states if k <= K]} if plan.along_k else {}
+
+
+def row_key(model: str, K: int | None, fold: int) -> str:
+    """The file key of the row of ``model`` at ``K`` on a fold (no K part for a model without states)."""
+    return f"{model}__fold{fold}" if K is None else f"{model}__K{K}__fold{fold}"
+
+
+def fold_groups(plans, states: list[int], folds: int, stateless: Callable | None = None) -> list[dict]:
+    """The tasks of a run of ``compare`` or ``next-event``: one per (plan, fold), in plan order,
+    each with one part per (model, K) (:func:`row_key`); a model without states
+    (``stateless(name)``, default: not :func:`has_states`) has one part per fold, ``K = None``."""
+    stateless = stateless or (lambda name: not has_states(name))
+    groups = []
+    for plan in plans:
+        ks = [None] if stateless(plan.base) else list(states)
+        for f in range(folds):
+            parts = [
+                {"key": row_key(m, K, f), "model": m, "K": K, "fold": f, **path_fields(plan, ks, K)}
+                for m in plan.names
+                for K in ks
+            ]
+            groups.append(
+                {"key": f"{plan.key}__fold{f}", "plan": plan, "fold": f, "states": ks, "parts": parts}
+            )
+    return groups
 
 
 def store_for(plan: FitPlan, folder, digest: str, states: list[int], key_of: Callable) -> FitStore | None:

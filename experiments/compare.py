@@ -41,11 +41,11 @@ from .along_k import (
     budget_rules,
     fit_along_k,
     fit_plans,
+    fold_groups,
     has_states,
     model_label,
     part_k,
-    path_fields,
-    plan_states,
+    row_key,
     store_for,
 )
 from .datasets import resolve_data, run_settings
@@ -164,31 +164,15 @@ def compare_group(group, payload, output) -> None:
         row = {"n_train": len(train), **score_fit(model, name, K, fold, test, s, seconds)}
         output.save(rows[(name, K)], row)
 
-    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, lambda m, K: _key(m, K, fold))
+    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, lambda m, K: row_key(m, K, fold))
     fit_along_k(plan, states, rows, output.todo, fitter, store, emit, lambda: seed_everything(s["seed"]))
-
-
-def _key(model: str, K: int | None, fold: int) -> str:
-    return f"{model}__fold{fold}" if K is None else f"{model}__K{K}__fold{fold}"
 
 
 def compare_groups(plans, states, folds: int) -> list[dict]:
     """The tasks of a run: one per (plan, fold), in plan order (the LDHMM plans, the costliest,
     first: with ``jobs`` workers the cheap tasks fill the end of the run); a model without
-    states has one part per fold, ``K = None``."""
-    groups = []
-    for plan in plans:
-        ks = plan_states(plan, states)
-        for f in range(folds):
-            parts = [
-                {"key": _key(m, K, f), "model": m, "K": K, "fold": f, **path_fields(plan, ks, K)}
-                for m in plan.names
-                for K in ks
-            ]
-            groups.append(
-                {"key": f"{plan.key}__fold{f}", "plan": plan, "fold": f, "states": ks, "parts": parts}
-            )
-    return groups
+    states has one part per fold, ``K = None`` (:func:`ldhmm.experiments.along_k.fold_groups`)."""
+    return fold_groups(plans, states, folds)
 
 
 # ------------------------------------------------------------------------ the API
@@ -450,11 +434,8 @@ def _table(df, col, models, states, kinds, digits=2):
         for K in states:
             mean, std, n = mean_std(dm[dm["K"] == K][col].to_numpy(float))
             cells.append(fmt_pm(mean, std, digits) if n else "n/a")
-        lines.append(f"| {_label(m)} | {kinds(m, dm)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {model_label(m)} | {kinds(m, dm)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-_label = model_label
 
 
 def _models_with_is(df, models) -> list[str]:
@@ -694,7 +675,7 @@ def console_table(df, models, states) -> str:
             for K in states:
                 mean, std, n = mean_std(dm[dm["K"] == K][col].to_numpy(float))
                 cells.append(fmt_pm(mean, std, 1) if n else "n/a")
-            rows.append([_label(m) if col == "heldout_elbo" else "", label] + cells)
+            rows.append([model_label(m) if col == "heldout_elbo" else "", label] + cells)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))

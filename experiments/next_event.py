@@ -36,7 +36,17 @@ from matplotlib.figure import Figure
 
 from ..baselines import MarkovChain
 from ..data import kfold_indices
-from .along_k import Fitter, budget_rules, fit_along_k, fit_plans, has_states, part_k, path_fields, store_for
+from .along_k import (
+    Fitter,
+    budget_rules,
+    fit_along_k,
+    fit_plans,
+    fold_groups,
+    has_states,
+    part_k,
+    row_key,
+    store_for,
+)
 from .datasets import resolve_data, run_settings
 from .lineup import model_from_settings, resolve_models
 from .tables import NO_K, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
@@ -155,30 +165,14 @@ def next_event_group(group, payload, output) -> None:
         output.save(rows[(name, K)], prediction_row(model, len(train), test, seconds))
 
     fitter = Fitter(train, payload["db"].n_symbols, s, _build(payload))
-    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, lambda m, K: _key(m, K, fold))
+    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, lambda m, K: row_key(m, K, fold))
     fit_along_k(plan, states, rows, output.todo, fitter, store, emit, lambda: seed_everything(s["seed"]))
-
-
-def _key(model: str, K: int | None, fold: int) -> str:
-    return f"{model}__fold{fold}" if K is None else f"{model}__K{K}__fold{fold}"
 
 
 def next_event_groups(plans, states, folds: int) -> list[dict]:
     """The tasks of a run: one per (plan, fold), in plan order; a Markov chain has no K, so
     its task fits it once, with ``K = None``."""
-    groups = []
-    for plan in plans:
-        ks = [None] if _stateless(plan.base) else states
-        for f in range(folds):
-            parts = [
-                {"key": _key(m, K, f), "model": m, "K": K, "fold": f, **path_fields(plan, ks, K)}
-                for m in plan.names
-                for K in ks
-            ]
-            groups.append(
-                {"key": f"{plan.key}__fold{f}", "plan": plan, "fold": f, "states": ks, "parts": parts}
-            )
-    return groups
+    return fold_groups(plans, states, folds, stateless=_stateless)
 
 
 @dataclass
