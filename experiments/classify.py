@@ -593,6 +593,26 @@ def _auc_table(cells, task_names, states, col_models, bold=True):
     return "\n".join(lines)
 
 
+def _markov_verdicts(cells, task_names, states, col_models) -> list[str]:
+    """Lines naming the tasks where a Markov chain (a model without states) has a higher mean AUC
+    than every model with hidden states at every K; none when no chain wins or runs."""
+    chains = [m for m in col_models if not has_states(m)]
+    others = [m for m in col_models if has_states(m)]
+    won = []
+    for t in task_names:
+        best_chain = max((cells.get((t, states[0], m), (-1.0,))[0] for m in chains), default=-1.0)
+        rivals = [cells[(t, K, m)][0] for K in states for m in others if (t, K, m) in cells]
+        if chains and rivals and best_chain > max(rivals):
+            won.append(t)
+    if not won:
+        return []
+    return [
+        f"Markov chain: a chain without hidden states has the best AUC, above every model with "
+        f"hidden states at every K, on {', '.join(won)}.",
+        "",
+    ]
+
+
 def summary_markdown(df, what, settings, task_names, states, col_models, db_name, errors=()) -> str:
     cells = {}
     for (t, K, m), g in spread_over_k(df, states).groupby(["task", "K", "model"]):
@@ -627,6 +647,7 @@ def summary_markdown(df, what, settings, task_names, states, col_models, db_name
                 _auc_table(pcells, [t for t in task_names if t in SPLICE_TASKS], ks, paper_cols),
                 "",
             ]
+    lines += _markov_verdicts(cells, task_names, states, col_models)
     fit = df.groupby("model")["fit_seconds"].mean()
     lines += [
         "## Mean fit seconds per (task, fold) (both class models, or the +LR model)",

@@ -294,9 +294,29 @@ def _summary(df, what, settings, names, states, errors) -> str:
                 cells.append(fmt_pm(mean, std, digits) if n else "n/a")
             lines.append(f"| {m}{' ' + NO_K if _stateless(m) else ''} | " + " | ".join(cells) + " |")
         lines.append("")
+    verdict = _markov_verdict(df, names)
+    if verdict:
+        lines += [verdict, ""]
     if errors:
         lines += ["## Failed tasks", ""] + [f"- {f}" for f in failure_lines(errors)] + [""]
     return "\n".join(lines)
+
+
+def _markov_verdict(df, names) -> str | None:
+    """The sentence that says whether a Markov chain predicts better (lower mean log loss) than
+    every model with hidden states at its best K; None without both kinds in the run."""
+    loss = df.groupby(["model", "K"])["log_loss"].mean()
+    chains = [m for m in names if _stateless(m) and m in loss.index.get_level_values(0)]
+    hidden = loss[[not _stateless(m) for m in loss.index.get_level_values(0)]]
+    if not chains or not len(hidden):
+        return None
+    chain = min(chains, key=lambda m: loss[m].min())
+    value, (m, K), best = float(loss[chain].min()), hidden.idxmin(), float(hidden.min())
+    verdict = "predicts better than" if value < best else "does not beat"
+    return (
+        f"Markov chain: {chain} (no hidden states) {verdict} the best model with hidden states, {m} "
+        f"with K={K}: log loss {value:.4f} against {best:.4f}."
+    )
 
 
 def _plot(df, names, states, path, title) -> None:

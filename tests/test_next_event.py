@@ -27,7 +27,7 @@ def test_next_event_tiny(tmp_path, capsys):
     assert np.isfinite(df["log_loss"]).all() and (df["hit3"] >= df["hit1"]).all()
     m = df[df["model"] == MARKOV]
     assert m["K"].isna().all() and sorted(m["fold"]) == [0, 1]  # no K: one row per fold
-    assert "MARKOV (no K)" in res.summary
+    assert "MARKOV (no K)" in res.summary and "Markov chain: MARKOV (no hidden states)" in res.summary
     assert (tmp_path / "o" / "next_event.png").is_file() and "Log loss" in res.summary
     # the command gives the same numbers
     argv = ["next-event", "--dataset", "synthetic", "--n-sequences", "40", "--states", "2", "3"]
