@@ -42,6 +42,7 @@ class MarkovChain(SequenceModel):
 
     name = "MARKOV"
     score_kind = "exact"
+    has_states = False
 
     def __init__(
         self, n_states: int = 1, n_symbols: int | None = None, pseudocount: float = 0.5, seed: int = 0

@@ -16,6 +16,9 @@ fit of the same K. The rules (:func:`fit_plans`, :func:`budget_rules`, stated in
   (``fit(sequences, init_params=pf.params_)``): what ``LDHMM(K, guide="ff").fit`` does after
   its own PF fit with restarts (``init="auto"``), without fitting PF again. The two are one
   task: the PF fit of a K is made once, for both rows;
+* **once, no K**: a registered model without hidden states (``has_states = False``: the
+  Markov chains MARKOV1 and MARKOV3) is fitted once per training set; its rows carry
+  ``K = None`` (an empty K in ``folds.csv``) and the tables show its value at every K;
 * **each K on its own**: every other model (the baselines HMM, LDA, VBHMM, HMMV; plug-in
   factories; a class without ``fit_path``) is built and fitted at every K separately, with
   the run's restart budget where it takes one (``n_init``), as before the harness fitted
@@ -50,11 +53,18 @@ from ..models import VariantHMM
 from ..models.file_format import named_side_file, read_model_file, write_model_file
 from ..models.registry import get_spec
 from .lineup import model_names, options_from_settings
+from .tables import NO_K
 
 __all__ = [
     "FitPlan",
     "FitStore",
     "fits_along_k",
+    "has_states",
+    "plan_states",
+    "part_k",
+    "model_label",
+    "row_key",
+    "fold_groups",
     "starts_from",
     "fit_plans",
     "budget_rules",
@@ -68,6 +78,29 @@ __all__ = [
 # ------------------------------------------------------------------------ the rules
 def _registered(name: str) -> bool:
     return name in model_names()
+
+
+def has_states(name: str) -> bool:
+    """Whether ``name`` has a K (hidden states or topics); False for a registered model whose
+    class says ``has_states = False`` (a Markov chain over the symbols). Plug-ins have a K."""
+    return not _registered(name) or get_spec(name).has_states
+
+
+def plan_states(plan: FitPlan, states: list[int]) -> list:
+    """The K values a task of ``plan`` runs: the run's, or ``[None]`` for a model without
+    states (fitted once per fold; its rows carry ``K = None``)."""
+    return list(states) if has_states(plan.base) else [None]
+
+
+def model_label(name: str) -> str:
+    """A model's name in a table: marked :data:`ldhmm.experiments.tables.NO_K` when it has no K
+    (its one value per fold fills every K)."""
+    return name if has_states(name) else f"{name} {NO_K}"
+
+
+def part_k(value) -> int | None:
+    """A part's ``K`` field as an int, or None (a model without states)."""
+    return None if value is None else int(value)
 
 
 def fits_along_k(name: str) -> bool:
@@ -175,7 +208,9 @@ def budget_rules(plans: Iterable[FitPlan], settings: dict, states, suffix: str =
     ks = f"K = {', '.join(str(k) for k in states)}"
     for plan in plans:
         base_restarts = _restarts_of(plan.base, restarts)
-        if plan.along_k:
+        if not has_states(plan.base):
+            base_rule, fit = "no hidden states (no K): fitted once per training set", "once, no K"
+        elif plan.along_k:
             cls = get_spec(plan.base).cls.__name__
             base_rule = (
                 f"fitted along {ks} by {cls}.fit_path (each K from {_starts(base_restarts)} and from "
@@ -432,6 +467,31 @@ def path_fields(plan: FitPlan, states: list[int], K: int) -> dict:
     values of the path up to ``K`` for a plan fitted along K (``{"path_states": [...]}``),
     nothing for a K fitted on its own (the rows of a run before the harness fitted along K)."""
     return {"path_states": [k for k in states if k <= K]} if plan.along_k else {}
+
+
+def row_key(model: str, K: int | None, fold: int) -> str:
+    """The file key of the row of ``model`` at ``K`` on a fold (no K part for a model without states)."""
+    return f"{model}__fold{fold}" if K is None else f"{model}__K{K}__fold{fold}"
+
+
+def fold_groups(plans, states: list[int], folds: int, stateless: Callable | None = None) -> list[dict]:
+    """The tasks of a run of ``compare`` or ``next-event``: one per (plan, fold), in plan order,
+    each with one part per (model, K) (:func:`row_key`); a model without states
+    (``stateless(name)``, default: not :func:`has_states`) has one part per fold, ``K = None``."""
+    stateless = stateless or (lambda name: not has_states(name))
+    groups = []
+    for plan in plans:
+        ks = [None] if stateless(plan.base) else list(states)
+        for f in range(folds):
+            parts = [
+                {"key": row_key(m, K, f), "model": m, "K": K, "fold": f, **path_fields(plan, ks, K)}
+                for m in plan.names
+                for K in ks
+            ]
+            groups.append(
+                {"key": f"{plan.key}__fold{f}", "plan": plan, "fold": f, "states": ks, "parts": parts}
+            )
+    return groups
 
 
 def store_for(plan: FitPlan, folder, digest: str, states: list[int], key_of: Callable) -> FitStore | None:

@@ -39,11 +39,22 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ..data import kfold_indices
-from .along_k import Fitter, budget_rules, fit_along_k, fit_plans, path_fields, store_for
+from .along_k import (
+    Fitter,
+    budget_rules,
+    fit_along_k,
+    fit_plans,
+    has_states,
+    model_label,
+    part_k,
+    path_fields,
+    plan_states,
+    store_for,
+)
 from .datasets import resolve_data, run_settings
 from .lineup import ldhmm_names, model_names, model_order
 from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
-from .tables import failure_lines, mean_std
+from .tables import failure_lines, mean_std, spread_over_k, with_k_column
 from .tasks import (
     MODELS_DIR,
     atomic_write_csv,
@@ -267,7 +278,7 @@ def classify_group(group, payload, output) -> None:
     values (:mod:`ldhmm.experiments.along_k`); each row is saved as soon as it is computed."""
     plan, fold, states = group["plan"], int(group["fold"]), list(group["states"])
     s = payload["settings"]
-    rows = {(p.get("base_model", p["model"]), int(p["K"])): p["key"] for p in group["parts"]}
+    rows = {(p.get("base_model", p["model"]), part_k(p["K"])): p["key"] for p in group["parts"]}
     # key_of: the file key of a base fit, the key its row has (or would have)
     if "cls" in group:
         c = group["cls"]
@@ -296,23 +307,30 @@ def classify_group(group, payload, output) -> None:
     fit_along_k(plan, states, rows, output.todo, fitter, store, emit, lambda: seed_everything(s["seed"]))
 
 
+def _class_key(model: str, K: int | None, fold: int, c: str) -> str:
+    if K is None:
+        return f"{model}__fold{fold}__class{c}"
+    return f"{model}__K{K}__fold{fold}__class{c}"
+
+
 def classify_groups(plans, lr_plans, states, folds: int, classes, pairs) -> list[dict]:
     """The tasks of a run: one per (plan, fold, class) and one per (LDHMM plan, fold, binary
     task) for the ``+LR`` rows; the LDHMM tasks, the costliest, first."""
 
     def gen(plan):
+        ks = plan_states(plan, states)  # [None] for a model without states: one fit per class
         return [
             {
                 "key": f"{plan.key}__fold{f}__class{c}",
                 "plan": plan,
                 "fold": f,
                 "cls": c,
-                "states": states,
+                "states": ks,
                 "parts": [
-                    {"key": f"{m}__K{K}__fold{f}__class{c}", "model": m, "K": K, "fold": f, "cls": c}
-                    | path_fields(plan, states, K)
+                    {"key": _class_key(m, K, f, c), "model": m, "K": K, "fold": f, "cls": c}
+                    | path_fields(plan, ks, K)
                     for m in plan.names
-                    for K in states
+                    for K in ks
                 ],
             }
             for f in range(folds)
@@ -384,7 +402,8 @@ class ClassificationResult:
 
     def table(self) -> pd.DataFrame:
         """Mean AUC over folds per (task, K) (rows) and model (columns)."""
-        return self.folds.pivot_table(index=["task", "K"], columns="model", values="auc", aggfunc="mean")
+        folds = spread_over_k(self.folds, self.config["states"])
+        return folds.pivot_table(index=["task", "K"], columns="model", values="auc", aggfunc="mean")
 
 
 @holds_out_dir_lock
@@ -486,14 +505,17 @@ def classify(
     # one pool over both kinds of task: classify_group dispatches on the task's fields
     records, errors = run_task_groups(groups, classify_group, payload, out, digest, jobs, quiet, "classify")
     resumed = sum(bool(r.get("resumed")) for r in records)
-    by_key = {(r["model"], int(r["K"]), int(r["fold"]), r["cls"]): r for r in records if "cls" in r}
+    by_key = {(r["model"], part_k(r["K"]), int(r["fold"]), r["cls"]): r for r in records if "cls" in r}
     rows = []
     for a, b in pairs:
         ca, cb = db.label_names.index(a), db.label_names.index(b)
         for K in states:
             for m in models:
+                if not has_states(m) and K != states[0]:
+                    continue  # one row per fold, K empty
+                k = K if has_states(m) else None
                 for f in range(folds):
-                    ra, rb = by_key.get((m, K, f, a)), by_key.get((m, K, f, b))
+                    ra, rb = by_key.get((m, k, f, a)), by_key.get((m, k, f, b))
                     if ra is None or rb is None:
                         continue
                     idx = np.asarray(ra["test_index"])
@@ -508,7 +530,7 @@ def classify(
                         {
                             "task": f"{a}-{b}",
                             "model": m,
-                            "K": K,
+                            "K": k,
                             "fold": f,
                             "auc": auc,
                             "score_kind": ra["score_kind"],
@@ -535,7 +557,7 @@ def classify(
     if not rows:
         first = f"; the first: {errors[0]}" if errors else ""
         raise RuntimeError(f"no task finished ({len(errors)} failed{first})")
-    df = pd.DataFrame(rows)
+    df = with_k_column(pd.DataFrame(rows))
     df = df.sort_values(
         ["task", "K", "model", "fold"], key=lambda c: c.map(model_order) if c.name == "model" else c
     ).reset_index(drop=True)
@@ -550,7 +572,10 @@ def classify(
 
 
 def _auc_table(cells, task_names, states, col_models, bold=True):
-    lines = ["| task | K | " + " | ".join(col_models) + " |", "|---|---|" + "---|" * len(col_models)]
+    lines = [
+        "| task | K | " + " | ".join(model_label(m) for m in col_models) + " |",
+        "|---|---|" + "---|" * len(col_models),
+    ]
     for t in task_names:
         for K in states:
             vals = {m: cells.get((t, K, m)) for m in col_models}
@@ -568,9 +593,29 @@ def _auc_table(cells, task_names, states, col_models, bold=True):
     return "\n".join(lines)
 
 
+def _markov_verdicts(cells, task_names, states, col_models) -> list[str]:
+    """Lines naming the tasks where a Markov chain (a model without states) has a higher mean AUC
+    than every model with hidden states at every K; none when no chain wins or runs."""
+    chains = [m for m in col_models if not has_states(m)]
+    others = [m for m in col_models if has_states(m)]
+    won = []
+    for t in task_names:
+        best_chain = max((cells.get((t, states[0], m), (-1.0,))[0] for m in chains), default=-1.0)
+        rivals = [cells[(t, K, m)][0] for K in states for m in others if (t, K, m) in cells]
+        if chains and rivals and best_chain > max(rivals):
+            won.append(t)
+    if not won:
+        return []
+    return [
+        f"Markov chain: a chain without hidden states has the best AUC, above every model with "
+        f"hidden states at every K, on {', '.join(won)}.",
+        "",
+    ]
+
+
 def summary_markdown(df, what, settings, task_names, states, col_models, db_name, errors=()) -> str:
     cells = {}
-    for (t, K, m), g in df.groupby(["task", "K", "model"]):
+    for (t, K, m), g in spread_over_k(df, states).groupby(["task", "K", "model"]):
         mean, std, n = mean_std(g["auc"].to_numpy(float))
         cells[(t, int(K), m)] = (mean, std)
     lines = [
@@ -602,6 +647,7 @@ def summary_markdown(df, what, settings, task_names, states, col_models, db_name
                 _auc_table(pcells, [t for t in task_names if t in SPLICE_TASKS], ks, paper_cols),
                 "",
             ]
+    lines += _markov_verdicts(cells, task_names, states, col_models)
     fit = df.groupby("model")["fit_seconds"].mean()
     lines += [
         "## Mean fit seconds per (task, fold) (both class models, or the +LR model)",

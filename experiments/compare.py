@@ -36,11 +36,22 @@ from matplotlib.figure import Figure
 from scipy.stats import ttest_rel
 
 from ..data import kfold_indices
-from .along_k import Fitter, budget_rules, fit_along_k, fit_plans, path_fields, store_for
+from .along_k import (
+    Fitter,
+    budget_rules,
+    fit_along_k,
+    fit_plans,
+    fold_groups,
+    has_states,
+    model_label,
+    part_k,
+    row_key,
+    store_for,
+)
 from .datasets import resolve_data, run_settings
 from .lineup import ldhmm_names, model_names, model_order
 from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
-from .tables import failure_lines, fmt_pm, mean_std
+from .tables import NO_K, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
 from .tasks import (
     MODELS_DIR,
     atomic_savefig,
@@ -147,35 +158,21 @@ def compare_group(group, payload, output) -> None:
     plan, fold, states = group["plan"], int(group["fold"]), list(group["states"])
     s = payload["settings"]
     train, test, fitter = _fold_fitter(payload, fold)
-    rows = {(p["model"], int(p["K"])): p["key"] for p in group["parts"]}
+    rows = {(p["model"], part_k(p["K"])): p["key"] for p in group["parts"]}
 
     def emit(name, K, model, seconds):
         row = {"n_train": len(train), **score_fit(model, name, K, fold, test, s, seconds)}
         output.save(rows[(name, K)], row)
 
-    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, lambda m, K: _key(m, K, fold))
+    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, lambda m, K: row_key(m, K, fold))
     fit_along_k(plan, states, rows, output.todo, fitter, store, emit, lambda: seed_everything(s["seed"]))
-
-
-def _key(model: str, K: int, fold: int) -> str:
-    return f"{model}__K{K}__fold{fold}"
 
 
 def compare_groups(plans, states, folds: int) -> list[dict]:
     """The tasks of a run: one per (plan, fold), in plan order (the LDHMM plans, the costliest,
-    first: with ``jobs`` workers the cheap tasks fill the end of the run)."""
-    groups = []
-    for plan in plans:
-        for f in range(folds):
-            parts = [
-                {"key": _key(m, K, f), "model": m, "K": K, "fold": f, **path_fields(plan, states, K)}
-                for m in plan.names
-                for K in states
-            ]
-            groups.append(
-                {"key": f"{plan.key}__fold{f}", "plan": plan, "fold": f, "states": states, "parts": parts}
-            )
-    return groups
+    first: with ``jobs`` workers the cheap tasks fill the end of the run); a model without
+    states has one part per fold, ``K = None`` (:func:`ldhmm.experiments.along_k.fold_groups`)."""
+    return fold_groups(plans, states, folds)
 
 
 # ------------------------------------------------------------------------ the API
@@ -186,7 +183,8 @@ class ComparisonResult:
     Attributes
     ----------
     folds : pandas.DataFrame
-        One row per (model, K, fold): the columns of ``folds.csv`` (:data:`CSV_COLUMNS`).
+        One row per (model, K, fold): the columns of ``folds.csv`` (:data:`CSV_COLUMNS`); a
+        model without states (MARKOV1, MARKOV3) has one row per fold with an empty ``K``.
     ttests : pandas.DataFrame
         Paired t-tests over folds (``ttests.csv``).
     summary : str
@@ -222,7 +220,8 @@ class ComparisonResult:
 
     def table(self, column: str = "heldout_elbo") -> pd.DataFrame:
         """Mean over folds of ``column`` per model (rows, in table order) and K (columns)."""
-        t = self.folds.pivot_table(index="model", columns="K", values=column, aggfunc="mean")
+        folds = spread_over_k(self.folds, self.config["states"])
+        t = folds.pivot_table(index="model", columns="K", values=column, aggfunc="mean")
         order = sorted(t.index, key=lambda m: (list(self.config["models"]).index(m), m))
         return t.loc[order]
 
@@ -343,7 +342,7 @@ def compare(
     for c in CSV_COLUMNS:
         if c not in df:
             df[c] = np.nan
-    df = df[CSV_COLUMNS].sort_values(
+    df = with_k_column(df[CSV_COLUMNS]).sort_values(
         ["K", "model", "fold"], key=lambda c: c.map(model_order) if c.name == "model" else c
     )
     df = df.reset_index(drop=True)
@@ -435,7 +434,7 @@ def _table(df, col, models, states, kinds, digits=2):
         for K in states:
             mean, std, n = mean_std(dm[dm["K"] == K][col].to_numpy(float))
             cells.append(fmt_pm(mean, std, digits) if n else "n/a")
-        lines.append(f"| {m} | {kinds(m, dm)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {model_label(m)} | {kinds(m, dm)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -448,6 +447,7 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
     """summary.md, ttests.csv and loglik_vs_K.png from the per-fold table; returns
     (markdown text, closing lines naming the best model, the t-test table)."""
     out = Path(out)
+    df = spread_over_k(df, states)  # a model without states: its fold rows at every K
     present = [m for m in models if m in set(df["model"])]
     tt = ttests(df, present)
     atomic_write_csv(tt, out / "ttests.csv")
@@ -459,7 +459,8 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
         f"Data: {what}.  ",
         f"{settings['folds']}-fold cross-validation, seed {settings['seed']}, EM max_iter "
         f"{settings['max_iter'] or 'model default'}, tol {settings['tol'] or 'model default'}, "
-        f"{settings.get('restarts') or 'model default'} restarts for every model (n_init), "
+        f"{settings.get('restarts') or 'model default'} restarts for every model that takes restarts "
+        "(n_init), "
         f"M-step {settings.get('m_step') or 'collapsed'}, "
         f"{settings['is_samples']} importance samples per test sequence.",
         "",
@@ -467,7 +468,9 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
         "",
         "`heldout_elbo` = sum of `score_samples` over the test fold. **Mixed kinds**: the HMM row is "
         "the exact log-likelihood; every other row is a variational lower bound (ELBO) on it, "
-        "so a bound below HMM's value does not mean the model is worse.",
+        "so a bound below HMM's value does not mean the model is worse. The Markov chains "
+        f"(MARKOV1, MARKOV3) are exact too; marked {NO_K}, they are fitted once per fold and their "
+        "value fills every K column.",
         "",
         _table(df, "heldout_elbo", present, states, kind_of),
         "",
@@ -544,6 +547,10 @@ def _exact_models(df, models) -> list[str]:
     ]
 
 
+def _at(model, K) -> str:
+    return f"{model} with K={K}" if has_states(model) else f"{model} {NO_K}"
+
+
 def best_lines(df, models):
     out = []
     g = df.groupby(["model", "K"])["heldout_elbo"].mean()
@@ -552,7 +559,7 @@ def best_lines(df, models):
         (m, K), v = g.idxmax(), g.max()
         kind = df[df["model"] == m]["score_kind"].iloc[0]
         out.append(
-            f"Best by the paper's measure (mean held-out score per fold): {m} with K={K} "
+            f"Best by the paper's measure (mean held-out score per fold): {_at(m, K)} "
             f"({v:.2f} nats, {KIND_LABEL.get(kind, kind)}). Note: this ranks lower bounds and "
             f"HMM's exact log-likelihood on one scale; a bound that wins is a real win, "
             f"an exact value that wins over a bound may not be."
@@ -566,9 +573,32 @@ def best_lines(df, models):
         kind = d[d["model"] == m]["tight_kind"].iloc[0]
         out.append(
             f"Best by the tightest measure (IS estimate where available, else heldout_elbo): "
-            f"{m} with K={K} ({v:.2f} nats, {kind})."
+            f"{_at(m, K)} ({v:.2f} nats, {kind})."
         )
+    markov = markov_line(g2)
+    if markov:
+        out.append(markov)
     return out
+
+
+def markov_line(tight) -> str | None:
+    """The sentence that says whether a model without states (a Markov chain over the symbols)
+    beats every model with hidden states at its best K, by the tightest measure (``tight``:
+    mean per fold by (model, K)); None when the run lacks either kind."""
+    chains = [m for m in tight.index.get_level_values(0).unique() if not has_states(m)]
+    hidden = tight[[has_states(m) for m in tight.index.get_level_values(0)]]
+    if not chains or not len(hidden):
+        return None
+    chain = max(chains, key=lambda m: tight[m].max())
+    value = float(tight[chain].max())
+    (m, K), best = hidden.idxmax(), float(hidden.max())
+    verdict = "wins" if value > best else "loses"
+    return (
+        f"Markov chain: {chain} (no hidden states, exact) {verdict} against the best model with hidden "
+        f"states, {m} with K={K}, by {abs(value - best):.2f} nats per fold ({value:.2f} vs {best:.2f}; "
+        f"the tightest measure: IS estimate where available, else heldout_elbo)."
+        + (" The per-sequence dynamics do not pay on this data." if verdict == "wins" else "")
+    )
 
 
 def plot_loglik(df, models, states, path, title=""):
@@ -578,7 +608,7 @@ def plot_loglik(df, models, states, path, title=""):
     # a bare Figure (not pyplot): no global backend or figure registry to touch
     fig = Figure(figsize=(12 if has_is else 6.5, 4.5))
     axes = fig.subplots(1, 2 if has_is else 1, squeeze=False)
-    markers = dict(zip(model_names(), "osD^vP"))
+    markers = dict(zip(model_names(), "osD^vPX*"))
     with_is, exact = _models_with_is(df, models), _exact_models(df, models)
     panels = [("heldout_elbo", "paper's measure: held-out ELBO (HMM: exact)")]
     if has_is:
@@ -612,7 +642,7 @@ def plot_loglik(df, models, states, path, title=""):
                 linestyle=style,
                 marker=markers.get(m, "o"),
                 capsize=3,
-                label=f"{m} ({tag})",
+                label=f"{m} ({tag})" if has_states(m) else f"{m} ({tag}, no K)",
             )
         ax.set_xlabel("K (hidden states / topics)")
         ax.set_ylabel("held-out log-likelihood per test fold (nats)")
@@ -631,6 +661,7 @@ def console_table(df, models, states) -> str:
     ``IS`` row under each model that has an importance-sampled estimate.
     """
     rows = [["model", "score"] + [f"K={K}" for K in states]]
+    df = spread_over_k(df, states)
     for m in models:
         dm = df[df["model"] == m]
         if dm.empty:
@@ -644,7 +675,7 @@ def console_table(df, models, states) -> str:
             for K in states:
                 mean, std, n = mean_std(dm[dm["K"] == K][col].to_numpy(float))
                 cells.append(fmt_pm(mean, std, 1) if n else "n/a")
-            rows.append([m if col == "heldout_elbo" else "", label] + cells)
+            rows.append([model_label(m) if col == "heldout_elbo" else "", label] + cells)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))

@@ -92,8 +92,9 @@ def make_model(
     Parameters
     ----------
     name : one of :data:`MODEL_NAMES`
-    n_states : int
-        K.
+    n_states : int or None
+        K; None for a model without states (``has_states = False``), which is built with its
+        ignored ``n_states`` at 1.
     n_symbols : int
         V of the whole database (so that every fold's model knows every symbol).
     seed : int
@@ -108,7 +109,7 @@ def make_model(
     """
     spec = get_spec(name)
     options = constructor_options(name, n_symbols, seed, max_iter, tol, m_step, n_init, **options)
-    return spec.cls(int(n_states), **options)
+    return spec.cls(1 if n_states is None else int(n_states), **options)
 
 
 def constructor_options(

@@ -8,8 +8,12 @@ predicts ``p(x_n | x_1..x_(n-1))`` with ``predict_next_proba``:
 * LDHMM-PF / LDHMM-FF (and VBHMM, a member of the family): the sequence's own posterior
   ``q(theta_m)`` after the held-out E-step on the prefix (docs/math.md, next-event prediction);
 * HMM: the forward filter with the fitted parameters;
-* MARKOV: a first-order Markov chain of the symbols with add-0.5 smoothing (the simplest
-  baseline; it has no K, so its rows repeat across K).
+* MARKOV1, MARKOV3: Markov chains over the symbols (first order; interpolated orders 0..3)
+  with their smoothing chosen on the training folds (:mod:`ldhmm.baselines.markov_smoothed`);
+* MARKOV: the first-order chain with a fixed add-0.5 smoothing (:class:`ldhmm.baselines.MarkovChain`).
+
+The chains have no K: each is fitted once per fold, its row has an empty ``K`` in
+``folds.csv``, and the tables show its value at every K, marked "(no K)".
 
 The task unit is (model, fold): one task fits the model along its K values
 (:mod:`ldhmm.experiments.along_k`; LDHMM-FF from the LDHMM-PF fit of each K in the same task)
@@ -32,10 +36,20 @@ from matplotlib.figure import Figure
 
 from ..baselines import MarkovChain
 from ..data import kfold_indices
-from .along_k import Fitter, budget_rules, fit_along_k, fit_plans, path_fields, store_for
+from .along_k import (
+    Fitter,
+    budget_rules,
+    fit_along_k,
+    fit_plans,
+    fold_groups,
+    has_states,
+    part_k,
+    row_key,
+    store_for,
+)
 from .datasets import resolve_data, run_settings
 from .lineup import model_from_settings, resolve_models
-from .tables import failure_lines, fmt_pm, mean_std
+from .tables import NO_K, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
 from .tasks import (
     MODELS_DIR,
     atomic_savefig,
@@ -64,7 +78,12 @@ __all__ = [
 
 #: The name of the Markov-chain baseline in this experiment's tables.
 MARKOV = "MARKOV"
-DEFAULT_MODELS = ("LDHMM-PF", "LDHMM-FF", "HMM", "VBHMM", MARKOV)
+DEFAULT_MODELS = ("LDHMM-PF", "LDHMM-FF", "HMM", "VBHMM", "MARKOV1", "MARKOV3", MARKOV)
+
+
+def _stateless(name: str) -> bool:
+    """A model without a K: the fixed MARKOV chain or a registered one with ``has_states = False``."""
+    return name == MARKOV or not has_states(name)
 
 
 def prediction_scores(proba: np.ndarray, targets: np.ndarray) -> dict:
@@ -97,7 +116,7 @@ def _build(payload):
 
     def build(name, K):
         if name == MARKOV:
-            return MarkovChain(K, n_symbols=db.n_symbols, seed=s["seed"])
+            return MarkovChain(1, n_symbols=db.n_symbols, seed=s["seed"])  # no K: n_states ignored
         return model_from_settings(name, K, db.n_symbols, s)
 
     return build
@@ -140,36 +159,20 @@ def next_event_group(group, payload, output) -> None:
     plan, fold, states = group["plan"], int(group["fold"]), list(group["states"])
     s = payload["settings"]
     train, test = _fold(payload, fold)
-    rows = {(p["model"], int(p["K"])): p["key"] for p in group["parts"]}
+    rows = {(p["model"], part_k(p["K"])): p["key"] for p in group["parts"]}
 
     def emit(name, K, model, seconds):
         output.save(rows[(name, K)], prediction_row(model, len(train), test, seconds))
 
     fitter = Fitter(train, payload["db"].n_symbols, s, _build(payload))
-    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, lambda m, K: _key(m, K, fold))
+    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, lambda m, K: row_key(m, K, fold))
     fit_along_k(plan, states, rows, output.todo, fitter, store, emit, lambda: seed_everything(s["seed"]))
 
 
-def _key(model: str, K: int, fold: int) -> str:
-    return f"{model}__K{K}__fold{fold}"
-
-
 def next_event_groups(plans, states, folds: int) -> list[dict]:
-    """The tasks of a run: one per (plan, fold), in plan order; the Markov chain has no K, so
-    its task fits it once, at the first K."""
-    groups = []
-    for plan in plans:
-        ks = states[:1] if plan.base == MARKOV else states
-        for f in range(folds):
-            parts = [
-                {"key": _key(m, K, f), "model": m, "K": K, "fold": f, **path_fields(plan, ks, K)}
-                for m in plan.names
-                for K in ks
-            ]
-            groups.append(
-                {"key": f"{plan.key}__fold{f}", "plan": plan, "fold": f, "states": ks, "parts": parts}
-            )
-    return groups
+    """The tasks of a run: one per (plan, fold), in plan order; a Markov chain has no K, so
+    its task fits it once, with ``K = None``."""
+    return fold_groups(plans, states, folds, stateless=_stateless)
 
 
 @dataclass
@@ -236,8 +239,6 @@ def next_event(
     if not records:
         raise RuntimeError(f"no task finished ({len(errors)} failed; the first: {errors[0]})")
     df = pd.DataFrame(records)
-    markov = df[df["model"] == MARKOV]
-    df = pd.concat([df[df["model"] != MARKOV]] + [markov.assign(K=K) for K in states], ignore_index=True)
     cols = [
         "model",
         "K",
@@ -250,7 +251,7 @@ def next_event(
         "fit_seconds",
         "predict_seconds",
     ]
-    df = df[cols].sort_values(
+    df = with_k_column(df[cols]).sort_values(
         ["K", "model", "fold"], key=lambda c: c.map(names.index) if c.name == "model" else c
     )
     df = df.reset_index(drop=True)
@@ -263,13 +264,15 @@ def next_event(
 
 
 def _summary(df, what, settings, names, states, errors) -> str:
+    df = spread_over_k(df, states)  # a chain's fold rows at every K
     lines = [
         "# ldhmm next-event",
         "",
         f"Data: {what}.  ",
         f"{settings['folds']}-fold cross-validation (seed {settings['seed']}); each test sequence's "
-        f"last event predicted from its prefix; {settings['restarts']} restarts for every model "
-        f"(n_init), EM max_iter {settings['max_iter'] or 'model default'}.",
+        f"last event predicted from its prefix; {settings['restarts']} restarts for every model that "
+        f"takes restarts (n_init), EM max_iter {settings['max_iter'] or 'model default'}. Models marked "
+        f"{NO_K} (the Markov chains) are fitted once per fold; their value fills every K column.",
         "",
     ]
     for col, title, digits in (
@@ -289,14 +292,35 @@ def _summary(df, what, settings, names, states, errors) -> str:
             for K in states:
                 mean, std, n = mean_std(df[(df["model"] == m) & (df["K"] == K)][col].to_numpy(float))
                 cells.append(fmt_pm(mean, std, digits) if n else "n/a")
-            lines.append(f"| {m} | " + " | ".join(cells) + " |")
+            lines.append(f"| {m}{' ' + NO_K if _stateless(m) else ''} | " + " | ".join(cells) + " |")
         lines.append("")
+    verdict = _markov_verdict(df, names)
+    if verdict:
+        lines += [verdict, ""]
     if errors:
         lines += ["## Failed tasks", ""] + [f"- {f}" for f in failure_lines(errors)] + [""]
     return "\n".join(lines)
 
 
+def _markov_verdict(df, names) -> str | None:
+    """The sentence that says whether a Markov chain predicts better (lower mean log loss) than
+    every model with hidden states at its best K; None without both kinds in the run."""
+    loss = df.groupby(["model", "K"])["log_loss"].mean()
+    chains = [m for m in names if _stateless(m) and m in loss.index.get_level_values(0)]
+    hidden = loss[[not _stateless(m) for m in loss.index.get_level_values(0)]]
+    if not chains or not len(hidden):
+        return None
+    chain = min(chains, key=lambda m: loss[m].min())
+    value, (m, K), best = float(loss[chain].min()), hidden.idxmin(), float(hidden.min())
+    verdict = "predicts better than" if value < best else "does not beat"
+    return (
+        f"Markov chain: {chain} (no hidden states) {verdict} the best model with hidden states, {m} "
+        f"with K={K}: log loss {value:.4f} against {best:.4f}."
+    )
+
+
 def _plot(df, names, states, path, title) -> None:
+    df = spread_over_k(df, states)
     fig = Figure(figsize=(12, 4.2))
     axes = fig.subplots(1, 3)
     for ax, (col, label) in zip(
@@ -309,7 +333,13 @@ def _plot(df, names, states, path, title) -> None:
                 if n:
                     ks.append(K), means.append(mean), stds.append(std)
             ax.errorbar(
-                ks, means, yerr=stds, marker="o", capsize=3, label=m, linestyle="--" if m == MARKOV else "-"
+                ks,
+                means,
+                yerr=stds,
+                marker="o",
+                capsize=3,
+                label=f"{m} {NO_K}" if _stateless(m) else m,
+                linestyle="--" if _stateless(m) else "-",
             )
         ax.set_xlabel("K (hidden states)")
         ax.set_title(f"{title}: {label}", fontsize=9)

@@ -1,13 +1,17 @@
-"""Numbers for the result tables: mean and spread over folds, how a cell prints them, and the
-lines that report failed tasks."""
+"""Numbers for the result tables: mean and spread over folds, how a cell prints them, the
+lines that report failed tasks, and the rows of models without a K spread over the K columns."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pandas as pd
 
-__all__ = ["mean_std", "fmt_pm", "failure_lines"]
+__all__ = ["mean_std", "fmt_pm", "failure_lines", "NO_K", "spread_over_k", "with_k_column"]
+
+#: How the tables mark a model without hidden states: one fit per fold, its value at every K.
+NO_K = "(no K)"
 
 
 def mean_std(values) -> tuple[float, float, int]:
@@ -35,3 +39,24 @@ def failure_lines(errors) -> list[str]:
         f"{m}: {len(r)} task(s) failed: {r[0]}" + ("" if len(set(r)) == 1 else " (and other reasons)")
         for m, r in by_model.items()
     ]
+
+
+def with_k_column(df):
+    """``df`` with ``K`` as integers, or as pandas' nullable ``Int64`` where a model without
+    states left it empty (None): a results file then writes its rows with an empty K, and the
+    other rows exactly as before."""
+    if df["K"].isna().any():
+        df = df.assign(K=df["K"].astype("Int64"))
+    return df
+
+
+def spread_over_k(df, states):
+    """The rows with an empty ``K`` (models without states, one row per fold) repeated at every
+    K of ``states``, so that the per-K tables, t-tests and plots compare every model with them;
+    ``df`` itself when it has none. The result's ``K`` is int64."""
+    empty = df["K"].isna()
+    if not empty.any():
+        return df
+    spread = [df[~empty]] + [df[empty].assign(K=K) for K in states]
+    out = pd.concat(spread, ignore_index=True)
+    return out.assign(K=out["K"].astype(np.int64))

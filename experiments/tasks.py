@@ -82,6 +82,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..data.atomic import TEMPORARY_NAME, write_atomically
+from ..inference.progress import progress_options
 from ..models.memory import max_memory_override, set_max_memory
 
 try:
@@ -99,6 +100,8 @@ __all__ = [
     "lock_out_dir",
     "release_out_dir",
     "command_line",
+    "invocation",
+    "write_resume_script",
     "config_hash",
     "default_out",
     "prepare_out_dir",
@@ -245,6 +248,40 @@ def command_line(args=None, program: str | None = None) -> str:
     if found and os.path.abspath(found) == os.path.abspath(head):
         head = name
     return shlex.join([head, *args]) if head else shlex.join(args)
+
+
+#: The environment variables of ldhmm (data directory, memory limit, offline switch): a command
+#: that resumes a run sets them as the run had them.
+ENV_PREFIX = "LDHMM_"
+
+
+def invocation(args=None, program: str | None = None, environ=None, cwd=None) -> str:
+    """The whole invocation, to type again anywhere: ``cd CWD && VAR=VALUE ... COMMAND LINE``.
+
+    :func:`command_line` (``args``, ``program``) after the working directory (relative paths
+    in the arguments, the default ``results/`` folder) and every ``LDHMM_*`` variable set in
+    ``environ`` (default ``os.environ``; ``LDHMM_DEBUG`` aside): the data directory
+    ``LDHMM_DATA`` above all, without which a resumed run reads other data.
+    """
+    environ = os.environ if environ is None else environ
+    cwd = os.getcwd() if cwd is None else str(cwd)
+    env = [
+        f"{k}={shlex.quote(str(v))}"
+        for k, v in sorted(environ.items())
+        if k.startswith(ENV_PREFIX) and k != "LDHMM_DEBUG"
+    ]
+    return " ".join([f"cd {shlex.quote(cwd)} &&", *env, command_line(args, program)])
+
+
+def write_resume_script(out, line: str) -> Path | None:
+    """``OUT/command.sh``: the invocation that resumes the run in ``out`` (``sh OUT/command.sh``);
+    None when it cannot be written (the run's results are what matters)."""
+    path = Path(out) / "command.sh"
+    try:
+        atomic_write_text(path, f"#!/bin/sh\n# resumes the interrupted run in this folder\n{line}\n")
+    except OSError:
+        return None
+    return path
 
 
 def _holder_of(fd: int) -> str:
@@ -778,7 +815,7 @@ def _run(groups, parts, call, payload, out, digest, jobs, quiet, desc):
         disable=quiet,
         unit="task",
         dynamic_ncols=True,
-        file=sys.stderr,
+        **progress_options(sys.stderr),
     )
     finished: set[str] = set()
 

@@ -24,6 +24,7 @@ from .distributed.workers import (
 )
 from .monitor import ConvergenceMonitor, ConvergenceReport, RelativeChange
 from .parameters import VariantParameters
+from .progress import progress_options
 
 __all__ = ["NonFiniteELBOError", "FitResult", "VariationalEM"]
 
@@ -195,7 +196,7 @@ class VariationalEM:
         """
         return self.fit_backend(LocalBackend([self.worker(buckets, params.n_symbols)]), params, callback)
 
-    def fit_backend(self, backend, params: VariantParameters, callback=None) -> FitResult:
+    def fit_backend(self, backend, params: VariantParameters, callback=None, label: str = "") -> FitResult:
         """The driver: :meth:`fit` over the partitions of ``backend``.
 
         Every E-step is one round (``backend.call("e_step", params, starts)``: each partition
@@ -205,6 +206,7 @@ class VariationalEM:
         :class:`ldhmm.inference.distributed.dask_backend.DaskBackend`: the same workers, the same numbers.
         A backend that lost a worker and rebuilt its partitions (``backend.recoveries``) has
         cold-started those sequences: the ELBO may dip at that iteration, and the fit goes on.
+        ``label`` names this run in the progress bar (``"restart 2 of 3"``).
         """
         backend.call("set_guide", self.guide)
         backend.call("reset")
@@ -218,7 +220,8 @@ class VariationalEM:
         use_starts = starts
         bar = None
         if self.progress:
-            bar = tqdm(total=self.max_iter, desc="variational EM", unit="iter", leave=False)
+            desc = f"variational EM ({label})" if label else "variational EM"
+            bar = tqdm(total=self.max_iter, desc=desc, unit="iter", leave=False, **progress_options())
         last_finite = params
         try:
             while not monitor.done:
@@ -252,8 +255,9 @@ class VariationalEM:
                 trace += [("E", e_elbo), ("M", m_elbo)]
                 e_history.append(e_elbo)
                 if bar is not None:
+                    # the postfix first, without its own redraw: update() redraws at its interval
+                    bar.set_postfix(elbo=f"{m_elbo:.6g}", sweeps=totals.max_sweeps, refresh=False)
                     bar.update(1)
-                    bar.set_postfix(elbo=f"{m_elbo:.6g}", sweeps=totals.max_sweeps)
                 if callback is not None:
                     callback(n_iter, m_elbo)
                 use_starts = starts if monitor.refresh else ()

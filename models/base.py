@@ -31,6 +31,11 @@ Class attributes:
     (a variational bound, <= the log-likelihood) or ``"estimate"`` (e.g. importance
     sampled). The harness labels every column with it so that bounds are never compared with
     exact values unknowingly.
+``has_states``
+    ``True`` (the default) for a model with hidden states or topics, whose ``n_states`` is
+    the ``K`` the harness sweeps; ``False`` for one without (a Markov chain over the
+    symbols): it takes ``n_states`` and ignores it, and the harness fits it once per fold
+    and shows its one value at every K, marked "no K".
 
 Learned attributes end in ``_`` and exist only after ``fit``; every model sets
 ``n_symbols_`` (the vocabulary size it knows). A model fitted by an iterative rule sets
@@ -163,6 +168,8 @@ class SequenceModel(abc.ABC):
 
     name: ClassVar[str] = ""
     score_kind: ClassVar[str] = ""
+    #: Whether ``n_states`` means something (hidden states or topics): see the module docstring.
+    has_states: ClassVar[bool] = True
     #: Constructor arguments left out of :meth:`get_config`: run-time switches such as
     #: ``verbose``, or settings a model file records elsewhere.
     _not_config: ClassVar[tuple[str, ...]] = ("verbose",)

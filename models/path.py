@@ -132,7 +132,7 @@ def probe(engine, runner, params) -> float:
             raise _Stop
 
     try:
-        run = engine.fit_backend(runner, params, callback=stop)
+        run = engine.fit_backend(runner, params, callback=stop, label="probe of a grown start")
     except _Stop:
         return float(seen[-1])
     return float(run.elbo_history[-1])
@@ -159,7 +159,7 @@ def continue_grown(engine, runner, grown: GrownStarts, best):
         if rank > 0 and best.elbo_history[-1] > grown.floor:
             break
         label, params = grown.starts[i]
-        run = engine.fit_backend(runner, params)
+        run = engine.fit_backend(runner, params, label=f"grown start {label}")
         if run.elbo_history[-1] > best.elbo_history[-1]:
             best, kind = run, label
     return best, kind

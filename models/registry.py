@@ -81,6 +81,11 @@ class ModelSpec:
         return self.cls.score_kind
 
     @property
+    def has_states(self) -> bool:
+        """Whether the model has hidden states (a K); False for a chain over the symbols."""
+        return bool(getattr(self.cls, "has_states", True))
+
+    @property
     def has_log_marginal_is(self) -> bool:
         """Whether the model estimates ``log p(x)`` by importance sampling (``log_marginal_is``)."""
         return callable(getattr(self.cls, "log_marginal_is", None))

@@ -313,7 +313,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         engine = self._engine(progress=self.verbose)
         self.init_elbo_history_ = np.asarray([])
         if init_params is not None:
-            result = engine.fit_backend(runner, init_params)
+            result = engine.fit_backend(runner, init_params, label="from the given start")
             self.start_kind_ = "init"
         elif self._init_method() == "pf":
             # The PF fit (with the restarts) first, then this guide from its parameters.
@@ -321,7 +321,9 @@ class VariantHMM(SequenceModel, TakesFitSettings):
                 self._engine(progress=self.verbose, guide=PFGuide()), runner, symbol_counts, grown
             )
             self.init_elbo_history_ = np.asarray(chain.elbo_history)
-            result = engine.fit_backend(runner, chain.params)
+            result = engine.fit_backend(
+                runner, chain.params, label=f"{getattr(self.guide, 'name', 'guide')} from the PF fit"
+            )
         else:
             result, self.start_kind_ = self._best_start(engine, runner, symbol_counts, grown)
         self.recoveries_ = list(result.recoveries)
@@ -346,8 +348,10 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     def _best_of_restarts(self, engine: VariationalEM, runner, symbol_counts) -> FitResult:
         """Every restart's seed (:meth:`restart_seeds`); the run with the highest final ELBO is kept."""
         result = None
-        for seed in self.restart_seeds():
-            run = engine.fit_backend(runner, self._initial_from_counts(symbol_counts, seed=seed))
+        seeds = self.restart_seeds()
+        for r, seed in enumerate(seeds):
+            label = f"restart {r + 1} of {len(seeds)}" if len(seeds) > 1 else ""
+            run = engine.fit_backend(runner, self._initial_from_counts(symbol_counts, seed=seed), label=label)
             if result is None or run.elbo_history[-1] > result.elbo_history[-1]:
                 result = run
         return result

@@ -137,7 +137,7 @@ ELSEWHERE = {
     "SIGKILL at random moments (compare, classify)": "the rerun resumes to exactly the results of an uninterrupted run; "
     "no truncated task or result file",
     "two runs on the same --out": "the second: one line, `... is in use by another ldhmm run (pid ...)`, exit 1",
-    "Ctrl-C": "one line, `interrupted; N of M tasks are saved in OUT: run the same command again to resume: ...`, "
+    "Ctrl-C": "one line, `interrupted; N of M tasks are saved in OUT: run the same command again to resume (OUT/command.sh): cd DIR && LDHMM_DATA=... ldhmm ...`, "
     "exit 130",
 }
 

@@ -45,9 +45,9 @@ def compare_run(tmp_path_factory):
 
 # ------------------------------------------------------------------------ registry and helpers
 def test_registry_names_and_factories():
-    assert H.MODEL_NAMES == ("LDHMM-FF", "LDHMM-PF", "HMM", "LDA", "VBHMM", "HMMV")
+    assert H.MODEL_NAMES == ("LDHMM-FF", "LDHMM-PF", "HMM", "LDA", "VBHMM", "HMMV", "MARKOV1", "MARKOV3")
     assert set(H.MODELS) == set(H.MODEL_NAMES)
-    for name in H.MODEL_NAMES:
+    for name in H.MODEL_NAMES[:6]:  # the models with hidden states (the chains: tests/test_markov.py)
         model = H.make_model(name, 2, 5, seed=3, max_iter=4, tol=1e-3)
         assert model.n_states == 2 and model.seed == 3
         assert model.score_kind == H.model_score_kind(name)
@@ -122,9 +122,11 @@ def test_compare_outputs(compare_run):
     ]:
         assert col in df.columns, col
     assert set(df["model"]) == set(H.MODEL_NAMES)
-    assert len(df) == 6 * 2
-    assert set(df[df["model"] == "HMM"]["score_kind"]) == {"exact"}
-    assert set(df[df["model"] != "HMM"]["score_kind"]) == {"lower_bound"}
+    assert len(df) == 8 * 2  # one K: one row per (model, fold), the chains' with an empty K
+    exact = df["model"].isin(["HMM", "MARKOV1", "MARKOV3"])
+    assert set(df[exact]["score_kind"]) == {"exact"}
+    assert set(df[~exact]["score_kind"]) == {"lower_bound"}
+    assert df[df["model"].str.startswith("MARKOV")]["K"].isna().all()
     # IS only for the models that have it
     has_is = df.groupby("model")["heldout_is"].apply(lambda s: bool(np.isfinite(s).all()))
     assert {m for m, v in has_is.items() if v} == set(H.IS_MODELS)
@@ -142,7 +144,7 @@ def test_compare_outputs(compare_run):
 def test_compare_is_resumable(compare_run, capsys, monkeypatch):
     out = compare_run
     tasks = sorted((out / "tasks").glob("*.json"))
-    assert len(tasks) == 12
+    assert len(tasks) == 16
     mtimes = {p: p.stat().st_mtime_ns for p in tasks}
     victim = out / "tasks" / "HMM__K2__fold1.json"
     victim.unlink()
@@ -162,8 +164,9 @@ def test_compare_is_resumable(compare_run, capsys, monkeypatch):
     for p, t in mtimes.items():
         if p != victim:
             assert p.stat().st_mtime_ns == t
-    assert "resumed: 11 of 12" in stdout
-    assert stdout.rstrip().splitlines()[-1].startswith("Best by")
+    assert "resumed: 15 of 16" in stdout
+    assert stdout.rstrip().splitlines()[-2].startswith("Best by")
+    assert stdout.rstrip().splitlines()[-1].startswith("Markov chain: MARKOV")
 
 
 def test_compare_refuses_other_configuration(compare_run, capsys):
@@ -308,7 +311,8 @@ def test_atomic_write_and_mean_std(tmp_path):
 def test_every_model_gets_the_same_restart_budget(compare_run):
     # the harness passes --restarts as n_init to every built-in model, and says so
     for name in H.MODEL_NAMES:
-        assert H.make_model(name, 2, 5, seed=0, n_init=4).n_init == 4
+        if along_k.has_states(name):  # the Markov chains take no restarts (nothing to restart)
+            assert H.make_model(name, 2, 5, seed=0, n_init=4).n_init == 4
     cfg = json.loads((compare_run / "config.json").read_text())
     assert cfg["settings"]["restarts"] == 3
     assert "3 restarts for every model" in (compare_run / "summary.md").read_text()
@@ -319,6 +323,8 @@ def test_config_states_every_models_budget_rule(compare_run):
     assert set(budget) == set(H.MODEL_NAMES)
     for name in ("HMM", "LDA", "VBHMM", "HMMV"):  # the baselines: today's rule
         assert budget[name]["fit"] == "each K on its own" and budget[name]["restarts"] == 3
+    for name in ("MARKOV1", "MARKOV3"):
+        assert budget[name]["fit"] == "once, no K" and budget[name]["restarts"] is None
     assert budget["LDHMM-FF"]["fit"] == "from LDHMM-PF" and budget["LDHMM-FF"]["restarts"] is None
     along = callable(getattr(H.make_model("LDHMM-PF", 2, 3), "fit_path", None))
     assert budget["LDHMM-PF"]["fit"] == ("along K" if along else "each K on its own")
@@ -343,7 +349,7 @@ def test_a_lost_ff_row_is_refitted_from_the_saved_pf_fit(compare_run, capsys, mo
     code, stdout, _ = run_cli(
         ["compare", *TINY, "--models", "all", "--is-samples", "3", "--out", str(out)], capsys
     )
-    assert code == 0 and "resumed: 11 of 12" in stdout
+    assert code == 0 and "resumed: 15 of 16" in stdout
     assert fits == [("derive", "LDHMM-FF", 2)]  # no PF fit: read from OUT/models
     after = json.loads(victim.read_text())
     for col in ("heldout_elbo", "heldout_is", "n_iter", "converged"):

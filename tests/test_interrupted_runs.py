@@ -275,7 +275,7 @@ def test_ctrl_c_ends_the_run_with_one_line_and_it_resumes(tmp_path, references):
             proc.wait()
     line = _one_line(log)  # no traceback from the workers either
     assert line.startswith("ldhmm compare: interrupted; ")
-    assert f"of {total} tasks are saved in {out}: run the same command again to resume: " in line
+    assert f"of {total} tasks are saved in {out}: run the same command again to resume (" in line
     assert line.endswith(f"--jobs 2 --out {out}") and " -m ldhmm.cli compare --dataset synthetic " in line
     deadline = time.monotonic() + 10
     while _session_processes(proc.pid) and time.monotonic() < deadline:
@@ -428,16 +428,22 @@ def test_write_atomically_names_permissions_and_directories(tmp_path):
     assert (tmp_path / "no" / "b.csv").read_text() == "x"
 
 
-def test_interrupted_line_names_what_is_saved_and_the_command_to_resume():
+def test_interrupted_line_names_what_is_saved_and_the_command_to_resume(tmp_path, monkeypatch):
     from ldhmm.cli.main import interrupted_line
     from ldhmm.experiments.tasks import RunInterrupted
 
+    monkeypatch.chdir(tmp_path)
+    for var in [k for k in os.environ if k.startswith("LDHMM_")]:
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("LDHMM_DATA", "/data dir")
     err = RunInterrupted(Path("results/x"), 3, 18)
     argv = ["compare", "--dataset", "synthetic", "--out", "results/x y"]
+    again = f"cd {tmp_path} && LDHMM_DATA='/data dir' ldhmm compare --dataset synthetic --out 'results/x y'"
     assert interrupted_line("ldhmm compare", err, argv, explicit=True) == (
         "ldhmm compare: interrupted; 3 of 18 tasks are saved in results/x: run the same command "
-        "again to resume: ldhmm compare --dataset synthetic --out 'results/x y'"
+        f"again to resume (results/x/command.sh): {again}"
     )
+    assert (tmp_path / "results" / "x" / "command.sh").read_text().splitlines()[-1] == again
     assert isinstance(err, KeyboardInterrupt)
     line = interrupted_line("ldhmm compare", KeyboardInterrupt(), ["compare", "--out", "a\nb"], True)
     assert (

@@ -23,10 +23,11 @@ def test_next_event_tiny(tmp_path, capsys):
         restarts=1, out=tmp_path / "o", quiet=True,
     )  # fmt: skip
     df = res.folds
-    assert set(df["model"]) == {"LDHMM-PF", "HMM", MARKOV} and len(df) == 3 * 2 * 2
+    assert set(df["model"]) == {"LDHMM-PF", "HMM", MARKOV} and len(df) == 2 * 2 * 2 + 2
     assert np.isfinite(df["log_loss"]).all() and (df["hit3"] >= df["hit1"]).all()
-    m = df[df["model"] == MARKOV].set_index(["K", "fold"])["log_loss"]
-    assert m.loc[2].tolist() == m.loc[3].tolist()  # no K: one fit per fold, repeated
+    m = df[df["model"] == MARKOV]
+    assert m["K"].isna().all() and sorted(m["fold"]) == [0, 1]  # no K: one row per fold
+    assert "MARKOV (no K)" in res.summary and "Markov chain: MARKOV (no hidden states)" in res.summary
     assert (tmp_path / "o" / "next_event.png").is_file() and "Log loss" in res.summary
     # the command gives the same numbers
     argv = ["next-event", "--dataset", "synthetic", "--n-sequences", "40", "--states", "2", "3"]

@@ -9,20 +9,28 @@ bad file, an output directory of another configuration) print one line
 
 Ctrl-C (``KeyboardInterrupt``) prints one line and returns 130: for a command that runs tasks,
 ``ldhmm COMMAND: interrupted; N of M tasks are saved in OUT: run the same command again to
-resume: COMMAND LINE`` (:class:`ldhmm.experiments.tasks.RunInterrupted`; the worker processes
-of ``--jobs`` are stopped first). Two runs with the same ``--out`` are refused by the
-output-directory lock (:class:`ldhmm.experiments.tasks.OutputLockedError`, one error line).
+resume (OUT/command.sh): cd DIR && LDHMM_DATA=... COMMAND LINE``
+(:class:`ldhmm.experiments.tasks.RunInterrupted`; the worker processes of ``--jobs`` are
+stopped first; the working directory and the ``LDHMM_*`` variables are part of the command).
+A Ctrl-C that a run does not act on within seconds (its main thread inside compiled code) ends
+it anyway, with the same kind of line (:mod:`ldhmm.cli.interrupts`).
+Two runs with the same ``--out`` are refused by the output-directory lock
+(:class:`ldhmm.experiments.tasks.OutputLockedError`, one error line).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import warnings
 
-from ..experiments.tasks import RunInterrupted, command_line
+from ..data import EventOrderWarning
+from ..experiments.tasks import RunInterrupted, invocation, write_resume_script
 from ..models.memory import set_max_memory
 from . import classify, compare, data, decode, fit, hinton, next_event, posterior, predict, score, timing
+from .interrupts import stop_watchdog
 
 __all__ = ["main", "build_parser", "interrupted_line"]
 
@@ -75,10 +83,15 @@ def main(argv=None) -> int:
         return 2
     command = f"ldhmm {args.command}" if getattr(args, "command", None) else "ldhmm"
     set_max_memory(getattr(args, "max_memory", None))  # every command checks its estimates
+    explicit = argv != sys.argv[1:]  # called as main([...]): show it as the ldhmm command
     try:
-        code = func(args)
+        # a Ctrl-C the run does not act on within seconds (inside compiled code) ends it anyway
+        with (
+            one_line_warnings(command),
+            stop_watchdog(lambda: interrupted_line(command, None, argv, explicit)),
+        ):
+            code = func(args)
     except KeyboardInterrupt as err:
-        explicit = argv != sys.argv[1:]  # called as main([...]): show it as the ldhmm command
         print(interrupted_line(command, err, argv, explicit), file=sys.stderr, flush=True)
         return 130
     except Exception as err:  # one line, no traceback
@@ -93,14 +106,42 @@ def main(argv=None) -> int:
     return int(code or 0)
 
 
-def interrupted_line(command: str, err: KeyboardInterrupt, argv, explicit: bool = False) -> str:
-    """The one line of a Ctrl-C: what is saved where, and the command line that resumes."""
-    again = command_line(argv, program="ldhmm" if explicit else None)
+#: The warnings about a user's data that a command prints as one line ``COMMAND: warning: ...``.
+DATA_WARNINGS = (EventOrderWarning,)
+
+
+@contextlib.contextmanager
+def one_line_warnings(command: str):
+    """Inside the block, :data:`DATA_WARNINGS` print as one line on stderr; every other warning
+    goes where it went before."""
+    with warnings.catch_warnings():
+        previous = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, DATA_WARNINGS):
+                print(f"{command}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+            else:
+                previous(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
+
+
+def interrupted_line(command: str, err: KeyboardInterrupt | None, argv, explicit: bool = False) -> str:
+    """The one line of a Ctrl-C: what is saved where, and the whole invocation that resumes
+    (working directory and ``LDHMM_*`` variables included: :func:`invocation`), also written
+    to ``OUT/command.sh`` when the run's folder is known. ``err`` None: the run was ended by
+    the watchdog of :mod:`ldhmm.cli.interrupts` (inside compiled code)."""
+    again = invocation(argv, program="ldhmm" if explicit else None)
     if "\n" in again or "\r" in again:  # an argument with a line break: not one line
         again = ""
     resume = "run the same command again to resume" + (f": {again}" if again else "")
     if isinstance(err, RunInterrupted):
+        script = write_resume_script(err.out, again) if again else None
+        if script is not None:
+            resume = f"run the same command again to resume ({script}): {again}"
         return f"{command}: interrupted; {err.saved} of {err.total} tasks are saved in {err.out}: {resume}"
+    how = "interrupted" if err is not None else "interrupted (stopped inside compiled code)"
     if command.split(" ", 1)[-1] in RESUMABLE:
-        return f"{command}: interrupted; finished tasks are saved: {resume}"
-    return f"{command}: interrupted"
+        return f"{command}: {how}; finished tasks are saved: {resume}"
+    return f"{command}: {how}"

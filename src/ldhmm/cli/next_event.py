@@ -20,8 +20,10 @@ def register(subparsers) -> argparse.ArgumentParser:
         run_next_event,
         help="cross-validated next-event prediction (log loss, hit@1, hit@3)",
         description="Predict each held-out sequence's last event from its prefix: LDHMM under the "
-        "sequence's own posterior, HMM by the forward filter, and a smoothed first-order Markov "
-        "chain (MARKOV). Default: the MSNBC paper subset (31,071 sequences), 5 folds, K = 2 4 8.",
+        "sequence's own posterior, HMM by the forward filter, and Markov chains over the events "
+        "(no K: MARKOV1 first order and MARKOV3 orders 0..3, smoothing chosen on the training folds; "
+        "MARKOV first order, add-0.5). Default: the MSNBC paper subset (31,071 sequences), 5 folds, "
+        "K = 2 4 8.",
     )
     src = p.add_mutually_exclusive_group()
     src.add_argument(

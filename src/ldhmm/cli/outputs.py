@@ -78,10 +78,42 @@ def write_model_table(args: argparse.Namespace, make_table: Callable) -> int:
     out = check_out(args.out)
     model, db = read_model_and_data(args)
     table, what = make_table(model, db, args)
+    note = None
+    if args.unknown == "map":
+        table, note = _with_unknown_counts(table, model, db)
     write_table(table, out)
     if not args.quiet:
         print(f"{what} written to {out}")
+        if note:
+            print(note)
     return 0
+
+
+def unknown_counts(db, unknown_index: int | None) -> np.ndarray:
+    """Events of each sequence scored as the model's ``<unk>`` symbol, shape (M,) int64 (zeros
+    when the model has none)."""
+    if unknown_index is None:
+        return np.zeros(len(db), dtype=np.int64)
+    owner = np.repeat(np.arange(len(db)), np.diff(db.offsets))
+    return np.bincount(owner[db.tokens == unknown_index], minlength=len(db)).astype(np.int64)
+
+
+def _with_unknown_counts(table: pd.DataFrame, model, db):
+    """With ``--unknown map``: the column ``n_unk`` (events of the sequence scored as ``<unk>``:
+    unseen in training) after ``sequence_id``, and a line with the totals, so that a score
+    pulled down by new events is visible."""
+    vocabulary = getattr(model, "vocabulary_", None) or []
+    index = vocabulary.index(UNKNOWN) if UNKNOWN in vocabulary else None
+    counts = unknown_counts(db, index)
+    if "sequence_id" in table.columns and len(table) == len(db):
+        table = table.copy()
+        table.insert(table.columns.get_loc("sequence_id") + 1, "n_unk", counts)
+    n_seq = int((counts > 0).sum())
+    return (
+        table,
+        f"{int(counts.sum())} events in {n_seq} sequences scored as {UNKNOWN} (unseen in training; "
+        "column n_unk)",
+    )
 
 
 def sequence_ids(db) -> list[str]:

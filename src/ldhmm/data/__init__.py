@@ -50,7 +50,7 @@ from .uci import (
     read_splice,
     resolve_data_dir,
 )
-from .userdata import UNKNOWN, Vocabulary, load_event_log, load_text, recode
+from .userdata import UNKNOWN, EventOrderWarning, Vocabulary, load_event_log, load_text, recode
 
 __all__ = [
     "DataFormatError",
@@ -78,6 +78,7 @@ __all__ = [
     "UNKNOWN",
     "Vocabulary",
     "load_event_log",
+    "EventOrderWarning",
     "load_text",
     "load_path",
     "recode",

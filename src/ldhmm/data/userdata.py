@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -17,7 +18,16 @@ import numpy as np
 
 from .database import DataFormatError, SequenceDatabase, _IntBuffer, offsets_of
 
-__all__ = ["UNKNOWN", "Vocabulary", "load_text", "load_event_log", "recode"]
+__all__ = ["UNKNOWN", "Vocabulary", "EventOrderWarning", "load_text", "load_event_log", "recode"]
+
+#: Column names that look like an event's time: checked when an event log is read without a
+#: time column, to warn when the file's rows are out of order by one of them.
+TIME_LIKE = re.compile(r"time|date|stamp|^ts$|^t$|when|clock|epoch", re.IGNORECASE)
+
+
+class EventOrderWarning(UserWarning):
+    """An event log read in file order whose rows are out of time order within a sequence."""
+
 
 #: Name of the reserved unknown symbol.
 UNKNOWN = "<unk>"
@@ -120,8 +130,8 @@ class Vocabulary:
                 if unk is None:
                     raise ValueError(
                         f"token {t!r} is not in the vocabulary built from the training data; "
-                        "pass unknown='map' with a vocabulary built with reserve_unknown=True to "
-                        f"map unseen tokens to {UNKNOWN}"
+                        "pass unknown='map' with a vocabulary built with reserve_unknown=True (ldhmm: fit "
+                        f"with --unknown reserve, then --unknown map) to map unseen tokens to {UNKNOWN}"
                     )
                 code = unk
             out.append(code)
@@ -143,8 +153,8 @@ class Vocabulary:
         if unknown == "map":
             if self.unknown_index is None:
                 raise ValueError(
-                    f"unknown='map' needs a vocabulary with the reserved {UNKNOWN} symbol; "
-                    "build it with reserve_unknown=True"
+                    f"unknown='map' (ldhmm: --unknown map) needs a vocabulary with the reserved {UNKNOWN} "
+                    "symbol; build it with reserve_unknown=True (ldhmm: fit with --unknown reserve)"
                 )
             return self.unknown_index
         raise ValueError(f"unknown must be 'error' or 'map', got {unknown!r}")
@@ -234,7 +244,8 @@ def load_text(
                                 path,
                                 lineno,
                                 f"token {t!r} is not in the vocabulary (pass unknown='map' with a "
-                                f"vocabulary built with reserve_unknown=True to map it to {UNKNOWN})",
+                                f"vocabulary built with reserve_unknown=True to map it to {UNKNOWN}; "
+                                "ldhmm: fit with --unknown reserve, then --unknown map)",
                             )
                         code = unk
                     codes.append(code)
@@ -286,10 +297,17 @@ def _missing_columns_error(path, wanted: dict, present: Sequence[str]):
     )
 
 
-def _read_event_frame(path: Path, fmt: str, wanted: dict):
+def _read_event_frame(path: Path, fmt: str, wanted: dict, time_like: bool = False):
+    """The wanted columns of an event log (and, with ``time_like``, the columns whose names
+    match :data:`TIME_LIKE`), and whether it is a CSV file."""
     import pandas as pd
 
     columns = list(dict.fromkeys(wanted.values()))
+
+    def with_time_like(present):
+        extra = [c for c in present if time_like and isinstance(c, str) and TIME_LIKE.search(c)]
+        return columns + [c for c in extra if c not in columns]
+
     if fmt == "parquet":
         try:
             import pyarrow.parquet as pq
@@ -302,7 +320,7 @@ def _read_event_frame(path: Path, fmt: str, wanted: dict):
         if any(c not in present for c in columns):
             raise _missing_columns_error(path, wanted, present)
         try:
-            frame = pd.read_parquet(path, columns=columns)
+            frame = pd.read_parquet(path, columns=with_time_like(present))
         except Exception as err:
             raise DataFormatError(path, None, f"cannot read the Parquet file ({err})") from None
         return frame, False
@@ -313,7 +331,7 @@ def _read_event_frame(path: Path, fmt: str, wanted: dict):
             raise _missing_columns_error(path, wanted, present)
         # all columns are read (not usecols) so that a row with extra fields is an error
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], skip_blank_lines=True)[
-            columns
+            with_time_like(present)
         ]
     except FileNotFoundError:
         raise
@@ -356,7 +374,10 @@ def load_event_log(
         Column holding the event (token); values are compared as strings.
     time_col : str, optional
         Column to order events within a sequence: numbers, or date/time strings that pandas
-        parses. Ties keep file order. Without it, events keep file order.
+        parses. Ties keep file order. Without it, events keep file order; then a column
+        whose name looks like a time (:data:`TIME_LIKE`: ``timestamp``, ``date``, ``ts``, ...)
+        and whose values go backwards within some sequence gets an :class:`EventOrderWarning`
+        that names it.
     vocabulary, unknown, reserve_unknown
         As in :func:`load_text`.
     format : {"csv", "parquet"}, optional
@@ -381,7 +402,7 @@ def load_event_log(
     wanted = {"sequence": sequence_col, "event": event_col}
     if time_col is not None:
         wanted["time"] = time_col
-    frame, is_csv = _read_event_frame(path, fmt, wanted)
+    frame, is_csv = _read_event_frame(path, fmt, wanted, time_like=time_col is None)
 
     def where(row: int):
         return (row + 2, "") if is_csv else (None, f"row {row}: ")
@@ -404,6 +425,7 @@ def load_event_log(
         order = np.lexsort((row, times, group))
     else:
         order = np.lexsort((row, group))
+        _warn_out_of_order(path, frame, [sequence_col, event_col], group, order, where)
 
     if vocab is None:
         vocab = Vocabulary.build([np.unique(events).tolist()], reserve_unknown=reserve_unknown)
@@ -418,7 +440,8 @@ def load_event_log(
                 path,
                 line,
                 f"{prefix}event {events[first]!r} is not in the vocabulary (pass unknown='map' with "
-                f"a vocabulary built with reserve_unknown=True to map it to {UNKNOWN})",
+                f"a vocabulary built with reserve_unknown=True to map it to {UNKNOWN}; ldhmm: fit with "
+                "--unknown reserve, then --unknown map)",
             )
         codes = np.where(unseen, unk, codes)
     codes = codes.astype(np.int64)
@@ -437,6 +460,31 @@ def load_event_log(
             "time_col": time_col,
         },
     )
+
+
+def _warn_out_of_order(path, frame, used, group, order, where) -> None:
+    """Warn (:class:`EventOrderWarning`) when a time-like column of ``frame`` (not in ``used``)
+    goes backwards within a sequence read in file order (``order``: rows by sequence, then file
+    order); the first such column is named."""
+    for col in frame.columns:
+        if col in used:
+            continue
+        try:
+            times = _parse_times(path, frame[col], where)
+        except DataFormatError:
+            continue  # not a time: nothing to say about it
+        t, g = times[order], group[order]
+        back = (np.diff(t) < 0) & (g[1:] == g[:-1])
+        if back.any():
+            n_seq = np.unique(g[1:][back]).size
+            warnings.warn(
+                f"{path}: no time column given, so events are read in file order, but column {col!r} "
+                f"goes backwards within {n_seq} of {int(group.max()) + 1} sequences; to order events by "
+                f"it pass time_col={col!r} (on the command line: --time-col {col})",
+                EventOrderWarning,
+                stacklevel=3,
+            )
+            return
 
 
 def _parse_times(path, column, where) -> np.ndarray:
@@ -504,7 +552,8 @@ def recode(db: SequenceDatabase, vocabulary, unknown: str = "error") -> Sequence
                 hint = (
                     f"; the model has {UNKNOWN}: pass unknown='map' (--unknown map) to map new symbols to it"
                     if vocab.unknown_index is not None
-                    else f" (fit with a reserved {UNKNOWN} symbol to score logs with new symbols)"
+                    else f" (fit with a reserved {UNKNOWN} symbol, `ldhmm fit --unknown reserve` or "
+                    "reserve_unknown=True, to score logs with new symbols)"
                 )
                 if vocab.symbols == [str(v) for v in range(len(vocab))]:
                     hint = (

@@ -1,0 +1,338 @@
+"""Markov chains over the symbols with smoothing chosen on the training data: MARKOV1, MARKOV3.
+
+The no-hidden-state baselines of the comparison. An order-``L`` chain predicts each symbol
+from the ``L`` symbols before it, padded with a begin-of-sequence marker ``BOS`` (so the
+first symbols have contexts of their own and no separate start distribution is needed). The
+estimate interpolates every order ``k = 0..L`` (hierarchical Dirichlet smoothing, MacKay &
+Peto 1995)::
+
+    p_(-1)(v)       = 1 / V
+    p_k(v | h_k)    = (C(h_k v) + beta_k p_(k-1)(v | h_(k-1))) / (C(h_k) + beta_k)
+
+where ``h_k`` is the last ``k`` symbols, ``C(h_k v)`` the training count of ``v`` after
+``h_k`` and ``C(h_k)`` that of ``h_k`` as a context. A context never seen in training falls
+back to the shorter one (``C = 0`` gives ``p_k = p_(k-1)``): a variable-order chain. With
+``L = 1`` it is a first-order chain whose rows are Dirichlet-smoothed towards the unigram
+frequencies (and those towards uniform).
+
+The concentrations ``beta_0..beta_L`` are chosen on the training data alone, by exact
+leave-one-sequence-out log-likelihood: each training sequence is scored by the chain of the
+counts of all other training sequences (its own counts subtracted), which is the situation of
+a held-out sequence; the sum is maximised over ``log beta`` by L-BFGS-B with its exact gradient, from every
+beta = 1 (:func:`choose_concentrations`): deterministic, no seed. ``score_samples`` is the exact
+log-likelihood ``sum_n log p_L(x_n | h_L)`` (conditioned on the length, like the HMM's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize
+
+from ..models.base import SequenceModel
+from ..models.registry import register
+
+__all__ = [
+    "SmoothedMarkovChain",
+    "CONCENTRATION_BOUNDS",
+    "context_keys",
+    "lookup_counts",
+    "interpolated_proba",
+    "leave_one_out_counts",
+    "log_likelihood_and_gradient",
+    "choose_concentrations",
+]
+
+#: The range of every concentration beta_k searched.
+CONCENTRATION_BOUNDS = (1e-4, 1e6)
+
+
+# ------------------------------------------------------------------------ pure kernels
+def context_keys(sequences, order: int, n_symbols: int) -> np.ndarray:
+    """The key of every token's length-k context, k = 0..order.
+
+    Parameters
+    ----------
+    sequences : list of 1-D int64 arrays, symbols in ``0..V-1``
+    order : int >= 0
+    n_symbols : int
+        V; the begin-of-sequence marker is ``V``, so a context is a number in base ``V + 1``.
+
+    Returns
+    -------
+    np.ndarray, shape (T, order + 1), int64
+        ``[t, k]``: the context ``(x_(n-k), ..., x_(n-1))`` of token t (BOS before the start)
+        as ``sum_j x_(n-j) (V+1)^(j-1)``; column 0 is 0 (the empty context).
+    """
+    base = n_symbols + 1
+    padded = [np.concatenate([np.full(order, n_symbols, dtype=np.int64), s]) for s in sequences]
+    flat = np.concatenate(padded) if padded else np.zeros(0, np.int64)
+    lengths = np.array([len(s) for s in sequences], dtype=np.int64)
+    # index in `flat` of every token: its sequence's offset plus `order` plus its position
+    starts = np.concatenate([[0], np.cumsum(lengths + order)[:-1]]) + order
+    pos = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(
+        lengths.sum()
+    )
+    keys = np.zeros((pos.size, order + 1), dtype=np.int64)
+    for k in range(1, order + 1):
+        keys[:, k] = keys[:, k - 1] + flat[pos - k] * base ** (k - 1)
+    return keys
+
+
+def lookup_counts(table_keys: np.ndarray, table_counts: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Counts of ``query`` keys in a sorted table (0 for a key not in it); float64, query's shape."""
+    if table_keys.size == 0:
+        return np.zeros(query.shape)
+    i = np.clip(np.searchsorted(table_keys, query), 0, table_keys.size - 1)
+    return np.where(table_keys[i] == query, table_counts[i], 0).astype(np.float64)
+
+
+def interpolated_proba(pair_counts, context_counts, concentrations, n_symbols: int) -> np.ndarray:
+    """The interpolated probability of each token (the module docstring's recursion).
+
+    Parameters
+    ----------
+    pair_counts, context_counts : np.ndarray, shape (..., L + 1)
+        ``C(h_k v)`` and ``C(h_k)`` for every token and order k.
+    concentrations : array-like, shape (L + 1,)
+        beta_0..beta_L, each > 0.
+    n_symbols : int
+
+    Returns
+    -------
+    np.ndarray, shape (...,): ``p_L(v | h_L)``.
+    """
+    p = np.full(pair_counts.shape[:-1], 1.0 / n_symbols)
+    for k, beta in enumerate(concentrations):
+        p = (pair_counts[..., k] + beta * p) / (context_counts[..., k] + beta)
+    return p
+
+
+def _per_row_counts(keys: np.ndarray, groups: np.ndarray):
+    """For each row: how many rows share its key, and how many share its key and its group."""
+    _, ids, total = np.unique(keys, return_inverse=True, return_counts=True)
+    ids = ids.reshape(-1)
+    # (group, key id) as one int64: groups * (number of keys) + id stays far below 2**63
+    _, inv, own = np.unique(groups * np.int64(total.size) + ids, return_inverse=True, return_counts=True)
+    return total[ids], own[inv.reshape(-1)]
+
+
+def leave_one_out_counts(keys: np.ndarray, symbols: np.ndarray, sequence_of: np.ndarray, n_symbols: int):
+    """``C(h_k v)`` and ``C(h_k)`` of every training token without its own sequence's counts.
+
+    Parameters
+    ----------
+    keys : np.ndarray, shape (T, L + 1)
+        :func:`context_keys` of the training tokens.
+    symbols : np.ndarray, shape (T,)
+    sequence_of : np.ndarray, shape (T,)
+        The index of each token's sequence.
+    n_symbols : int
+
+    Returns
+    -------
+    (pair_counts, context_counts), each shape (T, L + 1), float64.
+    """
+    pairs = np.empty(keys.shape)
+    contexts = np.empty(keys.shape)
+    for k in range(keys.shape[1]):
+        total, own = _per_row_counts(keys[:, k] * n_symbols + symbols, sequence_of)
+        pairs[:, k] = total - own
+        total, own = _per_row_counts(keys[:, k], sequence_of)
+        contexts[:, k] = total - own
+    return pairs, contexts
+
+
+def log_likelihood_and_gradient(log_concentrations, pair_counts, context_counts, weight, n_symbols: int):
+    """``sum_t w_t log p_L(token t)`` and its gradient in ``log beta_0..log beta_L``.
+
+    Parameters
+    ----------
+    log_concentrations : np.ndarray, shape (L + 1,)
+    pair_counts, context_counts : np.ndarray, shape (L + 1, R)
+        Counts per order (rows) of R distinct tokens.
+    weight : np.ndarray, shape (R,)
+        How many tokens each column stands for.
+    n_symbols : int
+
+    Returns
+    -------
+    (float, np.ndarray of shape (L + 1,)). The recursion's derivative:
+    ``dp_k / d beta_k = (p_(k-1) - p_k) / (C(h_k) + beta_k)`` and
+    ``dp_k / d beta_j = beta_k / (C(h_k) + beta_k) dp_(k-1) / d beta_j`` for ``j < k``.
+    """
+    betas = np.exp(log_concentrations)
+    p = np.full(pair_counts.shape[1], 1.0 / n_symbols)
+    grads = np.zeros((betas.size, p.size))
+    for k, beta in enumerate(betas):
+        denom = context_counts[k] + beta
+        new = (pair_counts[k] + beta * p) / denom
+        grads[:k] *= beta / denom
+        grads[k] = (p - new) / denom
+        p = new
+    value = float(weight @ np.log(p))
+    gradient = (grads / p) @ weight * betas  # d/d log beta = beta d/d beta
+    return value, gradient
+
+
+def choose_concentrations(pair_counts, context_counts, n_symbols: int):
+    """beta_0..beta_L maximising the summed log-probability of the tokens.
+
+    L-BFGS-B in ``log beta`` within :data:`CONCENTRATION_BOUNDS`, from every beta = 1, with the
+    exact gradient (:func:`log_likelihood_and_gradient`); deterministic.
+
+    Parameters
+    ----------
+    pair_counts, context_counts : np.ndarray, shape (T, L + 1)
+        Leave-one-sequence-out counts (:func:`leave_one_out_counts`).
+    n_symbols : int
+
+    Returns
+    -------
+    (concentrations, log_likelihood): shape (L + 1,) float64 and the objective at them.
+    """
+    # tokens with the same counts at every order have the same probability: score each distinct
+    # row once, weighted by how often it occurs (the same sum, far less work)
+    L1 = pair_counts.shape[1]
+    rows, weight = np.unique(
+        np.concatenate([pair_counts, context_counts], axis=1), axis=0, return_counts=True
+    )
+    pairs, contexts = np.ascontiguousarray(rows[:, :L1].T), np.ascontiguousarray(rows[:, L1:].T)
+    weight = weight.astype(np.float64)
+
+    def loss(x):
+        value, gradient = log_likelihood_and_gradient(x, pairs, contexts, weight, n_symbols)
+        return -value, -gradient
+
+    bounds = [tuple(np.log(CONCENTRATION_BOUNDS))] * L1
+    res = minimize(loss, np.zeros(L1), jac=True, method="L-BFGS-B", bounds=bounds)
+    return np.exp(res.x), -float(res.fun)
+
+
+# ------------------------------------------------------------------------ the estimator
+class SmoothedMarkovChain(SequenceModel):
+    """An interpolated Markov chain of order ``order`` over V symbols; exact score.
+
+    Parameters
+    ----------
+    n_states : int
+        Accepted for the harness's ``factory(n_states, n_symbols, seed)`` and ignored: the
+        chain has no hidden states (``has_states = False``: the harness fits it once per fold).
+    n_symbols : int, optional
+        Vocabulary size V; default max training symbol + 1.
+    order : int >= 0
+        The longest context (1: a first-order chain).
+    concentrations : sequence of order + 1 floats > 0, optional
+        beta_0..beta_order; None (default) chooses them on the training data by
+        leave-one-sequence-out log-likelihood (the module docstring).
+    seed : int
+        Accepted for the harness; the fit is deterministic.
+
+    Attributes
+    ----------
+    concentrations_ : ndarray, shape (order + 1,)
+        The beta_k used.
+    loo_log_likelihood_ : float
+        The leave-one-sequence-out log-likelihood of the training data at ``concentrations_``
+        (NaN when they were given).
+    context_keys_, context_counts_, pair_keys_, pair_counts_ : list of ndarray, one per order
+        The sorted keys (:func:`context_keys`; a pair is ``context * V + symbol``) and their
+        training counts.
+    n_symbols_ : int
+    """
+
+    name = "SMOOTHED-MARKOV"
+    score_kind = "exact"
+    has_states = False
+
+    def __init__(self, n_states: int = 1, n_symbols=None, order: int = 1, concentrations=None, seed: int = 0):
+        super().__init__(n_states, seed)
+        self.n_symbols = n_symbols
+        if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or not 0 <= order <= 8:
+            raise ValueError(f"order must be an integer in 0..8, got {order!r}")
+        self.order = int(order)
+        if concentrations is not None:
+            c = np.asarray(concentrations, dtype=np.float64).reshape(-1)
+            if c.size != self.order + 1 or not np.all(np.isfinite(c)) or np.any(c <= 0):
+                raise ValueError(
+                    f"concentrations must be {self.order + 1} finite numbers > 0 (one per order "
+                    f"0..{self.order}), got {concentrations!r}"
+                )
+            concentrations = tuple(float(x) for x in c)
+        self.concentrations = concentrations
+
+    def _keys(self, sequences, n_symbols):
+        if float(n_symbols + 1) ** (self.order + 1) >= 2.0**62:
+            raise ValueError(
+                f"order {self.order} with {n_symbols} symbols: the contexts do not fit in 64-bit keys; "
+                "use a lower order"
+            )
+        return context_keys(sequences, self.order, n_symbols)
+
+    def _fit(self, sequences, n_symbols):
+        keys = self._keys(sequences, n_symbols)
+        symbols = np.concatenate(sequences)
+        self.context_keys_, self.context_counts_, self.pair_keys_, self.pair_counts_ = [], [], [], []
+        for k in range(self.order + 1):
+            u, c = np.unique(keys[:, k], return_counts=True)
+            self.context_keys_.append(u)
+            self.context_counts_.append(c)
+            u, c = np.unique(keys[:, k] * n_symbols + symbols, return_counts=True)
+            self.pair_keys_.append(u)
+            self.pair_counts_.append(c)
+        if self.concentrations is not None:
+            self.concentrations_ = np.array(self.concentrations, dtype=np.float64)
+            self.loo_log_likelihood_ = float("nan")
+            return
+        sequence_of = np.repeat(np.arange(len(sequences)), [len(s) for s in sequences])
+        pairs, contexts = leave_one_out_counts(keys, symbols, sequence_of, n_symbols)
+        self.concentrations_, self.loo_log_likelihood_ = choose_concentrations(pairs, contexts, n_symbols)
+
+    def _counts(self, keys, symbols):
+        """``C(h_k v)`` and ``C(h_k)`` of the training data for the given contexts and symbols."""
+        V = self.n_symbols_
+        pairs = np.stack(
+            [
+                lookup_counts(self.pair_keys_[k], self.pair_counts_[k], keys[..., k] * V + symbols)
+                for k in range(self.order + 1)
+            ],
+            axis=-1,
+        )
+        contexts = np.stack(
+            [
+                lookup_counts(self.context_keys_[k], self.context_counts_[k], keys[..., k])
+                for k in range(self.order + 1)
+            ],
+            axis=-1,
+        )
+        return pairs, contexts
+
+    def _score_samples(self, sequences):
+        keys = self._keys(sequences, self.n_symbols_)
+        pairs, contexts = self._counts(keys, np.concatenate(sequences))
+        logp = np.log(interpolated_proba(pairs, contexts, self.concentrations_, self.n_symbols_))
+        sequence_of = np.repeat(np.arange(len(sequences)), [len(s) for s in sequences])
+        return np.bincount(sequence_of, weights=logp, minlength=len(sequences))
+
+    def predict_next_proba(self, sequences) -> np.ndarray:
+        """``p(x_(n+1) = v | x_1..x_n)`` for each sequence: the chain's row of its last ``order`` symbols.
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays, each with at least one symbol
+
+        Returns
+        -------
+        np.ndarray, shape (M, V), float64, in the input order; rows sum to 1.
+        """
+        seqs = self._validate_for_score(sequences)
+        V = self.n_symbols_
+        # the context of the position after each sequence: the last row of the sequence + a dummy
+        keys = self._keys([np.append(s, 0) for s in seqs], V)
+        ends = np.cumsum([len(s) + 1 for s in seqs]) - 1
+        last = np.repeat(keys[ends][:, None, :], V, axis=1)  # (M, V, L + 1)
+        pairs, contexts = self._counts(last, np.arange(V)[None, :])
+        return interpolated_proba(pairs, contexts, self.concentrations_, V)
+
+
+register(SmoothedMarkovChain, name="MARKOV1", options={"order": 1}, em_settings=())
+register(SmoothedMarkovChain, name="MARKOV3", options={"order": 3}, em_settings=())
