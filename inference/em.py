@@ -203,8 +203,8 @@ class VariationalEM:
         Newton pass of the collapsed M-step one more (``"count_sums"``). ``backend`` is a
         :class:`ldhmm.inference.distributed.workers.LocalBackend` or a
         :class:`ldhmm.inference.distributed.dask_backend.DaskBackend`: the same workers, the same numbers.
-        A backend that lost a worker and rebuilt its partitions (``backend.recoveries``) has
-        cold-started those sequences: the ELBO may dip at that iteration, and the fit goes on.
+        A backend that lost a worker rebuilds its partitions exactly (``backend.recoveries``):
+        the fit is the one without the loss.
         """
         backend.call("set_guide", self.guide)
         backend.call("reset")
