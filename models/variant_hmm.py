@@ -284,6 +284,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             vocabulary = manifest.get("vocabulary")
         else:
             vocabulary = getattr(data, "vocabulary", None)
+        self._check_partitions_memory(partitions, backend)
         runner = self._runner(backend, client, partitions)
         counts = np.sum(runner.call("symbol_counts"), axis=0)
         self.n_partitions_ = runner.n_partitions
@@ -306,6 +307,31 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             f"{doing} K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
             knob,
         )
+
+    def _check_partitions_memory(self, partitions: list, backend: str) -> None:
+        """The memory check of a fit (:meth:`_check_memory`) on a partitioned path: each partition
+        on its own where each lives in a worker of its own (Dask), all of them together in this
+        process (``"local"``). A directory's partition is known by its counts only: its longest
+        sequence is bounded by its tokens."""
+        sizes = []
+        for part in partitions:
+            if isinstance(part, tuple):
+                lengths = [len(s) for s in part[0]]
+                sizes.append((len(lengths), int(sum(lengths)), max(lengths, default=0)))
+            else:
+                sizes.append((int(part.n_sequences), int(part.n_tokens), int(part.n_tokens)))
+        if backend != "dask":
+            sizes = [tuple(map(sum, zip(*sizes)))[:2] + (max(s[2] for s in sizes),)]
+        K, V = self.n_states, self.n_symbols_
+        for i, (M, T, L) in enumerate(sizes):
+            where = f"partition {i} of {len(sizes)}: " if len(sizes) > 1 else ""
+            check_memory(
+                fit_bytes(K, V, M, T, L, self.bucket_cells, self.sparse_emissions),
+                f"fitting {where}K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
+                "more partitions (n_partitions / --partitions), fewer states"
+                if backend == "dask"
+                else "fewer states (n_states / --states) or fewer sequences",
+            )
 
     def _fit(
         self,

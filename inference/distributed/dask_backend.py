@@ -25,6 +25,8 @@ partitions, what is replayed) and recorded in ``recoveries``. A lost scheduler i
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
 import sys
 import time
 import uuid
@@ -33,7 +35,16 @@ from distributed import Client, LocalCluster
 
 from .workers import PartitionWorker, Recovery
 
-__all__ = ["ClusterLostError", "DaskBackend", "connect", "placement"]
+__all__ = [
+    "ClusterLostError",
+    "DaskBackend",
+    "check_versions",
+    "cluster_shape",
+    "connect",
+    "cpu_cores",
+    "installed_version",
+    "placement",
+]
 
 # The calls that change a partition's state: replayed, in order, on a rebuilt partition.
 _JOURNALED = ("set_guide", "e_step")
@@ -278,17 +289,77 @@ class DaskBackend:
             self.actors[i] = started[i]
 
 
-def connect(scheduler: str | None = None, n_workers: int | None = None, threads_per_worker: int = 1):
+def cpu_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def cluster_shape(n_workers: int | None = None, numba_threads: int | None = None, cores: int | None = None):
+    """(worker processes, numba threads per worker) of a LocalCluster: at most one numba thread
+    per core in all, by default (2 workers, or one per core on fewer cores; the cores shared
+    out among them). Either may be given; together they may ask for more than the cores."""
+    cores = int(cores or cpu_cores())
+    workers = int(n_workers) if n_workers is not None else max(1, min(2, cores))
+    threads = int(numba_threads) if numba_threads is not None else max(1, cores // workers)
+    return workers, threads
+
+
+def installed_version() -> str:
+    """The version of ldhmm installed where this runs (on a worker: run by the driver to
+    compare with its own)."""
+    try:
+        return importlib.metadata.version("ldhmm")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed
+        return "not installed"
+
+
+def check_versions(client: Client) -> None:
+    """Every worker runs the driver's version of ldhmm, or a one-line RuntimeError naming one
+    that does not."""
+    mine = installed_version()
+    theirs = client.run(installed_version)
+    other = {address: v for address, v in sorted(theirs.items()) if v != mine}
+    if other:
+        address, version = next(iter(other.items()))
+        raise RuntimeError(
+            f"Dask worker {address} runs ldhmm {version}, this driver {mine} ({len(other)} of {len(theirs)} "
+            f"workers differ): install the same version everywhere"
+        )
+
+
+def connect(
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    threads_per_worker: int = 1,
+    numba_threads: int | None = None,
+):
     """A Dask client: to the scheduler at ``scheduler`` (a cluster started by hand:
-    ``dask scheduler`` and ``dask worker ADDRESS --nthreads 1``), or to a new LocalCluster of
-    ``n_workers`` processes on this machine. Returns (client, cluster or None); close both."""
+    ``dask scheduler`` and ``dask worker ADDRESS --nthreads 1``), or to a new LocalCluster on
+    this machine of ``n_workers`` processes with ``threads_per_worker`` Dask threads and
+    ``numba_threads`` numba threads each (defaults: :func:`cluster_shape`, at most one numba
+    thread per core). The workers' ldhmm version is checked (:func:`check_versions`).
+    Returns (client, cluster or None); close both."""
     if scheduler:
-        return Client(scheduler), None
-    cluster = LocalCluster(
-        n_workers=int(n_workers or 2),
-        threads_per_worker=threads_per_worker,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=40,
-    )
-    return Client(cluster), cluster
+        client, cluster = Client(scheduler), None
+    else:
+        workers, threads = cluster_shape(n_workers, numba_threads)
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=threads_per_worker,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=40,
+            env={"NUMBA_NUM_THREADS": str(threads)},
+        )
+        client = Client(cluster)
+    try:
+        check_versions(client)
+    except Exception:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+        raise
+    return client, cluster

@@ -99,7 +99,15 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--workers",
         type=positive_int,
         default=None,
-        help="--backend dask without --scheduler: a LocalCluster of this many processes (default 2)",
+        help="--backend dask without --scheduler: a LocalCluster of this many processes (default 2, "
+        "or 1 on one core)",
+    )
+    p.add_argument(
+        "--worker-threads",
+        type=positive_int,
+        default=None,
+        help="--backend dask without --scheduler: numba threads per worker process (default: the "
+        "cores shared out among the workers, so that workers x threads <= cores)",
     )
     p.add_argument(
         "--partitions",
@@ -217,11 +225,15 @@ def _partitioned_directory(path) -> bool:
 def _backend(args):
     """The Dask client of ``--backend dask`` (closed afterwards), or None."""
     if args.backend != "dask":
-        if args.scheduler or args.workers:
-            raise ValueError("--scheduler and --workers need --backend dask")
+        if args.scheduler or args.workers or args.worker_threads:
+            raise ValueError("--scheduler, --workers and --worker-threads need --backend dask")
         yield None
         return
-    client, cluster = dask_backend_module().connect(args.scheduler, args.workers)
+    if args.scheduler and (args.workers or args.worker_threads):
+        raise ValueError("--workers and --worker-threads shape a LocalCluster: not with --scheduler")
+    client, cluster = dask_backend_module().connect(
+        args.scheduler, args.workers, numba_threads=args.worker_threads
+    )
     try:
         yield client
     finally:
