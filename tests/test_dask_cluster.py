@@ -4,6 +4,7 @@ partitioned paths."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -14,7 +15,9 @@ distributed = pytest.importorskip("distributed")
 from ldhmm import LDHMM  # noqa: E402
 from ldhmm.cli import main  # noqa: E402
 from ldhmm.data import SequenceDatabase, write_partitioned  # noqa: E402
+from ldhmm.inference import PFGuide  # noqa: E402
 from ldhmm.inference.distributed import dask_backend  # noqa: E402
+from ldhmm.inference.distributed.dask_backend import ClusterLostError, DaskBackend  # noqa: E402
 from ldhmm.models.memory import MemoryEstimateError  # noqa: E402
 
 
@@ -80,3 +83,23 @@ def test_cli_refuses_a_partitioned_fit_over_the_limit(tmp_path, capsys):
     args = ["fit", str(tmp_path / "d"), "--states", "3", "--partitions", "4", "--max-memory", "1M", "--quiet"]
     assert main([*args, "--out", str(tmp_path / "m.json")]) == 1
     assert "needs about" in capsys.readouterr().err and not (tmp_path / "m.json").exists()
+
+
+def test_a_lost_scheduler_is_one_line():
+    """Not a KeyError: the error says the scheduler was lost (a worker thread here: quick)."""
+    seqs = _data(n=4)
+    partitions, options = [([s], [i]) for i, s in enumerate(seqs)], {"guide": PFGuide(), "n_symbols": 6}
+    cluster = distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None, silence_logs=50
+    )
+    client = distributed.Client(cluster)
+    try:
+        backend = DaskBackend(client, partitions, options)
+        assert np.sum(backend.call("symbol_counts")) == sum(len(s) for s in seqs)
+        cluster.sync(cluster.scheduler.close)  # the scheduler goes, the client stays
+        with pytest.raises(ClusterLostError, match="^lost the Dask scheduler "):
+            backend.call("symbol_counts")
+    finally:
+        with contextlib.suppress(Exception):  # closing what lost its scheduler may time out
+            client.close(timeout=2)
+            cluster.close(timeout=2)

@@ -3,7 +3,8 @@
 Each partition lives in one :class:`ldhmm.inference.distributed.workers.PartitionWorker`, created as a
 Dask actor on a worker of the cluster and kept there for the whole fit: its sequences (read there
 from their Parquet files when the input is a partitioned directory) and its per-sequence
-variational state never travel. The partitions are placed by size (the largest first, each on
+variational state never travel. Every worker must run the driver's version of ldhmm (checked
+first, :func:`check_versions`). The partitions are placed by size (the largest first, each on
 the worker with the least tokens per byte of memory limit so far) and started at once. A round
 sends the same small arguments to every actor (the parameters: O(K V) numbers) and gathers each
 partition's sums; the driver (:meth:`ldhmm.inference.em.VariationalEM.fit_backend`) reduces them in
@@ -121,6 +122,7 @@ class DaskBackend:
         capacities = self._capacities()
         if not capacities:
             raise RuntimeError("the Dask cluster has no workers")
+        check_versions(client)
         where = placement([_partition_tokens(p) for p in self.partitions], capacities)
         started = self._start(dict(enumerate(where)))
         self.actors = [started[i] for i in range(len(self.partitions))]
@@ -340,8 +342,7 @@ def connect(
     ``dask scheduler`` and ``dask worker ADDRESS --nthreads 1``), or to a new LocalCluster on
     this machine of ``n_workers`` processes with ``threads_per_worker`` Dask threads and
     ``numba_threads`` numba threads each (defaults: :func:`cluster_shape`, at most one numba
-    thread per core). The workers' ldhmm version is checked (:func:`check_versions`).
-    Returns (client, cluster or None); close both."""
+    thread per core). Returns (client, cluster or None); close both."""
     if scheduler:
         client, cluster = Client(scheduler), None
     else:
@@ -355,11 +356,4 @@ def connect(
             env={"NUMBA_NUM_THREADS": str(threads)},
         )
         client = Client(cluster)
-    try:
-        check_versions(client)
-    except Exception:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-        raise
     return client, cluster
