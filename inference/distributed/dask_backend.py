@@ -258,7 +258,7 @@ class DaskBackend:
             self.recoveries.append(Recovery(iteration, step, i, message))
         gone = {address}
         for _ in range(_MAX_RECOVERIES_PER_ROUND):
-            capacities = {a: c for a, c in self._capacities().items() if a not in gone}
+            capacities = self._live_workers(gone)
             if not capacities:
                 raise RuntimeError(f"every Dask worker is gone (partitions {lost}): {err}") from err
             where = placement([_partition_tokens(self.partitions[i]) for i in lost], capacities)
@@ -278,6 +278,16 @@ class DaskBackend:
                     raise
                 gone |= dead
         raise RuntimeError(f"partitions {lost} could not be rebuilt: workers kept being lost") from err
+
+    def _live_workers(self, gone: set, wait: float = 60.0) -> dict[str, float]:
+        """The live workers but ``gone``; when there are none, wait up to ``wait`` seconds for
+        one to join (a nanny restarting its worker, an adaptive cluster scaling up)."""
+        deadline = time.monotonic() + wait
+        while True:
+            capacities = {a: c for a, c in self._capacities().items() if a not in gone}
+            if capacities or time.monotonic() > deadline:
+                return capacities
+            time.sleep(0.5)
 
     def _rebuild(self, lost: list[int], where: list[str]) -> None:
         """Partitions ``lost`` started anew on ``where`` and the journal replayed on them; they
