@@ -256,7 +256,7 @@ class VariationalEM:
                 # No name keeps the parameters sent: the E-step's O(K V) prior terms cached on
                 # them (3 x 8 K V bytes at large V) go before the M-step.
                 if run is not None:
-                    run.journal.append((params, use_starts))
+                    run.journal.append((as_numpy_params(params), use_starts))  # no cached terms kept
                 totals = reduce_totals(
                     backend.call("e_step", as_numpy_params(params), use_starts, iteration=n_iter, step="E")
                 )

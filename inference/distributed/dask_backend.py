@@ -51,10 +51,16 @@ __all__ = [
 _JOURNALED = ("set_guide", "e_step")
 # A partition rebuilt this many times within one round means the cluster cannot hold it.
 _MAX_RECOVERIES_PER_ROUND = 8
+# How long to wait for an actor's answer before asking whether its worker is still there.
+_POLL_SECONDS = 2.0
 
 
 class ClusterLostError(RuntimeError):
     """The Dask scheduler (and with it the cluster) is gone: the fit cannot go on."""
+
+
+class WorkerLostError(RuntimeError):
+    """A worker left the cluster while a call to one of its actors waited for its answer."""
 
 
 def placement(sizes: list[int], capacities: dict[str, float]) -> list[str]:
@@ -176,7 +182,7 @@ class DaskBackend:
                     key=f"ldhmm-partition-{self._run}-{i}-{self._generation}",
                     **kwargs,
                 )
-            return {i: future.result() for i, future in futures.items()}
+            return {i: self._answer(future, where[i]) for i, future in futures.items()}
 
     def _lost(self, address: str, wait: float = 30.0) -> bool:
         """Whether the worker at ``address`` has left the cluster (the scheduler may take a
@@ -210,9 +216,7 @@ class DaskBackend:
                     actors[i] = self.actors[i]
                     futures[i] = self._submit(actors[i], method, arguments[i])
                 try:
-                    if isinstance(futures[i], Exception):
-                        raise futures[i]
-                    results[i] = futures[i].result()
+                    results[i] = self._answer(futures[i], actors[i]._address)
                     break
                 except ClusterLostError:
                     raise
@@ -222,11 +226,26 @@ class DaskBackend:
                     for j in self._recover(actors[i]._address, iteration, step, err):
                         if j < i:  # answered before the loss: the call redone on the rebuilt actor
                             actors[j] = self.actors[j]
-                            results[j] = getattr(actors[j], method)(*arguments[j]).result()
+                            results[j] = self._answer(
+                                self._submit(actors[j], method, arguments[j]), actors[j]._address
+                            )
             else:
                 raise RuntimeError(f"partition {i} kept losing its worker at EM iteration {iteration}")
         self._record(method, arguments, iteration)
         return results
+
+    def _answer(self, future, address: str):
+        """The result of an actor call (or the exception it was submitted with). A call to a
+        worker that died may never answer: every :data:`_POLL_SECONDS` without an answer, whether
+        the worker is still in the cluster is asked."""
+        if isinstance(future, Exception):
+            raise future
+        while True:
+            try:
+                return future.result(timeout=_POLL_SECONDS)
+            except TimeoutError:
+                if address not in self._alive():
+                    raise WorkerLostError(f"the Dask worker {address} left the cluster") from None
 
     @staticmethod
     def _submit(actor, method: str, args):
@@ -295,8 +314,8 @@ class DaskBackend:
         started = self._start(dict(zip(lost, where)))
         for method, arguments, _ in self._journal:
             futures = [getattr(started[i], method)(*arguments[i]) for i in lost]
-            for future in futures:
-                future.result()
+            for i, future in zip(lost, futures):
+                self._answer(future, started[i]._address)
         for i in lost:
             self.actors[i] = started[i]
 
