@@ -62,9 +62,27 @@ def _peak_mb() -> float:
     return float("nan")
 
 
+class _CountedRounds:
+    """A backend whose synchronous rounds (``call``) are counted per EM iteration."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.per_iteration: dict = {}
+
+    def call(self, method, *args, iteration=0, step=""):
+        if iteration:
+            self.per_iteration[iteration] = self.per_iteration.get(iteration, 0) + 1
+        return self.backend.call(method, *args, iteration=iteration, step=step)
+
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
+
+
 def _run(engine, backend, params) -> tuple[list, object]:
     stamps = [time.perf_counter()]
-    result = engine.fit_backend(backend, params, callback=lambda it, elbo: stamps.append(time.perf_counter()))
+    counted = _CountedRounds(backend)
+    result = engine.fit_backend(counted, params, callback=lambda it, elbo: stamps.append(time.perf_counter()))
+    result.rounds = [counted.per_iteration[i] for i in sorted(counted.per_iteration)]
     return list(np.diff(stamps)), result
 
 
@@ -73,7 +91,14 @@ def main(argv=None) -> None:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--n", type=int, default=None, help="first N sequences only (default: all)")
     p.add_argument("--states", type=int, default=8)
-    p.add_argument("--iters", type=int, default=4)
+    p.add_argument("--iters", type=int, default=4, help="EM iterations (at most, with --tol)")
+    p.add_argument(
+        "--tol",
+        type=float,
+        default=0.0,
+        help="EM tolerance (default 0: --iters iterations; the M-step stops its passes on it too, so "
+        "count rounds with a fit's tolerance, e.g. 1e-4)",
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--backends", nargs="+", default=["local", "dask"])
@@ -91,7 +116,7 @@ def main(argv=None) -> None:
     model = LDHMM(args.states, n_symbols=V, seed=0)
     model.n_symbols_ = V
     params = model.initial_parameters(seqs)
-    engine = VariationalEM(PFGuide(), max_iter=args.iters, tol=0.0, refresh_max=0)
+    engine = VariationalEM(PFGuide(), max_iter=args.iters, tol=args.tol, refresh_max=0)
     M, T = len(seqs), int(sum(len(s) for s in seqs))
     print(f"MSNBC: {M} sequences, {T} tokens, V = {V}, K = {args.states}; {args.iters} EM iterations")
     print(
@@ -100,11 +125,13 @@ def main(argv=None) -> None:
     )
     print("|---|---|---|---|---|---|")
     rows = {}
+    rounds = []
     worker_peak_mb = float("nan")
     if "local" in args.backends:
         backend = LocalBackend([engine.worker(make_buckets(seqs), V)])
-        times, _ = _run(engine, backend, params)
+        times, run = _run(engine, backend, params)
         rows["local"] = times
+        rounds = run.rounds
         print(
             f"| local ({os.environ.get('NUMBA_NUM_THREADS', 'all')} numba threads) | 1 | {times[0]:.1f} | "
             f"{statistics.median(times[1:]):.2f} | {_peak_rss_mb():.0f} | - |",
@@ -126,7 +153,8 @@ def main(argv=None) -> None:
         try:
             backend = dask.DaskBackend(client, partitions, options)
             del partitions
-            times, _ = _run(engine, backend, params)
+            times, run = _run(engine, backend, params)
+            rounds = run.rounds
             rss = client.run(_memory_mb)
             worker_peak_mb = sum(client.run(_peak_mb).values())
             how = "workers read the files" if args.parts_dir else "sequences shipped from here"
@@ -148,7 +176,8 @@ def main(argv=None) -> None:
     back = 8 * 3 * (1 + 3 * K + K * K + K * V)  # an M-step round: (entry, row) of pi, A and B
     print(
         f"\nper round: {sent} bytes of parameters to each partition, about {back} bytes of M-step sums "
-        f"back; rounds per EM iteration: 1 (E-step) + 2-9 (collapsed M-step passes, usually 2-5)."
+        f"back; rounds per EM iteration (1 E-step + the collapsed M-step's passes), iterations "
+        f"1..{len(rounds)}: {' '.join(map(str, rounds))} (median {statistics.median(rounds):g})."
     )
     # Bytes per sequence: the workers' peaks together (they hold every sequence and its state,
     # plus each process's libraries), else this process's peak.

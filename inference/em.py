@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from .cavi.expectation import RANDOM_STARTS, BucketState, default_starts, e_step, held_out_starts
 from .cavi.maximization import M_STEP_METHODS, m_step, total_elbo
+from .checkpoint import FitCheckpoint
 from .distributed.workers import (
     LocalBackend,
     PartitionWorker,
@@ -97,6 +98,20 @@ def _blame(params: VariantParameters, totals) -> str:
     return "q(Z)"
 
 
+def _resume(backend, run, monitor: ConvergenceMonitor, starts: tuple):
+    """A checkpointed run in progress, restored on ``backend`` (just reset): its E-steps replayed
+    (the per-sequence state they left, bit for bit), the rule's history and verdicts; returns
+    (the parameters after its last M-step, the starts of its next E-step)."""
+    for i, (sent, used) in enumerate(run.journal, start=1):
+        backend.call("e_step", as_numpy_params(sent), used, iteration=i, step="E")
+    monitor.history, monitor.verdicts = list(run.history), list(run.verdicts)
+    if monitor.verdicts[-1] == "converged":  # stopped after its last save, before it was marked done
+        monitor.reason = "converged"
+    elif len(monitor.history) >= monitor.max_iter:
+        monitor.reason = "max_iter"
+    return run.params, starts if monitor.refresh else ()
+
+
 def _round_of_count_sums(backend, iteration: int):
     """The collapsed M-step's sums as a round over the partitions (reduced in partition order)."""
 
@@ -136,6 +151,10 @@ class VariationalEM:
         Newton steps per M-step at most (default: 8 for ``"collapsed"``, which stops earlier
         once its next pass would gain little, see
         :func:`ldhmm.inference.cavi.maximization.maximize_collapsed`; 100 for ``"paper"``).
+    checkpoint : FitCheckpoint, optional
+        Written after every EM iteration of every run (:mod:`ldhmm.inference.checkpoint`); a run
+        it holds finished is returned from it, one in progress resumed where it stopped (the
+        numbers of an uninterrupted fit).
     """
 
     def __init__(
@@ -150,6 +169,7 @@ class VariationalEM:
         m_step_max_iter=None,
         refresh_max=10,
         random_starts=RANDOM_STARTS,
+        checkpoint: FitCheckpoint | None = None,
     ):
         if m_step not in M_STEP_METHODS:
             raise ValueError(f"m_step must be one of {M_STEP_METHODS}, got {m_step!r}")
@@ -168,6 +188,7 @@ class VariationalEM:
         if random_starts < 0:
             raise ValueError(f"random_starts must be >= 0, got {random_starts}")
         self.random_starts = random_starts
+        self.checkpoint = checkpoint
 
     def worker(self, data, n_symbols: int, **options) -> PartitionWorker:
         """A partition worker over ``data`` (buckets, sequences or a PartitionSpec) with this
@@ -204,10 +225,16 @@ class VariationalEM:
         Newton pass of the collapsed M-step one more (``"count_sums"``). ``backend`` is a
         :class:`ldhmm.inference.distributed.workers.LocalBackend` or a
         :class:`ldhmm.inference.distributed.dask_backend.DaskBackend`: the same workers, the same numbers.
-        A backend that lost a worker and rebuilt its partitions (``backend.recoveries``) has
-        cold-started those sequences: the ELBO may dip at that iteration, and the fit goes on.
-        ``label`` names this run in the progress bar (``"restart 2 of 3"``).
+        A backend that lost a worker rebuilds its partitions exactly (``backend.recoveries``):
+        the fit is the one without the loss. ``label`` names this run in the progress bar
+        (``"restart 2 of 3"``).
         """
+        run = self.checkpoint.next_run() if self.checkpoint is not None else None
+        if run is not None and run.done:
+            return FitResult(
+                run.params, None, list(run.history), list(run.e_history), list(run.trace), run.capped,
+                run.report,
+            )  # fmt: skip
         backend.call("set_guide", self.guide)
         backend.call("reset")
         rule = RelativeChange(self.tol, self.refresh_max)
@@ -218,6 +245,9 @@ class VariationalEM:
         # The first E-step and every refresh the rule asks for run all the starts (best per
         # sequence); the others continue each sequence from where it stopped.
         use_starts = starts
+        if run is not None and run.history:
+            params, use_starts = _resume(backend, run, monitor, starts)
+            e_history, trace, capped = list(run.e_history), list(run.trace), run.capped
         bar = None
         if self.progress:
             desc = f"variational EM ({label})" if label else "variational EM"
@@ -228,6 +258,8 @@ class VariationalEM:
                 n_iter = monitor.n_iter + 1
                 # No name keeps the parameters sent: the E-step's O(K V) prior terms cached on
                 # them (3 x 8 K V bytes at large V) go before the M-step.
+                if run is not None:
+                    run.journal.append((as_numpy_params(params), use_starts))  # no cached terms kept
                 totals = reduce_totals(
                     backend.call("e_step", as_numpy_params(params), use_starts, iteration=n_iter, step="E")
                 )
@@ -254,6 +286,15 @@ class VariationalEM:
                 capped |= was_capped
                 trace += [("E", e_elbo), ("M", m_elbo)]
                 e_history.append(e_elbo)
+                if run is not None:
+                    run.history, run.verdicts = list(monitor.history), list(monitor.verdicts)
+                    run.e_history, run.trace, run.capped, run.params = (
+                        list(e_history),
+                        list(trace),
+                        capped,
+                        params,
+                    )
+                    self.checkpoint.save()
                 if bar is not None:
                     # the postfix first, without its own redraw: update() redraws at its interval
                     bar.set_postfix(elbo=f"{m_elbo:.6g}", sweeps=totals.max_sweeps, refresh=False)
@@ -266,6 +307,9 @@ class VariationalEM:
                 bar.close()
         states = backend.states
         recoveries = list(getattr(backend, "recoveries", []))
+        if run is not None:
+            run.done, run.report, run.journal = True, monitor.report(), []
+            self.checkpoint.save()
         return FitResult(
             params, states, monitor.history, e_history, trace, capped, monitor.report(), recoveries
         )

@@ -105,13 +105,22 @@ class LDHMM(VariantHMM):
     def name_with_guide(self) -> str:
         return f"LDHMM-{getattr(self.guide, 'name', 'custom').upper()}"
 
-    def _fit(self, seqs, n_symbols, init_params: VariantParameters | None = None, grown: tuple = ()):
+    def _fit(
+        self,
+        seqs,
+        n_symbols,
+        init_params: VariantParameters | None = None,
+        grown: tuple = (),
+        checkpoint=None,
+    ):
         if self.optimizer == "svi":
             if grown:
                 raise ValueError("grown starts (fit_path) need optimizer='cavi'")
+            if checkpoint is not None:
+                raise ValueError("checkpoint= needs optimizer='cavi'")
             self._fit_svi(seqs, n_symbols, init_params)
             return
-        super()._fit(seqs, n_symbols, init_params, grown)
+        super()._fit(seqs, n_symbols, init_params, grown, checkpoint)
 
     def _fit_svi(self, seqs, n_symbols, init_params: VariantParameters | None):
         params = init_params if init_params is not None else self.initial_parameters(seqs)

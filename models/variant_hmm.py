@@ -13,8 +13,11 @@ float repr round-trips), and never executable.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +40,7 @@ from ..inference import (
 from ..inference.cavi.emissions import LOCAL_CHUNK
 from ..inference.cavi.emissions import emission_layout as layout_of
 from ..inference.cavi.posterior import stack_posterior
+from ..inference.checkpoint import FitCheckpoint
 from ..inference.distributed.workers import LocalBackend, PartitionWorker
 from ..inference.em import NonFiniteELBOError
 from .base import SequenceModel, check_n_symbols
@@ -125,10 +129,11 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     def _torch_dtype(self):
         return _DTYPES[self.dtype]
 
-    def _engine(self, progress=False, guide=None) -> VariationalEM:
+    def _engine(self, progress=False, guide=None, checkpoint=None) -> VariationalEM:
         return VariationalEM(
             self.guide if guide is None else guide,
             progress=progress,
+            checkpoint=checkpoint,
             **self.fit_settings.arguments(VariationalEM),
         )
 
@@ -179,6 +184,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         client=None,
         n_partitions: int | None = None,
         grown: tuple = (),
+        checkpoint=None,
     ):
         """Learn the database-level parameters by variational EM.
 
@@ -206,6 +212,11 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             fewer states), raced after them (:func:`ldhmm.models.path.continue_grown`); the run
             with the highest final training ELBO is kept and ``start_kind_`` names it. Not with
             ``init_params``.
+        checkpoint : str or Path, optional
+            A directory: the fit's state (every run's parameters, ELBO history and stopping
+            rule; :mod:`ldhmm.inference.checkpoint`) is written there atomically after every EM
+            iteration, and a fit with the same settings and data on a directory that holds one
+            resumes where it stopped, to the numbers of an uninterrupted fit. Not with ``grown``.
 
         Returns
         -------
@@ -213,9 +224,13 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         """
         if init_params is not None and grown:
             raise ValueError("fit: give init_params or grown starts, not both")
+        if checkpoint is not None and grown:
+            raise ValueError(
+                "fit: checkpoint= does not resume grown starts (fit_path); give one or the other"
+            )
         if backend == "local" and n_partitions is None and not isinstance(sequences, (str, os.PathLike)):
-            return super().fit(sequences, init_params=init_params, grown=grown)
-        self._fit_partitioned(sequences, backend, client, n_partitions, init_params, grown)
+            return super().fit(sequences, init_params=init_params, grown=grown, checkpoint=checkpoint)
+        self._fit_partitioned(sequences, backend, client, n_partitions, init_params, grown, checkpoint)
         return self
 
     @classmethod
@@ -254,7 +269,9 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         """
         return fit_path(cls, sequences, states, previous=previous, callback=callback, **options)
 
-    def _fit_partitioned(self, data, backend: str, client, n_partitions, init_params, grown=()):
+    def _fit_partitioned(
+        self, data, backend: str, client, n_partitions, init_params, grown=(), checkpoint=None
+    ):
         """:meth:`fit` over partitions of the database (a directory or in-memory sequences)."""
         partitions, directory = self._partitions(data, backend, client, n_partitions, self._validate_for_fit)
         if directory:
@@ -267,11 +284,12 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             vocabulary = manifest.get("vocabulary")
         else:
             vocabulary = getattr(data, "vocabulary", None)
+        self._check_partitions_memory(partitions, backend)
         runner = self._runner(backend, client, partitions)
         counts = np.sum(runner.call("symbol_counts"), axis=0)
         self.n_partitions_ = runner.n_partitions
         try:
-            self._fit_on(runner, counts, init_params, grown)
+            self._fit_on(runner, counts, init_params, grown, checkpoint)
         except NonFiniteELBOError as err:
             self._set_params(err.last_params)
             self._set_convergence(err.convergence)
@@ -290,27 +308,67 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             knob,
         )
 
-    def _fit(self, seqs, n_symbols, init_params: VariantParameters | None = None, grown: tuple = ()):
+    def _check_partitions_memory(self, partitions: list, backend: str) -> None:
+        """The memory check of a fit (:meth:`_check_memory`) on a partitioned path: each partition
+        on its own where each lives in a worker of its own (Dask), all of them together in this
+        process (``"local"``). A directory's partition is known by its counts only: its longest
+        sequence is bounded by its tokens."""
+        sizes = []
+        for part in partitions:
+            if isinstance(part, tuple):
+                lengths = [len(s) for s in part[0]]
+                sizes.append((len(lengths), int(sum(lengths)), max(lengths, default=0)))
+            else:
+                sizes.append((int(part.n_sequences), int(part.n_tokens), int(part.n_tokens)))
+        if backend != "dask":
+            sizes = [tuple(map(sum, zip(*sizes)))[:2] + (max(s[2] for s in sizes),)]
+        K, V = self.n_states, self.n_symbols_
+        for i, (M, T, L) in enumerate(sizes):
+            where = f"partition {i} of {len(sizes)}: " if len(sizes) > 1 else ""
+            check_memory(
+                fit_bytes(K, V, M, T, L, self.bucket_cells, self.sparse_emissions),
+                f"fitting {where}K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
+                "more partitions (n_partitions / --partitions), fewer states"
+                if backend == "dask"
+                else "fewer states (n_states / --states) or fewer sequences",
+            )
+
+    def _fit(
+        self,
+        seqs,
+        n_symbols,
+        init_params: VariantParameters | None = None,
+        grown: tuple = (),
+        checkpoint=None,
+    ):
         self._check_memory(seqs, "fitting", "fewer states (n_states / --states) or fewer sequences")
         try:
-            self._fit_em(seqs, init_params, grown)
+            self._fit_em(seqs, init_params, grown, checkpoint)
         except NonFiniteELBOError as err:
             # Stop, and keep the last finite parameters: the model stays usable for scoring.
             self._set_params(err.last_params)
             self._set_convergence(err.convergence)
             raise
 
-    def _fit_em(self, seqs, init_params: VariantParameters | None, grown: tuple = ()):
+    def _fit_em(self, seqs, init_params: VariantParameters | None, grown: tuple = (), checkpoint=None):
         # In process: the driver over one partition holding every bucket.
         engine = self._engine(progress=self.verbose)
         runner = LocalBackend([engine.worker(self._buckets(seqs), self.n_symbols_)])
         counts = np.bincount(np.concatenate(seqs), minlength=self.n_symbols_)
-        self._fit_on(runner, counts, init_params, grown)
+        self._fit_on(runner, counts, init_params, grown, checkpoint)
 
-    def _fit_on(self, runner, symbol_counts, init_params: VariantParameters | None, grown: tuple = ()):
+    def _fit_on(
+        self, runner, symbol_counts, init_params: VariantParameters | None, grown: tuple = (), checkpoint=None
+    ):
         """Restarts and initialization (docs/math.md) over a backend's partitions; ``grown``:
-        further starts raced after the restarts (:meth:`_best_start`)."""
-        engine = self._engine(progress=self.verbose)
+        further starts raced after the restarts (:meth:`_best_start`); ``checkpoint``: a
+        directory the fit is checkpointed in and resumed from (:mod:`ldhmm.inference.checkpoint`)."""
+        store = None
+        if checkpoint is not None:
+            store = FitCheckpoint(
+                checkpoint, self._fingerprint(symbol_counts, runner, init_params), self.sharing
+            )
+        engine = self._engine(progress=self.verbose, checkpoint=store)
         self.init_elbo_history_ = np.asarray([])
         if init_params is not None:
             result = engine.fit_backend(runner, init_params, label="from the given start")
@@ -318,7 +376,10 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         elif self._init_method() == "pf":
             # The PF fit (with the restarts) first, then this guide from its parameters.
             chain, self.start_kind_ = self._best_start(
-                self._engine(progress=self.verbose, guide=PFGuide()), runner, symbol_counts, grown
+                self._engine(progress=self.verbose, guide=PFGuide(), checkpoint=store),
+                runner,
+                symbol_counts,
+                grown,
             )
             self.init_elbo_history_ = np.asarray(chain.elbo_history)
             result = engine.fit_backend(
@@ -333,6 +394,26 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         self.elbo_trace_ = list(result.trace)
         self._set_convergence(result.convergence)
         self.prior_capped_ = result.capped
+
+    def _fingerprint(self, symbol_counts, runner, init_params) -> dict:
+        """What a checkpoint must match to be resumed: the settings (not ``verbose``), the data's
+        symbol counts, the partitions, and the starting point given."""
+        config = {k: v for k, v in self.get_config().items() if k != "verbose"}
+        start = None
+        if init_params is not None:
+            start = [
+                zlib.crc32(np.ascontiguousarray(t.detach().cpu().numpy()).tobytes())
+                for d in ("prior", "posterior", "log_point")
+                for _, t in sorted(getattr(init_params, d).items())
+            ]
+        return {
+            "class": type(self).__name__,
+            # objects (a guide given as an object) by their class: a repr may hold an address
+            "config": json.loads(json.dumps(config, default=lambda o: type(o).__qualname__)),
+            "symbol_counts": hashlib.sha256(np.asarray(symbol_counts, dtype=np.int64).tobytes()).hexdigest(),
+            "partitions": [list(map(int, size)) for size in runner.call("size")],
+            "init_params": start,
+        }
 
     def restart_seeds(self) -> list[int]:
         """The seeds of the ``n_init`` starting points: ``seed`` itself, then seeds derived from

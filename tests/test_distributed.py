@@ -1,6 +1,6 @@
 """The fit on a Dask cluster (a LocalCluster of 2 worker processes on this machine): the same
-numbers as the in-process backend on the same partitions, a lost worker recovered, partitioned
-Parquet input read by the workers themselves."""
+numbers as the in-process backend on the same partitions, partitioned Parquet input read by the
+workers themselves (a lost worker: tests/test_dask_recovery.py)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,8 @@ distributed = pytest.importorskip("distributed")
 from ldhmm import LDHMM  # noqa: E402
 from ldhmm.baselines.vbhmm import VBHMM  # noqa: E402
 from ldhmm.cli import main  # noqa: E402
-from ldhmm.data import SequenceDatabase, balanced_partitions, write_partitioned  # noqa: E402
-from ldhmm.inference import PFGuide, VariationalEM  # noqa: E402
+from ldhmm.data import SequenceDatabase, write_partitioned  # noqa: E402
 from ldhmm.inference.cavi.posterior import read_posterior  # noqa: E402
-from ldhmm.inference.distributed.dask_backend import DaskBackend  # noqa: E402
-from ldhmm.inference.distributed.workers import LocalBackend, PartitionWorker  # noqa: E402
 
 
 def _cluster():
@@ -101,40 +98,6 @@ def test_workers_read_their_own_partitioned_files(client, tmp_path, layout):
     # the same database in memory gives the same fit up to the order of additions
     memory = LDHMM(3, seed=0, max_iter=4, n_init=1).fit(seqs)
     np.testing.assert_allclose(remote.elbo_history_, memory.elbo_history_, rtol=1e-6)
-
-
-def test_a_killed_worker_is_recovered():
-    seqs = _data(4, n=200)
-    parts = balanced_partitions([len(s) for s in seqs], 4)
-    partitions = [([seqs[i] for i in idx], idx) for idx in parts]
-    options = {"guide": PFGuide(), "n_symbols": 9, "e_step_max_iter": 50, "e_step_tol": 1e-6}
-    model = LDHMM(3, seed=0, n_symbols=9)
-    model.n_symbols_ = 9
-    params = model.initial_parameters(seqs)
-    engine = VariationalEM(PFGuide(), max_iter=8, tol=0.0, refresh_max=0)
-    with _cluster() as cluster, distributed.Client(cluster) as c:
-        backend = DaskBackend(c, partitions, options)
-        victim = backend.actors[0]._address
-
-        def kill(iteration, elbo):
-            if iteration == 3:
-                try:
-                    c.run(os._exit, 1, workers=[victim])
-                except Exception:  # noqa: BLE001 - the worker dies before it answers
-                    pass
-
-        result = engine.fit_backend(backend, params, callback=kill)
-    assert result.n_iter == 8
-    assert result.recoveries and {r.partition for r in result.recoveries} >= {0}
-    assert all(r.iteration == 4 for r in result.recoveries)
-    assert np.all(np.isfinite(result.elbo_history))
-    for g in ("pi", "A", "B"):
-        assert np.isfinite(result.params.prior[g].numpy()).all()
-    # before the loss, the fit was the local backend's
-    local = engine.fit_backend(
-        LocalBackend([PartitionWorker(p[0], index=p[1], **options) for p in partitions]), params
-    )
-    np.testing.assert_array_equal(result.elbo_history[:3], local.elbo_history[:3])
 
 
 def test_cli_fit_on_a_partitioned_directory(tmp_path):

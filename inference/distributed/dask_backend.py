@@ -1,27 +1,34 @@
 """The variational EM's partitions as Dask actors (``pip install -e ".[dask]"``).
 
 Each partition lives in one :class:`ldhmm.inference.distributed.workers.PartitionWorker`, created as a
-Dask actor on a worker of the cluster (placed round-robin) and kept there for the whole fit: its
-sequences (read there from their Parquet files when the input is a partitioned directory) and
-its per-sequence variational state never travel. A round sends the same small arguments to every
-actor (the parameters: O(K V) numbers) and gathers each partition's sums; the driver
-(:meth:`ldhmm.inference.em.VariationalEM.fit_backend`) reduces them in partition order, so the
-numbers are those of :class:`ldhmm.inference.distributed.workers.LocalBackend` on the same partitions,
-whatever the number of Dask workers or threads.
+Dask actor on a worker of the cluster and kept there for the whole fit: its sequences (read there
+from their Parquet files when the input is a partitioned directory) and its per-sequence
+variational state never travel. Every worker must run the driver's version of ldhmm (checked
+first, :func:`check_versions`). The partitions are placed by size (the largest first, each on
+the worker with the least tokens per byte of memory limit so far) and started at once. A round
+sends the same small arguments to every actor (the parameters: O(K V) numbers) and gathers each
+partition's sums; the driver (:meth:`ldhmm.inference.em.VariationalEM.fit_backend`) reduces them in
+partition order, so the numbers are those of
+:class:`ldhmm.inference.distributed.workers.LocalBackend` on the same partitions, whatever the number
+of Dask workers or threads.
 
-A lost worker (its process died): each of its partitions is rebuilt on a live worker from its
-data and the current parameters, cold-started (its sequences lose their warm state and the
-best-of-starts of the fit's first E-step), the event is recorded in ``recoveries``, and the round
-is completed. The ELBO may dip at that iteration (the driver's monotonicity is not guaranteed
-there). Exact recovery would need a checkpoint of every partition's state each iteration, i.e.
-as much I/O per iteration as the state itself (about 1.7 KB per sequence at K = 8): the cold
-rebuild costs nothing until a worker is lost, and EM recovers the lost ground in a few
-iterations (docs/distributed.md).
+A lost worker (its process died) is recovered exactly. The backend keeps a journal of the calls
+that changed the partitions' state since the last ``reset`` (the guide, and each E-step's
+parameters and starts: O(K V) numbers per iteration). Each partition the lost worker held is
+rebuilt on a live worker from its data, the journal is replayed on it (its E-steps are
+deterministic functions of the parameters, the starts and the previous state), and the call of
+the interrupted round is redone there. The partition then holds the state it held before the
+loss, bit for bit, and the round's results are those of the unkilled run: the fit ends where
+the unkilled run ends. The loss is reported when it happens (one line: the worker, its
+partitions, what is replayed) and recorded in ``recoveries``. A lost scheduler is a
+:class:`ClusterLostError` (one line).
 """
 
 from __future__ import annotations
 
-import itertools
+import importlib.metadata
+import os
+import sys
 import time
 import uuid
 
@@ -29,7 +36,68 @@ from distributed import Client, LocalCluster
 
 from .workers import PartitionWorker, Recovery
 
-__all__ = ["DaskBackend", "connect"]
+__all__ = [
+    "ClusterLostError",
+    "DaskBackend",
+    "check_versions",
+    "cluster_shape",
+    "connect",
+    "cpu_cores",
+    "installed_version",
+    "placement",
+]
+
+# The calls that change a partition's state: replayed, in order, on a rebuilt partition.
+_JOURNALED = ("set_guide", "e_step")
+# A partition rebuilt this many times within one round means the cluster cannot hold it.
+_MAX_RECOVERIES_PER_ROUND = 8
+# How long to wait for an actor's answer before asking whether its worker is still there.
+_POLL_SECONDS = 2.0
+
+
+class ClusterLostError(RuntimeError):
+    """The Dask scheduler (and with it the cluster) is gone: the fit cannot go on."""
+
+
+class WorkerLostError(RuntimeError):
+    """A worker left the cluster while a call to one of its actors waited for its answer."""
+
+
+def placement(sizes: list[int], capacities: dict[str, float]) -> list[str]:
+    """Which worker holds each partition: the largest partition first, each on the worker whose
+    load (tokens placed, including this one) per unit of capacity is least (ties: the first
+    worker in ``capacities``' order).
+
+    Parameters
+    ----------
+    sizes : list of int
+        Tokens of each partition.
+    capacities : dict
+        Worker address -> capacity (its memory limit; any positive number).
+
+    Returns
+    -------
+    list of str, one address per partition.
+    """
+    addresses = list(capacities)
+    load = dict.fromkeys(addresses, 0)
+    where = [""] * len(sizes)
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        best = min(addresses, key=lambda a: ((load[a] + sizes[i]) / capacities[a], addresses.index(a)))
+        load[best] += sizes[i]
+        where[i] = best
+    return where
+
+
+def _partition_tokens(data) -> int:
+    """Tokens of a partition: a PartitionSpec's count, or the shipped sequences' lengths."""
+    if isinstance(data, tuple):
+        return int(sum(len(s) for s in data[0]))
+    return int(getattr(data, "n_tokens", 0))
+
+
+def _print_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 class DaskBackend:
@@ -44,20 +112,26 @@ class DaskBackend:
     worker_options : dict
         Keyword arguments of :class:`PartitionWorker` (guide, n_symbols, sparse, bucket_cells,
         e_step_max_iter, e_step_tol).
+    notify : callable, optional
+        ``notify(line)`` when a worker is lost (default: the line on stderr).
     """
 
-    def __init__(self, client: Client, partitions: list, worker_options: dict):
+    def __init__(self, client: Client, partitions: list, worker_options: dict, notify=None):
         self.client = client
         self.partitions = list(partitions)
         self.options = dict(worker_options)
+        self.notify = notify if notify is not None else _print_line
         self.recoveries: list[Recovery] = []
         self._run = uuid.uuid4().hex[:8]
-        self._last_e_step = None
-        addresses = self._alive()
-        if not addresses:
+        self._generation = 0
+        self._journal: list[tuple[str, list, int]] = []
+        capacities = self._capacities()
+        if not capacities:
             raise RuntimeError("the Dask cluster has no workers")
-        cycle = itertools.cycle(addresses)
-        self.actors = [self._start(i, next(cycle)) for i in range(len(self.partitions))]
+        check_versions(client)
+        where = placement([_partition_tokens(p) for p in self.partitions], capacities)
+        started = self._start(dict(enumerate(where)))
+        self.actors = [started[i] for i in range(len(self.partitions))]
 
     @property
     def n_partitions(self) -> int:
@@ -68,104 +142,247 @@ class DaskBackend:
         """Per-sequence state stays on the workers."""
         return None
 
-    def _alive(self) -> list[str]:
-        return sorted(self.client.scheduler_info()["workers"])
+    @property
+    def address(self) -> str:
+        """The scheduler's address."""
+        return str(getattr(self.client.scheduler, "address", "?"))
 
-    def _start(self, i: int, address: str):
-        data = self.partitions[i]
-        kwargs = dict(self.options)
-        if isinstance(data, tuple):
-            data, kwargs["index"] = data
+    def _capacities(self) -> dict[str, float]:
+        """Live workers (sorted by address) -> memory limit (1 where none is set)."""
+        lost = f"lost the Dask scheduler {self.address} (the client is {self.client.status})"
+        if self.client.status != "running":  # its actors, and so the partitions' state, went with it
+            raise ClusterLostError(lost)
+        try:
+            workers = self.client.scheduler_info()["workers"]
+        except Exception as err:  # noqa: BLE001 - the client cannot reach its scheduler
+            raise ClusterLostError(f"{lost}: {type(err).__name__}: {err}") from err
+        return {a: float(workers[a].get("memory_limit") or 1) for a in sorted(workers)}
+
+    def _alive(self) -> list[str]:
+        return list(self._capacities())
+
+    def _start(self, where: dict[int, str]) -> dict:
+        """Partition i as an actor on worker ``where[i]``, all submitted at once; the handles."""
+        self._generation += 1
+        futures = {}
         # The actor handle binds to the *current* client when it arrives here: make that this
         # backend's client, not whichever other client a caller may have made current.
         with self.client.as_current():
-            future = self.client.submit(
-                PartitionWorker,
-                data,
-                actor=True,
-                workers=[address],
-                allow_other_workers=False,
-                key=f"ldhmm-partition-{self._run}-{i}-{len(self.recoveries)}",
-                **kwargs,
-            )
-            return future.result()
+            for i, address in where.items():
+                data = self.partitions[i]
+                kwargs = dict(self.options)
+                if isinstance(data, tuple):
+                    data, kwargs["index"] = data
+                futures[i] = self.client.submit(
+                    PartitionWorker,
+                    data,
+                    actor=True,
+                    workers=[address],
+                    allow_other_workers=False,
+                    key=f"ldhmm-partition-{self._run}-{i}-{self._generation}",
+                    **kwargs,
+                )
+            return {i: self._answer(future, where[i]) for i, future in futures.items()}
 
-    def _lost(self, i: int, wait: float = 30.0) -> bool:
-        """Whether partition i's worker has left the cluster (the scheduler may take a moment
-        to notice a dead process: poll up to ``wait`` seconds)."""
+    def _lost(self, address: str, wait: float = 30.0) -> bool:
+        """Whether the worker at ``address`` has left the cluster (the scheduler may take a
+        moment to notice a dead process: poll up to ``wait`` seconds)."""
         deadline = time.monotonic() + wait
         while True:
-            if self.actors[i]._address not in self._alive():
+            if address not in self._alive():
                 return True
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.2)
 
     def call(self, method: str, *args, iteration: int = 0, step: str = "") -> list:
-        """``method(*args)`` on every partition's actor, results in partition order; a
-        partition whose worker died is rebuilt (cold) on a live worker and the call redone."""
-        if method == "e_step":
-            self._last_e_step = args
-        futures = []
-        for actor in self.actors:
-            try:
-                futures.append(getattr(actor, method)(*args))
-            except Exception as err:  # noqa: BLE001 - Dask refuses a call to an actor it knows lost
-                futures.append(err)
-        results = []
-        for i, future in enumerate(futures):
-            try:
-                if isinstance(future, Exception):
-                    raise future
-                results.append(future.result())
-            except Exception as err:  # noqa: BLE001 - only a lost worker is recovered, below
-                if not self._lost(i):
-                    raise
-                self._recover(i, iteration, step, err)
-                results.append(self._replay(i, method, args))
-        return results
+        """``method(*args)`` on every partition's actor, results in partition order (a lost
+        worker's partitions are rebuilt exactly and the call redone, see the module)."""
+        return self._round(method, [args] * len(self.actors), iteration, step or method)
 
     def call_each(self, method: str, arguments: list) -> list:
-        """``method(*arguments[i])`` on partition i's actor (each call on the worker that holds
-        the partition; a lost one is rebuilt and the call redone); results in partition order."""
-        futures = [getattr(actor, method)(*args) for actor, args in zip(self.actors, arguments)]
-        results = []
-        for i, future in enumerate(futures):
-            try:
-                results.append(future.result())
-            except Exception as err:  # noqa: BLE001 - only a lost worker is recovered, below
-                if not self._lost(i):
+        """``method(*arguments[i])`` on partition i's actor; results in partition order."""
+        return self._round(method, list(arguments), 0, method)
+
+    def _round(self, method: str, arguments: list, iteration: int, step: str) -> list:
+        actors = list(self.actors)
+        futures = [self._submit(actor, method, args) for actor, args in zip(actors, arguments)]
+        results = [None] * len(actors)
+        for i in range(len(actors)):
+            for _ in range(_MAX_RECOVERIES_PER_ROUND):
+                if self.actors[i] is not actors[i]:
+                    # rebuilt since the call was sent (its worker was lost): its answer, even one
+                    # that arrived, came from the old actor; the call is redone on the new one
+                    actors[i] = self.actors[i]
+                    futures[i] = self._submit(actors[i], method, arguments[i])
+                try:
+                    results[i] = self._answer(futures[i], actors[i]._address)
+                    break
+                except ClusterLostError:
                     raise
-                self._recover(i, 0, method, err)
-                results.append(getattr(self.actors[i], method)(*arguments[i]).result())
+                except Exception as err:  # noqa: BLE001 - only a lost worker is recovered, below
+                    if not self._lost(actors[i]._address):
+                        raise
+                    for j in self._recover(actors[i]._address, iteration, step, err):
+                        if j < i:  # answered before the loss: the call redone on the rebuilt actor
+                            actors[j] = self.actors[j]
+                            results[j] = self._answer(
+                                self._submit(actors[j], method, arguments[j]), actors[j]._address
+                            )
+            else:
+                raise RuntimeError(f"partition {i} kept losing its worker at EM iteration {iteration}")
+        self._record(method, arguments, iteration)
         return results
 
-    def _recover(self, i: int, iteration: int, step: str, err: Exception) -> None:
-        alive = self._alive()
-        if not alive:
-            raise RuntimeError(f"every Dask worker is gone (partition {i}): {err}") from err
-        self.recoveries.append(Recovery(iteration, step, i, f"{type(err).__name__}: {err}"[:200]))
-        self.actors[i] = self._start(i, alive[i % len(alive)])
+    def _answer(self, future, address: str):
+        """The result of an actor call (or the exception it was submitted with). A call to a
+        worker that died may never answer: every :data:`_POLL_SECONDS` without an answer, whether
+        the worker is still in the cluster is asked."""
+        if isinstance(future, Exception):
+            raise future
+        while True:
+            try:
+                return future.result(timeout=_POLL_SECONDS)
+            except TimeoutError:
+                if address not in self._alive():
+                    raise WorkerLostError(f"the Dask worker {address} left the cluster") from None
 
-    def _replay(self, i: int, method: str, args):
-        actor = self.actors[i]
-        if method not in ("e_step", "reset", "size", "symbol_counts") and self._last_e_step is not None:
-            # a rebuilt partition has no state yet: its E-step at this iteration's parameters
-            actor.e_step(*self._last_e_step).result()
-        return getattr(actor, method)(*args).result()
+    @staticmethod
+    def _submit(actor, method: str, args):
+        try:
+            return getattr(actor, method)(*args)
+        except Exception as err:  # noqa: BLE001 - raised again when the result is asked for
+            return err
+
+    def _record(self, method: str, arguments: list, iteration: int) -> None:
+        """Keep the calls a rebuilt partition must replay (the state since the last reset)."""
+        if method == "reset":
+            self._journal = [entry for entry in self._journal if entry[0] == "set_guide"][-1:]
+        elif method in _JOURNALED:
+            self._journal.append((method, arguments, iteration))
+
+    def _recover(self, address: str, iteration: int, step: str, err: Exception) -> list[int]:
+        """Rebuild every partition of the lost worker ``address`` on live workers (placed by
+        size) and replay the journal on them; report it in one line. A worker lost while they
+        are rebuilt is left out and the rebuild starts over."""
+        lost = [i for i, actor in enumerate(self.actors) if actor._address == address]
+        e_steps = [it for method, _, it in self._journal if method == "e_step"]
+        redone = (
+            f"replaying their E-steps of iterations {e_steps[0]}..{e_steps[-1]} since the restart"
+            if e_steps
+            else "nothing to replay"
+        )
+        message = f"{type(err).__name__}: {err}"[:200]
+        for i in lost:
+            self.recoveries.append(Recovery(iteration, step, i, message))
+        gone = {address}
+        for _ in range(_MAX_RECOVERIES_PER_ROUND):
+            capacities = self._live_workers(gone)
+            if not capacities:
+                raise RuntimeError(f"every Dask worker is gone (partitions {lost}): {err}") from err
+            where = placement([_partition_tokens(self.partitions[i]) for i in lost], capacities)
+            self.notify(
+                f"ldhmm: lost Dask worker {', '.join(sorted(gone))} at EM iteration {iteration} ({step} "
+                f"round): partitions {', '.join(map(str, lost))} rebuilt on {', '.join(sorted(set(where)))}, "
+                f"{redone}, then the round's call redone; the fit continues exactly"
+            )
+            try:
+                self._rebuild(lost, where)
+                return lost
+            except ClusterLostError:
+                raise
+            except Exception:  # noqa: BLE001 - a worker lost during the rebuild: start over without it
+                dead = {a for a in set(where) if self._lost(a)}
+                if not dead:
+                    raise
+                gone |= dead
+        raise RuntimeError(f"partitions {lost} could not be rebuilt: workers kept being lost") from err
+
+    def _live_workers(self, gone: set, wait: float = 60.0) -> dict[str, float]:
+        """The live workers but ``gone``; when there are none, wait up to ``wait`` seconds for
+        one to join (a nanny restarting its worker, an adaptive cluster scaling up)."""
+        deadline = time.monotonic() + wait
+        while True:
+            capacities = {a: c for a, c in self._capacities().items() if a not in gone}
+            if capacities or time.monotonic() > deadline:
+                return capacities
+            time.sleep(0.5)
+
+    def _rebuild(self, lost: list[int], where: list[str]) -> None:
+        """Partitions ``lost`` started anew on ``where`` and the journal replayed on them; they
+        replace the old actors only once they hold their state."""
+        started = self._start(dict(zip(lost, where)))
+        for method, arguments, _ in self._journal:
+            futures = [getattr(started[i], method)(*arguments[i]) for i in lost]
+            for i, future in zip(lost, futures):
+                self._answer(future, started[i]._address)
+        for i in lost:
+            self.actors[i] = started[i]
 
 
-def connect(scheduler: str | None = None, n_workers: int | None = None, threads_per_worker: int = 1):
+def cpu_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def cluster_shape(n_workers: int | None = None, numba_threads: int | None = None, cores: int | None = None):
+    """(worker processes, numba threads per worker) of a LocalCluster: at most one numba thread
+    per core in all, by default (2 workers, or one per core on fewer cores; the cores shared
+    out among them). Either may be given; together they may ask for more than the cores."""
+    cores = int(cores or cpu_cores())
+    workers = int(n_workers) if n_workers is not None else max(1, min(2, cores))
+    threads = int(numba_threads) if numba_threads is not None else max(1, cores // workers)
+    return workers, threads
+
+
+def installed_version() -> str:
+    """The version of ldhmm installed where this runs (on a worker: run by the driver to
+    compare with its own)."""
+    try:
+        return importlib.metadata.version("ldhmm")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed
+        return "not installed"
+
+
+def check_versions(client: Client) -> None:
+    """Every worker runs the driver's version of ldhmm, or a one-line RuntimeError naming one
+    that does not."""
+    mine = installed_version()
+    theirs = client.run(installed_version)
+    other = {address: v for address, v in sorted(theirs.items()) if v != mine}
+    if other:
+        address, version = next(iter(other.items()))
+        raise RuntimeError(
+            f"Dask worker {address} runs ldhmm {version}, this driver {mine} ({len(other)} of {len(theirs)} "
+            f"workers differ): install the same version everywhere"
+        )
+
+
+def connect(
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    threads_per_worker: int = 1,
+    numba_threads: int | None = None,
+):
     """A Dask client: to the scheduler at ``scheduler`` (a cluster started by hand:
-    ``dask scheduler`` and ``dask worker ADDRESS --nthreads 1``), or to a new LocalCluster of
-    ``n_workers`` processes on this machine. Returns (client, cluster or None); close both."""
+    ``dask scheduler`` and ``dask worker ADDRESS --nthreads 1``), or to a new LocalCluster on
+    this machine of ``n_workers`` processes with ``threads_per_worker`` Dask threads and
+    ``numba_threads`` numba threads each (defaults: :func:`cluster_shape`, at most one numba
+    thread per core). Returns (client, cluster or None); close both."""
     if scheduler:
-        return Client(scheduler), None
-    cluster = LocalCluster(
-        n_workers=int(n_workers or 2),
-        threads_per_worker=threads_per_worker,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=40,
-    )
-    return Client(cluster), cluster
+        client, cluster = Client(scheduler), None
+    else:
+        workers, threads = cluster_shape(n_workers, numba_threads)
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=threads_per_worker,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=40,
+            env={"NUMBA_NUM_THREADS": str(threads)},
+        )
+        client = Client(cluster)
+    return client, cluster

@@ -54,8 +54,9 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Recovery:
-    """A partition rebuilt after its worker was lost: from its data and the current parameters
-    (a cold start for its sequences), at ``iteration`` during the ``step`` round."""
+    """A partition rebuilt after its worker was lost, at ``iteration`` during the ``step`` round:
+    from its data, with the calls since the restart replayed on it (the state it held before the
+    loss, bit for bit; :mod:`ldhmm.inference.distributed.dask_backend`)."""
 
     iteration: int
     step: str

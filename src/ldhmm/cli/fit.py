@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import time
 from pathlib import Path
 
 from ..data import UNKNOWN, load_path, read_manifest
 from ..experiments.tasks import parse_states
+from ..inference.checkpoint import describe_checkpoint
 from ..modelfiles import data_for_model
 from ..models import LDHMM
 from ..models.variant_hmm import dask_backend_module
@@ -97,7 +99,15 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--workers",
         type=positive_int,
         default=None,
-        help="--backend dask without --scheduler: a LocalCluster of this many processes (default 2)",
+        help="--backend dask without --scheduler: a LocalCluster of this many processes (default 2, "
+        "or 1 on one core)",
+    )
+    p.add_argument(
+        "--worker-threads",
+        type=positive_int,
+        default=None,
+        help="--backend dask without --scheduler: numba threads per worker process (default: the "
+        "cores shared out among the workers, so that workers x threads <= cores)",
     )
     p.add_argument(
         "--partitions",
@@ -106,8 +116,37 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="partitions balanced by tokens (default: 1 locally, 2 per Dask worker); DATA may be a "
         "directory written by `ldhmm data export`, whose files the workers read themselves",
     )
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="DIR",
+        help="write the fit's state to DIR after every EM iteration (atomically); the same command "
+        "again resumes there, to the numbers of an uninterrupted fit",
+    )
     add_options(p, "--quiet", "--max-memory", quiet={"help": "no progress bar, no summary"})
     return p
+
+
+@contextlib.contextmanager
+def _resumable(args):
+    """A fit stopped by an error or Ctrl-C says what its checkpoint holds and how to resume."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if args.checkpoint is not None:
+            print(f"ldhmm fit: {_resume_hint(args.checkpoint)}", file=sys.stderr, flush=True)
+        raise
+    except Exception as err:
+        if args.checkpoint is None:
+            if args.backend == "dask":
+                raise RuntimeError(f"{err} (--checkpoint DIR makes the fit resumable)") from err
+            raise
+        raise RuntimeError(f"{err}; {_resume_hint(args.checkpoint)}") from err
+
+
+def _resume_hint(directory) -> str:
+    where = describe_checkpoint(directory)
+    return f"the checkpoint {directory} holds {where}: run the same command again to resume"
 
 
 def run_fit(args: argparse.Namespace) -> int:
@@ -140,13 +179,14 @@ def run_fit(args: argparse.Namespace) -> int:
             db = with_unknown(db)
     model = _model(args, n_states, guide, db.n_symbols)
     t0 = time.perf_counter()
-    with _backend(args) as client:
+    with _resumable(args), _backend(args) as client:
         model.fit(
             db.sequences,
             init_params=init_params,
             backend=args.backend,
             client=client,
             n_partitions=args.partitions,
+            checkpoint=args.checkpoint,
         )
     seconds = time.perf_counter() - t0
     model.save(out, vocabulary=db.vocabulary)
@@ -185,11 +225,15 @@ def _partitioned_directory(path) -> bool:
 def _backend(args):
     """The Dask client of ``--backend dask`` (closed afterwards), or None."""
     if args.backend != "dask":
-        if args.scheduler or args.workers:
-            raise ValueError("--scheduler and --workers need --backend dask")
+        if args.scheduler or args.workers or args.worker_threads:
+            raise ValueError("--scheduler, --workers and --worker-threads need --backend dask")
         yield None
         return
-    client, cluster = dask_backend_module().connect(args.scheduler, args.workers)
+    if args.scheduler and (args.workers or args.worker_threads):
+        raise ValueError("--workers and --worker-threads shape a LocalCluster: not with --scheduler")
+    client, cluster = dask_backend_module().connect(
+        args.scheduler, args.workers, numba_threads=args.worker_threads
+    )
     try:
         yield client
     finally:
@@ -205,8 +249,14 @@ def _fit_directory(args, n_states: int, guide: str, out) -> int:
     vocabulary = manifest.get("vocabulary") or [str(k) for k in range(int(manifest["n_symbols"]))]
     model = _model(args, n_states, guide, int(manifest["n_symbols"]))
     t0 = time.perf_counter()
-    with _backend(args) as client:
-        model.fit(str(args.data), backend=args.backend, client=client, n_partitions=args.partitions)
+    with _resumable(args), _backend(args) as client:
+        model.fit(
+            str(args.data),
+            backend=args.backend,
+            client=client,
+            n_partitions=args.partitions,
+            checkpoint=args.checkpoint,
+        )
     seconds = time.perf_counter() - t0
     model.save(out, vocabulary=vocabulary)
     if not args.quiet:

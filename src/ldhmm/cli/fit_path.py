@@ -192,6 +192,10 @@ def run_fit_path(args: argparse.Namespace, states: list[int], columns: dict) -> 
         )
     if args.out is None:
         raise ValueError("--states with several K needs --out DIRECTORY (one model file per K)")
+    if getattr(args, "checkpoint", None) is not None:
+        raise ValueError(
+            "--checkpoint is for one K: a path along K resumes at the first K without a model file"
+        )
     out = Path(args.out)
     db, start = _data(args, columns)
     if start is not None and start.n_states != states[0]:

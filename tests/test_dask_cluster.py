@@ -1,0 +1,105 @@
+"""The CLI's cluster right-sized (workers x numba threads <= cores by default), the workers'
+ldhmm version checked at connect, and the memory check applied per partition on the
+partitioned paths."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from ldhmm import LDHMM  # noqa: E402
+from ldhmm.cli import main  # noqa: E402
+from ldhmm.data import SequenceDatabase, write_partitioned  # noqa: E402
+from ldhmm.inference import PFGuide  # noqa: E402
+from ldhmm.inference.distributed import dask_backend  # noqa: E402
+from ldhmm.inference.distributed.dask_backend import ClusterLostError, DaskBackend  # noqa: E402
+from ldhmm.models.memory import MemoryEstimateError  # noqa: E402
+
+
+def test_cluster_shape_shares_the_cores_out():
+    assert dask_backend.cluster_shape(cores=2) == (2, 1)
+    assert dask_backend.cluster_shape(cores=1) == (1, 1)
+    assert dask_backend.cluster_shape(cores=16) == (2, 8)
+    assert dask_backend.cluster_shape(4, cores=16) == (4, 4)
+    assert dask_backend.cluster_shape(3, cores=2) == (3, 1)  # more workers than cores: 1 thread each
+    assert dask_backend.cluster_shape(2, 3, cores=2) == (2, 3)  # both given: as given
+
+
+class _Workers:
+    """What ``Client.run(installed_version)`` answers, per worker."""
+
+    def __init__(self, versions):
+        self.versions = versions
+
+    def run(self, function):
+        assert function is dask_backend.installed_version
+        return dict(self.versions)
+
+
+def test_a_worker_with_another_version_is_refused_in_one_line():
+    mine = dask_backend.installed_version()
+    dask_backend.check_versions(_Workers({"tcp://a:1": mine, "tcp://b:2": mine}))
+    with pytest.raises(
+        RuntimeError, match=r"^Dask worker tcp://b:2 runs ldhmm 0\.0\.1, this driver .*1 of 2"
+    ):
+        dask_backend.check_versions(_Workers({"tcp://a:1": mine, "tcp://b:2": "0.0.1"}))
+
+
+def test_connect_sets_the_workers_numba_threads():
+    client, cluster = dask_backend.connect(None, 2, numba_threads=1)
+    try:
+        assert set(client.run(os.environ.get, "NUMBA_NUM_THREADS").values()) == {"1"}
+        assert len(client.scheduler_info()["workers"]) == 2
+    finally:
+        client.close()
+        cluster.close()
+
+
+def _data(n=300, V=6):
+    rng = np.random.default_rng(0)
+    return [rng.integers(0, V, size=rng.integers(5, 40)) for _ in range(n)]
+
+
+def test_the_memory_check_applies_per_partition(monkeypatch):
+    """Dask: each partition against the limit; local partitions: all of them together."""
+    seqs = _data()
+    model = LDHMM(3, seed=0, max_iter=2, n_init=1)
+    monkeypatch.setenv("LDHMM_MAX_MEMORY", "100K")  # a partition needs about 0.45 MB, all 1.7 MB
+    with pytest.raises(MemoryEstimateError, match=r"^fitting partition 0 of 4: K = 3 .* more partitions"):
+        model.fit(seqs, backend="dask", client=object(), n_partitions=4)
+    monkeypatch.setenv("LDHMM_MAX_MEMORY", "1M")
+    with pytest.raises(MemoryEstimateError, match=r"^fitting K = 3 states, V = 6 symbols on 300 sequences"):
+        model.fit(seqs, n_partitions=4)
+
+
+def test_cli_refuses_a_partitioned_fit_over_the_limit(tmp_path, capsys):
+    db = SequenceDatabase.from_sequences(_data(), [f"p{v}" for v in range(6)])
+    write_partitioned(db, tmp_path / "d", layout="sequences", n_files=4)
+    args = ["fit", str(tmp_path / "d"), "--states", "3", "--partitions", "4", "--max-memory", "1M", "--quiet"]
+    assert main([*args, "--out", str(tmp_path / "m.json")]) == 1
+    assert "needs about" in capsys.readouterr().err and not (tmp_path / "m.json").exists()
+
+
+def test_a_lost_scheduler_is_one_line():
+    """Not a KeyError: the error says the scheduler was lost (a worker thread here: quick)."""
+    seqs = _data(n=4)
+    partitions, options = [([s], [i]) for i, s in enumerate(seqs)], {"guide": PFGuide(), "n_symbols": 6}
+    cluster = distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None, silence_logs=50
+    )
+    client = distributed.Client(cluster)
+    try:
+        backend = DaskBackend(client, partitions, options)
+        assert np.sum(backend.call("symbol_counts")) == sum(len(s) for s in seqs)
+        cluster.sync(cluster.scheduler.close)  # the scheduler goes, the client stays
+        with pytest.raises(ClusterLostError, match="^lost the Dask scheduler "):
+            backend.call("symbol_counts")
+    finally:
+        with contextlib.suppress(Exception):  # closing what lost its scheduler may time out
+            client.close(timeout=2)
+            cluster.close(timeout=2)
