@@ -33,7 +33,9 @@ def test_svi_path_trains_the_same_model_and_guide(small_db):
     model = LDHMM(2, n_symbols=4, guide="pf", optimizer="svi", svi_steps=30, svi_lr=0.05, seed=0)
     model.fit(small_db[:8])
     history = model.elbo_history_
-    assert len(history) == 30 and np.all(np.isfinite(history))
+    # At most the 30 epochs asked for; fewer only where the stopping rule said so.
+    assert len(history) == model.n_iter_ and np.all(np.isfinite(history))
+    assert len(history) == 30 or (len(history) < 30 and model.converged_)
     # Noisy, but 30 Adam steps from the prior-initialized guide must improve the ELBO estimate.
     assert np.mean(history[-5:]) > np.mean(history[:5])
     assert np.all(model.alpha_pi_ > 0) and np.all(model.beta_ > 0)

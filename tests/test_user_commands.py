@@ -170,7 +170,8 @@ def test_format1_model_files_still_load():
     model = load_model(FIXTURES / "model_format1.json")
     assert isinstance(model, LDHMM) and getattr(model, "vocabulary_", None) is None
     db = synthetic_database(40, seed=3)
-    expected = [-53.94887145, -18.01176686, -20.86564878, -10.94391456, -17.79295906]
+    # the held-out E-step's one-state and smoothed starts raised the second by 6.4e-7
+    expected = [-53.94887145, -18.01176622, -20.86564878, -10.94391456, -17.79295906]
     np.testing.assert_allclose(model.score_samples(db.sequences[:5]), expected, rtol=1e-8)
 
 
