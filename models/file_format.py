@@ -31,8 +31,12 @@ A model file is JSON (never pickle) written by :func:`write_model_file` (what
 with shapes pi (K,), A (K, K), B (K, V), K = ``config.n_states`` and V = ``config.n_symbols``
 (when that is null: the vocabulary's length, else B's width).
 :func:`validate_model_document` checks all of it and raises one ``ValueError`` naming the
-file and the field; a model that passes scores every valid
-sequence with a finite bound.
+file and the field. A model that passes scores every valid sequence with a finite bound,
+except where a point-estimated group's -inf entries give a sequence probability 0 (a symbol
+no state emits, or that no state path reaches there): the one rule of
+:mod:`ldhmm.inference.cavi.support` names such a sequence when scoring (every CLI command
+refuses it in one line naming the sequence and the symbol; ``score_samples`` gives it -inf,
+its log-likelihood; the other methods raise ``ImpossibleSequenceError``, a ``ValueError``).
 """
 
 from __future__ import annotations

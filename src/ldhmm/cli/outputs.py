@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..data import UNKNOWN, SequenceDatabase
 from ..experiments.tasks import atomic_write_csv, atomic_write_parquet
+from ..inference.cavi.support import impossible_reason, supports
 from ..modelfiles import data_for_model, load_model
 from .common import add_column_arguments, add_options, column_options
 
@@ -23,6 +24,7 @@ __all__ = [
     "write_model_table",
     "write_table",
     "sequence_ids",
+    "refuse_impossible",
     "check_out",
     "stopping_report",
     "with_unknown",
@@ -77,11 +79,34 @@ def write_model_table(args: argparse.Namespace, make_table: Callable) -> int:
     what)``, write the table, and unless ``--quiet`` print ``"{what} written to {out}"``."""
     out = check_out(args.out)
     model, db = read_model_and_data(args)
+    refuse_impossible(model, db)
     table, what = make_table(model, db, args)
     write_table(table, out)
     if not args.quiet:
         print(f"{what} written to {out}")
     return 0
+
+
+def refuse_impossible(model, db) -> None:
+    """One line naming the first sequence of ``db`` that ``model`` gives probability 0, its
+    event and symbol (by name), before any output is computed: no command writes -inf or NaN
+    (the rule: :meth:`ldhmm.models.variant_hmm.VariantHMM.impossible_events`)."""
+    find = getattr(model, "impossible_events", None)
+    if find is None or len(db) == 0:
+        return
+    events = find(db.sequences)
+    bad = np.flatnonzero(events[:, 0] >= 0)
+    if bad.size == 0:
+        return
+    row = int(bad[0])
+    event, symbol = (int(v) for v in events[row])
+    names = db.vocabulary if db.vocabulary else [str(v) for v in range(model.n_symbols_)]
+    reason = impossible_reason(supports(model.params_), symbol)
+    more = f" ({bad.size} sequences of {len(db)} are impossible)" if bad.size > 1 else ""
+    raise ValueError(
+        f"{sequence_ids(db)[row]}: the model gives this sequence probability 0: symbol "
+        f"{names[symbol]!r} (event {event + 1}), {reason}{more}"
+    )
 
 
 def sequence_ids(db) -> list[str]:
