@@ -23,6 +23,7 @@ __all__ = [
     "read_model_and_data",
     "write_model_table",
     "write_table",
+    "read_table",
     "sequence_ids",
     "refuse_impossible",
     "check_out",
@@ -123,6 +124,22 @@ def write_table(df: pd.DataFrame, path) -> Path:
     else:
         atomic_write_parquet(df, path)
     return path
+
+
+def read_table(path) -> pd.DataFrame:
+    """A table :func:`write_table` wrote, read back value for value: a CSV file's JSON-list
+    cells as arrays (floats parsed exactly: each is written in its shortest round-trip form),
+    its ``sequence_id`` as strings; a Parquet file as it is."""
+    path = Path(path)
+    if path.suffix.lower() != ".csv":
+        return pd.read_parquet(path)
+    df = pd.read_csv(path, dtype={"sequence_id": str}, keep_default_na=False)
+    for column in df.columns:
+        values = df[column]
+        listed = len(values) and values.map(lambda v: isinstance(v, str) and v.startswith("[")).all()
+        if listed:
+            df[column] = [np.asarray(json.loads(v)) for v in values]
+    return df
 
 
 def _arrays_as_json(df: pd.DataFrame) -> pd.DataFrame:
