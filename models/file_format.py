@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 from ..data.atomic import write_atomically
+from ..data.regular_files import open_regular, read_json
 from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
 from ..inference.parameters import VariantParameters
 from ..inference.sharing import ParameterSharing
@@ -207,7 +208,7 @@ def named_side_file(path) -> Path | None:
     """The side file an existing model file at ``path`` names, or None (no file, not JSON, none
     named, or a name that is not a bare file name)."""
     try:
-        name = json.loads(Path(path).read_text(encoding="utf-8")).get("arrays")
+        name = read_json(path, "model file").get("arrays")
     except (OSError, ValueError, AttributeError):
         return None
     if not isinstance(name, str) or not name or name != Path(name).name or name in (".", ".."):
@@ -237,16 +238,23 @@ def resolve_arrays(doc, path) -> None:
     if not isinstance(name, str) or not name or name != Path(name).name or name in (".", ".."):
         raise ModelFileError(path, "arrays", f"expected the bare name of a file beside it, got {name!r}")
     side = Path(path).parent / name
-    if not side.is_file():
-        raise ModelFileError(path, "arrays", f"side file {side} not found (copy it along with the model)")
-    try:
-        archive = np.load(side, allow_pickle=False)
-    except Exception as err:  # noqa: BLE001 - any unreadable file is the same one-line refusal
-        raise ModelFileError(path, "arrays", f"{side} is not a readable NPZ archive ({err})") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise ModelFileError(path, "arrays", f"{side} is a single .npy array, not an NPZ archive")
-    with archive:
-        _resolve_from(doc, path, side, archive)
+    try:  # a regular file where it is: never a link to a file elsewhere, nor a device or FIFO
+        handle = open_regular(side, "side file", follow=False)
+    except FileNotFoundError:
+        raise ModelFileError(
+            path, "arrays", f"side file {side} not found (copy it along with the model)"
+        ) from None
+    except ValueError as err:
+        raise ModelFileError(path, "arrays", str(err)) from None
+    with handle:
+        try:
+            archive = np.load(handle, allow_pickle=False)
+        except Exception as err:  # noqa: BLE001 - any unreadable file is the same one-line refusal
+            raise ModelFileError(path, "arrays", f"{side} is not a readable NPZ archive ({err})") from None
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ModelFileError(path, "arrays", f"{side} is a single .npy array, not an NPZ archive")
+        with archive:
+            _resolve_from(doc, path, side, archive)
 
 
 def _resolve_from(doc, path, side, archive) -> None:
@@ -479,14 +487,14 @@ def read_model_file(path, cls, guide=None):
 
     Raises
     ------
+    FileNotFoundError
+        No such file.
     ValueError
         One line naming the file and the field (:class:`ModelFileError`) for a file that does
-        not follow the schema, is not JSON, or is of a newer format version.
+        not follow the schema, is not JSON (or repeats a key, or nests too deeply), is of a
+        newer format version, or is not a regular file (a directory, a FIFO, a device).
     """
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not an ldhmm model file ({exc})") from None
+    doc = read_json(path, "model file", expected="an ldhmm model file")
     validate_model_document(doc, path)
     config = dict(doc["config"])
     check_config_types(path, cls, config)

@@ -9,11 +9,11 @@ data file with any loader and maps its symbols into the model's vocabulary by na
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from . import baselines  # noqa: F401  (registers the baseline classes that files may name)
 from .data import SequenceDatabase, load_path, recode
+from .data.regular_files import read_json
 from .models import VariantHMM
 from .models.file_format import ModelFileError
 from .models.registry import registered
@@ -38,15 +38,12 @@ def load_model(path, guide=None):
     FileNotFoundError
         No such file.
     ValueError
-        Not a model file, or a class this installation does not know (one line naming the file).
+        Not a model file (not JSON, a repeated key, nesting too deep, not a regular file: a
+        directory, a FIFO, a device), or a class this installation does not know (one line
+        naming the file).
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such model file")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: not an ldhmm model file ({err})") from None
+    doc = read_json(path, "model file", expected="an ldhmm model file")
     if not isinstance(doc, dict) or doc.get("format") != "ldhmm":
         raise ValueError(f'{path}: not an ldhmm model file (no "format": "ldhmm")')
     name = doc.get("class")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .database import TEXT_MAGIC, SequenceDatabase
 from .partitions import load_partitioned
+from .regular_files import open_regular
 from .uci import read_msnbc, read_splice
 from .userdata import load_event_log, load_text
 
@@ -50,8 +51,8 @@ def load_path(path, sequence_col=None, event_col=None, time_col=None) -> Sequenc
     path = Path(path)
     if path.is_dir():
         return load_partitioned(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    with open_regular(path, "data file"):  # no such file, or a FIFO, a device: one line, never a hang
+        pass
     suffixes = [s.lower() for s in path.suffixes]
     if sequence_col or event_col or any(s in (".csv", ".parquet", ".pq") for s in suffixes[-2:]):
         if not (sequence_col and event_col):
