@@ -8,6 +8,7 @@ partitioned data set (:mod:`ldhmm.data.partitions`), read whole.
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
 
 from .database import TEXT_MAGIC, SequenceDatabase
@@ -64,7 +65,7 @@ def load_path(path, sequence_col=None, event_col=None, time_col=None) -> Sequenc
         opener = gzip.open if magic == b"\x1f\x8b" else open
         with opener(path, "rb") as f:
             first = f.readline(4096)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):  # the loader reads it again and names the line
         first = b""
     text = first.decode("utf-8", "replace").strip()
     if text == TEXT_MAGIC:
