@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data.atomic import write_atomically
+from ..data.atomic import remove_stale_temporaries, write_atomically
 from ..data.regular_files import open_regular, read_json
 from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
 from ..inference.parameters import VariantParameters
@@ -407,7 +407,8 @@ def write_model_file(path, model, vocabulary=None) -> None:
     NPZ side file ``<name>.<digest>.npz`` beside the model (:func:`side_file_name`), and the
     JSON holds ``{"npz": "prior.B"}`` for it and ``"arrays": "<name>.<digest>.npz"``.
     Replacing a model file removes the side file the old one named once the new one is in
-    place.
+    place, and temporary files of a save that was killed before its rename are removed
+    (:func:`ldhmm.data.atomic.remove_stale_temporaries`).
 
     Parameters
     ----------
@@ -458,6 +459,7 @@ def write_model_file(path, model, vocabulary=None) -> None:
         "elbo_history": [float(x) for x in getattr(model, "elbo_history_", [])],
         "vocabulary": vocabulary,
     }
+    remove_stale_temporaries(path)  # of a save killed before its rename (the side file's too)
     previous = named_side_file(path)  # of a model file being replaced
     if side:
         # The side file first, under a name of its own (a digest of its arrays): the JSON

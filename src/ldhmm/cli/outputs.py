@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import UNKNOWN, SequenceDatabase
+from ..data.atomic import remove_stale_temporaries
 from ..experiments.tasks import atomic_write_csv, atomic_write_parquet
 from ..inference.cavi.support import impossible_reason, supports
 from ..modelfiles import data_for_model, load_model
@@ -117,8 +118,10 @@ def sequence_ids(db) -> list[str]:
 
 def write_table(df: pd.DataFrame, path) -> Path:
     """Write ``df`` as CSV (one header line) or Parquet, via a temporary file and a rename, so
-    that an interrupted command leaves the old file or none, never half of one."""
+    that an interrupted command leaves the old file or none, never half of one (and the next
+    write removes the temporary file of one killed before its rename)."""
     path = Path(path)
+    remove_stale_temporaries(path)  # of an earlier command killed before its rename
     if path.suffix.lower() == ".csv":
         atomic_write_csv(_arrays_as_json(df), path)
     else:
