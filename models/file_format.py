@@ -45,6 +45,7 @@ import hashlib
 import inspect
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,7 @@ from ..data.regular_files import open_regular, read_json
 from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
 from ..inference.parameters import VariantParameters
 from ..inference.sharing import ParameterSharing
+from .memory import check_memory, format_size, model_file_bytes
 
 __all__ = [
     "FORMAT_VERSION",
@@ -69,6 +71,7 @@ __all__ = [
     "check_config_types",
     "write_model_file",
     "read_model_file",
+    "read_model_json",
 ]
 
 #: The model-file format this version writes; it reads every version in FORMAT_HISTORY.
@@ -208,7 +211,7 @@ def named_side_file(path) -> Path | None:
     """The side file an existing model file at ``path`` names, or None (no file, not JSON, none
     named, or a name that is not a bare file name)."""
     try:
-        name = read_json(path, "model file").get("arrays")
+        name = read_model_json(path).get("arrays")
     except (OSError, ValueError, AttributeError):
         return None
     if not isinstance(name, str) or not name or name != Path(name).name or name in (".", ".."):
@@ -271,6 +274,7 @@ def _resolve_from(doc, path, side, archive) -> None:
                 raise ModelFileError(path, f"{section}.{g}", 'expected an array or {"npz": KEY}')
             if key not in archive.files:
                 raise ModelFileError(path, f"{section}.{g}", f"array {key!r} not in {side.name}")
+            _check_member(path, f"{section}.{g}", side, archive, key)
             try:
                 value = archive[key]
             except Exception as err:  # noqa: BLE001 - a damaged member, a pickled object array, ...
@@ -280,6 +284,47 @@ def _resolve_from(doc, path, side, archive) -> None:
             if value.dtype.kind != "f":
                 raise ModelFileError(path, f"{section}.{g}", f"array {key!r} in {side.name} is not float")
             groups[g] = value
+
+
+_KNOB = "a smaller model, or a machine with more memory"
+
+
+def _check_member(path, field, side, archive, key) -> None:
+    """The shape and dtype an NPZ member claims (its ``.npy`` header, read alone): a float
+    array whose size fits in memory, refused before a byte of its data is decompressed (a
+    small archive may claim gigabytes: a zip bomb)."""
+    name = key if key in archive.zip.namelist() else f"{key}.npy"
+    try:
+        with archive.zip.open(name) as member:
+            version = np.lib.format.read_magic(member)
+            header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = header(member)
+    except Exception as err:  # noqa: BLE001 - a damaged member: the same one-line refusal
+        raise ModelFileError(path, field, f"array {key!r} of {side.name} is unreadable ({err})") from None
+    if dtype.kind != "f":
+        raise ModelFileError(path, field, f"array {key!r} in {side.name} is not float")
+    entries = int(np.prod(shape, dtype=object))
+    check_memory(
+        model_file_bytes(entries),
+        f"{path}: field '{field}': array {key!r} of {side.name} (shape {tuple(shape)})",
+        _KNOB,
+    )
+
+
+def read_model_json(path):
+    """The JSON document of the model file ``path``, its size checked against the memory limit
+    before it is read (:func:`ldhmm.models.memory.model_file_bytes`) and parsed strictly
+    (:func:`ldhmm.data.regular_files.read_json`: a regular file, no duplicate key)."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0  # no such file: read_json names it
+    check_memory(model_file_bytes(0, size), f"{path}: a model file of {format_size(size)}", _KNOB)
+    return read_json(path, "model file", expected="an ldhmm model file")
 
 
 def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
@@ -372,6 +417,10 @@ def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
                 _array(path, field, value, shape, MIN_CONCENTRATION, MAX_POSTERIOR_CONCENTRATION)
             else:
                 _array(path, field, value, shape, -math.inf, 0.0, log_probs=True)
+    if vocabulary is None:  # its symbols' names are made up (0..V-1) when a log is mapped
+        check_memory(
+            model_file_bytes(0, names=V), f"{path}: a model of V = {V} symbols without a vocabulary", _KNOB
+        )
     history = doc.get("elbo_history", [])
     if not isinstance(history, list) or not all(_is_number(x) for x in history):
         raise ModelFileError(path, "elbo_history", "expected a list of finite numbers")
@@ -496,7 +545,7 @@ def read_model_file(path, cls, guide=None):
         not follow the schema, is not JSON (or repeats a key, or nests too deeply), is of a
         newer format version, or is not a regular file (a directory, a FIFO, a device).
     """
-    doc = read_json(path, "model file", expected="an ldhmm model file")
+    doc = read_model_json(path)
     validate_model_document(doc, path)
     config = dict(doc["config"])
     check_config_types(path, cls, config)

@@ -13,9 +13,8 @@ from pathlib import Path
 
 from . import baselines  # noqa: F401  (registers the baseline classes that files may name)
 from .data import SequenceDatabase, load_path, recode
-from .data.regular_files import read_json
 from .models import VariantHMM
-from .models.file_format import ModelFileError
+from .models.file_format import ModelFileError, read_model_json
 from .models.registry import registered
 
 __all__ = ["load_model", "model_classes", "data_for_model"]
@@ -43,7 +42,7 @@ def load_model(path, guide=None):
         naming the file).
     """
     path = Path(path)
-    doc = read_json(path, "model file", expected="an ldhmm model file")
+    doc = read_model_json(path)
     if not isinstance(doc, dict) or doc.get("format") != "ldhmm":
         raise ValueError(f'{path}: not an ldhmm model file (no "format": "ldhmm")')
     name = doc.get("class")
