@@ -63,6 +63,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 import numpy as np
 from sklearn.exceptions import NotFittedError
 
+from ..data.seeds import MAX_SEED
 from ..inference import infer_n_symbols, validate_sequences
 
 __all__ = [
@@ -115,9 +116,12 @@ def check_n_states(n_states) -> int:
 
 
 def check_seed(seed) -> int:
-    """``seed`` as a non-negative ``int``, or a ``ValueError`` naming it."""
+    """``seed`` as an ``int`` in ``0..MAX_SEED`` (:data:`ldhmm.data.seeds.MAX_SEED`), or a
+    ``ValueError`` naming it."""
     if not _is_int(seed) or int(seed) < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if int(seed) > MAX_SEED:
+        raise ValueError(f"seed must be <= {MAX_SEED} (2**31 - 1), got {seed!r}")
     return int(seed)
 
 

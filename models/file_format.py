@@ -31,8 +31,12 @@ A model file is JSON (never pickle) written by :func:`write_model_file` (what
 with shapes pi (K,), A (K, K), B (K, V), K = ``config.n_states`` and V = ``config.n_symbols``
 (when that is null: the vocabulary's length, else B's width).
 :func:`validate_model_document` checks all of it and raises one ``ValueError`` naming the
-file and the field; a model that passes scores every valid
-sequence with a finite bound.
+file and the field. A model that passes scores every valid sequence with a finite bound,
+except where a point-estimated group's -inf entries give a sequence probability 0 (a symbol
+no state emits, or that no state path reaches there): the one rule of
+:mod:`ldhmm.inference.cavi.support` names such a sequence when scoring (every CLI command
+refuses it in one line naming the sequence and the symbol; ``score_samples`` gives it -inf,
+its log-likelihood; the other methods raise ``ImpossibleSequenceError``, a ``ValueError``).
 """
 
 from __future__ import annotations
@@ -41,15 +45,18 @@ import hashlib
 import inspect
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..data.atomic import write_atomically
+from ..data.atomic import remove_stale_temporaries, write_atomically
+from ..data.regular_files import open_regular, read_json
 from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
 from ..inference.parameters import VariantParameters
 from ..inference.sharing import ParameterSharing
+from .memory import check_memory, format_size, model_file_bytes
 
 __all__ = [
     "FORMAT_VERSION",
@@ -64,6 +71,7 @@ __all__ = [
     "check_config_types",
     "write_model_file",
     "read_model_file",
+    "read_model_json",
 ]
 
 #: The model-file format this version writes; it reads every version in FORMAT_HISTORY.
@@ -203,7 +211,7 @@ def named_side_file(path) -> Path | None:
     """The side file an existing model file at ``path`` names, or None (no file, not JSON, none
     named, or a name that is not a bare file name)."""
     try:
-        name = json.loads(Path(path).read_text(encoding="utf-8")).get("arrays")
+        name = read_model_json(path).get("arrays")
     except (OSError, ValueError, AttributeError):
         return None
     if not isinstance(name, str) or not name or name != Path(name).name or name in (".", ".."):
@@ -233,16 +241,23 @@ def resolve_arrays(doc, path) -> None:
     if not isinstance(name, str) or not name or name != Path(name).name or name in (".", ".."):
         raise ModelFileError(path, "arrays", f"expected the bare name of a file beside it, got {name!r}")
     side = Path(path).parent / name
-    if not side.is_file():
-        raise ModelFileError(path, "arrays", f"side file {side} not found (copy it along with the model)")
-    try:
-        archive = np.load(side, allow_pickle=False)
-    except Exception as err:  # noqa: BLE001 - any unreadable file is the same one-line refusal
-        raise ModelFileError(path, "arrays", f"{side} is not a readable NPZ archive ({err})") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise ModelFileError(path, "arrays", f"{side} is a single .npy array, not an NPZ archive")
-    with archive:
-        _resolve_from(doc, path, side, archive)
+    try:  # a regular file where it is: never a link to a file elsewhere, nor a device or FIFO
+        handle = open_regular(side, "side file", follow=False)
+    except FileNotFoundError:
+        raise ModelFileError(
+            path, "arrays", f"side file {side} not found (copy it along with the model)"
+        ) from None
+    except ValueError as err:
+        raise ModelFileError(path, "arrays", str(err)) from None
+    with handle:
+        try:
+            archive = np.load(handle, allow_pickle=False)
+        except Exception as err:  # noqa: BLE001 - any unreadable file is the same one-line refusal
+            raise ModelFileError(path, "arrays", f"{side} is not a readable NPZ archive ({err})") from None
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ModelFileError(path, "arrays", f"{side} is a single .npy array, not an NPZ archive")
+        with archive:
+            _resolve_from(doc, path, side, archive)
 
 
 def _resolve_from(doc, path, side, archive) -> None:
@@ -259,6 +274,7 @@ def _resolve_from(doc, path, side, archive) -> None:
                 raise ModelFileError(path, f"{section}.{g}", 'expected an array or {"npz": KEY}')
             if key not in archive.files:
                 raise ModelFileError(path, f"{section}.{g}", f"array {key!r} not in {side.name}")
+            _check_member(path, f"{section}.{g}", side, archive, key)
             try:
                 value = archive[key]
             except Exception as err:  # noqa: BLE001 - a damaged member, a pickled object array, ...
@@ -268,6 +284,47 @@ def _resolve_from(doc, path, side, archive) -> None:
             if value.dtype.kind != "f":
                 raise ModelFileError(path, f"{section}.{g}", f"array {key!r} in {side.name} is not float")
             groups[g] = value
+
+
+_KNOB = "a smaller model, or a machine with more memory"
+
+
+def _check_member(path, field, side, archive, key) -> None:
+    """The shape and dtype an NPZ member claims (its ``.npy`` header, read alone): a float
+    array whose size fits in memory, refused before a byte of its data is decompressed (a
+    small archive may claim gigabytes: a zip bomb)."""
+    name = key if key in archive.zip.namelist() else f"{key}.npy"
+    try:
+        with archive.zip.open(name) as member:
+            version = np.lib.format.read_magic(member)
+            header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = header(member)
+    except Exception as err:  # noqa: BLE001 - a damaged member: the same one-line refusal
+        raise ModelFileError(path, field, f"array {key!r} of {side.name} is unreadable ({err})") from None
+    if dtype.kind != "f":
+        raise ModelFileError(path, field, f"array {key!r} in {side.name} is not float")
+    entries = int(np.prod(shape, dtype=object))
+    check_memory(
+        model_file_bytes(entries),
+        f"{path}: field '{field}': array {key!r} of {side.name} (shape {tuple(shape)})",
+        _KNOB,
+    )
+
+
+def read_model_json(path):
+    """The JSON document of the model file ``path``, its size checked against the memory limit
+    before it is read (:func:`ldhmm.models.memory.model_file_bytes`) and parsed strictly
+    (:func:`ldhmm.data.regular_files.read_json`: a regular file, no duplicate key)."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0  # no such file: read_json names it
+    check_memory(model_file_bytes(0, size), f"{path}: a model file of {format_size(size)}", _KNOB)
+    return read_json(path, "model file", expected="an ldhmm model file")
 
 
 def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
@@ -360,6 +417,10 @@ def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
                 _array(path, field, value, shape, MIN_CONCENTRATION, MAX_POSTERIOR_CONCENTRATION)
             else:
                 _array(path, field, value, shape, -math.inf, 0.0, log_probs=True)
+    if vocabulary is None:  # its symbols' names are made up (0..V-1) when a log is mapped
+        check_memory(
+            model_file_bytes(0, names=V), f"{path}: a model of V = {V} symbols without a vocabulary", _KNOB
+        )
     history = doc.get("elbo_history", [])
     if not isinstance(history, list) or not all(_is_number(x) for x in history):
         raise ModelFileError(path, "elbo_history", "expected a list of finite numbers")
@@ -395,7 +456,8 @@ def write_model_file(path, model, vocabulary=None) -> None:
     NPZ side file ``<name>.<digest>.npz`` beside the model (:func:`side_file_name`), and the
     JSON holds ``{"npz": "prior.B"}`` for it and ``"arrays": "<name>.<digest>.npz"``.
     Replacing a model file removes the side file the old one named once the new one is in
-    place.
+    place, and temporary files of a save that was killed before its rename are removed
+    (:func:`ldhmm.data.atomic.remove_stale_temporaries`).
 
     Parameters
     ----------
@@ -446,6 +508,7 @@ def write_model_file(path, model, vocabulary=None) -> None:
         "elbo_history": [float(x) for x in getattr(model, "elbo_history_", [])],
         "vocabulary": vocabulary,
     }
+    remove_stale_temporaries(path)  # of a save killed before its rename (the side file's too)
     previous = named_side_file(path)  # of a model file being replaced
     if side:
         # The side file first, under a name of its own (a digest of its arrays): the JSON
@@ -475,14 +538,14 @@ def read_model_file(path, cls, guide=None):
 
     Raises
     ------
+    FileNotFoundError
+        No such file.
     ValueError
         One line naming the file and the field (:class:`ModelFileError`) for a file that does
-        not follow the schema, is not JSON, or is of a newer format version.
+        not follow the schema, is not JSON (or repeats a key, or nests too deeply), is of a
+        newer format version, or is not a regular file (a directory, a FIFO, a device).
     """
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not an ldhmm model file ({exc})") from None
+    doc = read_model_json(path)
     validate_model_document(doc, path)
     config = dict(doc["config"])
     check_config_types(path, cls, config)

@@ -29,6 +29,8 @@ __all__ = [
     "fit_bytes",
     "score_bytes",
     "importance_sampling_bytes",
+    "model_file_bytes",
+    "NAME_BYTES",
     "check_memory",
     "MAX_MEMORY_ENV_VAR",
 ]
@@ -168,12 +170,32 @@ def importance_sampling_bytes(
 ) -> int:
     """Peak bytes of ``log_marginal_is``: per batch, draws of pi, A, B (three copies each:
     the draw, its log and the proposal) for as many (sample, sequence) pairs as fit in the
-    batch's cells. ``sparse``: B is drawn over the symbols of ``chunk`` sequences plus one
-    lumped remainder, not over all V."""
+    batch's cells; and every sample's log-weight of the sequences drawn together, kept until
+    their log-sum-exp (twice: the pieces and their concatenation), which grows with
+    ``n_samples`` whatever the batch. ``sparse``: B is drawn over the symbols of ``chunk``
+    sequences plus one lumped remainder, not over all V."""
     pairs = max(1, min(int(n_samples) * int(n_sequences), int(bucket_cells) // max(1, int(max_length))))
     pairs = max(pairs, min(int(n_sequences), int(bucket_cells)))
     width = min(V, chunk * max(1, int(max_length)) + 1) if sparse else V
-    return int(8 * 3 * pairs * _per_sequence_values(K, width))
+    together = min(int(n_sequences), chunk) if sparse else int(n_sequences)
+    return int(8 * 3 * pairs * _per_sequence_values(K, width) + 8 * 2 * int(n_samples) * together)
+
+
+#: Bytes of one symbol name held in memory: the Python string, its list slot, its entry in a
+#: vocabulary's index (a name of up to ten characters; measured ~170).
+NAME_BYTES = 200
+
+
+def model_file_bytes(entries: int, text_bytes: int = 0, names: int = 0) -> int:
+    """Peak bytes of reading and checking a model file, before any of it is read.
+
+    ``entries``: values of its arrays, each read (8 bytes), converted, checked and turned
+    into a tensor (three more copies at most); ``text_bytes``: the JSON text, parsed (a Python
+    float and its list slot, 32 bytes, per number of a few characters: four times the text);
+    ``names``: symbol names made for a model saved without a vocabulary (one per symbol, when a
+    log is mapped into its codes).
+    """
+    return int(4 * 8 * entries + 4 * text_bytes + NAME_BYTES * names)
 
 
 def check_memory(needed: int, what: str, knob: str) -> None:

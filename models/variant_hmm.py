@@ -40,6 +40,7 @@ from ..inference import (
 from ..inference.cavi.emissions import LOCAL_CHUNK
 from ..inference.cavi.emissions import emission_layout as layout_of
 from ..inference.cavi.posterior import stack_posterior
+from ..inference.cavi.support import ImpossibleSequenceError, impossible_reason, supports
 from ..inference.checkpoint import FitCheckpoint
 from ..inference.distributed.workers import LocalBackend, PartitionWorker
 from ..inference.em import NonFiniteELBOError
@@ -529,6 +530,8 @@ class VariantHMM(SequenceModel, TakesFitSettings):
                 memory_check(seqs)
             self._check_memory(seqs, "scoring with", "fewer sequences at a time", estimate=score_bytes)
         runner = self._runner(backend, client, partitions)
+        if method not in ("score", "impossible"):  # no answer for a sequence of probability 0
+            _refuse_impossible(runner.call("impossible", self.params_), directory, self.params_)
         starts = held_out_starts(self.guide, self.random_starts)
         calls = [(self.params_, starts, *args) for _ in range(runner.n_partitions)]
         if seed is not None:
@@ -540,9 +543,10 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     def score_samples(self, sequences, backend: str = "local", client=None, n_partitions=None, out=None):
         """Per-sequence held-out ELBO in nats (the paper's measure; a lower bound on log p(x)).
 
-        A point-estimated B that gives a symbol probability 0 in every state (a symbol unseen in
-        training, without pseudocount) makes a sequence holding it impossible: it is left out
-        of the E-step and scores -inf (its log-likelihood, and every bound on it), never NaN.
+        A sequence the model gives probability 0 (:meth:`impossible_events`: a point-estimated
+        group with -inf entries, e.g. a symbol unseen in training without pseudocount) is left
+        out of the E-step and scores -inf (its log-likelihood, and every bound on it), never
+        NaN.
 
         Parameters
         ----------
@@ -564,6 +568,29 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         """
         found = self._held_out("score", sequences, backend, client, n_partitions, out)
         return found if out is not None else _by_key(*found, "elbo")
+
+    def impossible_events(self, sequences) -> np.ndarray:
+        """Where the model gives each sequence probability 0 (the one rule of every scoring
+        method: :mod:`ldhmm.inference.cavi.support`): a point-estimated group with a -inf entry
+        can forbid a symbol in every state, or a symbol after another.
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays
+
+        Returns
+        -------
+        np.ndarray, shape (M, 2), int64, in the input order: the 0-based position of the first
+        event no state path reaches and its symbol, or (-1, -1) for a sequence the model can
+        score. :meth:`score_samples` gives such a sequence -inf; :meth:`posterior`,
+        :meth:`predict_next_proba`, :meth:`decode` and :meth:`log_marginal_is` raise
+        :class:`ldhmm.inference.cavi.support.ImpossibleSequenceError` (a ``ValueError``)
+        naming the first one.
+        """
+        results, _ = self._held_out("impossible", sequences)
+        if not results:
+            return np.empty((0, 2), dtype=np.int64)
+        return _by_key(results, False).astype(np.int64)
 
     def _score_samples(self, seqs):
         return self.score_samples(seqs)
@@ -794,13 +821,29 @@ class VariantHMM(SequenceModel, TakesFitSettings):
 def _by_key(results, directory: bool, name: str | None = None):
     """Per-partition (keys, array) pairs as one float64 array in the input order (keys are
     positions), or for a directory input a pandas Series indexed by the sequence ids."""
-    keys = np.concatenate([np.asarray(k) for k, _ in results])
-    values = np.concatenate([v for _, v in results])
+    keys, values = _merged(results)
     if directory:
         return pd.Series(values, index=keys, name=name)
     ordered = np.empty(values.shape)
     ordered[keys.astype(np.int64)] = values
     return ordered
+
+
+def _refuse_impossible(results, directory: bool, params) -> None:
+    """:class:`ImpossibleSequenceError` for the first sequence (input order; a directory's:
+    partition order) that the workers' ``impossible`` found, if any."""
+    for keys, events in results if directory else [_merged(results)]:
+        bad = np.flatnonzero(events[:, 0] >= 0)
+        if bad.size:
+            row = int(bad[0] if directory else bad[np.argmin(np.asarray(keys)[bad])])
+            key = keys[row].item() if isinstance(keys[row], np.generic) else keys[row]
+            event, symbol = (int(v) for v in events[row])
+            raise ImpossibleSequenceError(key, event, symbol, impossible_reason(supports(params), symbol))
+
+
+def _merged(results) -> tuple:
+    """Per-partition (keys, arrays) pairs as one pair, in partition order."""
+    return np.concatenate([np.asarray(k) for k, _ in results]), np.concatenate([v for _, v in results])
 
 
 def _in_input_order(results) -> list:

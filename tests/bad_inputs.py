@@ -10,12 +10,16 @@ test tries them.
 from __future__ import annotations
 
 import contextlib
+import gzip
+import inspect
 import io
 import json
 import math
+import os
 import re
 import sys
 import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,10 +76,68 @@ def make_files(d: Path) -> None:
         node[path[-1]] = value
         (d / f"{name}.json").write_text(json.dumps(bad))
     (d / "not-json.json").write_text("{this is not json")
+    _hostile_files(d, doc)
     # a large-vocabulary model whose NPZ side file was not copied along
     side = json.loads(json.dumps(doc))
     side["arrays"], side["prior"]["B"] = "missing-side-file.json.npz", {"npz": "prior.B"}
     (d / "missing-side-file.json").write_text(json.dumps(side))
+
+
+def _hostile_files(d: Path, doc: dict) -> None:
+    """Special files, strict JSON, models that give sequences probability 0, claimed sizes."""
+    raw = bytearray(gzip.compress("\n".join(["home news sport"] * 2000).encode()))
+    raw[30:60] = b"\xff" * 30  # a damaged deflate stream
+    (d / "corrupt.txt.gz").write_bytes(bytes(raw))
+    os.mkfifo(d / "fifo.json")
+    os.mkfifo(d / "fifo.txt")
+    (d / "zero.json").symlink_to("/dev/zero")
+    (d / "directory.json").mkdir()
+    text = json.dumps(doc)
+    (d / "duplicate-key.json").write_text(text[:-1] + ', "prior": {}}')
+    (d / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    # a side file that is a link from the model's directory to a file elsewhere
+    (d / "models").mkdir()
+    np.savez(d / "elsewhere.npz", **{"prior.B": np.ones((2, 6))})
+    (d / "models" / "linked.npz").symlink_to(d / "elsewhere.npz")
+    linked = json.loads(text)
+    linked["arrays"], linked["prior"]["B"] = "linked.npz", {"npz": "prior.B"}
+    (d / "models" / "linked.json").write_text(json.dumps(linked))
+    # a side file whose member claims 2 x 50,000,000 values in 16 KB (a zip bomb)
+    bomb = json.loads(text)
+    bomb["config"]["n_symbols"], bomb["vocabulary"] = 50_000_000, None
+    bomb["arrays"], bomb["prior"]["B"] = "bomb.npz", {"npz": "prior.B"}
+    (d / "bomb.json").write_text(json.dumps(bomb))
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (2, 50_000_000)}
+    )
+    with zipfile.ZipFile(d / "bomb.npz", "w", compression=zipfile.ZIP_DEFLATED) as z:
+        with z.open("prior.B.npy", "w", force_zip64=True) as f:
+            f.write(header.getvalue() + bytes(1 << 24))
+    # point estimates with -inf entries: a symbol no state emits; a symbol no state path reaches
+    point_B = {
+        **json.loads(text),
+        "class": "VariantHMM",
+        "sharing": {**doc["sharing"], "B": "point"},
+        "log_point": {"B": [[0.0] + [-math.inf] * 5, [-math.inf, 0.0] + [-math.inf] * 4]},
+    }
+    point_B["prior"] = {g: v for g, v in doc["prior"].items() if g != "B"}
+    settings = inspect.signature(ldhmm.VariantHMM).parameters  # LDHMM's own (optimizer, ...) go
+    point_B["config"] = {k: v for k, v in doc["config"].items() if k in settings}
+    (d / "point-B.json").write_text(json.dumps(point_B, allow_nan=True))
+    alternating = {
+        **point_B,
+        "sharing": {**doc["sharing"], "pi": "point", "A": "point", "B": "point"},
+        "prior": {},
+        "log_point": {
+            **point_B["log_point"],
+            "pi": [0.0, -math.inf],
+            "A": [[-math.inf, 0.0], [0.0, -math.inf]],
+        },
+    }
+    (d / "all-point.json").write_text(json.dumps(alternating, allow_nan=True))
+    (d / "emits.txt").write_text("home news home\nhome sport\n")
+    (d / "paths.txt").write_text("home news home\nhome home\n")
 
 
 def _huge_symbol_id(d):
@@ -91,6 +153,8 @@ CASES = [
     Case("data file", "a CSV event log with a missing column",
          ["fit", "{d}/events.csv", "--sequence-col", "user", "--event-col", "page", "--states", "2", "--out", "{d}/o.json"]),
     Case("data file", "no such file", ["fit", "{d}/nope.txt", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "a FIFO", ["fit", "{d}/fifo.txt", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "corrupt gzip data", ["fit", "{d}/corrupt.txt.gz", "--states", "2", "--out", "{d}/o.json"]),
     Case("data file", "a symbol the model has not seen", ["score", "{d}/model.json", "{d}/unseen.txt", "--out", "{d}/o.csv"]),
     Case("data file", "a symbol id far beyond the data (Python API)", python=_huge_symbol_id),
     # model files
@@ -104,6 +168,21 @@ CASES = [
     Case("model file", "a setting out of range", ["score", "{d}/bad-config.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
     Case("model file", "a vocabulary with duplicates", ["score", "{d}/bad-vocabulary.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
     Case("model file", "its NPZ side file (large arrays) missing", ["score", "{d}/missing-side-file.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "a duplicate key", ["score", "{d}/duplicate-key.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "JSON nested 100,000 deep", ["score", "{d}/deep.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "a FIFO", ["score", "{d}/fifo.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "a link to /dev/zero", ["score", "{d}/zero.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "a directory", ["score", "{d}/directory.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "its side file a link to a file outside its directory",
+         ["score", "{d}/models/linked.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "a side file claiming 2 x 50,000,000 values in 16 KB (zip bomb)",
+         ["score", "{d}/bomb.json", "{d}/train.txt", "--max-memory", "2G", "--out", "{d}/o.csv"]),
+    Case("model file", "a point-estimated B that gives a symbol probability 0 in every state (score)",
+         ["score", "{d}/point-B.json", "{d}/emits.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "point estimates under which no state path emits a sequence (posterior)",
+         ["posterior", "{d}/all-point.json", "{d}/paths.txt", "--out", "{d}/o.csv"]),
+    Case("model file", "the same (predict, decode; Python API: -inf from score_samples, ImpossibleSequenceError)",
+         tried_by="tests/test_impossible.py"),
     Case("model file", "every field mutated (hypothesis)", tried_by="tests/test_model_files.py"),
     # arguments
     Case("argument", "--states 0", ["compare", "--dataset", "synthetic", "--states", "0", "--out", "{d}/c"]),
@@ -115,6 +194,11 @@ CASES = [
          ["compare", "--dataset", "synthetic", "--model", "x=no_such_module_xyz:f", "--out", "{d}/c"]),
     Case("argument", "an output file of an unknown kind", ["score", "{d}/model.json", "{d}/train.txt", "--out", "{d}/o.txt"]),
     Case("argument", "--max-memory that is not a size", ["fit", "{d}/train.txt", "--states", "2", "--max-memory", "lots"]),
+    Case("argument", "--seed 2**70", ["fit", "{d}/train.txt", "--states", "2", "--seed", str(2**70), "--out", "{d}/o.json"]),
+    Case("argument", "--unknown map without --init",
+         ["fit", "{d}/train.txt", "--states", "2", "--unknown", "map", "--out", "{d}/o.json"]),
+    Case("argument", "--is-samples 1,000,000,000",
+         ["score", "{d}/model.json", "{d}/train.txt", "--is-samples", "1000000000", "--max-memory", "2G", "--out", "{d}/o.csv"]),
     Case("argument", "--states and --init disagree",
          ["fit", "{d}/train.txt", "--init", "{d}/model.json", "--states", "5", "--out", "{d}/o.json"]),
     # sizes
@@ -127,6 +211,9 @@ CASES = [
     Case("interruption", "SIGKILL at random moments (compare, classify)", tried_by="tests/test_interrupted_runs.py"),
     Case("interruption", "two runs on the same --out", tried_by="tests/test_interrupted_runs.py"),
     Case("interruption", "Ctrl-C", tried_by="tests/test_interrupted_runs.py"),
+    Case("interruption", "Ctrl-C while the command loads", tried_by="tests/test_interrupt_at_start.py"),
+    Case("interruption", "a save killed before its rename", tried_by="tests/test_stale_temporaries.py"),
+    Case("output", "posterior --out post.csv of a 600-token sequence", tried_by="tests/test_output_round_trip.py"),
 ]  # fmt: skip
 
 # what the page says for the rows other tests try
@@ -139,6 +226,14 @@ ELSEWHERE = {
     "two runs on the same --out": "the second: one line, `... is in use by another ldhmm run (pid ...)`, exit 1",
     "Ctrl-C": "one line, `interrupted; N of M tasks are saved in OUT: run the same command again to resume (OUT/command.sh): cd DIR && LDHMM_DATA=... ldhmm ...`, "
     "exit 130",
+    "Ctrl-C while the command loads": "one line, `ldhmm: interrupted`, exit 130",
+    "a save killed before its rename": "its temporary file is removed by the next save of the same file (never a "
+    "live writer's)",
+    "posterior --out post.csv of a 600-token sequence": "every value, read back equal to the API's in .csv, "
+    ".parquet and .pq (score, posterior, predict, decode)",
+    "the same (predict, decode; Python API: -inf from score_samples, ImpossibleSequenceError)": "the same one line "
+    "from every command; the API: -inf from `score_samples`, `ImpossibleSequenceError` naming the sequence from the "
+    "other methods",
 }
 
 

@@ -186,7 +186,7 @@ def test_a_forbidden_symbol_has_no_posterior(point_B, n_partitions):
     """The first such sequence in the input order is named, with its first such symbol."""
     model, seqs = point_B, _mixed()
     message = (
-        "sequence 1 holds symbol 3, to which the model's point-estimated B gives probability 0 in "
+        "sequence 1 holds symbol 3 (event 6), to which the model's point-estimated B gives probability 0 in "
         "every state (unseen in training; fit with a pseudocount > 0): it has no posterior"
     )
     calls = [

@@ -4,7 +4,9 @@ Modules, each importing only those before it:
 
 1. :mod:`.kernels`: the compiled numba kernels (special functions, the scaled chain recursion,
    the fused E-step sweeps, Dirichlet-multinomial sums, sparse slot maps).
-2. :mod:`.protocol`: the guide protocol; :mod:`.exact_chain`: forward-backward on batches.
+2. :mod:`.protocol`: the guide protocol; :mod:`.exact_chain`: forward-backward on batches;
+   :mod:`.support`: which sequences a model gives probability 0 (the rule every scoring
+   route applies).
 3. :mod:`.guides`: the PF and FF guides; :mod:`.emissions`: emission layouts.
 4. :mod:`.expectation`: the E-step driver; :mod:`.maximization`: the M-steps;
    :mod:`.posterior`: per-sequence posteriors and importance sampling.

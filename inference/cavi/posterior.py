@@ -43,25 +43,11 @@ __all__ = [
     "next_symbol_proba",
     "viterbi_paths",
     "log_marginal_is",
-    "forbidden_symbols",
     "importance_weights",
     "stack_posterior",
     "posterior_table",
     "read_posterior",
 ]
-
-
-def forbidden_symbols(params: VariantParameters) -> np.ndarray | None:
-    """Symbols a point-estimated B gives probability 0 in every state, (V,) bool, or None.
-
-    A sequence holding one is impossible under the model: its log-likelihood, and every bound
-    on it, is -inf, and it has no posterior.
-    """
-    log_B = params.log_point.get("B")
-    if log_B is None:
-        return None
-    forbidden = torch.isneginf(log_B).all(0).numpy()
-    return forbidden if forbidden.any() else None
 
 
 def state_marginals(guide, params: VariantParameters, bucket, state) -> torch.Tensor:

@@ -34,12 +34,12 @@ from ..cavi.kernels.dirichlet_multinomial import table_sums
 from ..cavi.maximization import state_count_table
 from ..cavi.posterior import (
     bucket_posterior,
-    forbidden_symbols,
     log_marginal_is,
     next_symbol_proba,
     posterior_table,
     viterbi_paths,
 )
+from ..cavi.support import ImpossibleSequenceError, first_impossible_event, impossible_reason, supports
 from ..parameters import VariantParameters
 
 __all__ = [
@@ -185,15 +185,16 @@ class PartitionWorker:
 
     def score(self, params: VariantParameters, starts: tuple, out_path: str | None = None):
         """The held-out E-step of this partition's sequences (every start in ``starts``, from
-        cold) and their per-sequence ELBO. A sequence holding a symbol that a point-estimated B
-        forbids in every state is left out of the E-step and scores -inf (its log-likelihood),
-        never NaN; the others are bucketed without it.
+        cold) and their per-sequence ELBO. A sequence the model gives probability 0
+        (:mod:`ldhmm.inference.cavi.support`) is left out of the E-step and scores -inf (its
+        log-likelihood), never NaN; the others are bucketed without it.
 
         Returns (keys, ELBO (M_p,)): keys are database positions, or the sequence ids of a
         partitioned directory. With ``out_path``, writes them instead to that Parquet file
         (columns ``sequence``, ``elbo``), where the worker runs, and returns the path.
         """
-        impossible = self._impossible(params)
+        first = self._impossible(params)
+        impossible = None if first is None else first >= 0
         if impossible is None or not impossible.any():
             states = self._held_out(params, starts)
             elbo = np.concatenate([st.elbo.double().numpy() for st in states]) if states else np.empty(0)
@@ -215,7 +216,8 @@ class PartitionWorker:
 
         Returns (keys, list of per-sequence dicts), or with ``out_path`` writes one Parquet row
         per sequence there (:func:`ldhmm.inference.cavi.posterior.posterior_table`) and returns the
-        path. A sequence the model gives probability 0 is a ValueError naming it.
+        path. A sequence the model gives probability 0 is an ImpossibleSequenceError (a
+        ValueError) naming it.
         """
         self._require_possible(params)
         states = self._held_out(params, starts)
@@ -324,28 +326,43 @@ class PartitionWorker:
         )
 
     def _impossible(self, params: VariantParameters) -> np.ndarray | None:
-        """Which sequences (bucket order) hold a symbol a point-estimated B forbids, or None."""
-        forbidden = forbidden_symbols(params)
-        if forbidden is None or not self.buckets:
+        """The first event of each sequence (bucket order) that the model gives probability 0
+        (:func:`ldhmm.inference.cavi.support.first_impossible_event`; -1: possible), or None
+        when the model forbids nothing."""
+        support = supports(params)
+        if support is None or not self.buckets:
             return None
-        return np.concatenate([(forbidden[b.tokens.numpy()] & b.mask.numpy()).any(1) for b in self.buckets])
+        return np.concatenate(
+            [first_impossible_event(support, b.tokens.numpy(), b.mask.numpy()) for b in self.buckets]
+        )
 
     def _require_possible(self, params: VariantParameters) -> None:
-        """A one-line error naming the first sequence (in this partition's order) the model gives
-        probability 0, and its first such symbol: no posterior exists."""
-        impossible = self._impossible(params)
-        if impossible is None or not impossible.any():
+        """:class:`ldhmm.inference.cavi.support.ImpossibleSequenceError` naming the first
+        sequence (in the input order) the model gives probability 0, and its first such
+        event: no posterior exists."""
+        first = self._impossible(params)
+        if first is None or (first < 0).all():
             return
-        bad = np.flatnonzero(impossible)
-        local = np.concatenate([i.numpy() for i in self._local])
-        row = int(bad[np.argmin(local[bad])])
-        tokens = self._sequences()[row]
-        symbol = int(tokens[np.flatnonzero(forbidden_symbols(params)[tokens])[0]])
-        raise ValueError(
-            f"sequence {self._keys()[row]} holds symbol {symbol}, to which the model's point-estimated B "
-            f"gives probability 0 in every state (unseen in training; fit with a pseudocount > 0): "
-            f"it has no posterior"
-        )
+        bad = np.flatnonzero(first >= 0)
+        # the first in the input order: database positions, or a directory's row order
+        order = self._keys() if self.ids is None else np.concatenate([i.numpy() for i in self._local])
+        row = int(bad[np.argmin(order[bad])])
+        event = int(first[row])
+        symbol = int(self._sequences()[row][event])
+        key = self._keys()[row]
+        key = key.item() if isinstance(key, np.generic) else key
+        raise ImpossibleSequenceError(key, event, symbol, impossible_reason(supports(params), symbol))
+
+    def impossible(self, params: VariantParameters, starts: tuple = ()):
+        """(keys, first impossible event (M_p,) int64, its symbol (M_p,) int64): -1 and -1 for
+        a sequence the model can score. ``starts`` is not used (the call's shape is that of the
+        other per-sequence methods)."""
+        first = self._impossible(params)
+        if first is None:
+            first = np.full(self.n_sequences, -1, dtype=np.int64)
+        tokens = self._sequences()
+        symbols = np.array([tokens[r][e] if e >= 0 else -1 for r, e in enumerate(first)], dtype=np.int64)
+        return self._keys(), np.stack([first, symbols], axis=1) if len(first) else np.empty((0, 2), np.int64)
 
     def scores(self) -> tuple[np.ndarray, np.ndarray]:
         """(database positions, per-sequence ELBO) after the last E-step."""

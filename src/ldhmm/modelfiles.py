@@ -9,13 +9,12 @@ data file with any loader and maps its symbols into the model's vocabulary by na
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from . import baselines  # noqa: F401  (registers the baseline classes that files may name)
 from .data import SequenceDatabase, load_path, recode
 from .models import VariantHMM
-from .models.file_format import ModelFileError
+from .models.file_format import ModelFileError, read_model_json
 from .models.registry import registered
 
 __all__ = ["load_model", "model_classes", "data_for_model"]
@@ -38,15 +37,12 @@ def load_model(path, guide=None):
     FileNotFoundError
         No such file.
     ValueError
-        Not a model file, or a class this installation does not know (one line naming the file).
+        Not a model file (not JSON, a repeated key, nesting too deep, not a regular file: a
+        directory, a FIFO, a device), or a class this installation does not know (one line
+        naming the file).
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such model file")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: not an ldhmm model file ({err})") from None
+    doc = read_model_json(path)
     if not isinstance(doc, dict) or doc.get("format") != "ldhmm":
         raise ValueError(f'{path}: not an ldhmm model file (no "format": "ldhmm")')
     name = doc.get("class")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..data import DATA_ENV_VAR, DATASETS, ChecksumError, fetch, resolve_data_dir
+from ..data.seeds import MAX_SEED
 from ..experiments.datasets import data_files_present
 from ..experiments.lineup import model_names
 from ..experiments.tables import failure_lines
@@ -21,6 +22,7 @@ __all__ = [
     "int_at_least",
     "positive_int",
     "nonneg_int",
+    "seed_int",
     "finite_nonneg_float",
     "SHARED_OPTIONS",
     "add_command",
@@ -45,8 +47,9 @@ OFFLINE_ENV_VAR = "LDHMM_OFFLINE"
 _BOOKKEEPING = ("command", "func", "data_command", "max_memory")
 
 
-def int_at_least(minimum: int):
-    """argparse type: an integer >= ``minimum``, with a one-line error otherwise."""
+def int_at_least(minimum: int, maximum: int | None = None):
+    """argparse type: an integer >= ``minimum`` (and <= ``maximum``), with a one-line error
+    otherwise."""
 
     def parse(text):
         try:
@@ -55,6 +58,8 @@ def int_at_least(minimum: int):
             raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
         if v < minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
+        if maximum is not None and v > maximum:
+            raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {text}")
         return v
 
     return parse
@@ -73,6 +78,7 @@ def finite_nonneg_float(text: str) -> float:
 
 positive_int = int_at_least(1)
 nonneg_int = int_at_least(0)
+seed_int = int_at_least(0, MAX_SEED)
 
 
 def memory_size(text: str) -> int:
@@ -96,7 +102,7 @@ SHARED_OPTIONS = {
     "--out": {"default": None, "help": "output directory"},
     "--jobs": {"type": positive_int, "default": 1, "help": "worker processes (default 1)"},
     "--quiet": {"action": "store_true", "help": "no progress bar"},
-    "--seed": {"type": nonneg_int, "default": 0, "help": "seed (default 0)"},
+    "--seed": {"type": seed_int, "default": 0, "help": f"seed, 0..{MAX_SEED} (default 0)"},
     "--max-iter": {"type": positive_int, "default": None, "help": "EM iterations at most"},
     "--tol": {"type": finite_nonneg_float, "default": None, "help": "EM relative tolerance"},
     "--m-step": {

@@ -151,6 +151,11 @@ def _resume_hint(directory) -> str:
 
 def run_fit(args: argparse.Namespace) -> int:
     """The ``fit`` command."""
+    if args.unknown == "map" and not args.init:
+        raise ValueError(
+            f"--unknown map maps symbols a saved model lacks to its {UNKNOWN}: it needs --init MODEL "
+            f"(to fit a model that can score unseen symbols later: --unknown reserve)"
+        )
     columns = column_options(args)
     states = parse_states(args.states) if args.states is not None else None
     if states is not None and len(states) > 1:

@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 
 from ..data import UNKNOWN, SequenceDatabase
+from ..data.atomic import remove_stale_temporaries
 from ..experiments.tasks import atomic_write_csv, atomic_write_parquet
+from ..inference.cavi.support import impossible_reason, supports
 from ..modelfiles import data_for_model, load_model
 from .common import add_column_arguments, add_options, column_options
 
@@ -22,7 +24,9 @@ __all__ = [
     "read_model_and_data",
     "write_model_table",
     "write_table",
+    "read_table",
     "sequence_ids",
+    "refuse_impossible",
     "check_out",
     "stopping_report",
     "with_unknown",
@@ -77,6 +81,7 @@ def write_model_table(args: argparse.Namespace, make_table: Callable) -> int:
     what)``, write the table, and unless ``--quiet`` print ``"{what} written to {out}"``."""
     out = check_out(args.out)
     model, db = read_model_and_data(args)
+    refuse_impossible(model, db)
     table, what = make_table(model, db, args)
     note = None
     if args.unknown == "map":
@@ -116,6 +121,28 @@ def _with_unknown_counts(table: pd.DataFrame, model, db):
     )
 
 
+def refuse_impossible(model, db) -> None:
+    """One line naming the first sequence of ``db`` that ``model`` gives probability 0, its
+    event and symbol (by name), before any output is computed: no command writes -inf or NaN
+    (the rule: :meth:`ldhmm.models.variant_hmm.VariantHMM.impossible_events`)."""
+    find = getattr(model, "impossible_events", None)
+    if find is None or len(db) == 0:
+        return
+    events = find(db.sequences)
+    bad = np.flatnonzero(events[:, 0] >= 0)
+    if bad.size == 0:
+        return
+    row = int(bad[0])
+    event, symbol = (int(v) for v in events[row])
+    names = db.vocabulary if db.vocabulary else [str(v) for v in range(model.n_symbols_)]
+    reason = impossible_reason(supports(model.params_), symbol)
+    more = f" ({bad.size} sequences of {len(db)} are impossible)" if bad.size > 1 else ""
+    raise ValueError(
+        f"{sequence_ids(db)[row]}: the model gives this sequence probability 0: symbol "
+        f"{names[symbol]!r} (event {event + 1}), {reason}{more}"
+    )
+
+
 def sequence_ids(db) -> list[str]:
     """The sequence ids of the log (``FILE:LINE`` for text files), or their positions."""
     return list(db.ids) if db.ids is not None else [str(i) for i in range(len(db))]
@@ -123,13 +150,31 @@ def sequence_ids(db) -> list[str]:
 
 def write_table(df: pd.DataFrame, path) -> Path:
     """Write ``df`` as CSV (one header line) or Parquet, via a temporary file and a rename, so
-    that an interrupted command leaves the old file or none, never half of one."""
+    that an interrupted command leaves the old file or none, never half of one (and the next
+    write removes the temporary file of one killed before its rename)."""
     path = Path(path)
+    remove_stale_temporaries(path)  # of an earlier command killed before its rename
     if path.suffix.lower() == ".csv":
         atomic_write_csv(_arrays_as_json(df), path)
     else:
         atomic_write_parquet(df, path)
     return path
+
+
+def read_table(path) -> pd.DataFrame:
+    """A table :func:`write_table` wrote, read back value for value: a CSV file's JSON-list
+    cells as arrays (floats parsed exactly: each is written in its shortest round-trip form),
+    its ``sequence_id`` as strings; a Parquet file as it is."""
+    path = Path(path)
+    if path.suffix.lower() != ".csv":
+        return pd.read_parquet(path)
+    df = pd.read_csv(path, dtype={"sequence_id": str}, keep_default_na=False)
+    for column in df.columns:
+        values = df[column]
+        listed = len(values) and values.map(lambda v: isinstance(v, str) and v.startswith("[")).all()
+        if listed:
+            df[column] = [np.asarray(json.loads(v)) for v in values]
+    return df
 
 
 def _arrays_as_json(df: pd.DataFrame) -> pd.DataFrame:

@@ -42,6 +42,11 @@ def run_score(args: argparse.Namespace) -> int:
 
 def _score_table(model, db, args) -> tuple[pd.DataFrame, str]:
     seqs = db.sequences
+    # importance sampling first: its memory check (which grows with --is-samples) refuses
+    # before any scoring is done
+    is_estimate = (
+        model.log_marginal_is(seqs, n_samples=args.is_samples, seed=args.seed) if args.is_samples else None
+    )
     elbo = model.score_samples(seqs)
     lengths = db.lengths
     table = pd.DataFrame(
@@ -52,8 +57,8 @@ def _score_table(model, db, args) -> tuple[pd.DataFrame, str]:
             "elbo_per_token": elbo / lengths,
         }
     )
-    if args.is_samples:
-        table["log_marginal_is"] = model.log_marginal_is(seqs, n_samples=args.is_samples, seed=args.seed)
+    if is_estimate is not None:
+        table["log_marginal_is"] = is_estimate
     total = float(np.sum(elbo))
     return table, (
         f"scored {len(db)} sequences ({db.n_tokens} tokens): held-out ELBO {total:.2f} nats "

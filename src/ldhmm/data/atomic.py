@@ -10,18 +10,26 @@ have given it (``mkstemp`` creates its files readable by their owner only).
 Every file the package writes atomically goes through :func:`write_atomically`; a writer that
 builds its file in steps of its own (:func:`ldhmm.data.fetch`: download, unpack, verify)
 publishes the finished temporary file with :func:`replace_into_place`.
+
+A writer killed before its rename (SIGKILL) cannot remove its temporary file. Each writer holds
+an ``flock`` on its temporary file while it writes (the kernel releases it when the writer
+dies), so :func:`remove_stale_temporaries`, called by a later save of the same file, removes
+exactly the temporary files no live writer holds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import re
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["TEMPORARY_NAME", "replace_into_place", "write_atomically"]
+__all__ = ["TEMPORARY_NAME", "replace_into_place", "write_atomically", "remove_stale_temporaries"]
 
 #: The names of :func:`write_atomically`'s temporary files (``tempfile.mkstemp``'s 8 random
 #: characters between the target's name and ``.tmp``).
@@ -80,6 +88,7 @@ def write_atomically(path, write: Callable, binary: bool = False, parents: bool 
     elif not path.parent.is_dir():
         raise FileNotFoundError(f"{path}: the directory {str(path.parent)!r} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # "a live writer's": see remove_stale_temporaries
     try:
         with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
             write(f)
@@ -88,3 +97,54 @@ def write_atomically(path, write: Callable, binary: bool = False, parents: bool 
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+#: A temporary file younger than this is left alone even when unlocked: its writer may be
+#: between ``mkstemp`` and ``flock``.
+_STALE_AFTER_S = 5.0
+
+
+def remove_stale_temporaries(path) -> list[str]:
+    """Remove the temporary files of :func:`write_atomically` for ``path`` (and for files
+    named after it, such as a model's side file) that a killed writer left beside it: those no
+    live writer holds (each holds an ``flock`` on its own until it renames or removes it).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target a writer is about to write.
+
+    Returns
+    -------
+    list of str
+        The names removed.
+    """
+    path = Path(path)
+    prefix = f".{path.name}."
+    try:
+        names = [n for n in os.listdir(path.parent) if n.startswith(prefix) and TEMPORARY_NAME.match(n)]
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        candidate = path.parent / name
+        try:
+            fd = os.open(candidate, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            if time.time() - os.fstat(fd).st_mtime < _STALE_AFTER_S:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    continue  # a live writer's
+                raise
+            os.unlink(candidate)
+            removed.append(name)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed

@@ -8,10 +8,12 @@ partitioned data set (:mod:`ldhmm.data.partitions`), read whole.
 from __future__ import annotations
 
 import gzip
+import zlib
 from pathlib import Path
 
 from .database import TEXT_MAGIC, SequenceDatabase
 from .partitions import load_partitioned
+from .regular_files import open_regular
 from .uci import read_msnbc, read_splice
 from .userdata import load_event_log, load_text
 
@@ -50,8 +52,8 @@ def load_path(path, sequence_col=None, event_col=None, time_col=None) -> Sequenc
     path = Path(path)
     if path.is_dir():
         return load_partitioned(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    with open_regular(path, "data file"):  # no such file, or a FIFO, a device: one line, never a hang
+        pass
     suffixes = [s.lower() for s in path.suffixes]
     if sequence_col or event_col or any(s in (".csv", ".parquet", ".pq") for s in suffixes[-2:]):
         if not (sequence_col and event_col):
@@ -63,7 +65,7 @@ def load_path(path, sequence_col=None, event_col=None, time_col=None) -> Sequenc
         opener = gzip.open if magic == b"\x1f\x8b" else open
         with opener(path, "rb") as f:
             first = f.readline(4096)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):  # the loader reads it again and names the line
         first = b""
     text = first.decode("utf-8", "replace").strip()
     if text == TEXT_MAGIC:

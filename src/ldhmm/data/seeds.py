@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["derived_seeds"]
+__all__ = ["derived_seeds", "MAX_SEED"]
+
+#: The largest seed a user may give: runs offset it (by fold, K, restart) and hand it to
+#: generators that take 32-bit seeds (numpy's legacy RandomState in hmmlearn) or signed 64-bit
+#: ones (torch), so a larger one would fail deep inside a fit.
+MAX_SEED = 2**31 - 1
 
 
 def derived_seeds(seed: int, n: int) -> list[int]:

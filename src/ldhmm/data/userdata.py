@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import re
 import warnings
+import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -251,10 +252,15 @@ def load_text(
                     codes.append(code)
                 tokens.extend(codes)
                 lengths.append(len(codes))
-    except (EOFError, OSError) as err:
+    except (EOFError, OSError, zlib.error) as err:
         if isinstance(err, FileNotFoundError):
             raise
-        raise DataFormatError(path, lineno + 1, f"cannot read the file ({err})") from None
+        what = (
+            "truncated or corrupt gzip data"
+            if isinstance(err, (EOFError, zlib.error, gzip.BadGzipFile))
+            else "cannot read the file"
+        )
+        raise DataFormatError(path, lineno + 1, f"{what} ({err})") from None
     if not line_numbers:
         raise DataFormatError(
             path, None, "no sequences (the file is empty or holds only blank and comment lines)"
@@ -346,6 +352,8 @@ def _read_event_frame(path: Path, fmt: str, wanted: dict, time_like: bool = Fals
         ) from None
     except UnicodeDecodeError as err:
         raise DataFormatError(path, None, f"not UTF-8 text ({err.reason})") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:  # a compressed CSV (.csv.gz)
+        raise DataFormatError(path, None, f"truncated or corrupt compressed data ({err})") from None
     return frame, True
 
 
