@@ -44,7 +44,7 @@ def _interrupt_at(monkeypatch, calls: int):
     seen = {"n": 0}
     original = VariationalEM.fit_backend
 
-    def fit_backend(self, backend, params, callback=None):
+    def fit_backend(self, backend, params, callback=None, **options):
         def stop(n_iter, elbo):
             if callback is not None:
                 callback(n_iter, elbo)
@@ -52,7 +52,7 @@ def _interrupt_at(monkeypatch, calls: int):
             if seen["n"] == calls:
                 raise Interrupt
 
-        return original(self, backend, params, callback=stop)
+        return original(self, backend, params, callback=stop, **options)
 
     monkeypatch.setattr(VariationalEM, "fit_backend", fit_backend)
 
