@@ -31,6 +31,12 @@ Class attributes:
     (a variational bound, <= the log-likelihood) or ``"estimate"`` (e.g. importance
     sampled). The harness labels every column with it so that bounds are never compared with
     exact values unknowingly.
+``score_family``
+    For a lower bound, the variational family it is a bound of (``"PF"``, ``"FF"``, the SVI
+    route's ``"z-summed, Dirichlet mean field"``, ...; a class attribute, or a property where
+    the family depends on the configuration). Two bounds are compared only when their
+    families are equal (:mod:`ldhmm.experiments.measures`); a bound with no family is compared
+    with no other model's.
 
 Learned attributes end in ``_`` and exist only after ``fit``; every model sets
 ``n_symbols_`` (the vocabulary size it knows). A model fitted by an iterative rule sets
@@ -163,6 +169,8 @@ class SequenceModel(abc.ABC):
 
     name: ClassVar[str] = ""
     score_kind: ClassVar[str] = ""
+    #: The bound's variational family (see the module docstring); empty for an exact score.
+    score_family: ClassVar[str] = ""
     #: Constructor arguments left out of :meth:`get_config`: run-time switches such as
     #: ``verbose``, or settings a model file records elsewhere.
     _not_config: ClassVar[tuple[str, ...]] = ("verbose",)

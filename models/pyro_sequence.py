@@ -224,6 +224,26 @@ class PyroSequenceModel(SequenceModel):
         self.verbose = verbose
         self.dtype = dtype
 
+    @property
+    def score_family(self) -> str:
+        """The variational family of the held-out bound: the route's, with the hidden chain
+        summed out exactly (``"z-summed"``), and the guide's family of ``q(theta)``: ``"Dirichlet
+        mean field"`` (any :class:`~ldhmm.inference.svi.dirichlet_guide.DirichletMeanField`,
+        whatever its start), ``"AutoNormal"``, an AutoGuide class's name, or a callable guide's
+        own ``score_family`` (else its qualified name). Bounds are compared only within one
+        family (:mod:`ldhmm.experiments.measures`)."""
+        guide = self.guide
+        if guide == "dirichlet" or isinstance(guide, DirichletMeanField):
+            family = "Dirichlet mean field"
+        elif guide == "normal":
+            family = "AutoNormal"
+        elif getattr(guide, "score_family", None):
+            family = str(guide.score_family)
+        else:
+            target = guide.func if isinstance(guide, functools.partial) else guide
+            family = getattr(target, "__qualname__", None) or type(target).__qualname__
+        return f"z-summed, {family}"
+
     # ------------------------------------------------------------------ helpers
     @property
     def _torch_dtype(self):

@@ -120,6 +120,20 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         self.verbose = verbose
         self._store_fit_settings(settings)
 
+    @property
+    def score_family(self) -> str:
+        """The variational family of the held-out bound: the guide's family of q(Z) (``"PF"``,
+        ``"FF"``, a guide's own ``score_family`` or ``name``), and, for a sharing other than
+        LDHMM's, which of pi, A, B are per sequence, shared or point estimates (their q(theta)
+        differs, and so does the bound's gap). Bounds are compared only within one family
+        (:mod:`ldhmm.experiments.measures`)."""
+        guide = getattr(self.guide, "score_family", None) or getattr(self.guide, "name", "custom")
+        guide = {"pf": "PF", "ff": "FF"}.get(guide, guide)
+        s = self.sharing
+        if (s.pi, s.A, s.B) == ("sequence", "sequence", "sequence"):
+            return guide
+        return f"{guide}; pi {s.pi}, A {s.A}, B {s.B}"
+
     # ---- helpers -------------------------------------------------------------------------
     @property
     def _torch_dtype(self):

@@ -93,7 +93,8 @@ def test_cli_and_api_give_identical_numbers(tmp_path, capsys):
         res.config["config_hash"] == json.loads((tmp_path / "cli" / "config.json").read_text())["config_hash"]
     )
     table = res.table()
-    assert list(table.index) == ["LDHMM-PF", "HMM"] and list(table.columns) == [2]
+    assert list(table.index) == ["LDHMM-PF", "HMM"] and list(table.columns) == ["score", 2]
+    assert list(table["score"]) == ["lower bound (PF family)", "exact log-lik"]
     assert (tmp_path / "api" / "summary.md").read_text() == res.summary
     assert res.plot.is_file()
 
