@@ -226,7 +226,9 @@ class VariationalEM:
                 # No name keeps the parameters sent: the E-step's O(K V) prior terms cached on
                 # them (3 x 8 K V bytes at large V) go before the M-step.
                 totals = reduce_totals(
-                    backend.call("e_step", as_numpy_params(params), use_starts, iteration=n_iter, step="E")
+                    backend.call(
+                        "e_step", as_numpy_params(params), use_starts, n_iter, iteration=n_iter, step="E"
+                    )
                 )
                 e_elbo = total_elbo(params, totals)
                 if not monitor.check_finite(e_elbo):

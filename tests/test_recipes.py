@@ -35,10 +35,12 @@ def recipe_blocks() -> list[str]:
 
 def test_architecture_recipes_run():
     blocks = recipe_blocks()
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     namespace: dict = {"__name__": "recipes"}
     for block in blocks:
         exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102 - our own documentation
+    # the modified guide ran its own update, told the EM iteration and the sweep
+    assert max(i for i, _ in namespace["tempered"].calls if i is not None) == 6
     assert "UNIGRAM" not in namespace["harness"].resolve_models(["all"])  # the recipe cleaned up
 
 

@@ -34,6 +34,7 @@ from .emissions import (
     token_potentials,
 )
 from .exact_chain import forward_log_normalizer
+from .protocol import update_hidden
 
 __all__ = [
     "state_marginals",
@@ -71,8 +72,8 @@ def state_marginals(guide, params: VariantParameters, bucket, state) -> torch.Te
     -------
     Tensor (M_b, L_b, K)
     """
-    update, _ = guide.update_hidden(
-        state.guide_state, *token_potentials(params, state.counts, bucket), bucket.mask
+    update, _ = update_hidden(
+        guide, state.guide_state, *token_potentials(params, state.counts, bucket), bucket.mask
     )
     return update.state_marginals
 

@@ -151,9 +151,12 @@ class PartitionWorker:
         self.states = None
         self._count_table = None
 
-    def e_step(self, params: VariantParameters, starts: tuple = ()) -> EStepTotals:
+    def e_step(
+        self, params: VariantParameters, starts: tuple = (), iteration: int | None = None
+    ) -> EStepTotals:
         """One E-step of every bucket (warm from the kept state; ``starts`` as in
-        :func:`ldhmm.inference.cavi.expectation.e_step`); returns the partition's sums."""
+        :func:`ldhmm.inference.cavi.expectation.e_step`; ``iteration``: the EM iteration, for
+        the guide); returns the partition's sums."""
         self._count_table = None  # the last M-step's copy of the counts goes first
         self.states, totals = e_step(
             self.buckets,
@@ -163,6 +166,7 @@ class PartitionWorker:
             max_iter=self.e_step_max_iter,
             tol=self.e_step_tol,
             starts=starts,
+            iteration=iteration,
         )
         return totals
 
