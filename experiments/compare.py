@@ -294,7 +294,8 @@ def compare(
         ``"all"`` (every registered model and installed plug-in), built-in names
         (``["LDHMM-PF", "HMM"]``), or ``{name: factory}`` where a factory is
         ``factory(n_states, n_symbols, seed) -> model``, a ``"package.module:factory"`` string,
-        or None for the built-in model of that name (:mod:`ldhmm.experiments.plugins`).
+        or, for the built-in model of that name, None or the name (``{"HMM": "HMM"}``)
+        (:mod:`ldhmm.experiments.plugins`).
     data : str, Path, SequenceDatabase or list of 1-D int arrays, optional
         A file any loader reads (:func:`ldhmm.data.load_path`; event logs need
         ``sequence_col`` and ``event_col``), a named data set (``"entree"``, ``"msnbc"``,
