@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models.base import SCORE_KINDS
+from ..models.import_path import load_import_path
 from .lineup import em_settings_of, model_from_settings, model_names, resolve_models
 
 __all__ = [
@@ -92,7 +93,8 @@ class ModelEntry:
 
 
 def load_factory(spec: str, what: str = "factory") -> Callable:
-    """Import ``"package.module:attribute"`` (attribute may be dotted) and return the callable.
+    """Import ``"package.module:attribute"`` (attribute may be dotted) and return the callable
+    (:func:`ldhmm.models.import_path.load_import_path`).
 
     Raises
     ------
@@ -100,24 +102,7 @@ def load_factory(spec: str, what: str = "factory") -> Callable:
         A malformed string, a module that does not import, a missing attribute, or an object
         that is not callable; the message names ``what`` and the string.
     """
-    text = str(spec).strip()
-    module_name, sep, attr = text.partition(":")
-    if not sep or not module_name or not attr:
-        raise PluginError(f"{what} {text!r}: expected 'package.module:factory'")
-    try:
-        obj = importlib.import_module(module_name)
-    except Exception as err:  # any import-time error of a user's module is its own problem
-        raise PluginError(
-            f"{what} {text!r}: cannot import {module_name!r} ({type(err).__name__}: {err})"
-        ) from None
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise PluginError(f"{what} {text!r}: module {module_name!r} has no attribute {attr!r}") from None
-    if not callable(obj):
-        raise PluginError(f"{what} {text!r}: {attr!r} is not callable")
-    return obj
+    return load_import_path(spec, what, PluginError)
 
 
 def parse_model_option(text: str) -> tuple[str, str]:

@@ -38,6 +38,8 @@ from ..inference.svi.log_weights import sequence_log_weights
 from ..inference.svi.minibatch import auto_batch_size, length_batches, pad_batch
 from ..inference.svi.svi_fit import copy_param_state, fit_svi, set_param_values
 from .base import SequenceModel, check_n_symbols
+from .file_format import read_pyro_model_file, write_pyro_model_file
+from .import_path import import_path_of
 
 __all__ = ["PyroSequenceModel", "GUIDES"]
 
@@ -336,6 +338,49 @@ class PyroSequenceModel(SequenceModel):
         }
         est.n_symbols_ = int(n_symbols)
         return est
+
+    # ------------------------------------------------------------------ model files
+    def save(self, path, factory=None) -> None:
+        """Write the fitted model to ``path``: JSON in the model-file format
+        (:mod:`ldhmm.models.file_format`: its settings, fitted global parameters, ELBO history
+        and training vocabulary), naming the code that rebuilds its Pyro model and guide.
+
+        Parameters
+        ----------
+        path : str or Path
+        factory : callable or str, optional
+            ``factory(n_states, n_symbols, seed) -> PyroSequenceModel`` giving this model's Pyro
+            model, guide and start (e.g. :func:`ldhmm.models.sticky.sticky_ldhmm`): a
+            module-level function or its ``"package.module:factory"``. Default: the
+            ``factory`` attribute that the shipped factories set.
+
+        Raises
+        ------
+        ValueError
+            No factory, or one without an import path (a lambda, a closure, ``__main__``).
+        """
+        self._check_fitted()
+        factory = factory if factory is not None else getattr(self, "factory", None)
+        if factory is None:
+            raise ValueError(
+                "save needs factory=: the 'package.module:factory' that rebuilds this model's Pyro "
+                "model and guide (a model file holds parameters, never code)"
+            )
+        write_pyro_model_file(path, self, import_path_of(factory))
+
+    @classmethod
+    def load(cls, path, factory=None, guide=None):
+        """A model saved by :meth:`save`, rebuilt by ``factory`` with its saved settings and
+        parameters (:func:`ldhmm.models.file_format.read_pyro_model_file`).
+
+        ``factory`` (callable or ``"package.module:factory"``) must be given: a model file
+        never runs code by itself, and the error names the factory the file records.
+        ``guide`` is accepted for the signature that :func:`ldhmm.modelfiles.load_model` calls
+        and must be None.
+        """
+        if guide is not None:
+            raise ValueError("a PyroSequenceModel is rebuilt by its factory: pass factory=, not guide=")
+        return read_pyro_model_file(path, cls, factory)
 
     # ------------------------------------------------------------------ scoring
     def fit_local(self, sequences, seed: int | None = None):

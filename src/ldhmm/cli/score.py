@@ -37,7 +37,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def run_score(args: argparse.Namespace) -> int:
     """The ``score`` command."""
-    return write_model_table(args, _score_table)
+    return write_model_table(args, _score_table, needs="score_samples")
 
 
 def _score_table(model, db, args) -> tuple[pd.DataFrame, str]:
