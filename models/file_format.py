@@ -667,7 +667,8 @@ def read_pyro_model_file(path, cls, factory=None):
             path,
             "factory",
             f"a {PYRO_CLASS} is rebuilt by the code {doc['factory']!r}, which a model file never runs by "
-            f"itself: pass factory={doc['factory']!r} (ldhmm score --factory {doc['factory']}) to run it",
+            f"itself: name it to run it (factory={doc['factory']!r} in Python, --factory {doc['factory']} "
+            f"on the command line)",
         )
     if isinstance(factory, str):
         factory = load_import_path(factory, what=f"{path}: factory", error=ValueError)

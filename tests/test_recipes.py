@@ -90,8 +90,9 @@ def variant_doc_namespaces(tmp_path, monkeypatch):
 
 
 def test_writing_a_variant_blocks_run(variant_doc_namespaces):
-    assert len(variant_doc_namespaces) == 5  # the stock model, sticky, mixture, a fit, a comparison
-    stock, sticky, mixture, fit, compared = variant_doc_namespaces
+    # the stock model, sticky, mixture, a fit, a comparison, a saved and loaded fit
+    assert len(variant_doc_namespaces) == 6
+    stock, sticky, mixture, fit, compared, saved = variant_doc_namespaces
     # Steps 1 and 2: the doc's models, written with the blocks, are the shipped ones.
     seqs = [np.array([0, 2, 1, 1, 3]), np.array([2]), np.array([1, 0, 3])]
     batch = pad_batch(seqs, range(3), 3, 2, 4, torch.float64)
@@ -118,3 +119,9 @@ def test_writing_a_variant_blocks_run(variant_doc_namespaces):
     assert compared["result"].errors == []
     assert sorted(set(folds.model)) == ["HMM", "LDHMM-PF", "sticky"] and len(folds) == 6
     assert np.all(np.isfinite(folds.heldout_elbo_per_token))
+    # ... each score labelled with its kind and family; the best named by log p(x)
+    labels = compared["result"].table()["score"]
+    assert labels["sticky"] == "lower bound (z-summed, Dirichlet mean field family)"
+    assert labels["LDHMM-PF"] == "lower bound (PF family)" and labels["HMM"] == "exact log-lik"
+    # Step 6: the loaded model is the saved one.
+    assert saved["back"].params_.keys() == saved["model"].params_.keys()
