@@ -19,6 +19,12 @@ Score columns of ``folds.csv`` (all in nats, summed over the test fold unless ``
     Importance-sampled estimate of log p(x) (``log_marginal_is`` with ``--is-samples``
     samples per sequence; a stochastic lower bound that tightens as S grows, at least the
     ELBO on average), only for LDHMM-FF/PF, VBHMM and HMMV; NaN for HMM and LDA.
+``is_std_error``, ``is_min_ess``, ``is_low_ess``
+    How far ``heldout_is`` can be trusted (:mod:`ldhmm.inference.ops.importance`): its standard
+    error over the fold (the per-sequence standard errors added in quadrature), the smallest
+    effective sample size of a sequence's draws, and how many sequences have fewer than
+    ``LOW_ESS`` (10) effective draws; NaN for a model whose ``log_marginal_is`` gives no
+    diagnostics.
 
 ``score_kind``, ``score_family``
     What ``heldout_elbo`` is: ``"exact"``, ``"estimate"`` or ``"lower_bound"``, and for a
@@ -45,6 +51,8 @@ from matplotlib.figure import Figure
 from scipy.stats import ttest_rel
 
 from ..data import kfold_indices
+from ..inference.ops.importance import LOW_ESS
+from ..models.base import importance_estimate
 from .along_k import Fitter, budget_rules, fit_along_k, fit_plans, path_fields, store_for
 from .datasets import resolve_data, run_settings
 from .lineup import ldhmm_names, model_names, model_order
@@ -101,7 +109,8 @@ SCORE_COLUMNS = [
 CSV_COLUMNS = (
     ["model", "K", "fold", "score_kind", "score_family", "n_train", "n_test", "n_test_tokens"]
     + SCORE_COLUMNS
-    + ["is_samples", "fit_seconds", "score_seconds", "is_seconds", "n_iter", "converged"]
+    + ["is_samples", "is_std_error", "is_min_ess", "is_low_ess"]
+    + ["fit_seconds", "score_seconds", "is_seconds", "n_iter", "converged"]
 )
 
 
@@ -113,12 +122,20 @@ def score_fit(model, name: str, K: int, fold: int, test, s: dict, fit_seconds: f
     scores, score_s = timed(model.score_samples, test)
     scores = check_scores(scores, len(test), name)
     total = float(scores.sum())
-    is_total, is_s = math.nan, 0.0
+    is_total, is_s, trust = (
+        math.nan,
+        0.0,
+        {"is_std_error": math.nan, "is_min_ess": math.nan, "is_low_ess": math.nan},
+    )
     if s["is_samples"] > 0 and callable(getattr(model, "log_marginal_is", None)):
-        is_scores, is_s = timed(
-            model.log_marginal_is, test, n_samples=s["is_samples"], seed=s["seed"] + 1000 * fold + K
-        )
-        is_total = float(np.sum(check_scores(is_scores, len(test), name, "log_marginal_is")))
+        found, is_s = timed(importance_estimate, model, test, s["is_samples"], s["seed"] + 1000 * fold + K)
+        is_total = float(np.sum(check_scores(found.log_marginal, len(test), name, "log_marginal_is")))
+        if np.isfinite(found.ess).all():
+            trust = {
+                "is_std_error": float(np.sqrt(np.sum(np.asarray(found.std_error) ** 2))),
+                "is_min_ess": float(np.min(found.ess)),
+                "is_low_ess": int(np.sum(np.asarray(found.ess) < LOW_ESS)),
+            }
     n_iter = getattr(model, "n_iter_", None)
     return {
         "score_kind": model.score_kind,
@@ -132,6 +149,7 @@ def score_fit(model, name: str, K: int, fold: int, test, s: dict, fit_seconds: f
         "heldout_is_per_seq": is_total / len(test),
         "heldout_is_per_token": is_total / n_tokens,
         "is_samples": s["is_samples"] if math.isfinite(is_total) else 0,
+        **trust,
         "fit_seconds": fit_seconds,
         "score_seconds": score_s,
         "is_seconds": is_s,
@@ -550,6 +568,26 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
     ]
     if with_px:
         lines += [_table(d, LOG_PX + "_per_token", with_px, states, _log_px_label, digits=4), ""]
+    trusted = [
+        m for m in present if np.isfinite(df.loc[df["model"] == m, "is_std_error"].to_numpy(float)).any()
+    ]
+    if trusted:
+        lines += [
+            "## How far the importance-sampled estimates can be trusted",
+            "",
+            f"Standard error of `heldout_is` per fold (nats), the smallest effective sample size of "
+            f"a sequence's {settings['is_samples']} draws, sequences with fewer than {LOW_ESS:g} "
+            "effective draws, and the seconds importance sampling took per fold (apart from the fit).",
+            "",
+            _table(df, "is_std_error", trusted, states, lambda m, dm: "IS std error"),
+            "",
+            _table(df, "is_min_ess", trusted, states, lambda m, dm: "min ESS", digits=1),
+            "",
+            _table(df, "is_low_ess", trusted, states, lambda m, dm: f"ESS < {LOW_ESS:g}", digits=1),
+            "",
+            _table(df, "is_seconds", trusted, states, lambda m, dm: "IS s", digits=1),
+            "",
+        ]
     lines += [
         "## Fit time (seconds per fold) and EM iterations",
         "",

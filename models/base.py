@@ -65,6 +65,7 @@ import numpy as np
 from sklearn.exceptions import NotFittedError
 
 from ..inference import infer_n_symbols, validate_sequences
+from ..inference.ops.importance import ImportanceEstimate
 
 __all__ = [
     "SCORE_KINDS",
@@ -75,6 +76,7 @@ __all__ = [
     "check_n_states",
     "check_seed",
     "check_n_symbols",
+    "importance_estimate",
 ]
 
 #: What ``score_samples`` may return: the log-likelihood, a lower bound on it, an estimate.
@@ -296,3 +298,24 @@ class SequenceModel(abc.ABC):
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({opts})"
+
+
+def importance_estimate(model, sequences, n_samples: int, seed: int) -> ImportanceEstimate:
+    """``model.log_marginal_is`` with each estimate's standard error and effective sample size
+    where the model gives them (``diagnostics=True``: the built-in models), else NaN for those
+    (a plug-in's ``log_marginal_is(sequences, n_samples, seed)``); the estimates are the same
+    numbers either way."""
+    method = model.log_marginal_is
+    try:
+        takes = "diagnostics" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # a builtin or C callable
+        takes = False
+    if takes:
+        found = method(sequences, n_samples=n_samples, seed=seed, diagnostics=True)
+        if isinstance(found, ImportanceEstimate):
+            return found
+    else:
+        found = method(sequences, n_samples=n_samples, seed=seed)
+    values = np.asarray(found, dtype=np.float64).reshape(-1)
+    missing = np.full(values.shape, np.nan)
+    return ImportanceEstimate(values, missing, missing.copy(), np.full(values.shape, int(n_samples)))

@@ -33,6 +33,7 @@ from pyro.infer.autoguide import AutoGuide, AutoNormal
 
 from ..inference import validate_sequences
 from ..inference.monitor import SmoothedPatience
+from ..inference.ops.importance import ImportanceEstimate, importance_diagnostics
 from ..inference.svi.dirichlet_guide import DirichletMeanField
 from ..inference.svi.log_weights import sequence_log_weights
 from ..inference.svi.minibatch import auto_batch_size, length_batches, pad_batch
@@ -435,18 +436,25 @@ class PyroSequenceModel(SequenceModel):
     def _score_samples(self, seqs):
         return self._log_weights(seqs, self.score_draws, self.seed).mean(0)
 
-    def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0) -> np.ndarray:
+    def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0, diagnostics: bool = False):
         """Importance-sampled ``log p(x_m)`` per sequence, proposal the fitted local ``q(theta_m)``.
 
         ``logmeanexp_s [log p(x_m, theta_s) - log q(theta_s)]``: a stochastic lower bound on
         ``log p(x_m)`` that tightens with ``n_samples``.
 
+        With ``diagnostics``, an :class:`~ldhmm.inference.ops.importance.ImportanceEstimate`: the
+        same estimates with each one's standard error and effective sample size.
+
         Returns
         -------
-        np.ndarray, shape (M,)
+        np.ndarray, shape (M,), or an ``ImportanceEstimate``
         """
         if n_samples < 1:
             raise ValueError(f"n_samples must be >= 1, got {n_samples}")
         seqs = self._validate_for_score(sequences)
         log_w = self._log_weights(seqs, int(n_samples), int(seed))
-        return np.logaddexp.reduce(log_w, axis=0) - math.log(n_samples)
+        estimate = np.logaddexp.reduce(log_w, axis=0) - math.log(n_samples)
+        if not diagnostics:
+            return estimate
+        std_error, ess = importance_diagnostics(log_w)
+        return ImportanceEstimate(estimate, std_error, ess, np.full(len(estimate), int(n_samples)))

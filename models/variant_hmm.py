@@ -39,6 +39,7 @@ from ..inference.cavi.emissions import emission_layout as layout_of
 from ..inference.cavi.posterior import stack_posterior
 from ..inference.distributed.workers import LocalBackend, PartitionWorker
 from ..inference.em import NonFiniteELBOError
+from ..inference.ops.importance import ImportanceEstimate
 from .base import SequenceModel, check_n_symbols
 from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .fit_settings import DTYPES as _DTYPES
@@ -598,6 +599,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         client=None,
         n_partitions=None,
         out=None,
+        diagnostics: bool = False,
     ) -> np.ndarray:
         """Importance-sampled estimate of ``log p(x_m)`` per sequence (docs/math.md, held-out scoring).
 
@@ -621,11 +623,16 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         out : str, optional
             A directory: each partition writes ``out/part-<i>.parquet`` (columns ``sequence``,
             ``log_marginal``) where it runs; the list of paths is returned.
+        diagnostics : bool
+            Return an :class:`~ldhmm.inference.ops.importance.ImportanceEstimate`: the same
+            estimates (the same draws) with each one's standard error and effective sample
+            size (sequences in memory, not with ``out`` or a directory).
 
         Returns
         -------
         np.ndarray, shape (M,) (a pandas Series indexed by id for a directory input), or the
-        list of Parquet paths written with ``out``.
+        list of Parquet paths written with ``out``, or with ``diagnostics`` an
+        ``ImportanceEstimate``.
         """
         if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
@@ -650,8 +657,10 @@ class VariantHMM(SequenceModel, TakesFitSettings):
                 "fewer samples (n_samples / --is-samples) or a smaller bucket_cells",
             )
 
+        if diagnostics and out is not None:
+            raise ValueError("diagnostics=True returns the estimates: it does not write them (out=)")
         found = self._held_out(
-            "log_marginal_is",
+            "log_marginal_is_diagnostics" if diagnostics else "log_marginal_is",
             sequences,
             backend,
             client,
@@ -661,7 +670,14 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             seed=int(seed),
             memory_check=sampling_memory,
         )
-        return found if out is not None else _by_key(*found, "log_marginal")
+        if out is not None:
+            return found
+        if not diagnostics:
+            return _by_key(*found, "log_marginal")
+        if found[1]:
+            raise ValueError("diagnostics=True takes sequences in memory, not a partitioned directory")
+        values = _by_key(*found).reshape(-1, 3)
+        return ImportanceEstimate(values[:, 0], values[:, 1], values[:, 2], np.full(len(values), n_samples))
 
     # ---- persistence ---------------------------------------------------------------------
     def get_config(self) -> dict:

@@ -157,3 +157,9 @@ def test_a_comparison_run_carries_kind_and_family(tmp_path):
     pf_mine = tt[(tt.model_a == "LDHMM-PF") & (tt.model_b == "mine")]
     assert list(pf_mine["measure"]) == ["lower bound (PF family)", "log p(x)"]
     assert "lower bound (FF family)" in res.summary and "log p(x), exact" in res.summary
+    # how far each importance-sampled estimate can be trusted, beside it
+    ldhmm_rows = folds[folds.model.isin(["LDHMM-PF", "LDHMM-FF", "mine"])]
+    assert (ldhmm_rows["is_std_error"] > 0).all() and (ldhmm_rows["is_min_ess"] >= 1).all()
+    assert ldhmm_rows["is_low_ess"].between(0, ldhmm_rows["n_test"]).all()
+    assert folds.loc[folds.model == "HMM", "is_std_error"].isna().all()
+    assert "## How far the importance-sampled estimates can be trusted" in res.summary

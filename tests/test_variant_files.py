@@ -79,10 +79,13 @@ def test_save_needs_an_import_path(fitted, tmp_path):
 def test_ldhmm_score_on_a_variant(fitted, tmp_path, capsys):
     model, db, log, path = fitted
     out = tmp_path / "scores.csv"
-    code = main(["score", str(path), str(log), "--factory", FACTORY, "--out", str(out), "--quiet"])
-    assert code == 0
+    argv = ["score", str(path), str(log), "--factory", FACTORY, "--is-samples", "6", "--out", str(out)]
+    assert main([*argv, "--quiet"]) == 0
     scores = pd.read_csv(out)
     np.testing.assert_allclose(scores["elbo"], model.score_samples(db), rtol=1e-9)
+    # the importance-sampled log p(x) with its standard error and effective sample size
+    assert scores["log_marginal_is_ess"].between(1 - 1e-9, 6 + 1e-9).all()
+    assert (scores["log_marginal_is_se"] > 0).all() and np.isfinite(scores["log_marginal_is"]).all()
     # without --factory, and a command the route does not support: one line each
     assert main(["score", str(path), str(log), "--out", str(out)]) != 0
     assert "--factory" in capsys.readouterr().err

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import torch
 
 from ..ops.dirichlet import dirichlet_log_density, sample_dirichlet
+from ..ops.importance import importance_diagnostics
 from ..ops.potentials import emission_potentials
 from ..ops.viterbi import unpad_paths, viterbi_log
 from ..parameters import VariantParameters
@@ -179,7 +180,14 @@ def viterbi_paths(params: VariantParameters, bucket, state) -> list:
     return unpad_paths(viterbi_log(logs["pi"], logs["A"], log_obs, bucket.mask))
 
 
-def log_marginal_is(params: VariantParameters, buckets, states, n_samples: int, bucket_cells: int) -> list:
+def log_marginal_is(
+    params: VariantParameters,
+    buckets,
+    states,
+    n_samples: int,
+    bucket_cells: int,
+    diagnostics: list | None = None,
+) -> list:
     """Importance-sampled ``log p(x_m)`` of each sequence of each bucket (docs/math.md).
 
     The proposal is the fitted ``q(theta_m)`` (the E-step's ``states``); ``log p(x | theta_s)``
@@ -194,6 +202,10 @@ def log_marginal_is(params: VariantParameters, buckets, states, n_samples: int, 
     n_samples : int
     bucket_cells : int
         How many (draw, sequence, position) cells one forward pass may hold.
+    diagnostics : list, optional
+        If given, one ``(std_error, ess)`` pair of (M_b,) arrays per bucket is appended
+        (:func:`ldhmm.inference.ops.importance.importance_diagnostics`; the estimates are the
+        same numbers either way).
 
     Returns
     -------
@@ -204,6 +216,7 @@ def log_marginal_is(params: VariantParameters, buckets, states, n_samples: int, 
     for b, st in zip(buckets, states):
         Mb = b.n_sequences
         result = np.empty(Mb)
+        std_error, ess = np.empty(Mb), np.empty(Mb)
         # Draw as many samples at once as fit in the bucket's cell budget.
         chunk = max(1, min(n_samples, bucket_cells // max(1, Mb * b.max_length)))
         # Sparse layout: a few sequences at a time as a dense problem over their own symbols
@@ -229,7 +242,11 @@ def log_marginal_is(params: VariantParameters, buckets, states, n_samples: int, 
                 done += S
             stacked = torch.cat(log_w)
             result[start:stop] = (torch.logsumexp(stacked, 0) - math.log(n_samples)).numpy()
+            if diagnostics is not None:
+                std_error[start:stop], ess[start:stop] = importance_diagnostics(stacked.double().numpy())
         out.append(result)
+        if diagnostics is not None:
+            diagnostics.append((std_error, ess))
     return out
 
 
