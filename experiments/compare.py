@@ -19,6 +19,9 @@ Score columns of ``folds.csv`` (all in nats, summed over the test fold unless ``
     Importance-sampled estimate of log p(x) (``log_marginal_is`` with ``--is-samples``
     samples per sequence; a stochastic lower bound that tightens as S grows, at least the
     ELBO on average), only for LDHMM-FF/PF, VBHMM and HMMV; NaN for HMM and LDA.
+``is_samples``
+    Draws per sequence (with ``is_min_ess``, the first round's: a sequence with a low effective
+    sample size then has more, up to ``is_max_samples``).
 ``is_std_error``, ``is_min_ess``, ``is_low_ess``
     How far ``heldout_is`` can be trusted (:mod:`ldhmm.inference.ops.importance`): its standard
     error over the fold (the per-sequence standard errors added in quadrature), the smallest
@@ -128,7 +131,15 @@ def score_fit(model, name: str, K: int, fold: int, test, s: dict, fit_seconds: f
         {"is_std_error": math.nan, "is_min_ess": math.nan, "is_low_ess": math.nan},
     )
     if s["is_samples"] > 0 and callable(getattr(model, "log_marginal_is", None)):
-        found, is_s = timed(importance_estimate, model, test, s["is_samples"], s["seed"] + 1000 * fold + K)
+        found, is_s = timed(
+            importance_estimate,
+            model,
+            test,
+            s["is_samples"],
+            s["seed"] + 1000 * fold + K,
+            s.get("is_min_ess", 0.0),
+            s.get("is_max_samples"),
+        )
         is_total = float(np.sum(check_scores(found.log_marginal, len(test), name, "log_marginal_is")))
         if np.isfinite(found.ess).all():
             trust = {
@@ -156,6 +167,22 @@ def score_fit(model, name: str, K: int, fold: int, test, s: dict, fit_seconds: f
         "n_iter": None if n_iter is None else int(n_iter),
         "converged": bool(getattr(model, "converged_", False)),
     }
+
+
+def _more_draws_settings(min_ess, max_samples, is_samples) -> dict:
+    """The run settings of the rule for more draws: ``{}`` when it is off (the default), so that
+    a run without it keeps the configuration hash it always had."""
+    if isinstance(min_ess, bool) or not isinstance(min_ess, (int, float)) or not 0 <= min_ess < math.inf:
+        raise ValueError(f"is_min_ess must be a finite number >= 0, got {min_ess!r}")
+    if max_samples is not None and (
+        isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < is_samples
+    ):
+        raise ValueError(
+            f"is_max_samples must be an integer >= is_samples ({is_samples}), got {max_samples!r}"
+        )
+    if min_ess == 0:
+        return {}
+    return {"is_min_ess": float(min_ess), "is_max_samples": int(max_samples or 8 * is_samples)}
 
 
 def _fold_fitter(payload, fold: int):
@@ -297,6 +324,8 @@ def compare(
     m_step: str = "collapsed",
     restarts: int = 3,
     is_samples: int = 100,
+    is_min_ess: float = 0.0,
+    is_max_samples: int | None = None,
     force: bool = False,
     quiet: bool = False,
     plugins=(),
@@ -343,6 +372,10 @@ def compare(
         Restart budget (``n_init``) of every registered model that takes restarts.
     is_samples : int
         Importance samples per test sequence for ``heldout_is`` (0: skip).
+    is_min_ess, is_max_samples : float, int, optional
+        More draws where a sequence's effective sample size is below ``is_min_ess`` (0: off,
+        the default), up to ``is_max_samples`` draws (default ``8 * is_samples``): the seeded
+        rule of :func:`ldhmm.models.base.importance_estimate`.
     force : bool
         Reuse an ``out`` that holds results of another configuration.
     quiet : bool
@@ -361,6 +394,7 @@ def compare(
     names = [e.name for e in entries]
     states = parse_states(states)
     check_run_settings(folds, jobs, max_iter, tol, m_step, restarts, is_samples)
+    more_draws = _more_draws_settings(is_min_ess, is_max_samples, is_samples)
     db, what = resolve_data(
         data, data_dir, n_sequences, seed, sequence_col=sequence_col, event_col=event_col, time_col=time_col
     )
@@ -377,6 +411,7 @@ def compare(
         m_step,
         restarts,
         is_samples=is_samples,
+        **more_draws,
         **plugin_settings(entries),
     )
     out = default_out("compare", db.name, out)

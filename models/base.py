@@ -64,8 +64,9 @@ from typing import ClassVar, Protocol, runtime_checkable
 import numpy as np
 from sklearn.exceptions import NotFittedError
 
+from ..data.seeds import derived_seeds
 from ..inference import infer_n_symbols, validate_sequences
-from ..inference.ops.importance import ImportanceEstimate
+from ..inference.ops.importance import ImportanceEstimate, pool_estimates
 
 __all__ = [
     "SCORE_KINDS",
@@ -300,11 +301,51 @@ class SequenceModel(abc.ABC):
         return f"{type(self).__name__}({opts})"
 
 
-def importance_estimate(model, sequences, n_samples: int, seed: int) -> ImportanceEstimate:
+def importance_estimate(
+    model, sequences, n_samples: int, seed: int, min_ess: float = 0.0, max_samples: int | None = None
+) -> ImportanceEstimate:
     """``model.log_marginal_is`` with each estimate's standard error and effective sample size
     where the model gives them (``diagnostics=True``: the built-in models), else NaN for those
     (a plug-in's ``log_marginal_is(sequences, n_samples, seed)``); the estimates are the same
-    numbers either way."""
+    numbers either way.
+
+    More draws where the effective sample size is low (``min_ess > 0``; off by default, so the
+    estimates are those of ``n_samples`` draws): while a sequence has fewer than ``min_ess``
+    effective draws and fewer than ``max_samples`` draws (default ``8 * n_samples``), round
+    ``r = 1, 2, ...`` draws as many again as it has (capped at ``max_samples``) for those
+    sequences, seeded by ``derived_seeds(seed, r + 1)[r]``, and pools them with the draws before
+    (:func:`ldhmm.inference.ops.importance.pool_estimates`): the same inputs give the same
+    estimates. ``n_samples`` of the result says how many draws each estimate has.
+    """
+    first = _log_marginal_with_diagnostics(model, sequences, n_samples, seed)
+    if not min_ess > 0:
+        return first
+    cap = int(max_samples) if max_samples is not None else 8 * int(n_samples)
+    found = first
+    for r in range(1, 64):
+        low = np.flatnonzero((found.ess < min_ess) & (found.n_samples < cap))
+        if low.size == 0:
+            break
+        draws = int(min(found.n_samples[low].min(), cap - found.n_samples[low].max()))
+        if draws < 1:
+            break
+        more = _log_marginal_with_diagnostics(
+            model, [sequences[i] for i in low], draws, derived_seeds(seed, r + 1)[r]
+        )
+        pooled = pool_estimates(ImportanceEstimate(*(np.asarray(v)[low] for v in found)), more)
+        found = ImportanceEstimate(*(_replace(np.asarray(v), low, p) for v, p in zip(found, pooled)))
+    return found
+
+
+def _replace(values: np.ndarray, index: np.ndarray, part) -> np.ndarray:
+    out = values.astype(np.result_type(values, np.asarray(part)), copy=True)
+    out[index] = part
+    return out
+
+
+def _log_marginal_with_diagnostics(model, sequences, n_samples: int, seed: int) -> ImportanceEstimate:
+    """One call of ``model.log_marginal_is`` as an ``ImportanceEstimate`` (NaN diagnostics for a
+    model that gives none)."""
     method = model.log_marginal_is
     try:
         takes = "diagnostics" in inspect.signature(method).parameters

@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 
 from ldhmm import LDHMM
-from ldhmm.inference.ops.importance import ImportanceEstimate, importance_diagnostics
+from ldhmm.inference.ops.importance import (
+    ImportanceEstimate,
+    importance_diagnostics,
+    pool_estimates,
+    std_error_of,
+)
 from ldhmm.models.base import importance_estimate
 
 
@@ -66,3 +71,50 @@ def test_a_plugin_without_diagnostics_gets_nan():
     found = importance_estimate(Plain(), [np.array([0, 1])] * 3, 5, 0)
     np.testing.assert_array_equal(found.log_marginal, [-1.5] * 3)
     assert np.isnan(found.std_error).all() and np.isnan(found.ess).all()
+
+
+def _direct(log_w):
+    """logmeanexp and the diagnostics of log weights (S, M), by the module's own formulas."""
+    S = log_w.shape[0]
+    se, ess = importance_diagnostics(log_w)
+    return ImportanceEstimate(
+        np.logaddexp.reduce(log_w, axis=0) - np.log(S), se, ess, np.full(log_w.shape[1], S)
+    )
+
+
+def test_pooling_two_runs_is_one_run_of_all_their_draws():
+    log_w = np.random.default_rng(1).normal(-50.0, 2.0, size=(70, 5))
+    pooled = pool_estimates(_direct(log_w[:30]), _direct(log_w[30:]))
+    whole = _direct(log_w)
+    for got, want in zip(pooled, whole):
+        np.testing.assert_allclose(got, want, rtol=1e-10)
+    np.testing.assert_allclose(std_error_of(whole.ess, 70), whole.std_error, rtol=1e-10)
+
+
+class HeavyTailed:
+    """A plug-in whose log weights are heavy-tailed draws, seeded: sequence m's spread grows with m."""
+
+    def log_marginal_is(self, sequences, n_samples=100, seed=0, diagnostics=False):
+        rng = np.random.default_rng(seed)
+        scale = np.array([float(s[0]) for s in sequences])
+        log_w = rng.normal(0.0, 1.0, size=(n_samples, len(sequences))) * scale
+        found = _direct(log_w)
+        return found if diagnostics else found.log_marginal
+
+
+def test_more_draws_where_the_effective_sample_size_is_low():
+    seqs = [np.array([s]) for s in (0, 1, 2, 3, 4)]  # spread 0 (ESS = S) .. 4 (ESS near 1)
+    first = importance_estimate(HeavyTailed(), seqs, 20, 7)
+    again = importance_estimate(HeavyTailed(), seqs, 20, 7, min_ess=15.0, max_samples=160)
+    repeat = importance_estimate(HeavyTailed(), seqs, 20, 7, min_ess=15.0, max_samples=160)
+    assert all(np.array_equal(a, b) for a, b in zip(again, repeat))  # seeded: same inputs, same numbers
+    ok = first.ess >= 15.0
+    assert ok[0] and not ok[-1]
+    np.testing.assert_array_equal(again.log_marginal[ok], first.log_marginal[ok])  # untouched
+    assert np.all(again.n_samples[ok] == 20)
+    low = ~ok
+    assert np.all(again.n_samples[low] > 20) and np.all(again.n_samples <= 160)
+    assert np.all((again.ess[low] >= 15.0) | (again.n_samples[low] == 160))
+    # off by default: the first run's numbers
+    for a, b in zip(importance_estimate(HeavyTailed(), seqs, 20, 7, min_ess=0.0), first):
+        np.testing.assert_array_equal(a, b)

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["LOW_ESS", "ImportanceEstimate", "importance_diagnostics"]
+__all__ = ["LOW_ESS", "ImportanceEstimate", "importance_diagnostics", "pool_estimates", "std_error_of"]
 
 #: An estimate from fewer effective draws than this is flagged (its standard error, computed
 #: from the same few weights, is then unreliable too).
@@ -71,3 +71,34 @@ def importance_diagnostics(log_w) -> tuple[np.ndarray, np.ndarray]:
         std_error = np.full(log_w.shape[1:], np.nan)
     ess = w.sum(axis=0) ** 2 / (w**2).sum(axis=0)
     return std_error, ess
+
+
+def std_error_of(ess, n_samples) -> np.ndarray:
+    """The delta-method standard error from the effective sample size and the number of draws.
+
+    With ``m = mean w`` and ``q = mean w^2``, ``q / m^2 = S / ESS``, so
+    ``sd(w)^2 / (S m^2) = (S / ESS - 1) / (S - 1)``: what :func:`importance_diagnostics` computes,
+    from two numbers (NaN for one draw).
+    """
+    ess, S = np.asarray(ess, dtype=np.float64), np.asarray(n_samples, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.sqrt(np.maximum(S / ess - 1.0, 0.0) / (S - 1.0))
+    return np.where(S > 1, out, np.nan)
+
+
+def pool_estimates(a: ImportanceEstimate, b: ImportanceEstimate) -> ImportanceEstimate:
+    """Two independent importance-sampled estimates of the same sequences as one of all their draws.
+
+    The pooled mean weight is ``(S_a m_a + S_b m_b) / (S_a + S_b)``; the sums of squared weights
+    are recovered from the effective sample sizes (``sum w^2 = (S m)^2 / ESS``), so the pooled
+    ESS and standard error (:func:`std_error_of`) are those of the concatenated draws, in log
+    space (no weight is exponentiated).
+    """
+    Sa, Sb = np.asarray(a.n_samples, dtype=np.float64), np.asarray(b.n_samples, dtype=np.float64)
+    log_sum_a, log_sum_b = np.log(Sa) + a.log_marginal, np.log(Sb) + b.log_marginal
+    log_sum = np.logaddexp(log_sum_a, log_sum_b)
+    log_sq = np.logaddexp(2 * log_sum_a - np.log(a.ess), 2 * log_sum_b - np.log(b.ess))
+    S = Sa + Sb
+    ess = np.exp(2 * log_sum - log_sq)
+    n = np.asarray(a.n_samples) + np.asarray(b.n_samples)
+    return ImportanceEstimate(log_sum - np.log(S), std_error_of(ess, S), ess, n)
