@@ -90,9 +90,9 @@ def variant_doc_namespaces(tmp_path, monkeypatch):
 
 
 def test_writing_a_variant_blocks_run(variant_doc_namespaces):
-    # the stock model, sticky, mixture, a fit, a comparison, a saved and loaded fit
-    assert len(variant_doc_namespaces) == 6
-    stock, sticky, mixture, fit, compared, saved = variant_doc_namespaces
+    # the stock model, sticky, mixture, a fit, a comparison, a saved and loaded fit, predictive draws
+    assert len(variant_doc_namespaces) == 7
+    stock, sticky, mixture, fit, compared, saved, predictive = variant_doc_namespaces
     # Steps 1 and 2: the doc's models, written with the blocks, are the shipped ones.
     seqs = [np.array([0, 2, 1, 1, 3]), np.array([2]), np.array([1, 0, 3])]
     batch = pad_batch(seqs, range(3), 3, 2, 4, torch.float64)
@@ -125,3 +125,8 @@ def test_writing_a_variant_blocks_run(variant_doc_namespaces):
     assert labels["LDHMM-PF"] == "lower bound (PF family)" and labels["HMM"] == "exact log-lik"
     # Step 6: the loaded model is the saved one.
     assert saved["back"].params_.keys() == saved["model"].params_.keys()
+    # Step 7: unconditioned, Predictive draws replicates (each held-out sequence its own)
+    draws = predictive["draws"]
+    assert tuple(draws.shape) == (4000, 2, 12)
+    zeros = [(draws[:, m] == 0).float().mean().item() for m in range(2)]
+    assert zeros[0] > 0.5 > zeros[1]
