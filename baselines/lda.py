@@ -275,6 +275,7 @@ class LDA(SequenceModel):
 
     name = "LDA"
     score_kind = "lower_bound"
+    score_family = "LDA (gensim)"
 
     def __init__(
         self,

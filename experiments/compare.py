@@ -19,8 +19,26 @@ Score columns of ``folds.csv`` (all in nats, summed over the test fold unless ``
     Importance-sampled estimate of log p(x) (``log_marginal_is`` with ``--is-samples``
     samples per sequence; a stochastic lower bound that tightens as S grows, at least the
     ELBO on average), only for LDHMM-FF/PF, VBHMM and HMMV; NaN for HMM and LDA.
+``is_samples``
+    Draws per sequence (with ``is_min_ess``, the first round's: a sequence with a low effective
+    sample size then has more, up to ``is_max_samples``).
+``is_std_error``, ``is_min_ess``, ``is_low_ess``
+    How far ``heldout_is`` can be trusted (:mod:`ldhmm.inference.ops.importance`): its standard
+    error over the fold (the per-sequence standard errors added in quadrature), the smallest
+    effective sample size of a sequence's draws, and how many sequences have fewer than
+    ``LOW_ESS`` (10) effective draws; NaN for a model whose ``log_marginal_is`` gives no
+    diagnostics.
 
-The summary keeps the two measures in separate tables and marks every row's kind.
+``score_kind``, ``score_family``
+    What ``heldout_elbo`` is: ``"exact"``, ``"estimate"`` or ``"lower_bound"``, and for a
+    bound its variational family (``"PF"``, ``"FF"``, ``"z-summed, Dirichlet mean field"``,
+    ...: the model's ``score_family``).
+
+Bounds are compared only within one family: the t-tests and the "best model" lines use the
+measure :func:`ldhmm.experiments.measures.comparison_measure` picks, the models' own held-out
+score where every one is of one kind and family, else log p(x) (exact where there is one, the
+importance-sampled estimate otherwise), and say which. The summary keeps the two measures in
+separate tables and labels every row with its kind and family.
 """
 
 from __future__ import annotations
@@ -36,6 +54,8 @@ from matplotlib.figure import Figure
 from scipy.stats import ttest_rel
 
 from ..data import kfold_indices
+from ..inference.ops.importance import LOW_ESS
+from ..models.base import importance_estimate
 from .along_k import (
     Fitter,
     budget_rules,
@@ -50,6 +70,16 @@ from .along_k import (
 )
 from .datasets import resolve_data, run_settings
 from .lineup import ldhmm_names, model_names, model_order
+from .measures import (
+    LOG_PX,
+    LOG_PX_LABEL,
+    LOG_PX_MEASURE,
+    Measure,
+    comparison_measure,
+    row_labels,
+    score_family_of,
+    with_log_px,
+)
 from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
 from .tables import NO_K, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
 from .tasks import (
@@ -91,9 +121,10 @@ SCORE_COLUMNS = [
     "heldout_is_per_token",
 ]
 CSV_COLUMNS = (
-    ["model", "K", "fold", "score_kind", "n_train", "n_test", "n_test_tokens"]
+    ["model", "K", "fold", "score_kind", "score_family", "n_train", "n_test", "n_test_tokens"]
     + SCORE_COLUMNS
-    + ["is_samples", "fit_seconds", "score_seconds", "is_seconds", "n_iter", "converged"]
+    + ["is_samples", "is_std_error", "is_min_ess", "is_low_ess"]
+    + ["fit_seconds", "score_seconds", "is_seconds", "n_iter", "converged"]
 )
 
 
@@ -105,15 +136,32 @@ def score_fit(model, name: str, K: int, fold: int, test, s: dict, fit_seconds: f
     scores, score_s = timed(model.score_samples, test)
     scores = check_scores(scores, len(test), name)
     total = float(scores.sum())
-    is_total, is_s = math.nan, 0.0
+    is_total, is_s, trust = (
+        math.nan,
+        0.0,
+        {"is_std_error": math.nan, "is_min_ess": math.nan, "is_low_ess": math.nan},
+    )
     if s["is_samples"] > 0 and callable(getattr(model, "log_marginal_is", None)):
-        is_scores, is_s = timed(
-            model.log_marginal_is, test, n_samples=s["is_samples"], seed=s["seed"] + 1000 * fold + K
+        found, is_s = timed(
+            importance_estimate,
+            model,
+            test,
+            s["is_samples"],
+            s["seed"] + 1000 * fold + K,
+            s.get("is_min_ess", 0.0),
+            s.get("is_max_samples"),
         )
-        is_total = float(np.sum(check_scores(is_scores, len(test), name, "log_marginal_is")))
+        is_total = float(np.sum(check_scores(found.log_marginal, len(test), name, "log_marginal_is")))
+        if np.isfinite(found.ess).all():
+            trust = {
+                "is_std_error": float(np.sqrt(np.sum(np.asarray(found.std_error) ** 2))),
+                "is_min_ess": float(np.min(found.ess)),
+                "is_low_ess": int(np.sum(np.asarray(found.ess) < LOW_ESS)),
+            }
     n_iter = getattr(model, "n_iter_", None)
     return {
         "score_kind": model.score_kind,
+        "score_family": score_family_of(model),
         "n_test": len(test),
         "n_test_tokens": n_tokens,
         "heldout_elbo": total,
@@ -123,12 +171,29 @@ def score_fit(model, name: str, K: int, fold: int, test, s: dict, fit_seconds: f
         "heldout_is_per_seq": is_total / len(test),
         "heldout_is_per_token": is_total / n_tokens,
         "is_samples": s["is_samples"] if math.isfinite(is_total) else 0,
+        **trust,
         "fit_seconds": fit_seconds,
         "score_seconds": score_s,
         "is_seconds": is_s,
         "n_iter": None if n_iter is None else int(n_iter),
         "converged": bool(getattr(model, "converged_", False)),
     }
+
+
+def _more_draws_settings(min_ess, max_samples, is_samples) -> dict:
+    """The run settings of the rule for more draws: ``{}`` when it is off (the default), so that
+    a run without it keeps the configuration hash it always had."""
+    if isinstance(min_ess, bool) or not isinstance(min_ess, (int, float)) or not 0 <= min_ess < math.inf:
+        raise ValueError(f"is_min_ess must be a finite number >= 0, got {min_ess!r}")
+    if max_samples is not None and (
+        isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < is_samples
+    ):
+        raise ValueError(
+            f"is_max_samples must be an integer >= is_samples ({is_samples}), got {max_samples!r}"
+        )
+    if min_ess == 0:
+        return {}
+    return {"is_min_ess": float(min_ess), "is_max_samples": int(max_samples or 8 * is_samples)}
 
 
 def _fold_fitter(payload, fold: int):
@@ -219,11 +284,22 @@ class ComparisonResult:
         return not self.errors
 
     def table(self, column: str = "heldout_elbo") -> pd.DataFrame:
-        """Mean over folds of ``column`` per model (rows, in table order) and K (columns)."""
-        folds = spread_over_k(self.folds, self.config["states"])
+        """Mean over folds of ``column`` per model (rows, in table order) and K (columns).
+
+        ``column`` is a column of :attr:`folds` or ``"log_px"`` (``"log_px_per_token"``, ...:
+        log p(x), exact where there is one, importance-sampled otherwise;
+        :func:`ldhmm.experiments.measures.with_log_px`). For a score column the first column,
+        ``score``, says what each row's numbers are: the kind, and for a bound its family
+        (``"lower bound (PF family)"``), for log p(x) how it was had.
+        """
+        folds = spread_over_k(with_log_px(self.folds), self.config["states"])
         t = folds.pivot_table(index="model", columns="K", values=column, aggfunc="mean")
         order = sorted(t.index, key=lambda m: (list(self.config["models"]).index(m), m))
-        return t.loc[order]
+        t = t.loc[order]
+        label = _column_label(column)
+        if label is not None:
+            t.insert(0, "score", [label(m, folds[folds["model"] == m]) for m in t.index])
+        return t
 
 
 @holds_out_dir_lock
@@ -246,6 +322,8 @@ def compare(
     m_step: str = "collapsed",
     restarts: int = 3,
     is_samples: int = 100,
+    is_min_ess: float = 0.0,
+    is_max_samples: int | None = None,
     force: bool = False,
     quiet: bool = False,
     plugins=(),
@@ -261,7 +339,8 @@ def compare(
         ``"all"`` (every registered model and installed plug-in), built-in names
         (``["LDHMM-PF", "HMM"]``), or ``{name: factory}`` where a factory is
         ``factory(n_states, n_symbols, seed) -> model``, a ``"package.module:factory"`` string,
-        or None for the built-in model of that name (:mod:`ldhmm.experiments.plugins`).
+        or, for the built-in model of that name, None or the name (``{"HMM": "HMM"}``)
+        (:mod:`ldhmm.experiments.plugins`).
     data : str, Path, SequenceDatabase or list of 1-D int arrays, optional
         A file any loader reads (:func:`ldhmm.data.load_path`; event logs need
         ``sequence_col`` and ``event_col``), a named data set (``"entree"``, ``"msnbc"``,
@@ -291,6 +370,10 @@ def compare(
         Restart budget (``n_init``) of every registered model that takes restarts.
     is_samples : int
         Importance samples per test sequence for ``heldout_is`` (0: skip).
+    is_min_ess, is_max_samples : float, int, optional
+        More draws where a sequence's effective sample size is below ``is_min_ess`` (0: off,
+        the default), up to ``is_max_samples`` draws (default ``8 * is_samples``): the seeded
+        rule of :func:`ldhmm.models.base.importance_estimate`.
     force : bool
         Reuse an ``out`` that holds results of another configuration.
     quiet : bool
@@ -309,6 +392,7 @@ def compare(
     names = [e.name for e in entries]
     states = parse_states(states)
     check_run_settings(folds, jobs, max_iter, tol, m_step, restarts, is_samples)
+    more_draws = _more_draws_settings(is_min_ess, is_max_samples, is_samples)
     db, what = resolve_data(
         data, data_dir, n_sequences, seed, sequence_col=sequence_col, event_col=event_col, time_col=time_col
     )
@@ -325,6 +409,7 @@ def compare(
         m_step,
         restarts,
         is_samples=is_samples,
+        **more_draws,
         **plugin_settings(entries),
     )
     out = default_out("compare", db.name, out)
@@ -363,64 +448,71 @@ def compare(
     )
 
 
-KIND_LABEL = {"exact": "exact log-lik", "lower_bound": "lower bound (ELBO)", "estimate": "estimate"}
+def _paired_test(dk, a: str, b: str, measure: Measure) -> dict:
+    """The paired t-test of models ``a`` and ``b`` over the folds both have, by ``measure``."""
+    da = dk[dk["model"] == a].set_index("fold")
+    db_ = dk[dk["model"] == b].set_index("fold")
+    common = sorted(set(da.index) & set(db_.index))
+    col = measure.column
+    xa = da.loc[common, col].to_numpy(float) if common else np.array([])
+    xb = db_.loc[common, col].to_numpy(float) if common else np.array([])
+    ok = np.isfinite(xa) & np.isfinite(xb)
+    xa, xb = xa[ok], xb[ok]
+    if xa.size >= 2 and np.any(xa - xb != 0):
+        t, p = ttest_rel(xa, xb)
+    else:
+        t, p = math.nan, math.nan
+    return {
+        "measure": measure.label,
+        "kind_a": _what(da, measure),
+        "kind_b": _what(db_, measure),
+        "n_folds": int(xa.size),
+        "mean_a": float(xa.mean()) if xa.size else math.nan,
+        "mean_b": float(xb.mean()) if xb.size else math.nan,
+        "mean_diff": float((xa - xb).mean()) if xa.size else math.nan,
+        "t": float(t),
+        "p_value": float(p),
+    }
 
 
-def _tight_measure(df):
-    """The tightest comparable score per row: IS estimate where there is one, else heldout_elbo."""
-    tight = df["heldout_is"].where(np.isfinite(df["heldout_is"]), df["heldout_elbo"])
-    kind = np.where(np.isfinite(df["heldout_is"]), "IS estimate", df["score_kind"].map(KIND_LABEL))
-    return tight, kind
+def _what(rows, measure: Measure) -> str:
+    """What one model's numbers under ``measure`` are (its score's label, or how its log p(x) is had)."""
+    if not len(rows):
+        return ""
+    if measure.column != LOG_PX:
+        return str(row_labels(rows.iloc[:1]).iloc[0])
+    kind = str(rows["log_px_kind"].iloc[0])
+    return f"log p(x), {kind}" if kind else "no log p(x)"
 
 
 def ttests(df, models) -> pd.DataFrame:
     """Paired two-tailed t-tests (over folds) of each LDHMM variant and each plug-in model
-    against every other model."""
+    against every other model.
+
+    Each pair is tested by the measure that compares it (:func:`comparison_measure`): the two
+    models' own held-out scores where both are of one kind and, for bounds, one family, else
+    log p(x) (exact where there is one, importance-sampled otherwise); a pair compared by a
+    bound is tested by log p(x) as well where both have it. ``measure``, ``kind_a`` and
+    ``kind_b`` say what was compared.
+    """
     rows = []
     registered = set(model_names())
     ldhmm = [m for m in ldhmm_names() if m in models] + [m for m in models if m not in registered]
-    df = df.copy()
-    df["tight"], df["tight_kind"] = _tight_measure(df)
+    df = with_log_px(df)
     for K in sorted(df["K"].unique()):
         dk = df[df["K"] == K]
         for a in [m for m in ldhmm if m in models]:
             for b in [m for m in models if m != a]:
                 if b in ldhmm and ldhmm.index(b) < ldhmm.index(a):
                     continue  # FF vs PF once
-                for measure, col, kcol in (
-                    ("paper (heldout_elbo)", "heldout_elbo", "score_kind"),
-                    ("tightest (IS / exact)", "tight", "tight_kind"),
-                ):
-                    da = dk[dk["model"] == a].set_index("fold")
-                    db_ = dk[dk["model"] == b].set_index("fold")
-                    common = sorted(set(da.index) & set(db_.index))
-                    xa = da.loc[common, col].to_numpy(float) if common else np.array([])
-                    xb = db_.loc[common, col].to_numpy(float) if common else np.array([])
-                    ok = np.isfinite(xa) & np.isfinite(xb)
-                    xa, xb = xa[ok], xb[ok]
-                    if xa.size >= 2 and np.any(xa - xb != 0):
-                        t, p = ttest_rel(xa, xb)
-                    else:
-                        t, p = math.nan, math.nan
-                    ka = str(da[kcol].iloc[0]) if len(da) else ""
-                    kb = str(db_[kcol].iloc[0]) if len(db_) else ""
-                    rows.append(
-                        {
-                            "K": int(K),
-                            "model_a": a,
-                            "model_b": b,
-                            "measure": measure,
-                            "kind_a": KIND_LABEL.get(ka, ka),
-                            "kind_b": KIND_LABEL.get(kb, kb),
-                            "n_folds": int(xa.size),
-                            "mean_a": float(xa.mean()) if xa.size else math.nan,
-                            "mean_b": float(xb.mean()) if xb.size else math.nan,
-                            "mean_diff": float((xa - xb).mean()) if xa.size else math.nan,
-                            "t": float(t),
-                            "p_value": float(p),
-                        }
-                    )
-    return pd.DataFrame(rows)
+                measure = comparison_measure(dk, [a, b])
+                rows.append({"K": int(K), "model_a": a, "model_b": b, **_paired_test(dk, a, b, measure)})
+                if measure.column != LOG_PX:
+                    also = _paired_test(dk, a, b, LOG_PX_MEASURE)
+                    if also["n_folds"]:
+                        rows.append({"K": int(K), "model_a": a, "model_b": b, **also})
+    columns = ["K", "model_a", "model_b", "measure", "kind_a", "kind_b", "n_folds"]
+    return pd.DataFrame(rows, columns=columns + ["mean_a", "mean_b", "mean_diff", "t", "p_value"])
 
 
 def _table(df, col, models, states, kinds, digits=2):
@@ -438,9 +530,30 @@ def _table(df, col, models, states, kinds, digits=2):
     return "\n".join(lines)
 
 
-def _models_with_is(df, models) -> list[str]:
-    """The models of the run whose rows carry an importance-sampled estimate."""
-    return [m for m in models if np.isfinite(df.loc[df["model"] == m, "heldout_is"].to_numpy(float)).any()]
+def _column_label(column: str):
+    """How a score column's rows are labelled (a function of model and rows), or None."""
+    if column.startswith(LOG_PX):
+        return _log_px_label
+    if column.startswith("heldout_is"):
+        return lambda m, dm: "log p(x), importance-sampled"
+    if column.startswith("heldout_elbo"):
+        return _own_label
+    return None
+
+
+def _own_label(m, dm) -> str:
+    """The label of a model's held-out score (kind, and family for a bound)."""
+    return str(row_labels(dm.iloc[:1]).iloc[0])
+
+
+def _log_px_label(m, dm) -> str:
+    kinds = dm.loc[np.isfinite(dm[LOG_PX].to_numpy(float)), "log_px_kind"]
+    return f"log p(x), {kinds.iloc[0]}" if len(kinds) else "no log p(x)"
+
+
+def _models_with_log_px(df, models) -> list[str]:
+    """The models of the run with a log p(x) in their rows (exact, or importance-sampled)."""
+    return [m for m in models if np.isfinite(df.loc[df["model"] == m, LOG_PX].to_numpy(float)).any()]
 
 
 def write_reports(df, out: Path, what: str, settings: dict, models, states, errors=()):
@@ -451,8 +564,8 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
     present = [m for m in models if m in set(df["model"])]
     tt = ttests(df, present)
     atomic_write_csv(tt, out / "ttests.csv")
-    kind_of = lambda m, dm: KIND_LABEL.get(str(dm["score_kind"].iloc[0]), str(dm["score_kind"].iloc[0]))
-    is_kind = lambda m, dm: "IS estimate"
+    d = with_log_px(df)
+    with_px = _models_with_log_px(d, present)
     lines = [
         "# ldhmm compare",
         "",
@@ -464,49 +577,66 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
         f"M-step {settings.get('m_step') or 'collapsed'}, "
         f"{settings['is_samples']} importance samples per test sequence.",
         "",
-        "## Held-out log-likelihood, the paper's measure (nats per test fold, mean ± std over folds)",
+        "## Held-out score, the paper's measure (nats per test fold, mean ± std over folds)",
         "",
-        "`heldout_elbo` = sum of `score_samples` over the test fold. **Mixed kinds**: the HMM row is "
-        "the exact log-likelihood; every other row is a variational lower bound (ELBO) on it, "
-        "so a bound below HMM's value does not mean the model is worse. The Markov chains "
-        f"(MARKOV1, MARKOV3) are exact too; marked {NO_K}, they are fitted once per fold and their "
-        "value fills every K column.",
+        "`heldout_elbo` = sum of `score_samples` over the test fold. The score column says what "
+        "each row is: an exact log-likelihood, or a lower bound of the variational family named. "
+        "Bounds are compared only within one family; bounds of different families, and a bound "
+        "beside an exact log-likelihood, are compared by log p(x) (next table). The Markov chains "
+        f"(MARKOV1, MARKOV3) are exact; marked {NO_K}, they are fitted once per fold and their value "
+        "fills every K column.",
         "",
-        _table(df, "heldout_elbo", present, states, kind_of),
+        _table(df, "heldout_elbo", present, states, _own_label),
         "",
-        "## Importance-sampled log p(x) (nats per test fold)",
+        "## log p(x): exact where there is one, importance-sampled otherwise (nats per test fold)",
         "",
-        "`heldout_is`: importance sampling with the fitted q(theta) as proposal; comparable with "
-        "HMM's exact log-likelihood (repeated here) up to the estimator's small downward bias.",
+        "`heldout_is`: importance sampling with the fitted q(theta) as proposal (a stochastic "
+        "lower bound on log p(x) that tightens with the samples); beside it the exact "
+        "log-likelihoods. One scale for every model: the measure of comparisons across families.",
         "",
-    ]
-    with_is = _models_with_is(df, present)
-    if with_is:
-        lines.append(_table(df, "heldout_is", with_is, states, is_kind))
-        exact = _exact_models(df, present)
-        if exact:
-            lines.append(_table(df, "heldout_elbo", exact, states, kind_of).split("\n", 2)[2])
-    else:
-        lines.append("(not computed: --is-samples 0 or no model with an IS estimate)")
-    lines += [
+        _table(d, LOG_PX, with_px, states, _log_px_label)
+        if with_px
+        else "(not computed: --is-samples 0 or no model with log p(x))",
         "",
         "## Per token (heldout_elbo / test tokens)",
         "",
-        _table(df, "heldout_elbo_per_token", present, states, kind_of, digits=4),
+        _table(df, "heldout_elbo_per_token", present, states, _own_label, digits=4),
         "",
+    ]
+    if with_px:
+        lines += [_table(d, LOG_PX + "_per_token", with_px, states, _log_px_label, digits=4), ""]
+    trusted = [
+        m for m in present if np.isfinite(df.loc[df["model"] == m, "is_std_error"].to_numpy(float)).any()
+    ]
+    if trusted:
+        lines += [
+            "## How far the importance-sampled estimates can be trusted",
+            "",
+            f"Standard error of `heldout_is` per fold (nats), the smallest effective sample size of "
+            f"a sequence's {settings['is_samples']} draws, sequences with fewer than {LOW_ESS:g} "
+            "effective draws, and the seconds importance sampling took per fold (apart from the fit).",
+            "",
+            _table(df, "is_std_error", trusted, states, lambda m, dm: "IS std error"),
+            "",
+            _table(df, "is_min_ess", trusted, states, lambda m, dm: "min ESS", digits=1),
+            "",
+            _table(df, "is_low_ess", trusted, states, lambda m, dm: f"ESS < {LOW_ESS:g}", digits=1),
+            "",
+            _table(df, "is_seconds", trusted, states, lambda m, dm: "IS s", digits=1),
+            "",
+        ]
+    lines += [
         "## Fit time (seconds per fold) and EM iterations",
         "",
         _table(df, "fit_seconds", present, states, lambda m, dm: "fit s", digits=1),
         "",
         _table(df, "n_iter", present, states, lambda m, dm: "n_iter", digits=1),
         "",
-    ]
-    lines += [
         "## Paired two-tailed t-tests over folds (scipy.stats.ttest_rel)",
         "",
-        "mean_diff = mean over folds of (model_a - model_b); measure 'paper' compares "
-        "`heldout_elbo` (kinds as listed), 'tightest' uses the IS estimate where available, "
-        "else `heldout_elbo`.",
+        "mean_diff = mean over folds of (model_a - model_b). Each pair is compared by its own "
+        "held-out scores only where both are of one kind and family (the measure names it), "
+        f"else by {LOG_PX_LABEL}; a pair compared by a bound is also tested by log p(x).",
         "",
     ]
     if len(tt):
@@ -536,15 +666,14 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
     return md, best, tt
 
 
-def _exact_models(df, models) -> list[str]:
-    """The models without an IS estimate whose rows are exact log-likelihoods (HMM): shown
-    beside the IS estimates, which estimate the same quantity."""
-    with_is = _models_with_is(df, models)
-    return [
-        m
-        for m in models
-        if m not in with_is and set(df.loc[df["model"] == m, "score_kind"].astype(str)) == {"exact"}
-    ]
+def _argmax(d, models, col):
+    """``(model, K, mean over folds)`` of the best mean of ``col`` among ``models``, or None."""
+    g = d[d["model"].isin(list(models))].groupby(["model", "K"])[col].mean()
+    g = g[np.isfinite(g)]
+    if not len(g):
+        return None
+    (m, K), v = g.idxmax(), g.max()
+    return m, int(K), float(v)
 
 
 def _at(model, K) -> str:
@@ -552,104 +681,144 @@ def _at(model, K) -> str:
 
 
 def best_lines(df, models):
+    """The sentences naming the best model and K (:func:`_best_by_measure`), then whether a
+    Markov chain beats every model with hidden states (:func:`markov_line`)."""
+    d = with_log_px(df)
+    out = _best_by_measure(d, models)
+    markov = markov_line(d, models)
+    return out + [markov] if markov else out
+
+
+def _best_by_measure(d, models):
+    """The sentences naming the best model and K, by :func:`comparison_measure` over the run's
+    models: their own held-out score where all are of one kind and family; else log p(x), with
+    the models that have none listed as not ranked, and the best of each bound family with
+    more than one model by that family's bound."""
+    measure = comparison_measure(d, models)
     out = []
-    g = df.groupby(["model", "K"])["heldout_elbo"].mean()
-    g = g[np.isfinite(g)]
-    if len(g):
-        (m, K), v = g.idxmax(), g.max()
-        kind = df[df["model"] == m]["score_kind"].iloc[0]
+    if measure.column != LOG_PX:
+        best = _argmax(d, models, measure.column)
+        if best:
+            m, K, v = best
+            out.append(
+                f"Best by the held-out score, {measure.label} ({measure.note}): {_at(m, K)} "
+                f"({v:.2f} nats per test fold)."
+            )
+        return out
+    best = _argmax(d, models, LOG_PX)
+    if best:
+        m, K, v = best
+        kind = d.loc[d["model"] == m, "log_px_kind"].iloc[0]
         out.append(
-            f"Best by the paper's measure (mean held-out score per fold): {_at(m, K)} "
-            f"({v:.2f} nats, {KIND_LABEL.get(kind, kind)}). Note: this ranks lower bounds and "
-            f"HMM's exact log-likelihood on one scale; a bound that wins is a real win, "
-            f"an exact value that wins over a bound may not be."
+            f"Best by {LOG_PX_LABEL}: {_at(m, K)} ({v:.2f} nats per test fold, {kind}). "
+            f"No model is named best by a bound: {measure.note}."
         )
-    d = df.copy()
-    d["tight"], d["tight_kind"] = _tight_measure(d)
-    g2 = d.groupby(["model", "K"])["tight"].mean()
-    g2 = g2[np.isfinite(g2)]
-    if len(g2) and np.isfinite(d["heldout_is"].to_numpy(float)).any():
-        (m, K), v = g2.idxmax(), g2.max()
-        kind = d[d["model"] == m]["tight_kind"].iloc[0]
+    unranked = [m for m in models if m in set(d["model"]) and m not in _models_with_log_px(d, models)]
+    if unranked:
         out.append(
-            f"Best by the tightest measure (IS estimate where available, else heldout_elbo): "
-            f"{_at(m, K)} ({v:.2f} nats, {kind})."
+            "Not ranked (a bound with no importance-sampled log p(x): is_samples 0, or no "
+            f"log_marginal_is): {', '.join(unranked)}."
         )
-    markov = markov_line(g2)
-    if markov:
-        out.append(markov)
+    for family, members in _bound_families(d, models).items():
+        if len(members) > 1:
+            m, K, v = _argmax(d, members, "heldout_elbo")
+            out.append(
+                f"Best within the {family} family, by its bound ({', '.join(members)}): {_at(m, K)} "
+                f"({v:.2f} nats per test fold)."
+            )
     return out
 
 
-def markov_line(tight) -> str | None:
+def markov_line(d, models) -> str | None:
     """The sentence that says whether a model without states (a Markov chain over the symbols)
-    beats every model with hidden states at its best K, by the tightest measure (``tight``:
-    mean per fold by (model, K)); None when the run lacks either kind."""
-    chains = [m for m in tight.index.get_level_values(0).unique() if not has_states(m)]
-    hidden = tight[[has_states(m) for m in tight.index.get_level_values(0)]]
-    if not chains or not len(hidden):
+    beats every model with hidden states at its best K, by log p(x) (exact where there is one,
+    importance-sampled otherwise; ``d``: the fold rows with :func:`with_log_px`'s columns, the
+    chains' rows at every K). A model with no log p(x) takes part by its bound: a bound above
+    the chain decides (log p(x) is higher still), one below it does not. None when the run
+    lacks either kind."""
+    rows = d[d["model"].isin(list(models))]
+    px = rows.groupby(["model", "K"])[LOG_PX].mean()
+    bound = rows.groupby(["model", "K"])["heldout_elbo"].mean()
+    chains = [m for m in px.index.get_level_values(0).unique() if not has_states(m)]
+    hidden = [m for m in px.index.get_level_values(0).unique() if has_states(m)]
+    if not chains or not hidden:
         return None
-    chain = max(chains, key=lambda m: tight[m].max())
-    value = float(tight[chain].max())
-    (m, K), best = hidden.idxmax(), float(hidden.max())
-    verdict = "wins" if value > best else "loses"
+    chain = max(chains, key=lambda m: px[m].max())
+    value = float(px[chain].max())
+    best = None  # (value, model, K, by a bound)
+    for m in hidden:
+        has_px = np.isfinite(px[m]).any()
+        series = px[m] if has_px else bound[m]
+        series = series[np.isfinite(series)]
+        if len(series) and (best is None or series.max() > best[0]):
+            best = (float(series.max()), m, int(series.idxmax()), not has_px)
+    if best is None:
+        return None
+    other, m, K, by_bound = best
+    if value > other and by_bound:
+        return (
+            f"Markov chain: {chain} (no hidden states, exact, {value:.2f} nats per fold) is above the "
+            f"bound of the best model with hidden states, {m} with K={K} ({other:.2f}), which has no "
+            "log p(x) here (is_samples 0): not decided."
+        )
+    verdict = "wins" if value > other else "loses"
+    measure = "its bound, below its log p(x)" if by_bound else LOG_PX_LABEL
     return (
         f"Markov chain: {chain} (no hidden states, exact) {verdict} against the best model with hidden "
-        f"states, {m} with K={K}, by {abs(value - best):.2f} nats per fold ({value:.2f} vs {best:.2f}; "
-        f"the tightest measure: IS estimate where available, else heldout_elbo)."
-        + (" The per-sequence dynamics do not pay on this data." if verdict == "wins" else "")
+        f"states, {m} with K={K}, by {abs(value - other):.2f} nats per fold ({value:.2f} vs {other:.2f}; "
+        f"{measure})." + (" The per-sequence dynamics do not pay on this data." if verdict == "wins" else "")
     )
 
 
+def _bound_families(d, models) -> dict:
+    """``{family: [models]}`` of the models whose held-out score is a bound of a declared family."""
+    families: dict = {}
+    for m in models:
+        rows = d[(d["model"] == m) & (d["score_kind"] == "lower_bound")]
+        if len(rows) and isinstance(rows["score_family"].iloc[0], str) and rows["score_family"].iloc[0]:
+            families.setdefault(rows["score_family"].iloc[0], []).append(m)
+    return families
+
+
 def plot_loglik(df, models, states, path, title=""):
-    """Held-out log-likelihood against K per model (the paper's Figures 4/5): left the paper's
-    measure, right the IS estimates (with HMM's exact value); dashed = lower bound."""
-    has_is = np.isfinite(df["heldout_is"].to_numpy(float)).any()
+    """Held-out log-likelihood against K per model (the paper's Figures 4/5): left the models'
+    own held-out scores (dashed: a bound, its family in the legend), right log p(x) (dotted:
+    importance-sampled, solid: exact), the measure across families."""
+    d = with_log_px(df)
+    with_px = _models_with_log_px(d, models)
+    has_is = np.isfinite(d["heldout_is"].to_numpy(float)).any()
     # a bare Figure (not pyplot): no global backend or figure registry to touch
     fig = Figure(figsize=(12 if has_is else 6.5, 4.5))
     axes = fig.subplots(1, 2 if has_is else 1, squeeze=False)
     markers = dict(zip(model_names(), "osD^vPX*"))
-    with_is, exact = _models_with_is(df, models), _exact_models(df, models)
-    panels = [("heldout_elbo", "paper's measure: held-out ELBO (HMM: exact)")]
+    panels = [("heldout_elbo", "held-out score (kind and bound family in the legend)", models)]
     if has_is:
-        panels.append(("heldout_is", "importance-sampled log p(x) (HMM: exact)"))
-    for ax, (col, label) in zip(axes[0], panels):
-        for m in models:
-            use_col = col
-            dm = df[df["model"] == m]
-            if col == "heldout_is" and m not in with_is:
-                if m not in exact:  # an exact log-likelihood is drawn beside the estimates
-                    continue
-                use_col = "heldout_elbo"
+        panels.append((LOG_PX, LOG_PX_LABEL, with_px))
+    for ax, (col, label, shown) in zip(axes[0], panels):
+        for m in shown:
+            dm = d[d["model"] == m]
             ks, means, stds = [], [], []
             for K in states:
-                mean, std, n = mean_std(dm[dm["K"] == K][use_col].to_numpy(float))
+                mean, std, n = mean_std(dm[dm["K"] == K][col].to_numpy(float))
                 if n:
                     ks.append(K), means.append(mean), stds.append(std)
             if not ks:
                 continue
-            kind = str(dm["score_kind"].iloc[0])
-            if use_col == "heldout_is":
-                style, tag = ":", "IS"
-            elif kind == "exact":
-                style, tag = "-", "exact"
+            if col == LOG_PX:
+                tag = _log_px_label(m, dm)
+                style = "-" if "importance" not in tag else ":"
             else:
-                style, tag = "--", "bound"
-            ax.errorbar(
-                ks,
-                means,
-                yerr=stds,
-                linestyle=style,
-                marker=markers.get(m, "o"),
-                capsize=3,
-                label=f"{m} ({tag})" if has_states(m) else f"{m} ({tag}, no K)",
-            )
+                tag = _own_label(m, dm)
+                style = "--" if str(dm["score_kind"].iloc[0]) == "lower_bound" else "-"
+            label = f"{m} ({tag})" if has_states(m) else f"{m} ({tag}, {NO_K})"
+            marker = markers.get(m, "o")
+            ax.errorbar(ks, means, yerr=stds, linestyle=style, marker=marker, capsize=3, label=label)
         ax.set_xlabel("K (hidden states / topics)")
         ax.set_ylabel("held-out log-likelihood per test fold (nats)")
         ax.set_title(f"{title}: {label}", fontsize=9)
         ax.set_xticks(states)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     atomic_savefig(fig, path, dpi=120)
 
@@ -657,8 +826,9 @@ def plot_loglik(df, models, states, path, title=""):
 def console_table(df, models, states) -> str:
     """The one table a terminal shows: held-out score per model and K, each row's kind labelled.
 
-    The paper's measure (``heldout_elbo``, nats per test fold, mean ± std over folds); an
-    ``IS`` row under each model that has an importance-sampled estimate.
+    The paper's measure (``heldout_elbo``, nats per test fold, mean ± std over folds), its kind
+    and, for a bound, its family; an ``IS`` row under each model that has an importance-sampled
+    estimate.
     """
     rows = [["model", "score"] + [f"K={K}" for K in states]]
     df = spread_over_k(df, states)
@@ -666,8 +836,7 @@ def console_table(df, models, states) -> str:
         dm = df[df["model"] == m]
         if dm.empty:
             continue
-        kind = str(dm["score_kind"].iloc[0])
-        for col, label in (("heldout_elbo", KIND_LABEL.get(kind, kind)), ("heldout_is", "IS estimate")):
+        for col, label in (("heldout_elbo", _own_label(m, dm)), ("heldout_is", "log p(x), IS estimate")):
             values = dm[col].to_numpy(float)
             if not np.isfinite(values).any():
                 continue

@@ -6,7 +6,8 @@ The comparison API (:func:`ldhmm.compare`, :func:`ldhmm.classify`) and the comma
 * a built-in (registered) harness name, ``"all"``, or a list of them (``["LDHMM-PF", "HMM"]``);
 * a mapping ``{name: factory}``, where a factory is a callable
   ``factory(n_states, n_symbols, seed) -> model``, a string ``"package.module:attribute"`` that
-  names one, or ``None`` for the built-in model of that name;
+  names one, or, for the built-in model of that name, ``None`` or the name itself
+  (``{"HMM": "HMM"}``);
 * from the command line, ``--model NAME=package.module:factory`` (repeatable);
 * installed packages: an entry point of the group :data:`ENTRY_POINT_GROUP` (``ldhmm.models``)
   named NAME whose value is ``package.module:factory`` joins ``"all"``.
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models.base import SCORE_KINDS
+from ..models.import_path import load_import_path
 from .lineup import em_settings_of, model_from_settings, model_names, resolve_models
 
 __all__ = [
@@ -91,7 +93,8 @@ class ModelEntry:
 
 
 def load_factory(spec: str, what: str = "factory") -> Callable:
-    """Import ``"package.module:attribute"`` (attribute may be dotted) and return the callable.
+    """Import ``"package.module:attribute"`` (attribute may be dotted) and return the callable
+    (:func:`ldhmm.models.import_path.load_import_path`).
 
     Raises
     ------
@@ -99,24 +102,7 @@ def load_factory(spec: str, what: str = "factory") -> Callable:
         A malformed string, a module that does not import, a missing attribute, or an object
         that is not callable; the message names ``what`` and the string.
     """
-    text = str(spec).strip()
-    module_name, sep, attr = text.partition(":")
-    if not sep or not module_name or not attr:
-        raise PluginError(f"{what} {text!r}: expected 'package.module:factory'")
-    try:
-        obj = importlib.import_module(module_name)
-    except Exception as err:  # any import-time error of a user's module is its own problem
-        raise PluginError(
-            f"{what} {text!r}: cannot import {module_name!r} ({type(err).__name__}: {err})"
-        ) from None
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise PluginError(f"{what} {text!r}: module {module_name!r} has no attribute {attr!r}") from None
-    if not callable(obj):
-        raise PluginError(f"{what} {text!r}: {attr!r} is not callable")
-    return obj
+    return load_import_path(spec, what, PluginError)
 
 
 def parse_model_option(text: str) -> tuple[str, str]:
@@ -197,10 +183,8 @@ def resolve_lineup(models="all", extra: Iterable[str] = ()) -> list[ModelEntry]:
                 names.append(name)
                 continue
             if isinstance(factory, str) and ":" not in factory:
-                raise PluginError(
-                    f"model {name!r}: {factory!r} is not 'module:factory'; a built-in model is given "
-                    f"by its name with None ({{{factory!r}: None}})"
-                )
+                names.append(_builtin_by_name(name, factory, builtin))
+                continue
             if not (callable(factory) or isinstance(factory, str)):
                 raise PluginError(f"model {name!r}: a factory must be callable or 'module:factory'")
             plugins[name] = factory
@@ -239,6 +223,24 @@ def resolve_lineup(models="all", extra: Iterable[str] = ()) -> list[ModelEntry]:
     entries = [ModelEntry(n) for n in chosen]
     entries += [ModelEntry(n, f, _source_of(f)) for n, f in plugins.items()]
     return entries
+
+
+def _builtin_by_name(name: str, value: str, builtin) -> str:
+    """The built-in model that ``{name: value}`` names by its name (``{"HMM": "HMM"}``), or a
+    :class:`PluginError` saying what a value without ':' may be."""
+    known = {b.upper(): b for b in builtin}
+    key = value.strip().upper()
+    if key in known and name.strip().upper() == key:
+        return known[key]
+    if key in known:
+        raise PluginError(
+            f"model {name!r}: {value!r} is a built-in model, which keeps its own name in the results: "
+            f"give it as {{{known[key]!r}: {known[key]!r}}} (or None)"
+        )
+    raise PluginError(
+        f"model {name!r}: {value!r} is neither 'module:factory' nor a built-in model "
+        f"({', '.join(builtin)}; given by its name, {{'HMM': 'HMM'}} or {{'HMM': None}})"
+    )
 
 
 def check_sendable(entries: list[ModelEntry], jobs: int) -> None:

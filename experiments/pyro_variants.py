@@ -116,14 +116,14 @@ def compare_variants(
         is_samples=is_samples,
         quiet=True,
     )
-    df = result.folds
     for column, label in (
-        ("heldout_elbo_per_token", "held-out score per token (bounds; HMM exact)"),
-        ("heldout_is_per_token", "importance-sampled log p(x) per token (HMM: exact)"),
+        ("heldout_elbo_per_token", "held-out score per token (each row's kind and bound family)"),
+        ("log_px_per_token", "log p(x) per token (exact where there is one, importance-sampled otherwise)"),
         ("fit_seconds", "fit seconds (mean over folds)"),
     ):
         print(f"\n{label}")
-        print(df.pivot_table(index="model", columns="K", values=column).round(4).to_string())
+        print(result.table(column).round(4).to_string())
+    print("", *result.best, sep="\n")
     if result.errors:
         print("\nfailed tasks:", *result.errors, sep="\n  ")
     print(f"\nfiles: {result.out}/summary.md, folds.csv, ttests.csv")

@@ -261,7 +261,9 @@ class VariationalEM:
                 if run is not None:
                     run.journal.append((as_numpy_params(params), use_starts))  # no cached terms kept
                 totals = reduce_totals(
-                    backend.call("e_step", as_numpy_params(params), use_starts, iteration=n_iter, step="E")
+                    backend.call(
+                        "e_step", as_numpy_params(params), use_starts, n_iter, iteration=n_iter, step="E"
+                    )
                 )
                 e_elbo = total_elbo(params, totals)
                 if not monitor.check_finite(e_elbo):

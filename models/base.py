@@ -36,6 +36,12 @@ Class attributes:
     the ``K`` the harness sweeps; ``False`` for one without (a Markov chain over the
     symbols): it takes ``n_states`` and ignores it, and the harness fits it once per fold
     and shows its one value at every K, marked "no K".
+``score_family``
+    For a lower bound, the variational family it is a bound of (``"PF"``, ``"FF"``, the SVI
+    route's ``"z-summed, Dirichlet mean field"``, ...; a class attribute, or a property where
+    the family depends on the configuration). Two bounds are compared only when their
+    families are equal (:mod:`ldhmm.experiments.measures`); a bound with no family is compared
+    with no other model's.
 
 Learned attributes end in ``_`` and exist only after ``fit``; every model sets
 ``n_symbols_`` (the vocabulary size it knows). A model fitted by an iterative rule sets
@@ -63,8 +69,9 @@ from typing import ClassVar, Protocol, runtime_checkable
 import numpy as np
 from sklearn.exceptions import NotFittedError
 
-from ..data.seeds import MAX_SEED
+from ..data.seeds import MAX_SEED, derived_seeds
 from ..inference import infer_n_symbols, validate_sequences
+from ..inference.ops.importance import ImportanceEstimate, pool_estimates
 
 __all__ = [
     "SCORE_KINDS",
@@ -75,6 +82,7 @@ __all__ = [
     "check_n_states",
     "check_seed",
     "check_n_symbols",
+    "importance_estimate",
 ]
 
 #: What ``score_samples`` may return: the log-likelihood, a lower bound on it, an estimate.
@@ -174,6 +182,8 @@ class SequenceModel(abc.ABC):
     score_kind: ClassVar[str] = ""
     #: Whether ``n_states`` means something (hidden states or topics): see the module docstring.
     has_states: ClassVar[bool] = True
+    #: The bound's variational family (see the module docstring); empty for an exact score.
+    score_family: ClassVar[str] = ""
     #: Constructor arguments left out of :meth:`get_config`: run-time switches such as
     #: ``verbose``, or settings a model file records elsewhere.
     _not_config: ClassVar[tuple[str, ...]] = ("verbose",)
@@ -299,3 +309,64 @@ class SequenceModel(abc.ABC):
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({opts})"
+
+
+def importance_estimate(
+    model, sequences, n_samples: int, seed: int, min_ess: float = 0.0, max_samples: int | None = None
+) -> ImportanceEstimate:
+    """``model.log_marginal_is`` with each estimate's standard error and effective sample size
+    where the model gives them (``diagnostics=True``: the built-in models), else NaN for those
+    (a plug-in's ``log_marginal_is(sequences, n_samples, seed)``); the estimates are the same
+    numbers either way.
+
+    More draws where the effective sample size is low (``min_ess > 0``; off by default, so the
+    estimates are those of ``n_samples`` draws): while a sequence has fewer than ``min_ess``
+    effective draws and fewer than ``max_samples`` draws (default ``8 * n_samples``), round
+    ``r = 1, 2, ...`` draws as many again as it has (capped at ``max_samples``) for those
+    sequences, seeded by ``derived_seeds(seed, r + 1)[r]``, and pools them with the draws before
+    (:func:`ldhmm.inference.ops.importance.pool_estimates`): the same inputs give the same
+    estimates. ``n_samples`` of the result says how many draws each estimate has.
+    """
+    first = _log_marginal_with_diagnostics(model, sequences, n_samples, seed)
+    if not min_ess > 0:
+        return first
+    cap = int(max_samples) if max_samples is not None else 8 * int(n_samples)
+    found = first
+    for r in range(1, 64):
+        low = np.flatnonzero((found.ess < min_ess) & (found.n_samples < cap))
+        if low.size == 0:
+            break
+        draws = int(min(found.n_samples[low].min(), cap - found.n_samples[low].max()))
+        if draws < 1:
+            break
+        more = _log_marginal_with_diagnostics(
+            model, [sequences[i] for i in low], draws, derived_seeds(seed, r + 1)[r]
+        )
+        pooled = pool_estimates(ImportanceEstimate(*(np.asarray(v)[low] for v in found)), more)
+        found = ImportanceEstimate(*(_replace(np.asarray(v), low, p) for v, p in zip(found, pooled)))
+    return found
+
+
+def _replace(values: np.ndarray, index: np.ndarray, part) -> np.ndarray:
+    out = values.astype(np.result_type(values, np.asarray(part)), copy=True)
+    out[index] = part
+    return out
+
+
+def _log_marginal_with_diagnostics(model, sequences, n_samples: int, seed: int) -> ImportanceEstimate:
+    """One call of ``model.log_marginal_is`` as an ``ImportanceEstimate`` (NaN diagnostics for a
+    model that gives none)."""
+    method = model.log_marginal_is
+    try:
+        takes = "diagnostics" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # a builtin or C callable
+        takes = False
+    if takes:
+        found = method(sequences, n_samples=n_samples, seed=seed, diagnostics=True)
+        if isinstance(found, ImportanceEstimate):
+            return found
+    else:
+        found = method(sequences, n_samples=n_samples, seed=seed)
+    values = np.asarray(found, dtype=np.float64).reshape(-1)
+    missing = np.full(values.shape, np.nan)
+    return ImportanceEstimate(values, missing, missing.copy(), np.full(values.shape, int(n_samples)))

@@ -30,6 +30,20 @@ A model file is JSON (never pickle) written by :func:`write_model_file` (what
 
 with shapes pi (K,), A (K, K), B (K, V), K = ``config.n_states`` and V = ``config.n_symbols``
 (when that is null: the vocabulary's length, else B's width).
+
+A model of the SVI route (:class:`ldhmm.models.pyro_sequence.PyroSequenceModel`, class
+``"PyroSequenceModel"``) is a user's Pyro code with fitted parameters; its file (version 2)
+holds, in place of ``sharing``, ``prior``, ``posterior`` and ``log_point``::
+
+    factory       "package.module:factory": the code that rebuilds its Pyro model and guide,
+                  factory(n_states, n_symbols, seed) -> PyroSequenceModel. A model file is
+                  never run by itself: :func:`read_pyro_model_file` imports it only when the
+                  caller names it (``factory=``, ``ldhmm score --factory``)
+    config        the constructor's plain settings (n_states, n_symbols, seed, lr, score_draws, ...)
+    params        {name: array}: the fitted global parameters (constrained values), each finite
+    elbo_history, vocabulary   as above (vocabulary: null or n_symbols distinct strings)
+
+:func:`validate_pyro_document` checks it the same way (one error naming file and field).
 :func:`validate_model_document` checks all of it and raises one ``ValueError`` naming the
 file and the field. A model that passes scores every valid sequence with a finite bound,
 except where a point-estimated group's -inf entries give a sequence probability 0 (a symbol
@@ -56,6 +70,7 @@ from ..data.regular_files import open_regular, read_json
 from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
 from ..inference.parameters import VariantParameters
 from ..inference.sharing import ParameterSharing
+from .import_path import load_import_path
 from .memory import check_memory, format_size, model_file_bytes
 
 __all__ = [
@@ -72,6 +87,11 @@ __all__ = [
     "write_model_file",
     "read_model_file",
     "read_model_json",
+    "PYRO_CLASS",
+    "is_pyro_document",
+    "validate_pyro_document",
+    "write_pyro_model_file",
+    "read_pyro_model_file",
 ]
 
 #: The model-file format this version writes; it reads every version in FORMAT_HISTORY.
@@ -139,6 +159,9 @@ def check_config_types(path, cls, config: dict) -> None:
         elif key == "guide":
             if not isinstance(value, str):
                 raise ModelFileError(path, where, f"expected a guide name, got {value!r}")
+        elif key == "batch_size" and default == "auto":  # the SVI route's: "auto" or a size
+            if not (value == "auto" or _is_int(value) and value >= 1):
+                raise ModelFileError(path, where, f'expected "auto" or an integer >= 1, got {value!r}')
         elif isinstance(default, bool):
             if not isinstance(value, bool):
                 raise ModelFileError(path, where, f"expected true or false, got {value!r}")
@@ -575,6 +598,158 @@ def read_model_file(path, cls, guide=None):
     model._set_params(
         VariantParameters(sharing, tensors("prior"), tensors("posterior"), tensors("log_point"))
     )
+    model.elbo_history_ = np.asarray(doc.get("elbo_history", []), dtype=np.float64)
+    model.n_iter_ = len(model.elbo_history_)
+    if doc.get("vocabulary") is not None:
+        model.vocabulary_ = list(doc["vocabulary"])
+    return model
+
+
+#: The class name of a model of the SVI route in a model file.
+PYRO_CLASS = "PyroSequenceModel"
+_PYRO_FIELDS = ("format", "version", "class", "factory", "config", "params")
+
+
+def is_pyro_document(doc) -> bool:
+    """Whether a parsed model file is of a model of the SVI route (:data:`PYRO_CLASS`)."""
+    return isinstance(doc, dict) and doc.get("class") == PYRO_CLASS
+
+
+def _check_version(doc, path, versions=FORMAT_HISTORY) -> None:
+    if doc.get("format") != "ldhmm":
+        raise ModelFileError(
+            path, "format", f'expected "ldhmm", got {doc.get("format")!r}: not an ldhmm model file'
+        )
+    version = doc.get("version")
+    if not _is_int(version) or version not in versions or version < 2:
+        raise ModelFileError(
+            path, "version", f"expected {FORMAT_VERSION} for a {PYRO_CLASS}, got {version!r}"
+        )
+
+
+def validate_pyro_document(doc, path, cls) -> None:
+    """Check a parsed model file of the SVI route (module docstring) against ``cls``'s settings.
+
+    Raises
+    ------
+    ModelFileError
+        The first field that does not follow the schema.
+    """
+    if not isinstance(doc, dict):
+        raise ModelFileError(path, "(top level)", f"expected a JSON object, got {type(doc).__name__}")
+    _check_version(doc, path)
+    for key in _PYRO_FIELDS:
+        if key not in doc:
+            raise ModelFileError(path, key, "missing")
+    factory = doc["factory"]
+    module, sep, attr = str(factory).partition(":") if isinstance(factory, str) else ("", "", "")
+    if not (module and sep and attr):
+        raise ModelFileError(path, "factory", f"expected 'package.module:factory', got {factory!r}")
+    config = doc["config"]
+    check_config_types(path, cls, config)
+    for key in ("n_states", "n_symbols"):
+        if not _is_int(config.get(key)):
+            raise ModelFileError(path, f"config.{key}", f"expected an integer >= 1, got {config.get(key)!r}")
+    params = doc["params"]
+    if not isinstance(params, dict) or not params:
+        raise ModelFileError(path, "params", "expected an object of named arrays")
+    for name, value in params.items():
+        try:
+            arr = np.asarray(value)
+        except (TypeError, ValueError):  # ragged nesting
+            raise ModelFileError(path, f"params.{name}", "expected an array of numbers") from None
+        if arr.dtype.kind not in "iuf" or not np.isfinite(arr.astype(np.float64)).all():
+            raise ModelFileError(path, f"params.{name}", "expected an array of finite numbers")
+    history = doc.get("elbo_history", [])
+    if not isinstance(history, list) or not all(_is_number(x) for x in history):
+        raise ModelFileError(path, "elbo_history", "expected a list of finite numbers")
+    vocabulary = doc.get("vocabulary")
+    V = config["n_symbols"]
+    if vocabulary is not None and (
+        not isinstance(vocabulary, list)
+        or len(vocabulary) != V
+        or not all(isinstance(v, str) for v in vocabulary)
+        or len(set(vocabulary)) != V
+    ):
+        raise ModelFileError(path, "vocabulary", f"expected null or {V} distinct strings")
+    unknown = sorted(set(doc) - set(_PYRO_FIELDS) - {"elbo_history", "vocabulary"})
+    if unknown:
+        raise ModelFileError(path, unknown[0], "unknown field")
+
+
+def write_pyro_model_file(path, model, factory: str) -> None:
+    """Write a fitted model of the SVI route to ``path`` (JSON, atomically; module docstring).
+
+    Parameters
+    ----------
+    path : str or Path
+    model : fitted :class:`ldhmm.models.pyro_sequence.PyroSequenceModel`
+        Its ``get_config()``, ``params_``, ``elbo_history_`` and ``vocabulary_`` (when set).
+    factory : str
+        ``"package.module:factory"`` that rebuilds its Pyro model and guide.
+    """
+    vocabulary = getattr(model, "vocabulary_", None)
+    doc = {
+        "format": "ldhmm",
+        "version": FORMAT_VERSION,
+        "class": PYRO_CLASS,
+        "factory": str(factory),
+        "config": {**model.get_config(), "n_symbols": int(model.n_symbols_)},
+        "params": {k: np.asarray(v, dtype=np.float64).tolist() for k, v in model.params_.items()},
+        "elbo_history": [float(x) for x in getattr(model, "elbo_history_", [])],
+        "vocabulary": None if vocabulary is None else [str(v) for v in vocabulary],
+    }
+    write_atomically(Path(path), lambda f: f.write(json.dumps(doc)))
+
+
+def read_pyro_model_file(path, cls, factory=None):
+    """The model of the SVI route saved in ``path``, rebuilt by ``factory`` with its parameters.
+
+    Parameters
+    ----------
+    path : str or Path
+    cls : :class:`ldhmm.models.pyro_sequence.PyroSequenceModel` (or a subclass)
+    factory : callable or str, optional
+        ``factory(n_states, n_symbols, seed) -> PyroSequenceModel`` (or its
+        ``"package.module:factory"``), giving the Pyro model, guide and start; the file's
+        settings and parameters replace the rest. None: refused, naming the factory the file
+        records (a model file is never run by itself).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file and the field (:class:`ModelFileError`).
+    """
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not an ldhmm model file ({exc})") from None
+    validate_pyro_document(doc, path, cls)
+    if factory is None:
+        raise ModelFileError(
+            path,
+            "factory",
+            f"a {PYRO_CLASS} is rebuilt by the code {doc['factory']!r}, which a model file never runs by "
+            f"itself: name it to run it (factory={doc['factory']!r} in Python, --factory {doc['factory']} "
+            f"on the command line)",
+        )
+    if isinstance(factory, str):
+        factory = load_import_path(factory, what=f"{path}: factory", error=ValueError)
+    config = dict(doc["config"])
+    try:
+        built = factory(config["n_states"], config["n_symbols"], config.get("seed", 0))
+    except Exception as err:  # a user's factory: any error is one line naming it
+        raise ModelFileError(path, "factory", f"the factory raised {type(err).__name__}: {err}") from None
+    if not isinstance(built, cls):
+        raise ModelFileError(
+            path, "factory", f"the factory returned a {type(built).__name__}, not a {cls.__name__}"
+        )
+    try:
+        model = cls.from_parameters(
+            built.model, built.guide, params=doc["params"], init=built.init, verbose=built.verbose, **config
+        )
+    except (TypeError, ValueError) as err:
+        raise ModelFileError(path, "params", " ".join(str(err).split())) from None
     model.elbo_history_ = np.asarray(doc.get("elbo_history", []), dtype=np.float64)
     model.n_iter_ = len(model.elbo_history_)
     if doc.get("vocabulary") is not None:

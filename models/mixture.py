@@ -70,6 +70,8 @@ def mixture_ldhmm(n_states: int, n_symbols: int, seed: int = 0, **options) -> Py
     E-step under that base.
     """
     guide = DirichletMeanField(mixture_ldhmm_model, init_offsets=ldhmm_pf_offsets)
-    return PyroSequenceModel(
+    model = PyroSequenceModel(
         mixture_ldhmm_model, guide, n_states, n_symbols=n_symbols, init=mixture_init, seed=seed, **options
     )
+    model.factory = f"{__name__}:mixture_ldhmm"  # what model.save records, to rebuild it on load
+    return model

@@ -257,6 +257,13 @@ def ldhmm_pf_offsets(batch: SequenceBatch, priors: dict) -> dict:
     least its PF bound (hidden states summed out instead of a factorized ``q(Z)``), before any
     SVI step.
 
+    It needs LDHMM's sites, ``pi`` (K,), ``A`` (K, K), ``B`` (K, V), declared as its attribute
+    ``sites`` (checked by :class:`~ldhmm.inference.svi.dirichlet_guide.DirichletMeanField`,
+    which names a missing site); it reads them as the initial distribution, the transition
+    rows and the emission rows of the hidden chain. A variant whose sites of these names mean
+    something else gets an approximate start (the fit goes on from there); one whose sites are
+    named otherwise gives its own ``init_offsets``.
+
     Parameters
     ----------
     batch : SequenceBatch
@@ -272,6 +279,15 @@ def ldhmm_pf_offsets(batch: SequenceBatch, priors: dict) -> dict:
     bucket = Bucket(torch.arange(batch.batch_size), batch.tokens, batch.lengths, batch.mask)
     (state,) = VariationalEM(PFGuide()).score([bucket], VariantParameters(LDHMM_SHARING, prior=prior))
     return {g: state.counts[g].to(batch.dtype) for g in ("pi", "A", "B")}
+
+
+def _ldhmm_sites(batch: SequenceBatch) -> dict:
+    K, V = batch.n_states, batch.n_symbols
+    return {"pi": (K,), "A": (K, K), "B": (K, V)}
+
+
+#: The sites the PF start needs (checked by the guide before it runs, naming a missing one).
+ldhmm_pf_offsets.sites = _ldhmm_sites
 
 
 def sample_database(alpha_pi, alpha_A, beta, lengths, seed: int = 0, return_latents: bool = False):

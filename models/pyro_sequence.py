@@ -33,11 +33,14 @@ from pyro.infer.autoguide import AutoGuide, AutoNormal
 
 from ..inference import validate_sequences
 from ..inference.monitor import SmoothedPatience
+from ..inference.ops.importance import ImportanceEstimate, importance_diagnostics
 from ..inference.svi.dirichlet_guide import DirichletMeanField
 from ..inference.svi.log_weights import sequence_log_weights
 from ..inference.svi.minibatch import auto_batch_size, length_batches, pad_batch
 from ..inference.svi.svi_fit import copy_param_state, fit_svi, set_param_values
 from .base import SequenceModel, check_n_symbols
+from .file_format import read_pyro_model_file, write_pyro_model_file
+from .import_path import import_path_of
 
 __all__ = ["PyroSequenceModel", "GUIDES"]
 
@@ -224,6 +227,26 @@ class PyroSequenceModel(SequenceModel):
         self.verbose = verbose
         self.dtype = dtype
 
+    @property
+    def score_family(self) -> str:
+        """The variational family of the held-out bound: the route's, with the hidden chain
+        summed out exactly (``"z-summed"``), and the guide's family of ``q(theta)``: ``"Dirichlet
+        mean field"`` (any :class:`~ldhmm.inference.svi.dirichlet_guide.DirichletMeanField`,
+        whatever its start), ``"AutoNormal"``, an AutoGuide class's name, or a callable guide's
+        own ``score_family`` (else its qualified name). Bounds are compared only within one
+        family (:mod:`ldhmm.experiments.measures`)."""
+        guide = self.guide
+        if guide == "dirichlet" or isinstance(guide, DirichletMeanField):
+            family = "Dirichlet mean field"
+        elif guide == "normal":
+            family = "AutoNormal"
+        elif getattr(guide, "score_family", None):
+            family = str(guide.score_family)
+        else:
+            target = guide.func if isinstance(guide, functools.partial) else guide
+            family = getattr(target, "__qualname__", None) or type(target).__qualname__
+        return f"z-summed, {family}"
+
     # ------------------------------------------------------------------ helpers
     @property
     def _torch_dtype(self):
@@ -317,6 +340,49 @@ class PyroSequenceModel(SequenceModel):
         est.n_symbols_ = int(n_symbols)
         return est
 
+    # ------------------------------------------------------------------ model files
+    def save(self, path, factory=None) -> None:
+        """Write the fitted model to ``path``: JSON in the model-file format
+        (:mod:`ldhmm.models.file_format`: its settings, fitted global parameters, ELBO history
+        and training vocabulary), naming the code that rebuilds its Pyro model and guide.
+
+        Parameters
+        ----------
+        path : str or Path
+        factory : callable or str, optional
+            ``factory(n_states, n_symbols, seed) -> PyroSequenceModel`` giving this model's Pyro
+            model, guide and start (e.g. :func:`ldhmm.models.sticky.sticky_ldhmm`): a
+            module-level function or its ``"package.module:factory"``. Default: the
+            ``factory`` attribute that the shipped factories set.
+
+        Raises
+        ------
+        ValueError
+            No factory, or one without an import path (a lambda, a closure, ``__main__``).
+        """
+        self._check_fitted()
+        factory = factory if factory is not None else getattr(self, "factory", None)
+        if factory is None:
+            raise ValueError(
+                "save needs factory=: the 'package.module:factory' that rebuilds this model's Pyro "
+                "model and guide (a model file holds parameters, never code)"
+            )
+        write_pyro_model_file(path, self, import_path_of(factory))
+
+    @classmethod
+    def load(cls, path, factory=None, guide=None):
+        """A model saved by :meth:`save`, rebuilt by ``factory`` with its saved settings and
+        parameters (:func:`ldhmm.models.file_format.read_pyro_model_file`).
+
+        ``factory`` (callable or ``"package.module:factory"``) must be given: a model file
+        never runs code by itself, and the error names the factory the file records.
+        ``guide`` is accepted for the signature that :func:`ldhmm.modelfiles.load_model` calls
+        and must be None.
+        """
+        if guide is not None:
+            raise ValueError("a PyroSequenceModel is rebuilt by its factory: pass factory=, not guide=")
+        return read_pyro_model_file(path, cls, factory)
+
     # ------------------------------------------------------------------ scoring
     def fit_local(self, sequences, seed: int | None = None):
         """Fit the local variational parameters of ``sequences`` with the global ones frozen.
@@ -370,18 +436,25 @@ class PyroSequenceModel(SequenceModel):
     def _score_samples(self, seqs):
         return self._log_weights(seqs, self.score_draws, self.seed).mean(0)
 
-    def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0) -> np.ndarray:
+    def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0, diagnostics: bool = False):
         """Importance-sampled ``log p(x_m)`` per sequence, proposal the fitted local ``q(theta_m)``.
 
         ``logmeanexp_s [log p(x_m, theta_s) - log q(theta_s)]``: a stochastic lower bound on
         ``log p(x_m)`` that tightens with ``n_samples``.
 
+        With ``diagnostics``, an :class:`~ldhmm.inference.ops.importance.ImportanceEstimate`: the
+        same estimates with each one's standard error and effective sample size.
+
         Returns
         -------
-        np.ndarray, shape (M,)
+        np.ndarray, shape (M,), or an ``ImportanceEstimate``
         """
         if n_samples < 1:
             raise ValueError(f"n_samples must be >= 1, got {n_samples}")
         seqs = self._validate_for_score(sequences)
         log_w = self._log_weights(seqs, int(n_samples), int(seed))
-        return np.logaddexp.reduce(log_w, axis=0) - math.log(n_samples)
+        estimate = np.logaddexp.reduce(log_w, axis=0) - math.log(n_samples)
+        if not diagnostics:
+            return estimate
+        std_error, ess = importance_diagnostics(log_w)
+        return ImportanceEstimate(estimate, std_error, ess, np.full(len(estimate), int(n_samples)))

@@ -65,6 +65,8 @@ def sticky_ldhmm(n_states: int, n_symbols: int, seed: int = 0, **options) -> Pyr
     closed-form PF E-step under the current priors.
     """
     guide = DirichletMeanField(sticky_ldhmm_model, init_offsets=ldhmm_pf_offsets)
-    return PyroSequenceModel(
+    model = PyroSequenceModel(
         sticky_ldhmm_model, guide, n_states, n_symbols=n_symbols, init=sticky_init, seed=seed, **options
     )
+    model.factory = f"{__name__}:sticky_ldhmm"  # what model.save records, to rebuild it on load
+    return model

@@ -44,6 +44,7 @@ from ..inference.cavi.support import ImpossibleSequenceError, impossible_reason,
 from ..inference.checkpoint import FitCheckpoint
 from ..inference.distributed.workers import LocalBackend, PartitionWorker
 from ..inference.em import NonFiniteELBOError
+from ..inference.ops.importance import ImportanceEstimate
 from .base import SequenceModel, check_n_symbols
 from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .fit_settings import DTYPES as _DTYPES
@@ -124,6 +125,20 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         self.prior_concentration = prior_concentration
         self.verbose = verbose
         self._store_fit_settings(settings)
+
+    @property
+    def score_family(self) -> str:
+        """The variational family of the held-out bound: the guide's family of q(Z) (``"PF"``,
+        ``"FF"``, a guide's own ``score_family`` or ``name``), and, for a sharing other than
+        LDHMM's, which of pi, A, B are per sequence, shared or point estimates (their q(theta)
+        differs, and so does the bound's gap). Bounds are compared only within one family
+        (:mod:`ldhmm.experiments.measures`)."""
+        guide = getattr(self.guide, "score_family", None) or getattr(self.guide, "name", "custom")
+        guide = {"pf": "PF", "ff": "FF"}.get(guide, guide)
+        s = self.sharing
+        if (s.pi, s.A, s.B) == ("sequence", "sequence", "sequence"):
+            return guide
+        return f"{guide}; pi {s.pi}, A {s.A}, B {s.B}"
 
     # ---- helpers -------------------------------------------------------------------------
     @property
@@ -696,6 +711,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         client=None,
         n_partitions=None,
         out=None,
+        diagnostics: bool = False,
     ) -> np.ndarray:
         """Importance-sampled estimate of ``log p(x_m)`` per sequence (docs/math.md, held-out scoring).
 
@@ -719,11 +735,16 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         out : str, optional
             A directory: each partition writes ``out/part-<i>.parquet`` (columns ``sequence``,
             ``log_marginal``) where it runs; the list of paths is returned.
+        diagnostics : bool
+            Return an :class:`~ldhmm.inference.ops.importance.ImportanceEstimate`: the same
+            estimates (the same draws) with each one's standard error and effective sample
+            size (sequences in memory, not with ``out`` or a directory).
 
         Returns
         -------
         np.ndarray, shape (M,) (a pandas Series indexed by id for a directory input), or the
-        list of Parquet paths written with ``out``.
+        list of Parquet paths written with ``out``, or with ``diagnostics`` an
+        ``ImportanceEstimate``.
         """
         if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
@@ -748,8 +769,10 @@ class VariantHMM(SequenceModel, TakesFitSettings):
                 "fewer samples (n_samples / --is-samples) or a smaller bucket_cells",
             )
 
+        if diagnostics and out is not None:
+            raise ValueError("diagnostics=True returns the estimates: it does not write them (out=)")
         found = self._held_out(
-            "log_marginal_is",
+            "log_marginal_is_diagnostics" if diagnostics else "log_marginal_is",
             sequences,
             backend,
             client,
@@ -759,7 +782,14 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             seed=int(seed),
             memory_check=sampling_memory,
         )
-        return found if out is not None else _by_key(*found, "log_marginal")
+        if out is not None:
+            return found
+        if not diagnostics:
+            return _by_key(*found, "log_marginal")
+        if found[1]:
+            raise ValueError("diagnostics=True takes sequences in memory, not a partitioned directory")
+        values = _by_key(*found).reshape(-1, 3)
+        return ImportanceEstimate(values[:, 0], values[:, 1], values[:, 2], np.full(len(values), n_samples))
 
     # ---- persistence ---------------------------------------------------------------------
     def get_config(self) -> dict:

@@ -81,6 +81,10 @@ def make_files(d: Path) -> None:
     side = json.loads(json.dumps(doc))
     side["arrays"], side["prior"]["B"] = "missing-side-file.json.npz", {"npz": "prior.B"}
     (d / "missing-side-file.json").write_text(json.dumps(side))
+    # a model of the SVI route: its file names the factory that rebuilds it, never run unasked
+    pyro_doc = {"format": "ldhmm", "version": 2, "class": "PyroSequenceModel", "factory": "ldhmm.models.sticky:sticky_ldhmm",
+                "config": {"n_states": 2, "n_symbols": 6}, "params": {"kappa": 1.0}}  # fmt: skip
+    (d / "svi-variant.json").write_text(json.dumps(pyro_doc))
 
 
 def _hostile_files(d: Path, doc: dict) -> None:
@@ -183,6 +187,7 @@ CASES = [
          ["posterior", "{d}/all-point.json", "{d}/paths.txt", "--out", "{d}/o.csv"]),
     Case("model file", "the same (predict, decode; Python API: -inf from score_samples, ImpossibleSequenceError)",
          tried_by="tests/test_impossible.py"),
+    Case("model file", "a variant of the SVI route, without --factory", ["score", "{d}/svi-variant.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
     Case("model file", "every field mutated (hypothesis)", tried_by="tests/test_model_files.py"),
     # arguments
     Case("argument", "--states 0", ["compare", "--dataset", "synthetic", "--states", "0", "--out", "{d}/c"]),

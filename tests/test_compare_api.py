@@ -93,7 +93,8 @@ def test_cli_and_api_give_identical_numbers(tmp_path, capsys):
         res.config["config_hash"] == json.loads((tmp_path / "cli" / "config.json").read_text())["config_hash"]
     )
     table = res.table()
-    assert list(table.index) == ["LDHMM-PF", "HMM"] and list(table.columns) == [2]
+    assert list(table.index) == ["LDHMM-PF", "HMM"] and list(table.columns) == ["score", 2]
+    assert list(table["score"]) == ["lower bound (PF family)", "exact log-lik"]
     assert (tmp_path / "api" / "summary.md").read_text() == res.summary
     assert res.plot.is_file()
 
@@ -293,13 +294,21 @@ def test_broken_entry_points_fail_only_their_tasks(tmp_path, monkeypatch):
     [
         ({"../escape": "ldhmm_test_plugin:good"}, "model name"),
         ({"a__K2": "ldhmm_test_plugin:good"}, "model name"),
-        ({"mine": "LDHMM-PF"}, "not 'module:factory'"),
+        ({"mine": "LDHMM-PF"}, "keeps its own name"),
+        ({"mine": "NOSUCH"}, "neither 'module:factory' nor a built-in model"),
     ],
 )
 def test_bad_plugin_names_and_aliases(models, needle, plugin_module, tmp_path):
     with pytest.raises(PluginError, match=needle):
         ldhmm.compare(models, "synthetic", out=tmp_path / "o", **TINY)
     assert not (tmp_path / "o").exists()
+
+
+def test_builtins_by_name_as_values_or_a_list():
+    by_value = resolve_lineup({"HMM": "HMM", "ldhmm-pf": "LDHMM-PF"})
+    assert [(e.name, e.builtin) for e in by_value] == [("LDHMM-PF", True), ("HMM", True)]
+    assert [e.name for e in resolve_lineup({"HMM": None, "LDHMM-PF": None})] == ["LDHMM-PF", "HMM"]
+    assert [e.name for e in resolve_lineup(["HMM", "LDHMM-PF"])] == ["LDHMM-PF", "HMM"]
 
 
 @pytest.mark.parametrize("setting", [{"restarts": 0}, {"m_step": "bogus"}, {"jobs": 0}, {"tol": -1.0}])

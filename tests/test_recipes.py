@@ -35,10 +35,12 @@ def recipe_blocks() -> list[str]:
 
 def test_architecture_recipes_run():
     blocks = recipe_blocks()
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     namespace: dict = {"__name__": "recipes"}
     for block in blocks:
         exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102 - our own documentation
+    # the modified guide ran its own update, told the EM iteration and the sweep
+    assert max(i for i, _ in namespace["tempered"].calls if i is not None) == 6
     assert "UNIGRAM" not in namespace["harness"].resolve_models(["all"])  # the recipe cleaned up
 
 
@@ -88,8 +90,9 @@ def variant_doc_namespaces(tmp_path, monkeypatch):
 
 
 def test_writing_a_variant_blocks_run(variant_doc_namespaces):
-    assert len(variant_doc_namespaces) == 5  # the stock model, sticky, mixture, a fit, a comparison
-    stock, sticky, mixture, fit, compared = variant_doc_namespaces
+    # the stock model, sticky, mixture, a fit, a comparison, a saved and loaded fit, predictive draws
+    assert len(variant_doc_namespaces) == 7
+    stock, sticky, mixture, fit, compared, saved, predictive = variant_doc_namespaces
     # Steps 1 and 2: the doc's models, written with the blocks, are the shipped ones.
     seqs = [np.array([0, 2, 1, 1, 3]), np.array([2]), np.array([1, 0, 3])]
     batch = pad_batch(seqs, range(3), 3, 2, 4, torch.float64)
@@ -116,3 +119,14 @@ def test_writing_a_variant_blocks_run(variant_doc_namespaces):
     assert compared["result"].errors == []
     assert sorted(set(folds.model)) == ["HMM", "LDHMM-PF", "sticky"] and len(folds) == 6
     assert np.all(np.isfinite(folds.heldout_elbo_per_token))
+    # ... each score labelled with its kind and family; the best named by log p(x)
+    labels = compared["result"].table()["score"]
+    assert labels["sticky"] == "lower bound (z-summed, Dirichlet mean field family)"
+    assert labels["LDHMM-PF"] == "lower bound (PF family)" and labels["HMM"] == "exact log-lik"
+    # Step 6: the loaded model is the saved one.
+    assert saved["back"].params_.keys() == saved["model"].params_.keys()
+    # Step 7: unconditioned, Predictive draws replicates (each held-out sequence its own)
+    draws = predictive["draws"]
+    assert tuple(draws.shape) == (4000, 2, 12)
+    zeros = [(draws[:, m] == 0).float().mean().item() for m in range(2)]
+    assert zeros[0] > 0.5 > zeros[1]

@@ -63,7 +63,8 @@ def test_fit_saves_the_vocabulary_and_scores_by_name(logs, fitted, tmp_path, cap
     )
     assert code == 0 and "2 sequences" in out
     text = (tmp_path / "s.csv").read_text().splitlines()
-    assert text[0] == "sequence_id,length,elbo,elbo_per_token,log_marginal_is" and len(text) == 3
+    header = "sequence_id,length,elbo,elbo_per_token,log_marginal_is,log_marginal_is_se,log_marginal_is_ess"
+    assert text[0] == header and len(text) == 3
     scores = pd.read_csv(tmp_path / "s.csv")
     assert scores["sequence_id"].tolist() == ["new.txt:1", "new.txt:3"]  # physical lines
     # the same numbers as the Python route, with symbols mapped by name

@@ -45,9 +45,9 @@ from .emissions import (
     total_emission_counts,
 )
 from .exact_chain import ExactChain, forward_backward
-from .guides import FFGuide
+from .guides import FFGuide, check_compiled_update
 from .kernels.fused_sweeps import FAMILIES, PriorTerms, fused_e_step, prior_special_values
-from .protocol import GuideProtocol
+from .protocol import GuideProtocol, update_hidden
 
 __all__ = [
     "BucketState",
@@ -263,6 +263,7 @@ def compiled_family(guide: GuideProtocol, counts: dict, guide_state) -> str | No
     family = getattr(guide, "compiled_update", None)
     if family is None or not kernels.ENABLED:
         return None
+    check_compiled_update(guide)  # the kernel must not stand in for an update of the guide's own
     if family not in FAMILIES:
         raise ValueError(
             f"{type(guide).__name__}.compiled_update is {family!r}; the compiled "
@@ -392,9 +393,12 @@ def _e_step_torch(
     fixed_groups,
     fixed_elog,
     prior_log_beta,
+    *,
+    iteration=None,
 ) -> BucketState:
-    """The E-step sweep by sweep in torch with the guide's ``update_hidden``, shrinking the
-    batch to unconverged sequences."""
+    """The E-step sweep by sweep in torch with the guide's ``update_hidden`` (told the EM
+    ``iteration`` and the sweep where it takes them), shrinking the batch to unconverged
+    sequences."""
     tokens, mask = bucket.tokens, bucket.mask
     Mb = bucket.n_sequences
     V = params.n_symbols
@@ -414,7 +418,9 @@ def _e_step_torch(
         sub_mask = mask if full else mask[active]
         log_obs = emission_potentials(elog["B"], sub_tokens)
         sub_state = guide_state if full else guide.select_state(guide_state, active)
-        update, sub_state = guide.update_hidden(sub_state, elog["pi"], elog["A"], log_obs, sub_mask)
+        update, sub_state = update_hidden(
+            guide, sub_state, elog["pi"], elog["A"], log_obs, sub_mask, iteration=iteration, sweep=n_sweeps
+        )
         new_counts = expected_counts(update.state_marginals, update.transition_counts, sub_tokens, V)
         new_elbo = update.entropy + collapsed_terms(new_counts, params, seq_groups, prior_log_beta)
         for g in fixed_groups:
@@ -467,6 +473,8 @@ def _e_step_local(
     max_iter,
     tol,
     history,
+    *,
+    iteration=None,
 ) -> BucketState:
     """The torch route in the sparse layout: chunks of the bucket, each as a dense problem over
     the symbols it contains plus one lumped remainder (:class:`LocalView`), exact by the
@@ -489,7 +497,16 @@ def _e_step_local(
         )
         sub_state = guide.select_state(guide_state, idx)
         run = _e_step_torch(
-            view.bucket, local, guide, sub_counts, sub_state, max_iter, tol, history, *dense_terms
+            view.bucket,
+            local,
+            guide,
+            sub_counts,
+            sub_state,
+            max_iter,
+            tol,
+            history,
+            *dense_terms,
+            iteration=iteration,
         )
         run.counts["B"] = view.slot_counts(run.counts["B"])
         parts.append((idx, run))
@@ -513,12 +530,18 @@ def _e_step_local(
     )
 
 
-def _e_step_any(bucket, params, guide, counts, guide_state, max_iter, tol, history, *dense_terms):
+def _e_step_any(
+    bucket, params, guide, counts, guide_state, max_iter, tol, history, *dense_terms, iteration=None
+):
     """The torch route in either layout (``dense_terms``: seq_groups, fixed_groups, fixed_elog,
-    prior_log_beta of the dense route)."""
+    prior_log_beta of the dense route; ``iteration``: the EM iteration, for the guide)."""
     if bucket.sparse:
-        return _e_step_local(bucket, params, guide, counts, guide_state, max_iter, tol, history)
-    return _e_step_torch(bucket, params, guide, counts, guide_state, max_iter, tol, history, *dense_terms)
+        return _e_step_local(
+            bucket, params, guide, counts, guide_state, max_iter, tol, history, iteration=iteration
+        )
+    return _e_step_torch(
+        bucket, params, guide, counts, guide_state, max_iter, tol, history, *dense_terms, iteration=iteration
+    )
 
 
 def e_step_bucket(
@@ -530,6 +553,7 @@ def e_step_bucket(
     tol: float = 1e-6,
     history: list | None = None,
     consume_state: bool = False,
+    iteration: int | None = None,
 ) -> BucketState:
     """Coordinate ascent for every sequence of one bucket until its ELBO converges.
 
@@ -553,6 +577,9 @@ def e_step_bucket(
     consume_state : bool
         Update ``state``'s tensors in place instead of copying them (saves a copy of the
         per-sequence state; the caller must not use ``state`` afterwards).
+    iteration : int, optional
+        The EM iteration (1-based; None outside a fit), passed with the sweep to a guide's
+        ``update_hidden`` that takes them (:func:`ldhmm.inference.cavi.protocol.update_hidden`).
 
     Returns
     -------
@@ -591,7 +618,18 @@ def e_step_bucket(
         prior_log_beta = None
     dense_terms = (seq_groups, fixed_groups, fixed_elog, prior_log_beta)
     if family is None:
-        return _e_step_any(bucket, params, guide, counts, guide_state, max_iter, tol, history, *dense_terms)
+        return _e_step_any(
+            bucket,
+            params,
+            guide,
+            counts,
+            guide_state,
+            max_iter,
+            tol,
+            history,
+            *dense_terms,
+            iteration=iteration,
+        )
     carries_state = FAMILIES[family][1]
     result = _e_step_compiled(
         family,
@@ -629,6 +667,7 @@ def e_step_bucket(
             tol,
             None,
             *dense_terms,
+            iteration=iteration,
         )
         for g in GROUPS:
             counts[g][idx] = redo.counts[g]
@@ -735,6 +774,7 @@ def best_of_starts(
     warm: BucketState | None = None,
     max_iter: int = 100,
     tol: float = 1e-6,
+    iteration: int | None = None,
 ) -> BucketState:
     """Coordinate ascent from each start (and from ``warm``, if given), keeping for every
     sequence the run with the highest ELBO (ties: the earlier run, ``warm`` first).
@@ -746,13 +786,31 @@ def best_of_starts(
     runs = []
     if warm is not None:
         runs.append(
-            e_step_bucket(bucket, params, guide, warm, max_iter=max_iter, tol=tol, consume_state=True)
+            e_step_bucket(
+                bucket,
+                params,
+                guide,
+                warm,
+                max_iter=max_iter,
+                tol=tol,
+                consume_state=True,
+                iteration=iteration,
+            )
         )
     n_random = sum(s.startswith("random:") for s in starts)
     for start in expand_starts(starts, params.n_states):
         begin = start_state(start, bucket, params, guide, max_iter, tol, n_random)
         runs.append(
-            e_step_bucket(bucket, params, guide, begin, max_iter=max_iter, tol=tol, consume_state=True)
+            e_step_bucket(
+                bucket,
+                params,
+                guide,
+                begin,
+                max_iter=max_iter,
+                tol=tol,
+                consume_state=True,
+                iteration=iteration,
+            )
         )
         # Folded as the runs come (the first maximum is kept, as over the whole list): two
         # runs' state in memory, however many starts.
@@ -802,13 +860,15 @@ def e_step(
     tol: float = 1e-6,
     progress: Callable | None = None,
     starts: tuple = (),
+    iteration: int | None = None,
 ) -> tuple[list[BucketState], EStepTotals]:
     """Run :func:`e_step_bucket` on every bucket and reduce the sufficient statistics.
 
     ``states`` (the previous iteration's, for warm starts) is consumed: its entries are updated
     in place and then dropped from the list, so only one copy of the per-sequence state lives.
     With ``starts`` (see :data:`STARTS`), every bucket runs :func:`best_of_starts` with its
-    warm state among the runs.
+    warm state among the runs. ``iteration`` (the EM iteration; None outside a fit) goes to
+    the guide's ``update_hidden`` where it takes it.
     """
     states = states if states is not None else [None] * len(buckets)
     new_states = []
@@ -826,10 +886,19 @@ def e_step(
     sweeps = 0
     for i, bucket in enumerate(buckets):
         if starts:
-            st = best_of_starts(bucket, params, guide, starts, states[i], max_iter=max_iter, tol=tol)
+            st = best_of_starts(
+                bucket, params, guide, starts, states[i], max_iter=max_iter, tol=tol, iteration=iteration
+            )
         else:
             st = e_step_bucket(
-                bucket, params, guide, states[i], max_iter=max_iter, tol=tol, consume_state=True
+                bucket,
+                params,
+                guide,
+                states[i],
+                max_iter=max_iter,
+                tol=tol,
+                consume_state=True,
+                iteration=iteration,
             )
         states[i] = None
         new_states.append(st)

@@ -37,7 +37,7 @@ from ..ops.potentials import backward_log_messages
 from .exact_chain import ExactChain, chain_update, forward_backward
 from .protocol import GuideProtocol, HiddenUpdate
 
-__all__ = ["ChainGuide", "PFGuide", "FFGuide", "resolve_guide"]
+__all__ = ["ChainGuide", "PFGuide", "FFGuide", "KERNEL_UPDATES", "check_compiled_update", "resolve_guide"]
 
 
 class ChainGuide:
@@ -245,13 +245,50 @@ class FFGuide(ChainGuide):
                 pyro.sample(f"z_{n}", dist.Categorical(probs=phi[:, n]))
 
 
+#: The ``update_hidden`` methods that compute exactly what each compiled update computes: a
+#: guide that declares ``compiled_update`` with one of these runs the kernel as is; one with
+#: its own ``update_hidden`` must say that it matches the kernel (``matches_kernel = True``).
+KERNEL_UPDATES = {
+    "pf": (PFGuide.update_hidden, ExactChain.update_hidden),
+    "ff": (FFGuide.update_hidden,),
+}
+
+
+def check_compiled_update(guide) -> None:
+    """Refuse a guide whose ``compiled_update`` would silently replace its own ``update_hidden``.
+
+    Where a guide declares a compiled update, the E-step driver runs the kernel and never
+    calls the guide's ``update_hidden`` (except where the kernel does not apply). That is
+    right only if the two compute the same thing: the built-in updates of
+    :data:`KERNEL_UPDATES`, or a guide that says so with ``matches_kernel = True``.
+
+    Raises
+    ------
+    ValueError
+        A guide with its own ``update_hidden``, a ``compiled_update`` and no ``matches_kernel``.
+    """
+    family = getattr(guide, "compiled_update", None)
+    if family not in KERNEL_UPDATES or getattr(guide, "matches_kernel", False) is True:
+        return  # no compiled update (an unknown one is refused by the driver), or declared equal
+    own = getattr(type(guide), "update_hidden", None)
+    if own in KERNEL_UPDATES[family] and "update_hidden" not in getattr(guide, "__dict__", {}):
+        return
+    raise ValueError(
+        f"guide {getattr(guide, 'name', type(guide).__name__)!r} ({type(guide).__name__}) declares "
+        f"compiled_update={family!r} but has its own update_hidden, which the compiled {family} kernel "
+        f"would replace without calling it: set compiled_update = None to run your update, or "
+        f"matches_kernel = True if it computes exactly what the kernel computes"
+    )
+
+
 def resolve_guide(guide) -> GuideProtocol:
     """Turn ``"pf"`` / ``"ff"`` into guide objects; pass guide objects through.
 
     Raises
     ------
     ValueError
-        For an unknown name, or an object that lacks ``update_hidden``.
+        For an unknown name, an object that lacks ``update_hidden``, or a guide whose declared
+        compiled update would replace its own (:func:`check_compiled_update`).
     """
     if isinstance(guide, str):
         key = guide.lower()
@@ -265,4 +302,5 @@ def resolve_guide(guide) -> GuideProtocol:
             f"{guide!r} is not a guide: it needs init_state and update_hidden "
             "(see ldhmm.inference.cavi.protocol)"
         )
+    check_compiled_update(guide)
     return guide

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import torch
 
 from ..ops.dirichlet import dirichlet_log_density, sample_dirichlet
+from ..ops.importance import importance_diagnostics
 from ..ops.potentials import emission_potentials
 from ..ops.viterbi import unpad_paths, viterbi_log
 from ..parameters import VariantParameters
@@ -34,6 +35,7 @@ from .emissions import (
     token_potentials,
 )
 from .exact_chain import forward_log_normalizer
+from .protocol import update_hidden
 
 __all__ = [
     "state_marginals",
@@ -57,8 +59,8 @@ def state_marginals(guide, params: VariantParameters, bucket, state) -> torch.Te
     -------
     Tensor (M_b, L_b, K)
     """
-    update, _ = guide.update_hidden(
-        state.guide_state, *token_potentials(params, state.counts, bucket), bucket.mask
+    update, _ = update_hidden(
+        guide, state.guide_state, *token_potentials(params, state.counts, bucket), bucket.mask
     )
     return update.state_marginals
 
@@ -164,7 +166,14 @@ def viterbi_paths(params: VariantParameters, bucket, state) -> list:
     return unpad_paths(viterbi_log(logs["pi"], logs["A"], log_obs, bucket.mask))
 
 
-def log_marginal_is(params: VariantParameters, buckets, states, n_samples: int, bucket_cells: int) -> list:
+def log_marginal_is(
+    params: VariantParameters,
+    buckets,
+    states,
+    n_samples: int,
+    bucket_cells: int,
+    diagnostics: list | None = None,
+) -> list:
     """Importance-sampled ``log p(x_m)`` of each sequence of each bucket (docs/math.md).
 
     The proposal is the fitted ``q(theta_m)`` (the E-step's ``states``); ``log p(x | theta_s)``
@@ -179,6 +188,10 @@ def log_marginal_is(params: VariantParameters, buckets, states, n_samples: int, 
     n_samples : int
     bucket_cells : int
         How many (draw, sequence, position) cells one forward pass may hold.
+    diagnostics : list, optional
+        If given, one ``(std_error, ess)`` pair of (M_b,) arrays per bucket is appended
+        (:func:`ldhmm.inference.ops.importance.importance_diagnostics`; the estimates are the
+        same numbers either way).
 
     Returns
     -------
@@ -189,6 +202,7 @@ def log_marginal_is(params: VariantParameters, buckets, states, n_samples: int, 
     for b, st in zip(buckets, states):
         Mb = b.n_sequences
         result = np.empty(Mb)
+        std_error, ess = np.empty(Mb), np.empty(Mb)
         # Draw as many samples at once as fit in the bucket's cell budget.
         chunk = max(1, min(n_samples, bucket_cells // max(1, Mb * b.max_length)))
         # Sparse layout: a few sequences at a time as a dense problem over their own symbols
@@ -214,7 +228,11 @@ def log_marginal_is(params: VariantParameters, buckets, states, n_samples: int, 
                 done += S
             stacked = torch.cat(log_w)
             result[start:stop] = (torch.logsumexp(stacked, 0) - math.log(n_samples)).numpy()
+            if diagnostics is not None:
+                std_error[start:stop], ess[start:stop] = importance_diagnostics(stacked.double().numpy())
         out.append(result)
+        if diagnostics is not None:
+            diagnostics.append((std_error, ess))
     return out
 
 

@@ -152,9 +152,12 @@ class PartitionWorker:
         self.states = None
         self._count_table = None
 
-    def e_step(self, params: VariantParameters, starts: tuple = ()) -> EStepTotals:
+    def e_step(
+        self, params: VariantParameters, starts: tuple = (), iteration: int | None = None
+    ) -> EStepTotals:
         """One E-step of every bucket (warm from the kept state; ``starts`` as in
-        :func:`ldhmm.inference.cavi.expectation.e_step`); returns the partition's sums."""
+        :func:`ldhmm.inference.cavi.expectation.e_step`; ``iteration``: the EM iteration, for
+        the guide); returns the partition's sums."""
         self._count_table = None  # the last M-step's copy of the counts goes first
         self.states, totals = e_step(
             self.buckets,
@@ -164,6 +167,7 @@ class PartitionWorker:
             max_iter=self.e_step_max_iter,
             tol=self.e_step_tol,
             starts=starts,
+            iteration=iteration,
         )
         return totals
 
@@ -264,17 +268,31 @@ class PartitionWorker:
         ``sequence``, ``log_marginal``) there and returns the path. A sequence the model gives
         probability 0 is a ValueError naming it.
         """
-        self._require_possible(params)
-        states = self._held_out(params, starts)
-        with torch.random.fork_rng():
-            torch.manual_seed(int(seed))
-            values = log_marginal_is(params, self.buckets, states, n_samples, self.bucket_cells)
-        estimate = np.concatenate(values) if values else np.empty(0)
-        keys = self._keys()
+        keys, estimate = self._importance(params, starts, n_samples, seed)
         if out_path is None:
             return keys, estimate
         _write(pa.table({"sequence": pa.array(keys.tolist()), "log_marginal": pa.array(estimate)}), out_path)
         return out_path
+
+    def log_marginal_is_diagnostics(
+        self, params: VariantParameters, starts: tuple, n_samples: int, seed: int
+    ):
+        """:meth:`log_marginal_is` (the same draws and numbers) with each estimate's standard error
+        and effective sample size: (keys, (M_p, 3) array of estimate, standard error, ESS)."""
+        diagnostics: list = []
+        keys, estimate = self._importance(params, starts, n_samples, seed, diagnostics)
+        std_error = np.concatenate([d[0] for d in diagnostics]) if diagnostics else np.empty(0)
+        ess = np.concatenate([d[1] for d in diagnostics]) if diagnostics else np.empty(0)
+        return keys, np.stack([estimate, std_error, ess], axis=1)
+
+    def _importance(self, params, starts, n_samples, seed, diagnostics=None):
+        """Keys and importance-sampled estimates of the partition (seeded by ``seed``)."""
+        self._require_possible(params)
+        states = self._held_out(params, starts)
+        with torch.random.fork_rng():
+            torch.manual_seed(int(seed))
+            values = log_marginal_is(params, self.buckets, states, n_samples, self.bucket_cells, diagnostics)
+        return self._keys(), np.concatenate(values) if values else np.empty(0)
 
     def _held_out(self, params: VariantParameters, starts: tuple, buckets: list | None = None) -> list:
         """The held-out E-step from cold (every start in ``starts``) of ``buckets`` (default:

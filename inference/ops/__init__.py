@@ -7,7 +7,8 @@ messages PF's Pyro guide samples from, expected complete log-likelihoods), :mod:
 one torch recursion: log Z by the masked log-space scan, and the marginals as its gradients),
 :mod:`.viterbi` (the most probable state path, log space), :mod:`.mean_field` (the FF
 coordinate updates in torch), :mod:`.hashing` (counter-based uniforms for reproducible random
-starts).
+starts), :mod:`.importance` (the standard error and effective sample size of an
+importance-sampled log p(x), and the pooling of two runs' draws).
 """
 
 from .viterbi import ViterbiPaths, unpad_paths, viterbi_log

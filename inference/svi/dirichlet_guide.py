@@ -48,6 +48,7 @@ from .minibatch import SequenceBatch
 from .model_check import ModelCheckError, in_sequence_plate, is_enumerated, sample_sites
 
 __all__ = [
+    "check_offset_sites",
     "SVI_MIN_CONCENTRATION",
     "CONCENTRATION",
     "DirichletMeanField",
@@ -138,6 +139,44 @@ def _site_prior(trace, name: str, event_shape: tuple) -> torch.Tensor:
     return conc
 
 
+def _name_of(function) -> str:
+    target = getattr(function, "func", function)  # a functools.partial names its function
+    return getattr(target, "__qualname__", None) or type(target).__qualname__
+
+
+def check_offset_sites(init_offsets, batch, sites: dict) -> None:
+    """Check that the model has the sites an ``init_offsets`` says it needs, with their shapes.
+
+    An ``init_offsets`` may declare them as an attribute ``sites(batch) -> {site: event shape}``
+    (:func:`ldhmm.models.pyro_model.ldhmm_pf_offsets` needs LDHMM's ``pi`` (K,), ``A`` (K, K)
+    and ``B`` (K, V)); ``sites`` are the model's Dirichlet sites in the sequence plate, name to
+    event shape.
+
+    Raises
+    ------
+    ModelCheckError
+        Naming the sites that are missing or of another shape.
+    """
+    declared = getattr(init_offsets, "sites", None)
+    if declared is None:
+        return
+    needed = dict(declared(batch))
+    missing = [name for name in needed if name not in sites]
+    if missing:
+        raise ModelCheckError(
+            f"init_offsets {_name_of(init_offsets)} needs the model's Dirichlet sites "
+            f"{', '.join(repr(n) for n in needed)} (inside the sequence plate); the model has no "
+            f"{', '.join(repr(n) for n in missing)} (its sites: {', '.join(sites) or 'none'}): name them so, "
+            f"or give init_offsets for your own sites"
+        )
+    for name, shape in needed.items():
+        if tuple(sites[name]) != tuple(shape):
+            raise ModelCheckError(
+                f"init_offsets {_name_of(init_offsets)} needs site {name!r} of event shape "
+                f"{tuple(shape)}; the model's is {tuple(sites[name])}"
+            )
+
+
 class DirichletMeanField:
     """Per-sequence Dirichlet ``q`` for every Dirichlet site of ``model`` in plate ``"sequences"``.
 
@@ -154,6 +193,9 @@ class DirichletMeanField:
         name to a non-negative Tensor of shape (B,) + event; ``priors`` maps each site to its
         prior concentration, shape (B or 1,) + event. Sites it leaves out start at
         ``init_offset``. In the free form (``relative=False``) a row starts at prior + offsets.
+        It may declare the sites it needs (``sites(batch) -> {site: event shape}``, an
+        attribute): they are checked before it runs (:func:`check_offset_sites`), and a
+        missing one is a :class:`ModelCheckError` naming it.
     prefix : str
         Parameter names are ``prefix + site name``.
 
@@ -217,8 +259,18 @@ class DirichletMeanField:
         if self._sites is None:
             self._sites = self._read_sites(trace)
         priors = self._priors(trace)
+        check_offset_sites(self.init_offsets, batch, self._sites)
         with torch.no_grad():
-            offsets = self.init_offsets(batch, {k: v.detach() for k, v in priors.items()})
+            try:
+                offsets = self.init_offsets(batch, {k: v.detach() for k, v in priors.items()})
+            except KeyError as err:  # a start written for other sites than the model's
+                site = err.args[0] if err.args else None
+                if not isinstance(site, str) or site in priors:
+                    raise
+                raise ModelCheckError(
+                    f"init_offsets {_name_of(self.init_offsets)} asked for site {site!r}, which is not a "
+                    f"Dirichlet site of the model in the sequence plate (those are: {', '.join(self._sites)})"
+                ) from None
         out = {}
         for name, event_shape in self._sites.items():
             if name not in offsets:

@@ -3,7 +3,9 @@
 :func:`load_model` reads a file written by a model's ``save`` (the JSON format of
 :meth:`ldhmm.models.variant_hmm.VariantHMM.save`) and builds the class the file names, looked up
 among the registered model classes (:mod:`ldhmm.models.registry`, which the baselines and
-plug-ins fill) and :class:`~ldhmm.models.variant_hmm.VariantHMM`. :func:`data_for_model` reads a
+plug-ins fill), :class:`~ldhmm.models.variant_hmm.VariantHMM` and the SVI route's
+:class:`~ldhmm.models.pyro_sequence.PyroSequenceModel` (rebuilt by the factory its file names,
+when the caller passes it). :func:`data_for_model` reads a
 data file with any loader and maps its symbols into the model's vocabulary by name.
 """
 
@@ -14,7 +16,8 @@ from pathlib import Path
 from . import baselines  # noqa: F401  (registers the baseline classes that files may name)
 from .data import SequenceDatabase, load_path, recode
 from .models import VariantHMM
-from .models.file_format import ModelFileError, read_model_json
+from .models.file_format import PYRO_CLASS, ModelFileError, read_model_json
+from .models.pyro_sequence import PyroSequenceModel
 from .models.registry import registered
 
 __all__ = ["load_model", "model_classes", "data_for_model"]
@@ -22,15 +25,21 @@ __all__ = ["load_model", "model_classes", "data_for_model"]
 
 def model_classes() -> dict[str, type]:
     """``{class name: class}`` of every class a model file may name."""
-    classes = {VariantHMM.__name__: VariantHMM}
+    classes = {VariantHMM.__name__: VariantHMM, PYRO_CLASS: PyroSequenceModel}
     for spec in registered():
         if callable(getattr(spec.cls, "load", None)):
             classes.setdefault(spec.cls.__name__, spec.cls)
     return classes
 
 
-def load_model(path, guide=None):
+def load_model(path, guide=None, factory=None):
     """The model saved in ``path``, as the class the file records.
+
+    ``guide``: the guide object of a model fitted with a custom guide (saved by name only).
+    ``factory``: the ``"package.module:factory"`` (or callable) that rebuilds a model of the SVI
+    route (:class:`~ldhmm.models.pyro_sequence.PyroSequenceModel`): its file names it, but a
+    model file never runs code by itself, so without ``factory`` such a file is refused with
+    one line naming it.
 
     Raises
     ------
@@ -50,6 +59,10 @@ def load_model(path, guide=None):
     if not isinstance(name, str) or name not in classes:
         known = ", ".join(sorted(classes))
         raise ModelFileError(path, "class", f"{name!r} is not a model class; known: {known}")
+    if name == PYRO_CLASS:
+        return classes[name].load(path, factory=factory)
+    if factory is not None:
+        raise ValueError(f"{path}: a {name} is not rebuilt by a factory; leave out --factory")
     return classes[name].load(path, guide=guide)
 
 

@@ -29,7 +29,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def run_decode(args: argparse.Namespace) -> int:
     """The ``decode`` command."""
-    return write_model_table(args, _paths_table)
+    return write_model_table(args, _paths_table, needs="decode")
 
 
 def _paths_table(model, db, args) -> tuple[pd.DataFrame, str]:

@@ -53,6 +53,14 @@ def add_model_data_arguments(p: argparse.ArgumentParser, out_default: str) -> No
     p.add_argument(
         "--out", default=out_default, help=f"output file (.csv or .parquet; default {out_default})"
     )
+    p.add_argument(
+        "--factory",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="for a model of the SVI route (PyroSequenceModel, e.g. a sticky LDHMM): the "
+        "'package.module:factory' that rebuilds its Pyro model and guide, which its file names; a "
+        "model file never runs code unless you name it here",
+    )
     add_options(p, "--quiet", "--max-memory", quiet={"help": "print nothing but errors"})
 
 
@@ -68,19 +76,26 @@ def check_out(path, suffixes=_TABLE_SUFFIXES) -> Path:
     return path
 
 
-def read_model_and_data(args: argparse.Namespace):
-    """``(model, database)``: the saved model and the data file in the model's codes."""
-    model = load_model(args.model)
+def read_model_and_data(args: argparse.Namespace, needs: str | None = None):
+    """``(model, database)``: the saved model and the data file in the model's codes; a model
+    without the method ``needs`` (the command's) is refused in one line."""
+    model = load_model(args.model, factory=getattr(args, "factory", None))
+    if needs is not None and not callable(getattr(model, needs, None)):
+        raise ValueError(
+            f"{args.model}: a {type(model).__name__} has no {needs}() (models of the SVI route score "
+            f"only: `ldhmm score`)"
+        )
     db = data_for_model(args.data, model, unknown=args.unknown, **column_options(args))
     return model, db
 
 
-def write_model_table(args: argparse.Namespace, make_table: Callable) -> int:
+def write_model_table(args: argparse.Namespace, make_table: Callable, needs: str | None = None) -> int:
     """The run of a model command that writes one table (``score``, ``posterior``, ``predict``,
-    ``decode``): check ``--out``, read MODEL and DATA, ``make_table(model, db, args) -> (table,
-    what)``, write the table, and unless ``--quiet`` print ``"{what} written to {out}"``."""
+    ``decode``): check ``--out``, read MODEL and DATA (a model without the method ``needs`` is
+    refused), ``make_table(model, db, args) -> (table, what)``, write the table, and unless
+    ``--quiet`` print ``"{what} written to {out}"``."""
     out = check_out(args.out)
-    model, db = read_model_and_data(args)
+    model, db = read_model_and_data(args, needs)
     refuse_impossible(model, db)
     table, what = make_table(model, db, args)
     note = None

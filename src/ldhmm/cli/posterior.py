@@ -61,7 +61,7 @@ def posterior_table(model, db) -> pd.DataFrame:
 
 def run_posterior(args: argparse.Namespace) -> int:
     """The ``posterior`` command."""
-    return write_model_table(args, _posterior_rows)
+    return write_model_table(args, _posterior_rows, needs="posterior")
 
 
 def _posterior_rows(model, db, args) -> tuple[pd.DataFrame, str]:

@@ -45,7 +45,7 @@ def top_k_table(proba: np.ndarray, ids, vocabulary, k: int) -> pd.DataFrame:
 
 def run_predict(args: argparse.Namespace) -> int:
     """The ``predict`` command."""
-    return write_model_table(args, _next_table)
+    return write_model_table(args, _next_table, needs="predict_next_proba")
 
 
 def _next_table(model, db, args) -> tuple[pd.DataFrame, str]:

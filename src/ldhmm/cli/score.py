@@ -7,6 +7,7 @@ import argparse
 import numpy as np
 import pandas as pd
 
+from ..models.base import importance_estimate
 from .common import add_command, add_options, nonneg_int
 from .outputs import add_model_data_arguments, sequence_ids, write_model_table
 
@@ -22,7 +23,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="per-sequence held-out ELBO (and IS estimate) of a log under a saved model",
         description="One row per sequence of DATA: its id, length, the held-out ELBO (a lower "
         "bound on log p(x), nats) and per token, and with --is-samples an importance-sampled "
-        "estimate of log p(x).",
+        "estimate of log p(x) with its standard error and effective sample size.",
     )
     add_model_data_arguments(p, out_default="scores.csv")
     p.add_argument(
@@ -37,16 +38,14 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def run_score(args: argparse.Namespace) -> int:
     """The ``score`` command."""
-    return write_model_table(args, _score_table)
+    return write_model_table(args, _score_table, needs="score_samples")
 
 
 def _score_table(model, db, args) -> tuple[pd.DataFrame, str]:
     seqs = db.sequences
     # importance sampling first: its memory check (which grows with --is-samples) refuses
     # before any scoring is done
-    is_estimate = (
-        model.log_marginal_is(seqs, n_samples=args.is_samples, seed=args.seed) if args.is_samples else None
-    )
+    found = importance_estimate(model, seqs, args.is_samples, args.seed) if args.is_samples else None
     elbo = model.score_samples(seqs)
     lengths = db.lengths
     table = pd.DataFrame(
@@ -57,8 +56,10 @@ def _score_table(model, db, args) -> tuple[pd.DataFrame, str]:
             "elbo_per_token": elbo / lengths,
         }
     )
-    if is_estimate is not None:
-        table["log_marginal_is"] = is_estimate
+    if found is not None:
+        table["log_marginal_is"] = found.log_marginal
+        table["log_marginal_is_se"] = found.std_error  # its standard error
+        table["log_marginal_is_ess"] = found.ess  # effective draws of the is_samples
     total = float(np.sum(elbo))
     return table, (
         f"scored {len(db)} sequences ({db.n_tokens} tokens): held-out ELBO {total:.2f} nats "
