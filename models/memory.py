@@ -14,6 +14,7 @@ overridden: :func:`set_max_memory`, the environment variable ``LDHMM_MAX_MEMORY`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -25,6 +26,7 @@ __all__ = [
     "machine_memory",
     "memory_limit",
     "set_max_memory",
+    "max_memory_limit",
     "max_memory_override",
     "fit_bytes",
     "score_bytes",
@@ -93,6 +95,19 @@ def set_max_memory(size) -> None:
     """
     global _OVERRIDE
     _OVERRIDE = None if size is None else parse_size(size)
+
+
+@contextlib.contextmanager
+def max_memory_limit(size):
+    """:func:`set_max_memory` for the length of a ``with`` block (a command run in-process, as
+    ``ldhmm.cli.main([...])`` from Python or a test): the limit before it comes back after."""
+    global _OVERRIDE
+    before = _OVERRIDE
+    set_max_memory(size)
+    try:
+        yield
+    finally:
+        _OVERRIDE = before
 
 
 def max_memory_override() -> int | None:

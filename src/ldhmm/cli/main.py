@@ -28,7 +28,7 @@ import warnings
 
 from ..data import EventOrderWarning
 from ..experiments.tasks import RunInterrupted, invocation, write_resume_script
-from ..models.memory import set_max_memory
+from ..models.memory import max_memory_limit
 from . import classify, compare, data, decode, fit, hinton, next_event, posterior, predict, score, timing
 from .interrupts import stop_watchdog
 
@@ -82,11 +82,13 @@ def main(argv=None) -> int:
         parser.print_help(sys.stderr)
         return 2
     command = f"ldhmm {args.command}" if getattr(args, "command", None) else "ldhmm"
-    set_max_memory(getattr(args, "max_memory", None))  # every command checks its estimates
     explicit = argv != sys.argv[1:]  # called as main([...]): show it as the ldhmm command
     try:
-        # a Ctrl-C the run does not act on within seconds (inside compiled code) ends it anyway
+        # every command checks its estimates against --max-memory (the limit before it comes
+        # back after the command); a Ctrl-C the run does not act on within seconds (inside
+        # compiled code) ends it anyway
         with (
+            max_memory_limit(getattr(args, "max_memory", None)),
             one_line_warnings(command),
             stop_watchdog(lambda: interrupted_line(command, None, argv, explicit)),
         ):
