@@ -23,6 +23,7 @@ from ldhmm.data import SequenceDatabase
 from ldhmm.experiments import compare as compare_mod
 from ldhmm.experiments import harness as H
 from ldhmm.experiments.along_k import has_states
+from ldhmm.experiments.measures import with_log_px
 
 
 def _database(seed=0, n=40, V=4):
@@ -207,3 +208,37 @@ def test_classify_shows_a_chain_once_per_fold(tmp_path):
     # on this seeded database the chain wins (0.99 against 0.94 at best), and the summary says so
     assert table["MARKOV1"].max() > table["HMM"].max()
     assert "Markov chain: a chain without hidden states has the best AUC" in res.summary
+
+
+def _rows(chain: float, bound: float, is_value: float) -> pd.DataFrame:
+    """Fold rows of one chain (exact) and LDHMM-PF (a bound, with or without IS) at K = 2."""
+    rows = []
+    for fold in range(2):
+        for model, kind, own, is_ in (
+            ("MARKOV1", "exact", chain, np.nan),
+            ("LDHMM-PF", "lower_bound", bound, is_value),
+        ):
+            row = {"model": model, "K": 2, "fold": fold, "score_kind": kind, "score_family": ""}
+            for suffix in ("", "_per_seq", "_per_token"):
+                row["heldout_elbo" + suffix], row["heldout_is" + suffix] = own, is_
+            rows.append(row)
+    return with_log_px(pd.DataFrame(rows))
+
+
+@pytest.mark.parametrize(
+    "chain, bound, is_value, verdict",
+    [
+        (-10.0, -12.0, -9.0, "loses"),  # by log p(x): the IS estimate is above the chain
+        (-10.0, -12.0, -11.0, "wins"),
+        (-10.0, -9.0, np.nan, "loses"),  # no IS: a bound above the chain decides
+        (-10.0, -12.0, np.nan, "not decided"),  # no IS: a bound below the chain does not
+    ],
+)
+def test_the_markov_line_decides_only_what_the_measures_decide(chain, bound, is_value, verdict):
+    line = compare_mod.markov_line(_rows(chain, bound, is_value), ["MARKOV1", "LDHMM-PF"])
+    assert line.startswith("Markov chain: MARKOV1") and verdict in line
+    if verdict != "not decided":
+        assert (
+            "not decided" not in line
+            and f"by {abs(chain - (bound if np.isnan(is_value) else is_value)):.2f}" in line
+        )
