@@ -129,7 +129,7 @@ def check_seed(seed) -> int:
     if not _is_int(seed) or int(seed) < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if int(seed) > MAX_SEED:
-        raise ValueError(f"seed must be <= {MAX_SEED} (2**31 - 1), got {seed!r}")
+        raise ValueError(f"seed must be <= {MAX_SEED} (2**32 - 1), got {seed!r}")
     return int(seed)
 
 

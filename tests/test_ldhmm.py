@@ -7,6 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ldhmm.baselines.hmm import HMM
+from ldhmm.baselines.lda import LDA
+from ldhmm.data.seeds import MAX_SEED, derived_seeds
 from ldhmm.models import LDHMM, NotFittedError
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -182,3 +185,17 @@ def test_restarts_keep_the_best_training_elbo(small_db):
     assert best.elbo_history_[-1] == max(single)
     with pytest.raises(ValueError, match="n_init"):
         LDHMM(2, n_init=0)
+
+
+def test_every_restart_seed_is_a_seed_a_model_takes(small_db):
+    """A restart's seed (up to 2**32 - 1) fits on its own, and so does the largest seed, for
+    LDHMM and the baselines that take seeds (numpy's legacy generators take 32-bit seeds)."""
+    assert max(max(derived_seeds(s, 8)) for s in range(50)) <= MAX_SEED == 2**32 - 1
+    for model in (
+        LDHMM(2, n_symbols=4, seed=MAX_SEED, max_iter=3, n_init=2),
+        HMM(2, seed=MAX_SEED, n_init=2),
+    ):
+        assert np.isfinite(model.fit(small_db).score_samples(small_db[:3])).all()
+    assert np.isfinite(LDA(2, seed=MAX_SEED).fit(small_db).score_samples(small_db[:3])).all()
+    with pytest.raises(ValueError, match="seed must be <="):
+        LDHMM(2, seed=MAX_SEED + 1)

@@ -12,10 +12,11 @@ import numpy as np
 
 __all__ = ["derived_seeds", "MAX_SEED"]
 
-#: The largest seed a user may give: runs offset it (by fold, K, restart) and hand it to
-#: generators that take 32-bit seeds (numpy's legacy RandomState in hmmlearn) or signed 64-bit
-#: ones (torch), so a larger one would fail deep inside a fit.
-MAX_SEED = 2**31 - 1
+#: The largest seed a user may give: seeds reach generators that take unsigned 32-bit seeds
+#: (numpy's legacy RandomState, in hmmlearn and gensim) or signed 64-bit ones (torch), so a
+#: larger one would fail deep inside a fit; and every seed :func:`derived_seeds` gives (a
+#: restart's, which a user may fit on its own) is at most this.
+MAX_SEED = 2**32 - 1
 
 
 def derived_seeds(seed: int, n: int) -> list[int]:
