@@ -1,0 +1,95 @@
+"""Benchmark: estimate a long ``compare`` run's wall time from some of its folds.
+
+Figure 5 (the MSNBC subset, 10 folds, K = 2..6, six models) is too long to run whenever a
+default changes. This runs :func:`ldhmm.experiments.compare.compare` with the full run's
+settings and fold split, but only the tasks of the folds given by ``--run-folds`` (each task is
+the full run's task: same training set, seeds and budget), then prints each model's task
+seconds per fold and the projection to all folds::
+
+    python -m ldhmm.experiments.bench_folds --dataset msnbc --data-dir ../shared/data --jobs 2 \\
+        --run-folds 0 --out results/bench-folds-msnbc
+
+The projection is ``sum over models of (task seconds per fold) x folds / jobs``: it assumes
+the other folds cost what the run ones did and the jobs stay busy to the end, so the full
+run's wall time is longer by its tail (at most about one task).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import pandas as pd
+
+from . import compare as compare_module
+
+__all__ = ["main", "only_folds", "projection"]
+
+FIGURE5_MODELS = ("LDHMM-FF", "LDHMM-PF", "HMM", "LDA", "VBHMM", "HMMV")
+TIME_COLUMNS = ("fit_seconds", "score_seconds", "is_seconds")
+
+
+def only_folds(groups: list[dict], folds: set[int]) -> list[dict]:
+    """The task groups of ``groups`` (``compare_groups``' output) whose fold is in ``folds``."""
+    return [g for g in groups if g["fold"] in folds]
+
+
+def projection(folds_csv: pd.DataFrame, n_run: int, folds: int) -> pd.DataFrame:
+    """Task seconds per fold of each model (fit, scoring and importance sampling) in a
+    ``folds.csv`` of ``n_run`` folds, and the same projected to ``folds`` folds."""
+    cols = [c for c in TIME_COLUMNS if c in folds_csv]
+    per_model = folds_csv.groupby("model")[cols].sum().fillna(0.0).sum(axis=1) / n_run
+    table = pd.DataFrame({"task_s_per_fold": per_model, "task_s_all_folds": per_model * folds})
+    return table.sort_values("task_s_per_fold", ascending=False)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="msnbc")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--models", nargs="+", default=list(FIGURE5_MODELS))
+    parser.add_argument("--states", nargs="+", default=["2..6"])
+    parser.add_argument("--folds", type=int, default=10)
+    parser.add_argument("--run-folds", type=int, nargs="+", default=[0], help="the folds to run (default 0)")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    keep = set(args.run_folds)
+    full_groups = compare_module.compare_groups
+
+    def some_groups(plans, states, folds):
+        return only_folds(full_groups(plans, states, folds), keep)
+
+    # compare() builds its task groups through this module attribute: swapping it runs the full
+    # run's tasks (same fold split, seeds and budgets) for the chosen folds only
+    compare_module.compare_groups = some_groups
+    try:
+        start = time.perf_counter()
+        result = compare_module.compare(
+            models=args.models,
+            data=args.dataset,
+            data_dir=args.data_dir,
+            states=args.states,
+            folds=args.folds,
+            jobs=args.jobs,
+            out=args.out,
+            quiet=args.quiet,
+        )
+        wall = time.perf_counter() - start
+    finally:
+        compare_module.compare_groups = full_groups
+    table = projection(result.folds, len(keep), args.folds)
+    print(f"\nran folds {sorted(keep)} of {args.folds} in {wall:.0f} s wall ({args.jobs} jobs)")
+    print("| model | task seconds per fold | projected task seconds, all folds |")
+    print("|---|---|---|")
+    for model, row in table.iterrows():
+        print(f"| {model} | {row.task_s_per_fold:.0f} | {row.task_s_all_folds:.0f} |")
+    total = table["task_s_all_folds"].sum()
+    print(f"| all | {total / args.folds:.0f} | {total:.0f} |")
+    minutes = total / args.jobs / 60
+    print(f"projected wall time of all {args.folds} folds with {args.jobs} jobs: {minutes:.1f} min")
+
+
+if __name__ == "__main__":
+    main()
