@@ -50,6 +50,8 @@ __all__ = [
     "B_PRIOR",
     "REAL_LOGS",
     "heterogeneous_log",
+    "true_model",
+    "truth_per_token",
     "study_logs",
     "prior_summary",
     "per_token",
@@ -89,18 +91,38 @@ def heterogeneous_log(scale: float, n_sequences: int, seed: int = 1, lengths=(20
     -------
     list of int64 arrays, shapes (T_m,)
     """
-    truth = LDHMM.from_hyperparameters(scale * PI_PRIOR, scale * A_PRIOR, scale * B_PRIOR)
     rng = np.random.default_rng(seed)
     sizes = rng.integers(lengths[0], lengths[1] + 1, n_sequences)
-    return [np.asarray(x, dtype=np.int64) for x in truth.sample(n_sequences, lengths=sizes, seed=seed)]
+    return [
+        np.asarray(x, dtype=np.int64) for x in true_model(scale).sample(n_sequences, lengths=sizes, seed=seed)
+    ]
 
 
-def study_logs(scales: Iterable[float], n_sequences: int, seed: int = 1, real: Iterable[str] = REAL_LOGS):
+def true_model(scale: float) -> LDHMM:
+    """The LDHMM that draws :func:`heterogeneous_log`'s sequences (priors scaled by ``scale``)."""
+    return LDHMM.from_hyperparameters(scale * PI_PRIOR, scale * A_PRIOR, scale * B_PRIOR)
+
+
+def truth_per_token(scale: float, sequences, n_samples: int, seed: int = 0) -> float:
+    """The generating model's log p(x) per token of ``sequences`` (importance-sampled, ``n_samples``
+    draws per sequence): what a model fitted to the log can at best reach, on average."""
+    found = true_model(scale).log_marginal_is(sequences, n_samples=n_samples, seed=seed)
+    return float(np.sum(found) / sum(len(x) for x in sequences))
+
+
+def study_logs(
+    scales: Iterable[float],
+    n_sequences: int,
+    seed: int = 1,
+    real: Iterable[str] = REAL_LOGS,
+    favourites: bool = True,
+):
     """The study's logs, in table order: ``{name: data}`` where data is a list of sequences (the
-    synthetic logs: ``c=<scale>`` and ``favourites``, V = 30) or a data set name for
-    :func:`compare` (sampled there to ``n_sequences``)."""
+    synthetic logs: ``c=<scale>`` and, with ``favourites``, ``favourites``, V = 30) or a data
+    set name for :func:`compare` (sampled there to ``n_sequences``)."""
     logs: dict = {f"c={c:g}": heterogeneous_log(float(c), n_sequences, seed) for c in scales}
-    logs["favourites"] = click_log(n_sequences, 30, seed=seed, lengths="uniform:20:40")
+    if favourites:
+        logs["favourites"] = click_log(n_sequences, 30, seed=seed, lengths="uniform:20:40")
     logs.update({name: name for name in real})
     return logs
 
@@ -174,11 +196,12 @@ def study_log(name: str, data, out, *, K: int, folds: int, quiet: bool = True, *
     Returns
     -------
     dict
-        ``log``, ``sequences``, ``tokens``, ``<model>`` (log p(x) per token) for every model,
-        ``LDHMM-PF bound`` (per token), ``best chain``, ``margin`` (LDHMM-PF's log p(x) minus the
-        best of the others, per token), the median over folds of :func:`prior_summary`'s
-        totals and the mean over folds of its shares at the caps, and ``seconds`` (the run's wall time; a
-        resumed run's is the time of the rest).
+        ``log``, ``data`` (compare's sentence naming the database), ``sequences``, ``tokens``,
+        ``<model>`` (log p(x) per token) for every model, ``LDHMM-PF bound`` (per token),
+        ``best chain``, ``margin`` (LDHMM-PF's log p(x) minus the best of the others, per
+        token), the median over folds of :func:`prior_summary`'s totals and the mean over folds
+        of its shares at the caps, and ``seconds`` (the run's wall time; a resumed run's is the
+        time of the rest).
     """
     start = time.perf_counter()
     result = compare(
@@ -190,6 +213,7 @@ def study_log(name: str, data, out, *, K: int, folds: int, quiet: bool = True, *
     px = table["log_px_per_token"]
     row = {
         "log": name,
+        "data": result.data,
         "sequences": int(f.groupby("model")["n_test"].sum().max()),
         "tokens": int(f.groupby("model")["n_test_tokens"].sum().max()),
         **{m: float(px.get(m, np.nan)) for m in MODELS},
@@ -207,7 +231,7 @@ def study_log(name: str, data, out, *, K: int, folds: int, quiet: bool = True, *
 
 def heterogeneity(
     out,
-    scales=(0.1, 0.3, 1.0, 3.0, 30.0),
+    scales=(0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
     real: Iterable[str] = REAL_LOGS,
     n_sequences: int = 300,
     K: int = 3,
@@ -220,8 +244,10 @@ def heterogeneity(
     data_dir=None,
     jobs: int = 1,
     quiet: bool = True,
+    favourites: bool = True,
 ) -> pd.DataFrame:
-    """The study: :func:`study_log` of every log of :func:`study_logs`; writes
+    """The study: :func:`study_log` of every log of :func:`study_logs` (and for the synthetic
+    ``c=`` logs :func:`truth_per_token` on the whole log); writes
     ``out/heterogeneity.csv`` and ``out/heterogeneity.md`` (rewritten after every log) and
     returns the table (one row per log)."""
     out = Path(out)
@@ -230,10 +256,13 @@ def heterogeneity(
     options = dict(
         restarts=restarts, is_samples=is_samples, seed=seed, max_iter=max_iter, jobs=jobs, data_dir=data_dir
     )
-    for name, data in study_logs(scales, n_sequences, data_seed, real).items():
+    for name, data in study_logs(scales, n_sequences, data_seed, real, favourites).items():
         # the real data sets are sampled by compare; the synthetic ones are drawn at this size
         sample = n_sequences if isinstance(data, str) else None
-        rows.append(study_log(name, data, out, K=K, folds=folds, quiet=quiet, n_sequences=sample, **options))
+        row = study_log(name, data, out, K=K, folds=folds, quiet=quiet, n_sequences=sample, **options)
+        scale = name.removeprefix("c=")
+        row["truth"] = truth_per_token(float(scale), data, is_samples, seed) if scale != name else np.nan
+        rows.append(row)
         table = pd.DataFrame(rows)
         table.to_csv(out / "heterogeneity.csv", index=False)
         (out / "heterogeneity.md").write_text(markdown_table(table))
@@ -243,14 +272,15 @@ def heterogeneity(
 
 
 def markdown_table(table: pd.DataFrame) -> str:
-    """The study's table: log p(x) per token of each model (the best in bold), LDHMM-PF's bound,
+    """The study's table: log p(x) per token of each model (the best in bold), of the generating
+    model where there is one (``truth``: the synthetic ``c=`` logs), LDHMM-PF's bound,
     its margin over the best other model, its learned prior totals (pi / median row of A /
     median row of B), the shares of their entries at the upper and lower cap (:func:`prior_summary`)
     and the run's seconds."""
     lines = [
-        "| log | tokens | LDHMM-PF (IS) | HMM | MARKOV1 | MARKOV3 | LDHMM-PF bound | margin "
+        "| log | tokens | LDHMM-PF (IS) | HMM | MARKOV1 | MARKOV3 | truth (IS) | LDHMM-PF bound | margin "
         "| prior totals pi / A / B | at max, at min: pi / A / B | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in table.iterrows():
         values = {m: r[m] for m in MODELS}
@@ -261,7 +291,8 @@ def markdown_table(table: pd.DataFrame) -> str:
             f"{r.get(f'{g}_at_max', np.nan):.2f}, {r.get(f'{g}_at_min', np.nan):.2f}" for g in _GROUPS
         )
         lines.append(
-            f"| {r['log']} | {int(r['tokens'])} | {' | '.join(cells)} | {r['LDHMM-PF bound']:.4f} "
+            f"| {r['log']} | {int(r['tokens'])} | {' | '.join(cells)} | {r.get('truth', np.nan):.4f} "
+            f"| {r['LDHMM-PF bound']:.4f} "
             f"| {r['margin']:+.4f} | {totals} | {caps} | {r['seconds']:.0f} |"
         )
     return "\n".join(lines) + "\n"
@@ -272,7 +303,9 @@ def main(argv=None) -> int:
         prog="python -m ldhmm.experiments.heterogeneity", description=__doc__.split("\n")[0]
     )
     p.add_argument("--out", required=True, help="output folder (one compare run per log under it)")
-    p.add_argument("--scales", type=float, nargs="*", default=[0.1, 0.3, 1.0, 3.0, 30.0], help="values of c")
+    p.add_argument(
+        "--scales", type=float, nargs="*", default=[0.1, 0.3, 1.0, 3.0, 10.0, 30.0], help="values of c"
+    )
     p.add_argument("--real", nargs="*", default=list(REAL_LOGS), choices=list(REAL_LOGS), help="data sets")
     p.add_argument("--n-sequences", type=int, default=300, help="sequences per log (default 300)")
     p.add_argument("--states", type=int, default=3, help="K (default 3)")
@@ -282,11 +315,12 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of folds, fits and sampling (default 0)")
     p.add_argument("--data-seed", type=int, default=1, help="seed of the synthetic logs (default 1)")
     p.add_argument("--data-dir", default=None, help="the data sets' folder (default $LDHMM_DATA)")
+    p.add_argument("--no-favourites", action="store_true", help="leave out the favourites log")
     p.add_argument("--jobs", type=int, default=1, help="worker processes per compare run (default 1)")
     a = p.parse_args(argv)
     table = heterogeneity(
         a.out, a.scales, a.real, a.n_sequences, a.states, a.folds, a.restarts, a.is_samples, a.seed,
-        a.data_seed, data_dir=a.data_dir, jobs=a.jobs, quiet=False,
+        a.data_seed, data_dir=a.data_dir, jobs=a.jobs, quiet=False, favourites=not a.no_favourites,
     )  # fmt: skip
     print(markdown_table(table))
     return 0

@@ -64,3 +64,23 @@ def test_a_log_row_is_what_the_run_wrote(tmp_path):
         totals.append(np.median(load_model(path).params_.prior["A"].double().sum(dim=1).numpy()))
     assert len(totals) == 2 and row["A_total"] == pytest.approx(np.median(totals))
     assert "| c=0.3 | " in H.markdown_table(pd.DataFrame([row]))
+
+
+def _hmm_log_likelihood(x, pi, A, B) -> float:
+    """The forward algorithm, scaled, in numpy (independent of the package's recursions)."""
+    alpha, total = pi * B[:, x[0]], 0.0
+    for t in range(1, len(x) + 1):
+        total += np.log(alpha.sum())
+        alpha = alpha / alpha.sum()
+        if t < len(x):
+            alpha = (alpha @ A) * B[:, x[t]]
+    return total
+
+
+def test_truth_of_a_log_of_nearly_identical_sequences_is_the_mean_hmm():
+    # with every prior scaled by 10^4 every sequence's pi, A, B is the prior mean (to about 1e-4)
+    scale = 1e4
+    seqs = H.heterogeneous_log(scale, 20, seed=4, lengths=(10, 15))
+    pi, A, B = (p / p.sum(axis=-1, keepdims=True) for p in (H.PI_PRIOR, H.A_PRIOR, H.B_PRIOR))
+    exact = sum(_hmm_log_likelihood(x, pi, A, B) for x in seqs) / sum(len(x) for x in seqs)
+    assert H.truth_per_token(scale, seqs, n_samples=20, seed=0) == pytest.approx(exact, abs=2e-3)
