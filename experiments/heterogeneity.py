@@ -27,6 +27,8 @@ importance samples as given; its own ``OUT/<log>`` folder, so a rerun resumes), 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -41,7 +43,7 @@ from .along_k import row_key
 from .bench_vocab import click_log
 from .compare import compare
 from .measures import LOG_PX, with_log_px
-from .tasks import MODELS_DIR
+from .tasks import MODELS_DIR, atomic_write_text
 
 __all__ = [
     "MODELS",
@@ -108,6 +110,20 @@ def truth_per_token(scale: float, sequences, n_samples: int, seed: int = 0) -> f
     draws per sequence): what a model fitted to the log can at best reach, on average."""
     found = true_model(scale).log_marginal_is(sequences, n_samples=n_samples, seed=seed)
     return float(np.sum(found) / sum(len(x) for x in sequences))
+
+
+def _saved_truth(folder: Path, scale: float, sequences, n_samples: int, seed: int) -> float:
+    """:func:`truth_per_token`, kept in ``folder`` beside its compare run so that a rerun of the
+    study reads it back (the file names everything the value depends on)."""
+    digest = hashlib.sha256(np.concatenate([[len(x) for x in sequences], *sequences]).tobytes()).hexdigest()[
+        :12
+    ]
+    path = folder / f"truth-c{scale:g}-S{n_samples}-seed{seed}-{digest}.json"
+    if path.is_file():
+        return float(json.loads(path.read_text())["log_px_per_token"])
+    value = truth_per_token(scale, sequences, n_samples, seed)
+    atomic_write_text(path, json.dumps({"log_px_per_token": value}))
+    return value
 
 
 def study_logs(
@@ -261,7 +277,9 @@ def heterogeneity(
         sample = n_sequences if isinstance(data, str) else None
         row = study_log(name, data, out, K=K, folds=folds, quiet=quiet, n_sequences=sample, **options)
         scale = name.removeprefix("c=")
-        row["truth"] = truth_per_token(float(scale), data, is_samples, seed) if scale != name else np.nan
+        row["truth"] = (
+            _saved_truth(out / name, float(scale), data, is_samples, seed) if scale != name else np.nan
+        )
         rows.append(row)
         table = pd.DataFrame(rows)
         table.to_csv(out / "heterogeneity.csv", index=False)
