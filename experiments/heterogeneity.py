@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -336,10 +337,14 @@ def main(argv=None) -> int:
     p.add_argument("--no-favourites", action="store_true", help="leave out the favourites log")
     p.add_argument("--jobs", type=int, default=1, help="worker processes per compare run (default 1)")
     a = p.parse_args(argv)
-    table = heterogeneity(
-        a.out, a.scales, a.real, a.n_sequences, a.states, a.folds, a.restarts, a.is_samples, a.seed,
-        a.data_seed, data_dir=a.data_dir, jobs=a.jobs, quiet=False, favourites=not a.no_favourites,
-    )  # fmt: skip
+    try:
+        table = heterogeneity(
+            a.out, a.scales, a.real, a.n_sequences, a.states, a.folds, a.restarts, a.is_samples, a.seed,
+            a.data_seed, data_dir=a.data_dir, jobs=a.jobs, quiet=False, favourites=not a.no_favourites,
+        )  # fmt: skip
+    except (ValueError, OSError) as error:  # a locked or mismatched run folder, missing data: one line
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(markdown_table(table))
     return 0
 
