@@ -12,7 +12,9 @@ Each log is one :func:`ldhmm.experiments.compare.compare` run (folds, K, restart
 importance samples as given; its own ``OUT/<log>`` folder, so a rerun resumes), read back as:
 
 * per token, over every held-out sequence of every fold: log p(x) (exact for HMM and the
-  chains, importance-sampled for LDHMM-PF) and LDHMM-PF's bound;
+  chains, importance-sampled for LDHMM-PF) and LDHMM-PF's bound; for the synthetic ``c=`` logs
+  also the generating model's log p(x) on the whole log (importance-sampled; kept in the log's
+  folder);
 * LDHMM-PF's learned prior concentrations (from the fold fits the run saves): the total of
   each prior row (the Dirichlet's precision: how alike the sequences' rows are; a total of
   ``s`` lets a probability ``p`` of a sequence's row vary by about ``sqrt(p (1 - p) / (s + 1))``
