@@ -26,14 +26,16 @@ from ldhmm.experiments.along_k import has_states
 from ldhmm.experiments.measures import with_log_px
 
 
-def _database(seed=0, n=40, V=4):
+def _database(seed=0, n=40, V=4, step=0, keep=0.6, extra=(0, 15)):
+    """Seeded sequences of a first-order chain: the next symbol is ``(last + step) % V`` with
+    probability ``keep``, uniform otherwise; ``extra`` bounds the symbols after the first.
+    By default a sticky chain, so that the orders matter."""
     rng = np.random.default_rng(seed)
-    # a sticky chain, so that the orders matter
     seqs = []
     for _ in range(n):
         x = [int(rng.integers(V))]
-        for _ in range(int(rng.integers(0, 15))):
-            x.append(x[-1] if rng.random() < 0.6 else int(rng.integers(V)))
+        for _ in range(int(rng.integers(*extra))):
+            x.append((x[-1] + step) % V if rng.random() < keep else int(rng.integers(V)))
         seqs.append(np.array(x, dtype=np.int64))
     return seqs
 
@@ -242,3 +244,35 @@ def test_the_markov_line_decides_only_what_the_measures_decide(chain, bound, is_
             "not decided" not in line
             and f"by {abs(chain - (bound if np.isnan(is_value) else is_value)):.2f}" in line
         )
+
+
+def test_the_default_line_ups_run_the_chains():
+    import inspect
+
+    from ldhmm.cli.main import build_parser
+    from ldhmm.experiments.classify import classify
+    from ldhmm.experiments.plugins import resolve_lineup
+
+    for function in (compare_mod.compare, classify):
+        default = inspect.signature(function).parameters["models"].default
+        assert {"MARKOV1", "MARKOV3"} <= {entry.name for entry in resolve_lineup(default)}
+    for command in ("compare", "classify"):
+        args = build_parser().parse_args([command])
+        assert {"MARKOV1", "MARKOV3"} <= {entry.name for entry in resolve_lineup(args.models)}
+
+
+def test_compare_summary_says_a_chain_wins_where_it_must(tmp_path):
+    # a cycle 0 -> 1 -> ... -> 5 -> 0 (90%): a first-order chain knows the next symbol, two hidden
+    # states cannot remember which of six symbols came last
+    cycle = _database(V=6, step=1, keep=0.9, extra=(10, 20))
+    res = compare_mod.compare(
+        ["LDHMM-PF", "HMM", "MARKOV1"], data=cycle, states=[2], folds=2, max_iter=5, restarts=1,
+        is_samples=5, out=tmp_path / "o", quiet=True,
+    )  # fmt: skip
+    f = with_log_px(res.folds)
+    per_fold = f.pivot_table(index="fold", columns="model", values="log_px")
+    # the independent route: fold by fold, the chain's exact log p(x) is above both hidden-state models'
+    assert (per_fold["MARKOV1"] > per_fold[["LDHMM-PF", "HMM"]].max(axis=1)).all()
+    assert "Best by log p(x)" in res.summary and "MARKOV1 (no K) (" in res.summary
+    assert "Markov chain: MARKOV1 (no hidden states, exact) wins against" in res.summary
+    assert "The per-sequence dynamics do not pay on this data." in res.summary
