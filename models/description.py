@@ -226,7 +226,9 @@ class ModelDescription:
 
 def _vocabulary(model) -> list[str]:
     vocabulary = getattr(model, "vocabulary_", None)
-    return [str(v) for v in vocabulary] if vocabulary is not None else [str(v) for v in range(model.n_symbols_)]
+    return (
+        [str(v) for v in vocabulary] if vocabulary is not None else [str(v) for v in range(model.n_symbols_)]
+    )
 
 
 def _version() -> str:
@@ -439,4 +441,3 @@ def describe_model(
         examples=users[2],
         next_event=next_event,
     )
-
