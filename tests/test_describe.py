@@ -69,7 +69,10 @@ def test_users_bound_paths_and_next_event(fitted, described):
     np.testing.assert_allclose(d.users["bound"], model.score_samples(users), rtol=1e-9)
     np.testing.assert_allclose(d.users["bound_per_token"], d.users["bound"] / lengths)
     assert d.users.loc[d.users["rank"] == 1, "bound_per_token"].item() == d.users["bound_per_token"].max()
-    assert sorted(d.clusters["users"], reverse=True) == list(d.clusters["users"]) and d.clusters["users"].sum() == 10
+    assert (
+        sorted(d.clusters["users"], reverse=True) == list(d.clusters["users"])
+        and d.clusters["users"].sum() == 10
+    )
     # the examples' states are decode's, their events the users' own
     for sid, path in d.examples.groupby("sequence_id"):
         seq = users[int(sid)]
