@@ -9,8 +9,9 @@ import pytest
 from scipy import stats
 
 import ldhmm.baselines  # noqa: F401  (registers MARKOV1)
-from ldhmm import LDHMM
+from ldhmm import LDHMM, ParameterSharing, VariantHMM
 from ldhmm.baselines import SmoothedMarkovChain
+from ldhmm.cli.main import main
 from ldhmm.models.description import dirichlet_std, kmeans, state_names
 from ldhmm.report_html import render_report
 
@@ -119,3 +120,25 @@ def test_the_page_escapes_every_user_string(described):
     assert "Q&amp;A" in page and "Q&A" not in page
     assert page.count("<svg") >= 6 and page.count("<table") >= 8
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_a_point_estimated_emission_matrix_has_no_spread(fitted):
+    _, users = fitted
+    model = VariantHMM(2, sharing=ParameterSharing(B="point"), seed=0, max_iter=5).fit(users)
+    d = model.describe(users, n_clusters=2)
+    np.testing.assert_allclose(
+        d.emissions["mean"], np.exp(model.params_.log_point["B"].double().numpy()).ravel()
+    )
+    assert (d.emissions["spread"] == 0).all() and "users_mean" not in d.emissions
+    assert list(d.next_event["model"]) == ["VariantHMM"]  # no baseline asked for
+
+
+def test_the_command_without_data_and_its_errors(fitted, tmp_path, capsys):
+    model, _ = fitted
+    model.save(tmp_path / "m.json")
+    assert main(["report", str(tmp_path / "m.json"), "--out", str(tmp_path / "m.html"), "--quiet"]) == 0
+    page = (tmp_path / "m.html").read_text(encoding="utf-8")
+    assert "<h2>States</h2>" in page and "<h2>Users</h2>" not in page and "need data" in page
+    assert main(["report", str(tmp_path / "m.json"), "--out", str(tmp_path / "m.txt")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "expected a file ending in .html" in err
