@@ -248,6 +248,7 @@ def _summary_rows(model, extra: dict) -> pd.DataFrame:
         "guide": getattr(model.guide, "name", "custom"),
         "sharing (pi, A, B)": ", ".join(model.sharing.kind(g) for g in GROUPS),
         "restarts (n_init)": getattr(model, "n_init", 1),
+        "restart seeds (the kept run: highest final ELBO)": ", ".join(map(str, model.restart_seeds())),
         "start of the kept run": getattr(model, "start_kind_", "not recorded in the model file"),
         "EM iterations": len(history),
         "final training ELBO (nats)": f"{history[-1]:.6g}" if history.size else "not recorded",
