@@ -36,6 +36,7 @@ from matplotlib.figure import Figure
 
 from ..baselines import MarkovChain
 from ..data import kfold_indices
+from ..models.predictive_scores import prediction_scores
 from .along_k import (
     Fitter,
     budget_rules,
@@ -84,30 +85,6 @@ DEFAULT_MODELS = ("LDHMM-PF", "LDHMM-FF", "HMM", "VBHMM", "MARKOV1", "MARKOV3", 
 def _stateless(name: str) -> bool:
     """A model without a K: the fixed MARKOV chain or a registered one with ``has_states = False``."""
     return name == MARKOV or not has_states(name)
-
-
-def prediction_scores(proba: np.ndarray, targets: np.ndarray) -> dict:
-    """Log loss, hit@1 and hit@3 of next-event predictions.
-
-    Parameters
-    ----------
-    proba : np.ndarray, shape (M, V)
-        Predictive distributions.
-    targets : np.ndarray, shape (M,)
-        The events that happened.
-    """
-    proba = np.asarray(proba, dtype=np.float64)
-    targets = np.asarray(targets, dtype=np.int64)
-    if not np.isfinite(proba).all():
-        raise ValueError("the predictive distributions hold non-finite values")
-    p = proba[np.arange(targets.size), targets]
-    # rank of the target: how many symbols are strictly more probable (ties in its favour)
-    rank = (proba > p[:, None]).sum(axis=1)
-    return {
-        "log_loss": float(-np.mean(np.log(np.maximum(p, 1e-300)))),
-        "hit1": float(np.mean(rank < 1)),
-        "hit3": float(np.mean(rank < 3)),
-    }
 
 
 def _build(payload):

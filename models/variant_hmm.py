@@ -46,6 +46,7 @@ from ..inference.distributed.workers import LocalBackend, PartitionWorker
 from ..inference.em import NonFiniteELBOError
 from ..inference.ops.importance import ImportanceEstimate
 from .base import SequenceModel, check_n_symbols
+from .description import ModelDescription, describe_model
 from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .fit_settings import DTYPES as _DTYPES
 from .fit_settings import TakesFitSettings
@@ -701,6 +702,37 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         """
         results, _ = self._held_out("decode", sequences)
         return _in_input_order(results)
+
+    def describe(
+        self, data=None, *, baseline=None, n_clusters: int = 3, n_examples: int = 2, seed: int = 0
+    ) -> ModelDescription:
+        """The model explained as tables (pandas DataFrames): what ``ldhmm report`` shows.
+
+        Each state named by its most likely events (mean and spread of B), the initial and
+        transition structure, the fit's history; with ``data``, the users: their per-token
+        bound (typical and unusual users), groups of similar posterior dynamics (seeded
+        k-means), a few decoded paths, and next-event accuracy beside ``baseline``
+        (:func:`ldhmm.models.description.describe_model`, which documents every argument).
+
+        Parameters
+        ----------
+        data : list of 1-D int arrays or SequenceDatabase, optional
+            Users in the model's codes.
+        baseline : str or model, optional
+            E.g. ``"MARKOV1"`` (after ``import ldhmm.baselines``): the first-order Markov chain,
+            fitted on the users' prefixes.
+        n_clusters, n_examples, seed : int
+
+        Returns
+        -------
+        ModelDescription
+            ``.tables()``: the DataFrames by name (``summary``, ``states``, ``emissions``,
+            ``initial``, ``transitions``, ``transition_spread``, ``history``; with data ``users``,
+            ``clusters``, ``examples``, ``next_event``).
+        """
+        return describe_model(
+            self, data, baseline=baseline, n_clusters=n_clusters, n_examples=n_examples, seed=seed
+        )
 
     def log_marginal_is(
         self,

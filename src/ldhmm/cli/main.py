@@ -29,7 +29,20 @@ import warnings
 from ..data import EventOrderWarning
 from ..experiments.tasks import RunInterrupted, invocation, write_resume_script
 from ..models.memory import max_memory_limit
-from . import classify, compare, data, decode, fit, hinton, next_event, posterior, predict, score, timing
+from . import (
+    classify,
+    compare,
+    data,
+    decode,
+    fit,
+    hinton,
+    next_event,
+    posterior,
+    predict,
+    report,
+    score,
+    timing,
+)
 from .interrupts import stop_watchdog
 
 __all__ = ["main", "build_parser", "interrupted_line"]
@@ -55,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(
         dest="command",
-        metavar="{data,compare,classify,timing,hinton,next-event,fit,score,posterior,predict,decode}",
+        metavar="{data,compare,classify,timing,hinton,next-event,fit,score,posterior,predict,decode,report}",
     )
     data.register(sub)
     compare.register(sub)
@@ -63,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     timing.register(sub)
     hinton.register(sub)
     next_event.register(sub)
-    for command in (fit, score, posterior, predict, decode):
+    for command in (fit, score, posterior, predict, decode, report):
         command.register(sub)
     return parser
 

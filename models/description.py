@@ -1,0 +1,444 @@
+"""What a fitted model says, as tables: :meth:`VariantHMM.describe` and the ``ldhmm report`` page.
+
+Without data, a model of the LDHMM family describes its database-level parameters: each state
+named by its most likely events (the mean of the Dirichlet over B, with its spread: how much
+users' emission rows differ), the initial and transition structure, and the fit's history.
+With data (the users of a log, in the model's codes) it adds what the held-out E-step says
+about each user: the per-token bound (typical and unusual users), groups of users with similar
+posterior dynamics (k-means, seeded, on the posterior means of ``A_m`` and ``B_m`` and the
+state occupancy), the decoded state paths of a few users, and how well the model predicts each
+user's last event from the rest, beside a baseline chain fitted on the same prefixes.
+
+The math is in small pure functions of arrays; :func:`describe_model` assembles the
+:class:`ModelDescription` (a set of pandas DataFrames) that the HTML page renders.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.metadata
+from dataclasses import dataclass, fields
+
+import numpy as np
+import pandas as pd
+
+from ..inference.cavi.emissions import dense_emission_posterior
+from ..inference.sharing import GROUPS, POINT, SEQUENCE
+from .predictive_scores import prediction_scores
+from .registry import get_spec
+
+__all__ = [
+    "ModelDescription",
+    "describe_model",
+    "dirichlet_mean",
+    "dirichlet_std",
+    "state_names",
+    "kmeans",
+    "posterior_features",
+    "top_events",
+]
+
+#: Events shown per state in the states table.
+TOP_EVENTS = 3
+#: Events of an example user shown along the decoded path (the page stays readable).
+MAX_PATH_EVENTS = 60
+
+
+# ------------------------------------------------------------------------ pure math
+def dirichlet_mean(concentration: np.ndarray) -> np.ndarray:
+    """Mean of a Dirichlet over the last axis: ``alpha / sum(alpha)``; shape of ``concentration``."""
+    c = np.asarray(concentration, dtype=np.float64)
+    return c / c.sum(axis=-1, keepdims=True)
+
+
+def dirichlet_std(concentration: np.ndarray) -> np.ndarray:
+    """Standard deviation of each coordinate of a Dirichlet over the last axis.
+
+    ``Var[theta_i] = alpha_i (alpha_0 - alpha_i) / (alpha_0^2 (alpha_0 + 1))`` with
+    ``alpha_0 = sum(alpha)``; shape of ``concentration``.
+    """
+    c = np.asarray(concentration, dtype=np.float64)
+    total = c.sum(axis=-1, keepdims=True)
+    return np.sqrt(c * (total - c) / (total**2 * (total + 1.0)))
+
+
+def top_events(probabilities: np.ndarray, n: int) -> np.ndarray:
+    """The ``n`` most likely events of each row, most likely first (ties: lower code first).
+
+    Parameters
+    ----------
+    probabilities : np.ndarray, shape (K, V)
+    n : int
+
+    Returns
+    -------
+    np.ndarray, shape (K, min(n, V)), int64
+    """
+    p = np.asarray(probabilities, dtype=np.float64)
+    order = np.argsort(-p, axis=1, kind="stable")
+    return order[:, : min(n, p.shape[1])].astype(np.int64)
+
+
+def state_names(emission_mean: np.ndarray, vocabulary: list[str], n: int = 2) -> list[str]:
+    """A name for each state: its number and its ``n`` most likely events, e.g. ``"S0: home + news"``.
+
+    Parameters
+    ----------
+    emission_mean : np.ndarray, shape (K, V)
+    vocabulary : list of V str
+    n : int
+    """
+    return [
+        f"S{k}: " + " + ".join(vocabulary[v] for v in row)
+        for k, row in enumerate(top_events(emission_mean, n))
+    ]
+
+
+def posterior_features(mean_A: np.ndarray, mean_B: np.ndarray, occupancy: np.ndarray) -> np.ndarray:
+    """What a user's dynamics are, as one vector: posterior means of ``A_m`` and ``B_m``
+    (flattened) and the expected share of the user's events in each state.
+
+    Parameters
+    ----------
+    mean_A : np.ndarray, shape (M, K, K) (or (M, 0) when A is not per-user)
+    mean_B : np.ndarray, shape (M, K, V) (or (M, 0))
+    occupancy : np.ndarray, shape (M, K)
+
+    Returns
+    -------
+    np.ndarray, shape (M, F), float64
+    """
+    M = occupancy.shape[0]
+    return np.concatenate(
+        [np.reshape(mean_A, (M, -1)), np.reshape(mean_B, (M, -1)), np.asarray(occupancy)], axis=1
+    ).astype(np.float64)
+
+
+def kmeans(features: np.ndarray, n_clusters: int, seed: int, n_iter: int = 100) -> np.ndarray:
+    """Seeded k-means (k-means++ start, Lloyd's iterations) of the rows of ``features``.
+
+    Parameters
+    ----------
+    features : np.ndarray, shape (M, F)
+    n_clusters : int, 1 <= n_clusters <= M
+    seed : int
+    n_iter : int
+        At most this many Lloyd iterations (it stops when no label changes).
+
+    Returns
+    -------
+    np.ndarray, shape (M,), int64: labels ``0..n_clusters-1``, numbered by decreasing cluster
+    size (ties: first member first), so that cluster 0 is the largest.
+    """
+    x = np.asarray(features, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    centers = [x[rng.integers(len(x))]]
+    for _ in range(1, n_clusters):
+        d2 = np.min(((x[:, None, :] - np.asarray(centers)[None]) ** 2).sum(-1), axis=1)
+        # all points on a center already: any point will do
+        p = d2 / d2.sum() if d2.sum() > 0 else np.full(len(x), 1.0 / len(x))
+        centers.append(x[rng.choice(len(x), p=p)])
+    centers = np.asarray(centers)
+    labels = np.full(len(x), -1)
+    for _ in range(n_iter):
+        new = np.argmin(((x[:, None, :] - centers[None]) ** 2).sum(-1), axis=1)
+        if np.array_equal(new, labels):
+            break
+        labels = new
+        for c in range(n_clusters):
+            if np.any(labels == c):  # an empty cluster keeps its center
+                centers[c] = x[labels == c].mean(axis=0)
+    sizes = np.bincount(labels, minlength=n_clusters)
+    first = np.array([np.flatnonzero(labels == c)[0] if sizes[c] else len(x) for c in range(n_clusters)])
+    order = np.lexsort((first, -sizes))
+    rename = np.empty(n_clusters, dtype=np.int64)
+    rename[order] = np.arange(n_clusters)
+    return rename[labels]
+
+
+def database_dirichlet(params, group: str) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and spread of a group's parameter for the database: the Dirichlet of a new user
+    (per-user groups: the learned prior), the shared posterior (shared groups) or the point
+    estimate (spread 0).
+
+    Returns
+    -------
+    (mean, std), each of the group's shape (pi (K,), A (K, K), B (K, V)), float64.
+    """
+    kind = params.sharing.kind(group)
+    if kind == POINT:
+        mean = np.exp(params.log_point[group].double().numpy())
+        return mean, np.zeros_like(mean)
+    concentration = (params.prior if kind == SEQUENCE else params.posterior)[group].double().numpy()
+    return dirichlet_mean(concentration), dirichlet_std(concentration)
+
+
+# ------------------------------------------------------------------------ the description
+@dataclass
+class ModelDescription:
+    """A fitted model as tables (:meth:`ldhmm.models.variant_hmm.VariantHMM.describe`).
+
+    Attributes
+    ----------
+    summary : DataFrame, columns ``field``, ``value``
+        K, V, the model class, guide, restarts, iterations, final ELBO, ldhmm version, and
+        with data the users described.
+    states : DataFrame, one row per state
+        ``state``, ``name`` (its two most likely events), ``initial`` (mean of pi), ``stay``
+        (mean of A's diagonal), ``top_events``, and with data ``occupancy`` (the users'
+        expected share of events in the state).
+    emissions : DataFrame, one row per (state, event)
+        ``mean`` (database-level mean of B), ``spread`` (its standard deviation: how much users'
+        rows differ under the model), with data ``users_mean``/``users_spread`` (mean and
+        standard deviation over the users of their posterior means of ``B_m``).
+    initial : DataFrame, one row per state: ``mean``, ``spread`` of pi.
+    transitions : DataFrame, K x K
+        Mean of A (rows: from, columns: to, labelled by state names).
+    transition_spread : DataFrame, K x K
+        Standard deviation of A's entries (database level).
+    history : DataFrame, columns ``iteration``, ``elbo``
+        The training ELBO per EM iteration of the kept restart.
+    users, clusters, examples, next_event : DataFrame or None (None without data)
+        ``users``: one row per user (``sequence_id``, ``length``, ``bound``, ``bound_per_token``,
+        ``cluster``, ``rank``: 1 is the most typical); ``clusters``: one row per group of users
+        (size, share, occupancy of each state, the user nearest its centre); ``examples``: one
+        row per event of a few typical and unusual users (``role``, ``position``, ``event``,
+        ``state``); ``next_event``: log loss, hit@1 and hit@3 of each user's last event
+        predicted from the rest, the model and the baseline.
+    """
+
+    summary: pd.DataFrame
+    states: pd.DataFrame
+    emissions: pd.DataFrame
+    initial: pd.DataFrame
+    transitions: pd.DataFrame
+    transition_spread: pd.DataFrame
+    history: pd.DataFrame
+    users: pd.DataFrame | None = None
+    clusters: pd.DataFrame | None = None
+    examples: pd.DataFrame | None = None
+    next_event: pd.DataFrame | None = None
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every table present, by name (the order of the page)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+def _vocabulary(model) -> list[str]:
+    vocabulary = getattr(model, "vocabulary_", None)
+    return (
+        [str(v) for v in vocabulary] if vocabulary is not None else [str(v) for v in range(model.n_symbols_)]
+    )
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("ldhmm")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree without installing
+        return "unknown"
+
+
+def _summary_rows(model, extra: dict) -> pd.DataFrame:
+    history = np.asarray(getattr(model, "elbo_history_", []), dtype=np.float64)
+    convergence = getattr(model, "convergence_", None)
+    rows = {
+        "model": type(model).__name__,
+        "K (states)": model.n_states,
+        "V (events)": model.n_symbols_,
+        "guide": getattr(model.guide, "name", "custom"),
+        "sharing (pi, A, B)": ", ".join(model.sharing.kind(g) for g in GROUPS),
+        "restarts (n_init)": getattr(model, "n_init", 1),
+        "restart seeds (the kept run: highest final ELBO)": ", ".join(map(str, model.restart_seeds())),
+        "start of the kept run": getattr(model, "start_kind_", "not recorded in the model file"),
+        "EM iterations": len(history),
+        "final training ELBO (nats)": f"{history[-1]:.6g}" if history.size else "not recorded",
+        "stopped because": getattr(convergence, "reason", "not recorded in the model file"),
+        "training data": getattr(model, "training_data_", "not recorded in the model file"),
+        "ldhmm version": _version(),
+        **extra,
+    }
+    return pd.DataFrame({"field": list(rows), "value": [str(v) for v in rows.values()]})
+
+
+def _baseline_model(baseline, n_symbols: int, seed: int):
+    """A fresh baseline: a registered harness name, or a copy of a model object."""
+    if isinstance(baseline, str):
+        return baseline, get_spec(baseline).make(1, n_symbols, seed=seed)
+    return getattr(baseline, "name", type(baseline).__name__), copy.deepcopy(baseline)
+
+
+def _next_event_table(model, sequences, baseline, seed: int) -> pd.DataFrame:
+    """Each user's last event predicted from the rest (users with at least 2 events): the model,
+    and the baseline fitted on the same prefixes (the last events are never seen by it)."""
+    test = [s for s in sequences if len(s) >= 2]
+    columns = ["model", "log_loss", "hit1", "hit3", "n_users"]
+    if not test:
+        return pd.DataFrame(columns=columns)
+    prefixes = [s[:-1] for s in test]
+    targets = np.array([int(s[-1]) for s in test])
+    rows = [{"model": type(model).__name__, **prediction_scores(model.predict_next_proba(prefixes), targets)}]
+    if baseline is not None:
+        name, chain = _baseline_model(baseline, model.n_symbols_, seed)
+        chain.fit(prefixes)
+        rows.append({"model": name, **prediction_scores(chain.predict_next_proba(prefixes), targets)})
+    return pd.DataFrame([{**r, "n_users": len(test)} for r in rows], columns=columns)
+
+
+def _user_posteriors(model, sequences):
+    """The users' posterior means of A and B (``(M, 0)`` when not per-user), state occupancy
+    (M, K) and bound (M,)."""
+    post = model.posterior(sequences)
+    M, K = len(sequences), model.n_states
+    if "B_symbols" in post:
+        post["g_B"] = dense_emission_posterior(post, model.params_.prior["B"].double().numpy())
+    means = {g: dirichlet_mean(post[f"g_{g}"]) if f"g_{g}" in post else np.zeros((M, 0)) for g in ("A", "B")}
+    occupancy = np.stack([np.asarray(m, dtype=np.float64).mean(axis=0) for m in post["state_marginals"]])
+    return means["A"], means["B"], occupancy.reshape(M, K), np.asarray(post["elbo"], dtype=np.float64)
+
+
+def _user_tables(model, sequences, ids, names, vocabulary, n_clusters, n_examples, seed):
+    """users, clusters, examples and the states' occupancy."""
+    lengths = np.array([len(s) for s in sequences])
+    mean_A, mean_B, occupancy, bound = _user_posteriors(model, sequences)
+    features = posterior_features(mean_A, mean_B, occupancy)
+    k = max(1, min(n_clusters, len(sequences)))
+    labels = kmeans(features, k, seed)
+    per_token = bound / lengths
+    rank = np.empty(len(sequences), dtype=np.int64)
+    rank[np.argsort(-per_token, kind="stable")] = np.arange(1, len(sequences) + 1)
+    users = pd.DataFrame(
+        {
+            "sequence_id": ids,
+            "length": lengths,
+            "bound": bound,
+            "bound_per_token": per_token,
+            "cluster": labels,
+            "rank": rank,
+        }
+    )
+    clusters = []
+    for c in range(k):
+        members = np.flatnonzero(labels == c)
+        centre = features[members].mean(axis=0)
+        nearest = members[np.argmin(((features[members] - centre) ** 2).sum(-1))]
+        row = {"cluster": c, "users": members.size, "share": members.size / len(sequences)}
+        row.update({f"occupancy {n}": float(occupancy[members, j].mean()) for j, n in enumerate(names)})
+        row["main state"] = names[int(np.argmax(occupancy[members].mean(axis=0)))]
+        row["bound_per_token"] = float(per_token[members].mean())
+        row["nearest the centre"] = ids[nearest]
+        clusters.append(row)
+    order = np.argsort(rank)
+    n = min(n_examples, len(sequences))
+    picked = [(int(i), "typical") for i in order[:n]] + [
+        (int(i), "unusual") for i in order[::-1][:n] if int(i) not in order[:n]
+    ]
+    paths = model.decode([sequences[i][:MAX_PATH_EVENTS] for i, _ in picked])
+    examples = pd.DataFrame(
+        [
+            {
+                "sequence_id": ids[i],
+                "role": role,
+                "rank": int(rank[i]),
+                "position": t,
+                "event": vocabulary[int(x)],
+                "state": int(z),
+                "state_name": names[int(z)],
+            }
+            for (i, role), path in zip(picked, paths)
+            for t, (x, z) in enumerate(zip(sequences[i][:MAX_PATH_EVENTS], path))
+        ],
+        columns=["sequence_id", "role", "rank", "position", "event", "state", "state_name"],
+    )
+    return users, pd.DataFrame(clusters), examples, occupancy.mean(axis=0), mean_B
+
+
+def describe_model(
+    model,
+    data=None,
+    *,
+    ids=None,
+    baseline=None,
+    n_clusters: int = 3,
+    n_examples: int = 2,
+    seed: int = 0,
+) -> ModelDescription:
+    """The tables of :class:`ModelDescription` for a fitted model of the LDHMM family.
+
+    Parameters
+    ----------
+    model : VariantHMM (fitted)
+    data : list of 1-D int arrays or SequenceDatabase, optional
+        The users to describe, in the model's codes (:func:`ldhmm.modelfiles.data_for_model`
+        maps a log into them).
+    ids : list, optional
+        The users' ids (default: ``data.ids`` of a database, else ``0..M-1``).
+    baseline : str or model, optional
+        The next-event baseline: a registered harness name (``"MARKOV1"``: the first-order
+        chain, registered by :mod:`ldhmm.baselines`) or an unfitted model with ``fit`` and
+        ``predict_next_proba`` (a copy is fitted on the users' prefixes); None: the model alone.
+    n_clusters : int
+        Groups of users (at most the number of users).
+    n_examples : int
+        Typical users and unusual users whose decoded paths are shown.
+    seed : int
+        Seed of the clustering (and of a baseline built by name).
+    """
+    model._check_fitted()
+    vocabulary = _vocabulary(model)
+    params = model.params_
+    pi_mean, pi_std = database_dirichlet(params, "pi")
+    A_mean, A_std = database_dirichlet(params, "A")
+    B_mean, B_std = database_dirichlet(params, "B")
+    names = state_names(B_mean, vocabulary)
+    K, V = B_mean.shape
+    states = pd.DataFrame(
+        {
+            "state": np.arange(K),
+            "name": names,
+            "initial": pi_mean,
+            "stay": np.diag(A_mean),
+            "top_events": [
+                ", ".join(f"{vocabulary[v]} ({B_mean[k, v]:.2f})" for v in row)
+                for k, row in enumerate(top_events(B_mean, TOP_EVENTS))
+            ],
+        }
+    )
+    emissions = pd.DataFrame(
+        {
+            "state": np.repeat(np.arange(K), V),
+            "state_name": np.repeat(names, V),
+            "event": vocabulary * K,
+            "mean": B_mean.reshape(-1),
+            "spread": B_std.reshape(-1),
+        }
+    )
+    extra, users, next_event = {}, [None, None, None], None
+    if data is not None:
+        sequences = list(getattr(data, "sequences", data))
+        if not sequences:
+            raise ValueError("describe: the data hold no sequence")
+        given = ids if ids is not None else getattr(data, "ids", None)
+        ids = [str(i) for i in (given if given is not None else range(len(sequences)))]
+        *users, occupancy, mean_B = _user_tables(
+            model, sequences, ids, names, vocabulary, n_clusters, n_examples, seed
+        )
+        states["occupancy"] = occupancy
+        if mean_B.size:
+            emissions["users_mean"] = mean_B.mean(axis=0).reshape(-1)
+            emissions["users_spread"] = mean_B.std(axis=0).reshape(-1)
+        next_event = _next_event_table(model, sequences, baseline, seed)
+        extra = {"users described": len(sequences), "their events": int(sum(len(s) for s in sequences))}
+    history = np.asarray(getattr(model, "elbo_history_", []), dtype=np.float64)
+    return ModelDescription(
+        summary=_summary_rows(model, extra),
+        states=states,
+        emissions=emissions,
+        initial=pd.DataFrame({"state": np.arange(K), "name": names, "mean": pi_mean, "spread": pi_std}),
+        transitions=pd.DataFrame(A_mean, index=pd.Index(names, name="from"), columns=names),
+        transition_spread=pd.DataFrame(A_std, index=pd.Index(names, name="from"), columns=names),
+        history=pd.DataFrame({"iteration": np.arange(1, history.size + 1), "elbo": history}),
+        users=users[0],
+        clusters=users[1],
+        examples=users[2],
+        next_event=next_event,
+    )

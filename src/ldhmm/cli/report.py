@@ -1,0 +1,90 @@
+"""``ldhmm report``: one self-contained HTML page that explains a saved model (and its users)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..baselines import markov_smoothed  # noqa: F401  (registers MARKOV1, the next-event baseline)
+from ..modelfiles import data_for_model, load_model
+from ..report_html import write_report
+from .common import add_column_arguments, add_command, add_options, column_options, nonneg_int, positive_int
+from .outputs import check_out, refuse_impossible
+
+__all__ = ["register", "run_report", "BASELINE"]
+
+#: The next-event baseline of the page: the first-order Markov chain (smoothing chosen by
+#: leave-one-sequence-out likelihood), fitted on the users' prefixes.
+BASELINE = "MARKOV1"
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    """Add the ``report`` command to the ``ldhmm`` parser's sub-commands."""
+    p = add_command(
+        subparsers,
+        "report",
+        run_report,
+        help="an HTML page that explains a saved model: its states, transitions, users",
+        description="One self-contained HTML page (inline style and SVG figures, no script, no "
+        "network): each state named by its most likely events, the initial and transition "
+        "structure as a diagram and tables, the fit's history; with DATA, the users grouped by "
+        "their posterior dynamics, the most typical and unusual users, decoded state paths and "
+        "next-event accuracy beside a first-order Markov chain. The same tables in Python: "
+        "model.describe(data).",
+    )
+    p.add_argument("model", help="a model file written by `ldhmm fit` (JSON)")
+    p.add_argument(
+        "data",
+        nargs="?",
+        default=None,
+        help="optional: the users to describe, any file `ldhmm score` reads (a CSV/Parquet event log "
+        "with --sequence-col and --event-col)",
+    )
+    add_column_arguments(p)
+    p.add_argument(
+        "--unknown",
+        choices=["error", "map"],
+        default="error",
+        help="a symbol the model has not seen: an error naming it (default) or the model's <unk>",
+    )
+    p.add_argument("--out", default="report.html", help="the page to write (.html; default report.html)")
+    p.add_argument("--clusters", type=positive_int, default=3, help="groups of users (default 3)")
+    p.add_argument(
+        "--examples",
+        type=nonneg_int,
+        default=2,
+        help="typical and unusual users whose paths are shown (default 2)",
+    )
+    p.add_argument("--title", default=None, help="the page's title (default: the model file's name)")
+    add_options(
+        p,
+        "--seed",
+        "--quiet",
+        "--max-memory",
+        seed={"help": "seed of the grouping of users (default 0)"},
+        quiet={"help": "print nothing but errors"},
+    )
+    return p
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """The ``report`` command."""
+    out = check_out(args.out, suffixes=(".html", ".htm"))
+    model = load_model(args.model)
+    if not callable(getattr(model, "describe", None)):
+        raise ValueError(
+            f"{args.model}: a {type(model).__name__} has no describe() (a model of the LDHMM family has)"
+        )
+    db = None
+    if args.data is not None:
+        db = data_for_model(args.data, model, unknown=args.unknown, **column_options(args))
+        refuse_impossible(model, db)
+    description = model.describe(
+        db, baseline=BASELINE, n_clusters=args.clusters, n_examples=args.examples, seed=args.seed
+    )
+    title = args.title if args.title is not None else f"ldhmm report: {Path(args.model).name}"
+    write_report(description, out, title)
+    if not args.quiet:
+        users = f" and {len(db)} users of {args.data}" if db is not None else ""
+        print(f"report of {Path(args.model).name} (K = {model.n_states}){users} written to {out}")
+    return 0

@@ -1,0 +1,228 @@
+"""The ``ldhmm report`` page: one self-contained HTML file rendered from a model's description.
+
+Everything on the page comes from the tables of
+:class:`ldhmm.models.description.ModelDescription` (``model.describe(data)``), so a notebook
+user and the page see the same numbers. The page needs no network: the style is inline, the
+figures are inline SVG (:mod:`ldhmm.report_svg`), and there is no script. Every string that
+comes from a user (event names, sequence ids, file names) is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+
+from . import report_svg as svg
+from .data.atomic import write_atomically
+
+__all__ = ["render_report", "write_report", "html_table"]
+
+#: Users listed as the most typical and as the most unusual.
+N_LISTED = 5
+#: Events of the vocabulary shown in the emission heat map (the most likely overall).
+HEATMAP_EVENTS = 20
+
+_STYLE = """
+body { font-family: sans-serif; margin: 2em auto; max-width: 1100px; color: #222; line-height: 1.45; }
+h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: .8em 0; font-size: .9em; }
+th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+figure { margin: 1em 0; } figcaption { font-size: .85em; color: #555; max-width: 700px; }
+.note { color: #555; font-size: .9em; } .swatch { display: inline-block; width: .9em; height: .9em; }
+.row { display: flex; flex-wrap: wrap; gap: 2em; align-items: flex-start; }
+"""
+
+
+def _e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _cell(value, digits: int) -> str:
+    if isinstance(value, (float, np.floating)):
+        return f'<td class="num">{value:.{digits}f}</td>'
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return f'<td class="num">{int(value)}</td>'
+    return f"<td>{_e(value)}</td>"
+
+
+def html_table(df: pd.DataFrame, digits: int = 3, index: bool = False, caption: str | None = None) -> str:
+    """A DataFrame as an HTML table, every header and cell escaped, floats with ``digits`` decimals."""
+    head = ([_e(df.index.name or "")] if index else []) + [_e(c) for c in df.columns]
+    rows = []
+    for label, row in zip(df.index, df.itertuples(index=False)):
+        cells = ([f"<th>{_e(label)}</th>"] if index else []) + [_cell(v, digits) for v in row]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    cap = f"<caption>{_e(caption)}</caption>" if caption else ""
+    return (
+        f"<table>{cap}<thead><tr>"
+        + "".join(f"<th>{h}</th>" for h in head)
+        + "</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
+    )
+
+
+def _figure(svg_text: str, caption: str) -> str:
+    return f"<figure>{svg_text}<figcaption>{_e(caption)}</figcaption></figure>"
+
+
+def _states_section(d) -> list[str]:
+    K = len(d.states)
+    B = d.emissions.pivot(index="state", columns="event", values="mean")
+    B = B[d.emissions["event"].iloc[: len(B.columns)]]  # the vocabulary's order
+    shown = B.mean(axis=0).sort_values(ascending=False, kind="stable").index[:HEATMAP_EVENTS]
+    per_event = d.emissions.copy()
+    per_event["rank"] = per_event.groupby("state")["mean"].rank(ascending=False, method="first")
+    top = per_event[per_event["rank"] <= 5].drop(columns=["rank", "state_name"])
+    return [
+        "<h2>States</h2>",
+        f"<p>Each of the K = {K} states is named by its two most likely events (the database-level "
+        "mean of the state's emission distribution B). <em>spread</em> is the standard deviation of "
+        "that probability across users under the model; with data, <em>users_mean</em> and "
+        "<em>users_spread</em> are the mean and standard deviation of the users' posterior means.</p>",
+        html_table(d.states),
+        _figure(
+            svg.heatmap(B[shown].to_numpy(), list(d.states["name"]), list(shown), "emission probabilities"),
+            f"Mean emission probability of each event in each state (the {len(shown)} most likely events).",
+        ),
+        "<h3>The five most likely events of each state</h3>",
+        html_table(top, 4),
+    ]
+
+
+def _structure_section(d) -> list[str]:
+    names = list(d.states["name"])
+    both = d.transitions.copy()
+    for col in both.columns:
+        both[col] = [f"{m:.3f} \u00b1 {s:.3f}" for m, s in zip(d.transitions[col], d.transition_spread[col])]
+    return [
+        "<h2>Initial and transition structure</h2>",
+        '<div class="row">',
+        _figure(
+            svg.transition_diagram(
+                d.transitions.to_numpy(), d.initial["mean"].to_numpy(), names, "transitions"
+            ),
+            "Arrows: mean transition probabilities of at least 0.05 (width by probability); in each "
+            "state the probability of staying, below it the probability of starting there.",
+        ),
+        "<div>",
+        "<h3>Initial probabilities</h3>",
+        html_table(d.initial),
+        "<h3>Transition probabilities (row: from, column: to; mean \u00b1 spread across users)</h3>",
+        html_table(both, index=True),
+        "</div></div>",
+    ]
+
+
+def _users_section(d) -> list[str]:
+    users = d.users.sort_values("rank")
+    clusters = d.clusters
+    swatches = "".join(
+        f'<span class="swatch" style="background:{svg.color(c)}"></span> group {int(c)} &nbsp; '
+        for c in clusters["cluster"]
+    )
+    out = [
+        "<h2>Users</h2>",
+        f"<p>{len(users)} users, grouped by their posterior dynamics (k-means, seeded, of the posterior "
+        "means of each user's transition and emission matrices and of their share of events in each "
+        "state). The held-out bound per token (nats) measures how typical a user is: higher is "
+        f"more typical.</p><p>{swatches}</p>",
+        html_table(clusters),
+        _figure(
+            svg.scatter(
+                users["length"],
+                users["bound_per_token"],
+                users["cluster"],
+                "users",
+                "events",
+                "bound per token",
+            ),
+            "Each user: number of events against held-out bound per token, coloured by group.",
+        ),
+        '<div class="row"><div>',
+        f"<h3>The {min(N_LISTED, len(users))} most typical users</h3>",
+        html_table(users.head(N_LISTED)),
+        "</div><div>",
+        f"<h3>The {min(N_LISTED, len(users))} most unusual users</h3>",
+        html_table(users.iloc[::-1].head(N_LISTED)),
+        "</div></div>",
+        "<h3>Decoded state paths</h3>",
+        "<p>The most probable state of each event (Viterbi under the user's posterior mean "
+        "parameters) for a few typical and unusual users; hover a box for its event.</p>",
+    ]
+    for (sid, role), path in d.examples.groupby(["sequence_id", "role"], sort=False):
+        rank = int(path["rank"].iloc[0])
+        out.append(
+            _figure(
+                svg.state_strip(list(path["event"]), list(path["state"]), f"user {sid}"),
+                f"User {sid} ({role}, rank {rank}): "
+                + " \u2192 ".join(f"{e} [S{s}]" for e, s in zip(path["event"], path["state"])),
+            )
+        )
+    return out
+
+
+def _next_event_section(d) -> list[str]:
+    ne = d.next_event
+    if ne is None or ne.empty:
+        return ["<h2>Next-event prediction</h2>", '<p class="note">No user has two events or more.</p>']
+    return [
+        "<h2>Next-event prediction</h2>",
+        f"<p>Each user's last event predicted from the events before it ({int(ne['n_users'].iloc[0])} "
+        "users with two events or more). The baseline is fitted on the same prefixes, so neither "
+        "model has seen the events it predicts. hit@1: the fraction predicted first; log loss in "
+        "nats, lower is better.</p>",
+        '<div class="row">',
+        html_table(ne, 4),
+        _figure(
+            svg.bar_chart(list(ne["model"]), ne["hit1"].to_numpy(), "hit@1", "hit@1"), "hit@1 per model."
+        ),
+        "</div>",
+    ]
+
+
+def render_report(description, title: str) -> str:
+    """The page of a :class:`ldhmm.models.description.ModelDescription` as one HTML string.
+
+    Parameters
+    ----------
+    description : ModelDescription
+    title : str
+        Shown as the page's title (e.g. the model file's name); escaped.
+    """
+    d = description
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        html_table(d.summary),
+    ]
+    parts += _states_section(d) + _structure_section(d)
+    if d.users is not None:
+        parts += _users_section(d) + _next_event_section(d)
+    else:
+        parts.append(
+            '<p class="note">Users, their groups, decoded paths and next-event accuracy need data: '
+            "<code>ldhmm report MODEL DATA --out report.html</code>.</p>"
+        )
+    history = d.history["elbo"].to_numpy()
+    parts += [
+        "<h2>The fit</h2>",
+        _figure(
+            svg.line_chart(history, "training ELBO", "EM iteration", "ELBO (nats)"),
+            "Training ELBO per EM iteration of the kept restart.",
+        ),
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def write_report(description, path, title: str) -> None:
+    """Write :func:`render_report` to ``path`` (a temporary file renamed into place)."""
+    page = render_report(description, title)
+    write_atomically(path, lambda f: f.write(page))
