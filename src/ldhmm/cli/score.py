@@ -41,12 +41,12 @@ def run_score(args: argparse.Namespace) -> int:
     return write_model_table(args, _score_table, needs="score_samples")
 
 
-def _score_table(model, db, args) -> tuple[pd.DataFrame, str]:
+def _score_table(model, db, args, where: dict) -> tuple[pd.DataFrame, str]:
     seqs = db.sequences
     # importance sampling first: its memory check (which grows with --is-samples) refuses
     # before any scoring is done
-    found = importance_estimate(model, seqs, args.is_samples, args.seed) if args.is_samples else None
-    elbo = model.score_samples(seqs)
+    found = importance_estimate(model, seqs, args.is_samples, args.seed, **where) if args.is_samples else None
+    elbo = model.score_samples(seqs, **where)
     lengths = db.lengths
     table = pd.DataFrame(
         {
