@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..data import UNKNOWN, load_path, read_manifest
+from ..data import UNKNOWN, is_partitioned, load_path, read_manifest
 from ..experiments.tasks import parse_states
 from ..inference.checkpoint import describe_checkpoint
 from ..modelfiles import data_for_model
@@ -154,7 +154,7 @@ def run_fit(args: argparse.Namespace) -> int:
         if n_states_arg is None:
             raise ValueError("--states K is required (or --init MODEL)")
         n_states, guide = n_states_arg, args.guide or "pf"
-        if _partitioned_directory(args.data) and args.unknown != "reserve":
+        if is_partitioned(args.data) and args.unknown != "reserve":
             return _fit_directory(args, n_states, guide, out)
         db = load_path(args.data, **columns)
         if args.unknown == "reserve":
@@ -197,10 +197,6 @@ def _model(args, n_states: int, guide: str, n_symbols: int) -> LDHMM:
         seed=args.seed,
         verbose=not args.quiet,
     )
-
-
-def _partitioned_directory(path) -> bool:
-    return Path(path).is_dir() and (Path(path) / "dataset.json").is_file()
 
 
 def _fit_directory(args, n_states: int, guide: str, out) -> int:

@@ -23,6 +23,7 @@ from .common import add_column_arguments, add_options, column_options
 
 __all__ = [
     "add_model_data_arguments",
+    "read_model",
     "read_model_and_data",
     "write_model_table",
     "write_table",
@@ -82,24 +83,31 @@ def check_out(path, suffixes=_TABLE_SUFFIXES) -> Path:
 def read_model_and_data(args: argparse.Namespace, needs: str | None = None):
     """``(model, database)``: the saved model and the data file in the model's codes; a model
     without the method ``needs`` (the command's) is refused in one line."""
+    model = read_model(args, needs)
+    db = data_for_model(args.data, model, unknown=args.unknown, **column_options(args))
+    return model, db
+
+
+def read_model(args: argparse.Namespace, needs: str | None = None):
+    """The saved model MODEL; one without the method ``needs`` (the command's), or whose method
+    runs only in this process when ``--backend dask`` or ``--partitions`` asks otherwise, is
+    refused in one line."""
     model = load_model(args.model, factory=getattr(args, "factory", None))
-    if needs is not None and not callable(getattr(model, needs, None)):
+    if needs is None:
+        return model
+    method = getattr(model, needs, None)
+    if not callable(method):
         raise ValueError(
             f"{args.model}: a {type(model).__name__} has no {needs}() (models of the SVI route score "
             f"only: `ldhmm score`)"
         )
     partitioned = args.backend != "local" or args.partitions is not None
-    if (
-        needs is not None
-        and partitioned
-        and "backend" not in inspect.signature(getattr(model, needs)).parameters
-    ):
+    if partitioned and "backend" not in inspect.signature(method).parameters:
         raise ValueError(
             f"{args.model}: a {type(model).__name__} runs in this process only: no --backend dask or "
             f"--partitions (the LDHMM family's models run anywhere)"
         )
-    db = data_for_model(args.data, model, unknown=args.unknown, **column_options(args))
-    return model, db
+    return model
 
 
 def write_model_table(args: argparse.Namespace, make_table: Callable, needs: str | None = None) -> int:
