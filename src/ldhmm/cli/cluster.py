@@ -42,9 +42,9 @@ def add_backend_arguments(p: argparse.ArgumentParser, partitions_help: str | Non
         type=positive_int,
         default=None,
         help=partitions_help
-        or "partitions balanced by tokens (default: 1 locally, 2 per Dask worker); every per-sequence "
-        "result is the same whatever the partitions, except the importance-sampled estimate, whose "
-        "draws are seeded per partition",
+        or "partitions balanced by tokens (default: 1 locally, 2 per Dask worker); the same partitions "
+        "give the same numbers on any backend (other partitions: the same up to the E-step's tolerance; "
+        "importance-sampled draws are seeded per partition)",
     )
 
 
