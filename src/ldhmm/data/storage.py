@@ -74,11 +74,12 @@ def _filesystem(url: str):
 
 def _remote(url: str, call):
     """``call(fs, path)`` on the file system of ``url``; its errors as one line naming the URL
-    (a missing file or bucket stays a ``FileNotFoundError``, which callers name)."""
+    (a missing file or bucket stays a ``FileNotFoundError``, which callers name; the
+    ``FileExistsError`` and ``ValueError`` of this module's own checks pass as they are)."""
     fs, path = _filesystem(url)
     try:
         return call(fs, path)
-    except (FileNotFoundError, IsADirectoryError, FileExistsError):
+    except (FileNotFoundError, IsADirectoryError, FileExistsError, ValueError):
         raise
     except Exception as err:  # noqa: BLE001 - a client library's own error types (botocore, aiohttp, ...)
         detail = " ".join(str(err).split()) or type(err).__name__
