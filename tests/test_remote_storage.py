@@ -128,6 +128,8 @@ def test_missing_bucket_path_or_file_is_one_line(s3, log, capsys):
     url = f"{s3}/broken"
     assert main(["data", "export", str(log / "log.txt"), url, "--files", "2", "--quiet"]) == 0
     fsspec.filesystem("s3").rm(f"{BUCKET}/broken/part-00001.parquet")
+    # the driver plans from dataset.json alone: it never lists or opens the Parquet files
+    assert sum(p.n_sequences for p in plan_partitions(url, 2)) == 80
     assert main(["fit", url, *fit, "--out", str(log / "x.json")]) == 1  # read in this process (local backend)
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "part-00001.parquet: listed in dataset.json but missing" in err, err
