@@ -105,7 +105,9 @@ def test_export_fit_score_round_trip_through_s3(s3, log):
 def test_a_file_url_is_the_local_directory(tmp_path):
     """``file://`` goes through fsspec as any URL: the same plan and the same database."""
     rng = np.random.default_rng(5)
-    db = SequenceDatabase.from_sequences([rng.integers(0, 4, size=n) for n in rng.integers(1, 12, 40)])
+    db = SequenceDatabase.from_sequences(
+        [rng.integers(0, 4, size=n) for n in rng.integers(1, 12, 40)], list("abcd")
+    )
     url = (tmp_path / "d").as_uri()
     assert write_partitioned(db, url, n_files=2) == url
     back = load_partitioned(url)

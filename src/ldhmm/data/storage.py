@@ -155,6 +155,11 @@ def upload_directory(local: Path, url: str, manifest: str, overwrite: bool) -> N
     def upload(fs, inner):
         if overwrite and fs.exists(inner) and fs.ls(inner, detail=False):
             fs.rm(inner, recursive=True)
+        protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+        if "file" in protocols:
+            # a local directory must exist before its files (an object store has no
+            # directories, and an export never creates a bucket)
+            fs.makedirs(inner, exist_ok=True)
         names = sorted(p.name for p in local.iterdir() if p.name != manifest)
         for name in names + [manifest]:
             fs.put_file(str(local / name), f"{inner}/{name}")
