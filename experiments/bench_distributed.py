@@ -63,16 +63,22 @@ def _peak_mb() -> float:
 
 
 class _CountedRounds:
-    """A backend whose synchronous rounds (``call``) are counted per EM iteration."""
+    """A backend whose synchronous rounds (``call``) are counted per EM iteration and timed
+    (wall seconds of each round, by method: ``e_step``, ``count_sums``, ...)."""
 
     def __init__(self, backend):
         self.backend = backend
         self.per_iteration: dict = {}
+        self.seconds: dict = {}
 
     def call(self, method, *args, iteration=0, step=""):
         if iteration:
             self.per_iteration[iteration] = self.per_iteration.get(iteration, 0) + 1
-        return self.backend.call(method, *args, iteration=iteration, step=step)
+        t0 = time.perf_counter()
+        found = self.backend.call(method, *args, iteration=iteration, step=step)
+        if iteration:
+            self.seconds.setdefault(method, []).append(time.perf_counter() - t0)
+        return found
 
     def __getattr__(self, name):
         return getattr(self.backend, name)
@@ -83,7 +89,43 @@ def _run(engine, backend, params) -> tuple[list, object]:
     counted = _CountedRounds(backend)
     result = engine.fit_backend(counted, params, callback=lambda it, elbo: stamps.append(time.perf_counter()))
     result.rounds = [counted.per_iteration[i] for i in sorted(counted.per_iteration)]
+    result.round_seconds = counted.seconds
     return list(np.diff(stamps)), result
+
+
+def _round_line(name: str, run, n_partitions: int, n_workers: int) -> str:
+    """Median seconds of an E-step round (the first iteration's, which tries every start, left
+    out) and of an M-step round (``count_sums``), and the E-step seconds per partition (each
+    worker runs its partitions one after the other: round x workers / partitions)."""
+    e = run.round_seconds.get("e_step", [])[1:] or run.round_seconds.get("e_step", [float("nan")])
+    m = run.round_seconds.get("count_sums", [float("nan")])
+    e_med, m_med = statistics.median(e), statistics.median(m)
+    per_part = e_med * n_workers / n_partitions
+    return (
+        (
+            f"{name}: E-step round {e_med:.3f} s (median of {len(e)}), M-step round {m_med:.4f} s (median "
+            f"of {len(m)}), E-step per partition {per_part:.3f} s"
+        ),
+        e_med,
+        m_med,
+    )
+
+
+def _projection(M: int, T: int, e_round: float, m_round: float, n_workers: int, rounds, args) -> str:
+    """Seconds per EM iteration at ``--project-sequences`` on ``--project-workers`` workers,
+    from the measured rounds: the E-step scales with tokens per worker, an M-step round is a
+    fixed latency (its sums are O(K V) numbers, whatever the data)."""
+    scale = args.project_sequences / M
+    e_target = e_round * scale * n_workers / args.project_workers
+    m_rounds = statistics.median(rounds) - 1
+    per_iteration = e_target + m_rounds * m_round
+    return (
+        f"projection to {args.project_sequences:.0e} sequences ({T * scale:.2e} tokens at this data's mean "
+        f"length) on {args.project_workers} workers x 1 core: E-step round {e_round:.3f} s x {scale:.0f} "
+        f"(data) x {n_workers}/{args.project_workers} (workers) = {e_target:.1f} s, plus {m_rounds:g} "
+        f"M-step rounds x {m_round:.4f} s: about {per_iteration:.1f} s per EM iteration; a straggler "
+        f"(one worker s times slower) makes every round wait: + (s - 1) x {e_target:.1f} s per iteration"
+    )
 
 
 def main(argv=None) -> None:
@@ -108,6 +150,8 @@ def main(argv=None) -> None:
         help="dask: write the data as partitioned Parquet here first (ldhmm data export) and let "
         "the workers read it, so that the driver never holds the tokens (default: ship sequences)",
     )
+    p.add_argument("--project-sequences", type=float, default=1e8, help="projection: sequences (default 1e8)")
+    p.add_argument("--project-workers", type=int, default=100, help="projection: workers (default 100)")
     args = p.parse_args(argv)
 
     db = load_msnbc(args.data_dir)
@@ -132,6 +176,7 @@ def main(argv=None) -> None:
         times, run = _run(engine, backend, params)
         rows["local"] = times
         rounds = run.rounds
+        local_run = run
         print(
             f"| local ({os.environ.get('NUMBA_NUM_THREADS', 'all')} numba threads) | 1 | {times[0]:.1f} | "
             f"{statistics.median(times[1:]):.2f} | {_peak_rss_mb():.0f} | - |",
@@ -151,10 +196,13 @@ def main(argv=None) -> None:
         os.environ["NUMBA_NUM_THREADS"] = "1"  # inherited by the worker processes
         client, cluster = dask.connect(None, args.workers)
         try:
+            t0 = time.perf_counter()
             backend = dask.DaskBackend(client, partitions, options)
+            startup = time.perf_counter() - t0
             del partitions
             times, run = _run(engine, backend, params)
             rounds = run.rounds
+            dask_run = run
             rss = client.run(_memory_mb)
             worker_peak_mb = sum(client.run(_peak_mb).values())
             how = "workers read the files" if args.parts_dir else "sequences shipped from here"
@@ -168,6 +216,17 @@ def main(argv=None) -> None:
             f"{statistics.median(times[1:]):.2f} | {driver_note} | {'; '.join(rss.values())} |",
             flush=True,
         )
+        print(
+            f"\ndask start-up (all {args.partitions} partitions started at once, each reading its data): "
+            f"{startup:.1f} s"
+        )
+    timed = {}
+    if "local" in rows:
+        line, *timed["local"] = _round_line("local", local_run, 1, 1)
+        print(line)
+    if "dask" in rows:
+        line, *timed["dask"] = _round_line("dask", dask_run, args.partitions, args.workers)
+        print(line)
     if "local" in rows and "dask" in rows:
         ratio = statistics.median(rows["dask"][1:]) / statistics.median(rows["local"][1:])
         print(f"\ndask / local, s per EM iteration: {ratio:.2f}x")
@@ -188,6 +247,10 @@ def main(argv=None) -> None:
         f"100 M / workers x (bytes per sequence measured here: {per_seq:.0f}, an upper bound: "
         f"{'workers' if 'dask' in rows else 'this process'}' peak RSS / sequences)."
     )
+    kind = "dask" if "dask" in timed else "local"
+    if kind in timed and rounds:
+        workers = args.workers if kind == "dask" else 1
+        print(_projection(M, T, *timed[kind], workers, rounds, args))
     sys.stdout.flush()
 
 

@@ -312,7 +312,13 @@ class SequenceModel(abc.ABC):
 
 
 def importance_estimate(
-    model, sequences, n_samples: int, seed: int, min_ess: float = 0.0, max_samples: int | None = None
+    model,
+    sequences,
+    n_samples: int,
+    seed: int,
+    min_ess: float = 0.0,
+    max_samples: int | None = None,
+    **where,
 ) -> ImportanceEstimate:
     """``model.log_marginal_is`` with each estimate's standard error and effective sample size
     where the model gives them (``diagnostics=True``: the built-in models), else NaN for those
@@ -326,8 +332,11 @@ def importance_estimate(
     sequences, seeded by ``derived_seeds(seed, r + 1)[r]``, and pools them with the draws before
     (:func:`ldhmm.inference.ops.importance.pool_estimates`): the same inputs give the same
     estimates. ``n_samples`` of the result says how many draws each estimate has.
+
+    ``where``: ``backend``, ``client``, ``n_partitions`` of a model whose ``log_marginal_is``
+    takes them (the draws are seeded per partition: the estimates depend on ``n_partitions``).
     """
-    first = _log_marginal_with_diagnostics(model, sequences, n_samples, seed)
+    first = _log_marginal_with_diagnostics(model, sequences, n_samples, seed, **where)
     if not min_ess > 0:
         return first
     cap = int(max_samples) if max_samples is not None else 8 * int(n_samples)
@@ -340,7 +349,7 @@ def importance_estimate(
         if draws < 1:
             break
         more = _log_marginal_with_diagnostics(
-            model, [sequences[i] for i in low], draws, derived_seeds(seed, r + 1)[r]
+            model, [sequences[i] for i in low], draws, derived_seeds(seed, r + 1)[r], **where
         )
         pooled = pool_estimates(ImportanceEstimate(*(np.asarray(v)[low] for v in found)), more)
         found = ImportanceEstimate(*(_replace(np.asarray(v), low, p) for v, p in zip(found, pooled)))
@@ -353,7 +362,9 @@ def _replace(values: np.ndarray, index: np.ndarray, part) -> np.ndarray:
     return out
 
 
-def _log_marginal_with_diagnostics(model, sequences, n_samples: int, seed: int) -> ImportanceEstimate:
+def _log_marginal_with_diagnostics(
+    model, sequences, n_samples: int, seed: int, **where
+) -> ImportanceEstimate:
     """One call of ``model.log_marginal_is`` as an ``ImportanceEstimate`` (NaN diagnostics for a
     model that gives none)."""
     method = model.log_marginal_is
@@ -362,7 +373,7 @@ def _log_marginal_with_diagnostics(model, sequences, n_samples: int, seed: int) 
     except (TypeError, ValueError):  # a builtin or C callable
         takes = False
     if takes:
-        found = method(sequences, n_samples=n_samples, seed=seed, diagnostics=True)
+        found = method(sequences, n_samples=n_samples, seed=seed, diagnostics=True, **where)
         if isinstance(found, ImportanceEstimate):
             return found
     else:

@@ -658,7 +658,9 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             return result
         return stack_posterior(_in_input_order(results), self.params_, self.sparse_emissions)
 
-    def predict_next_proba(self, sequences) -> np.ndarray:
+    def predict_next_proba(
+        self, sequences, backend: str = "local", client=None, n_partitions=None
+    ) -> np.ndarray:
         """Posterior predictive distribution of the next symbol of each sequence.
 
         For a sequence ``x_1..x_n`` (the whole of it is the observed prefix), after the
@@ -675,15 +677,20 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         Parameters
         ----------
         sequences : list of 1-D integer arrays, each with at least one symbol
+        backend, client, n_partitions : as in :meth:`fit`
+            The held-out E-step of each partition runs where the partition lives (the same
+            numbers whatever the partitions).
 
         Returns
         -------
         np.ndarray, shape (M, V), float64, in the input order; rows sum to 1.
         """
-        results, _ = self._held_out("predict_next_proba", sequences)
+        results, _ = self._held_out(
+            "predict_next_proba", _in_memory(sequences), backend, client, n_partitions
+        )
         return _by_key(results, False)
 
-    def decode(self, sequences) -> list:
+    def decode(self, sequences, backend: str = "local", client=None, n_partitions=None) -> list:
         """Most probable hidden-state path of each sequence under its posterior-mean parameters.
 
         After the held-out E-step, Viterbi (:func:`ldhmm.inference.viterbi_log`) on the chain
@@ -694,13 +701,14 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         Parameters
         ----------
         sequences : list of 1-D integer arrays
+        backend, client, n_partitions : as in :meth:`predict_next_proba`
 
         Returns
         -------
         list of np.ndarray, each of shape (N_m,) and dtype int64 (states in 0..K-1), in the
         input order.
         """
-        results, _ = self._held_out("decode", sequences)
+        results, _ = self._held_out("decode", _in_memory(sequences), backend, client, n_partitions)
         return _in_input_order(results)
 
     def describe(
@@ -878,6 +886,15 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     @classmethod
     def _from_config(cls, config, sharing, guide):
         return cls(sharing=sharing, guide=guide, **config)
+
+
+def _in_memory(sequences):
+    """``sequences``, refused in one line when it is a directory (whose per-sequence arrays
+    would come back by id: :meth:`VariantHMM.score_samples` and :meth:`VariantHMM.posterior` read
+    directories)."""
+    if isinstance(sequences, (str, os.PathLike)):
+        raise ValueError(f"{str(sequences)!r}: this method takes sequences in memory, not a directory")
+    return sequences
 
 
 def _by_key(results, directory: bool, name: str | None = None):

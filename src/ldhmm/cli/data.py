@@ -30,10 +30,12 @@ from ..data import (
     fetch,
     load_dataset,
     load_path,
+    read_manifest,
     resolve_data_dir,
     write_partitioned,
 )
 from ..data.partitions import MANIFEST, ROW_GROUP_TOKENS
+from ..data.storage import file_sizes, is_url
 
 __all__ = ["register", "run_fetch", "run_info", "run_export", "length_histogram"]
 
@@ -73,7 +75,12 @@ def register(subparsers) -> argparse.ArgumentParser:
         "temporary directory and renamed into place.",
     )
     _add_source_arguments(p_export)
-    p_export.add_argument("out", metavar="OUT", help="output directory (absent or empty)")
+    p_export.add_argument(
+        "out",
+        metavar="OUT",
+        help="output directory (absent or empty), or an fsspec URL such as s3://bucket/parts "
+        "(credentials and end point from the environment, e.g. AWS_ENDPOINT_URL)",
+    )
     p_export.add_argument(
         "--layout", choices=LAYOUTS, default="sequences", help="one row per sequence or event"
     )
@@ -118,7 +125,7 @@ def _load_source(args):
     """The database ``target`` names, and its size before the length filter."""
     target = args.target
     path = Path(target)
-    is_path = path.is_file() or (path / MANIFEST).is_file()
+    is_path = is_url(target) or path.is_file() or (path / MANIFEST).is_file()
     if target.lower() in DATASET_NAMES and not is_path:
         db = load_dataset(target, args.data_dir)
     else:
@@ -223,8 +230,8 @@ def run_export(args) -> int:
     except (DataFormatError, ValueError, OSError) as err:
         return _fail(str(err))
     if not args.quiet:
-        files = sorted(out.glob("*.parquet"))
-        size = sum(f.stat().st_size for f in files)
+        files = [entry["path"] for entry in read_manifest(out)["files"]]
+        size = sum(file_sizes(out, files))
         print(
             f"{out}: {args.layout} layout, {len(files)} files, {len(db)} sequences, {db.n_tokens} tokens, "
             f"{size / 1e6:.1f} MB"

@@ -32,8 +32,8 @@ def run_decode(args: argparse.Namespace) -> int:
     return write_model_table(args, _paths_table, needs="decode")
 
 
-def _paths_table(model, db, args) -> tuple[pd.DataFrame, str]:
-    paths = model.decode(db.sequences)
+def _paths_table(model, db, args, where: dict) -> tuple[pd.DataFrame, str]:
+    paths = model.decode(db.sequences, **where)
     table = pd.DataFrame(
         {
             "sequence_id": sequence_ids(db),

@@ -9,13 +9,13 @@ import sys
 import time
 from pathlib import Path
 
-from ..data import UNKNOWN, load_path, read_manifest
+from ..data import UNKNOWN, is_partitioned, load_path, read_manifest
 from ..experiments.tasks import parse_states
 from ..inference.checkpoint import describe_checkpoint
 from ..modelfiles import data_for_model
 from ..models import LDHMM
-from ..models.variant_hmm import dask_backend_module
-from .common import add_column_arguments, add_command, add_options, column_options, positive_int
+from .cluster import add_backend_arguments, dask_client
+from .common import add_column_arguments, add_command, add_options, column_options
 from .fit_path import load_init, run_fit_path
 from .outputs import check_out, stopping_report, with_unknown
 
@@ -88,33 +88,10 @@ def register(subparsers) -> argparse.ArgumentParser:
         f"unseen symbols; with --init, 'map' maps symbols the saved model lacks to its {UNKNOWN}",
     )
     add_options(p, "--seed")
-    p.add_argument(
-        "--backend",
-        choices=["local", "dask"],
-        default="local",
-        help="where the partitions live: this process (default) or a Dask cluster (docs/distributed.md)",
-    )
-    p.add_argument("--scheduler", default=None, help="--backend dask: the Dask scheduler's address")
-    p.add_argument(
-        "--workers",
-        type=positive_int,
-        default=None,
-        help="--backend dask without --scheduler: a LocalCluster of this many processes (default 2, "
-        "or 1 on one core)",
-    )
-    p.add_argument(
-        "--worker-threads",
-        type=positive_int,
-        default=None,
-        help="--backend dask without --scheduler: numba threads per worker process (default: the "
-        "cores shared out among the workers, so that workers x threads <= cores)",
-    )
-    p.add_argument(
-        "--partitions",
-        type=positive_int,
-        default=None,
-        help="partitions balanced by tokens (default: 1 locally, 2 per Dask worker); DATA may be a "
-        "directory written by `ldhmm data export`, whose files the workers read themselves",
+    add_backend_arguments(
+        p,
+        partitions_help="partitions balanced by tokens (default: 1 locally, 2 per Dask worker); DATA may "
+        "be a directory written by `ldhmm data export`, whose files the workers read themselves",
     )
     p.add_argument(
         "--checkpoint",
@@ -177,14 +154,14 @@ def run_fit(args: argparse.Namespace) -> int:
         if n_states_arg is None:
             raise ValueError("--states K is required (or --init MODEL)")
         n_states, guide = n_states_arg, args.guide or "pf"
-        if _partitioned_directory(args.data) and args.unknown != "reserve":
+        if is_partitioned(args.data) and args.unknown != "reserve":
             return _fit_directory(args, n_states, guide, out)
         db = load_path(args.data, **columns)
         if args.unknown == "reserve":
             db = with_unknown(db)
     model = _model(args, n_states, guide, db.n_symbols)
     t0 = time.perf_counter()
-    with _resumable(args), _backend(args) as client:
+    with _resumable(args), dask_client(args) as client:
         model.fit(
             db.sequences,
             init_params=init_params,
@@ -222,31 +199,6 @@ def _model(args, n_states: int, guide: str, n_symbols: int) -> LDHMM:
     )
 
 
-def _partitioned_directory(path) -> bool:
-    return Path(path).is_dir() and (Path(path) / "dataset.json").is_file()
-
-
-@contextlib.contextmanager
-def _backend(args):
-    """The Dask client of ``--backend dask`` (closed afterwards), or None."""
-    if args.backend != "dask":
-        if args.scheduler or args.workers or args.worker_threads:
-            raise ValueError("--scheduler, --workers and --worker-threads need --backend dask")
-        yield None
-        return
-    if args.scheduler and (args.workers or args.worker_threads):
-        raise ValueError("--workers and --worker-threads shape a LocalCluster: not with --scheduler")
-    client, cluster = dask_backend_module().connect(
-        args.scheduler, args.workers, numba_threads=args.worker_threads
-    )
-    try:
-        yield client
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-
 def _fit_directory(args, n_states: int, guide: str, out) -> int:
     """``ldhmm fit DIR``: a directory of partitioned Parquet files, read by each partition's
     worker (the tokens never pass through this process)."""
@@ -254,7 +206,7 @@ def _fit_directory(args, n_states: int, guide: str, out) -> int:
     vocabulary = manifest.get("vocabulary") or [str(k) for k in range(int(manifest["n_symbols"]))]
     model = _model(args, n_states, guide, int(manifest["n_symbols"]))
     t0 = time.perf_counter()
-    with _resumable(args), _backend(args) as client:
+    with _resumable(args), dask_client(args) as client:
         model.fit(
             str(args.data),
             backend=args.backend,

@@ -5,6 +5,7 @@ all, and the one-line report of how a fit stopped."""
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -17,10 +18,12 @@ from ..data.atomic import remove_stale_temporaries
 from ..experiments.tasks import atomic_write_csv, atomic_write_parquet
 from ..inference.cavi.support import impossible_reason, supports
 from ..modelfiles import data_for_model, load_model
+from .cluster import add_backend_arguments, dask_client, placement_options
 from .common import add_column_arguments, add_options, column_options
 
 __all__ = [
     "add_model_data_arguments",
+    "read_model",
     "read_model_and_data",
     "write_model_table",
     "write_table",
@@ -62,6 +65,7 @@ def add_model_data_arguments(p: argparse.ArgumentParser, out_default: str) -> No
         "model file never runs code unless you name it here",
     )
     add_options(p, "--quiet", "--max-memory", quiet={"help": "print nothing but errors"})
+    add_backend_arguments(p)
 
 
 def check_out(path, suffixes=_TABLE_SUFFIXES) -> Path:
@@ -79,25 +83,45 @@ def check_out(path, suffixes=_TABLE_SUFFIXES) -> Path:
 def read_model_and_data(args: argparse.Namespace, needs: str | None = None):
     """``(model, database)``: the saved model and the data file in the model's codes; a model
     without the method ``needs`` (the command's) is refused in one line."""
+    model = read_model(args, needs)
+    db = data_for_model(args.data, model, unknown=args.unknown, **column_options(args))
+    return model, db
+
+
+def read_model(args: argparse.Namespace, needs: str | None = None):
+    """The saved model MODEL; one without the method ``needs`` (the command's), or whose method
+    runs only in this process when ``--backend dask`` or ``--partitions`` asks otherwise, is
+    refused in one line."""
     model = load_model(args.model, factory=getattr(args, "factory", None))
-    if needs is not None and not callable(getattr(model, needs, None)):
+    if needs is None:
+        return model
+    method = getattr(model, needs, None)
+    if not callable(method):
         raise ValueError(
             f"{args.model}: a {type(model).__name__} has no {needs}() (models of the SVI route score "
             f"only: `ldhmm score`)"
         )
-    db = data_for_model(args.data, model, unknown=args.unknown, **column_options(args))
-    return model, db
+    partitioned = args.backend != "local" or args.partitions is not None
+    if partitioned and "backend" not in inspect.signature(method).parameters:
+        raise ValueError(
+            f"{args.model}: a {type(model).__name__} runs in this process only: no --backend dask or "
+            f"--partitions (the LDHMM family's models run anywhere)"
+        )
+    return model
 
 
 def write_model_table(args: argparse.Namespace, make_table: Callable, needs: str | None = None) -> int:
     """The run of a model command that writes one table (``score``, ``posterior``, ``predict``,
     ``decode``): check ``--out``, read MODEL and DATA (a model without the method ``needs`` is
-    refused), ``make_table(model, db, args) -> (table, what)``, write the table, and unless
-    ``--quiet`` print ``"{what} written to {out}"``."""
+    refused), ``make_table(model, db, args, where) -> (table, what)`` with ``where`` the
+    keyword arguments that place the partitions (:func:`ldhmm.cli.cluster.placement_options`:
+    this process or the Dask cluster of ``--backend dask``, open while the table is made),
+    write the table, and unless ``--quiet`` print ``"{what} written to {out}"``."""
     out = check_out(args.out)
     model, db = read_model_and_data(args, needs)
     refuse_impossible(model, db)
-    table, what = make_table(model, db, args)
+    with dask_client(args) as client:
+        table, what = make_table(model, db, args, placement_options(args, client))
     note = None
     if args.unknown == "map":
         table, note = _with_unknown_counts(table, model, db)

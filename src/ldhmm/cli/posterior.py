@@ -33,9 +33,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def posterior_table(model, db) -> pd.DataFrame:
+def posterior_table(model, db, where: dict | None = None) -> pd.DataFrame:
     """The rows of ``ldhmm posterior``: ids, lengths, ELBO, flattened posterior means, marginals."""
-    post = model.posterior(db.sequences)
+    post = model.posterior(db.sequences, **(where or {}))
     table = pd.DataFrame({"sequence_id": sequence_ids(db), "length": db.lengths, "elbo": post["elbo"]})
     for key in ("g_pi", "g_A", "g_B"):
         if key in post:
@@ -64,6 +64,6 @@ def run_posterior(args: argparse.Namespace) -> int:
     return write_model_table(args, _posterior_rows, needs="posterior")
 
 
-def _posterior_rows(model, db, args) -> tuple[pd.DataFrame, str]:
+def _posterior_rows(model, db, args, where: dict) -> tuple[pd.DataFrame, str]:
     report = f"posterior of {len(db)} sequences (K={model.n_states}, V={model.n_symbols_})"
-    return posterior_table(model, db), report
+    return posterior_table(model, db, where), report

@@ -48,7 +48,7 @@ def run_predict(args: argparse.Namespace) -> int:
     return write_model_table(args, _next_table, needs="predict_next_proba")
 
 
-def _next_table(model, db, args) -> tuple[pd.DataFrame, str]:
-    proba = model.predict_next_proba(db.sequences)
+def _next_table(model, db, args, where: dict) -> tuple[pd.DataFrame, str]:
+    proba = model.predict_next_proba(db.sequences, **where)
     table = top_k_table(proba, sequence_ids(db), db.vocabulary, args.top_k)
     return table, f"next-event top-{min(args.top_k, proba.shape[1])} of {len(db)} sequences"

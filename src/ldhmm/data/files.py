@@ -14,6 +14,7 @@ from pathlib import Path
 from .database import TEXT_MAGIC, SequenceDatabase
 from .partitions import load_partitioned
 from .regular_files import open_regular
+from .storage import is_url
 from .uci import read_msnbc, read_splice
 from .userdata import load_event_log, load_text
 
@@ -23,7 +24,8 @@ __all__ = ["load_path"]
 def load_path(path, sequence_col=None, event_col=None, time_col=None) -> SequenceDatabase:
     """Load a data file, guessing its format.
 
-    A directory: a partitioned data set (:func:`~ldhmm.data.load_partitioned`);
+    A directory or an fsspec URL (``s3://...``): a partitioned data set
+    (:func:`~ldhmm.data.load_partitioned`, read whole into this process);
     ``.csv``/``.parquet`` with ``sequence_col`` and ``event_col``: an event log; a file that
     starts with the ``ldhmm-sequences`` header: the text format; an MSNBC ``.seq`` (plain or
     gzip, header ``% ...``): MSNBC; a file named ``splice.data`` or whose first line has the
@@ -49,6 +51,8 @@ def load_path(path, sequence_col=None, event_col=None, time_col=None) -> Sequenc
         error in the file, naming file and line (for a directory: one without ``dataset.json``,
         or any error :func:`~ldhmm.data.load_partitioned` reports).
     """
+    if is_url(path):
+        return load_partitioned(path)
     path = Path(path)
     if path.is_dir():
         return load_partitioned(path)

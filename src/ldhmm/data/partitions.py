@@ -47,6 +47,7 @@ import json
 import os
 import secrets
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import storage
 from .database import DataFormatError, SequenceDatabase, offsets_of
 
 __all__ = [
@@ -63,6 +65,7 @@ __all__ = [
     "LAYOUTS",
     "MANIFEST",
     "PartitionSpec",
+    "is_partitioned",
     "load_partitioned",
     "balanced_partitions",
     "partition_database",
@@ -97,7 +100,8 @@ class PartitionSpec:
     Attributes
     ----------
     directory : str
-        The data set's directory, an absolute path (every worker must be able to open it).
+        The data set's directory, an absolute path or an fsspec URL (every worker must be able
+        to open it: :mod:`ldhmm.data.storage`).
     layout : {"sequences", "events"}
     pieces : tuple of (str, tuple of int or None)
         ``(file name, row-group indices)`` in file order; ``None`` means the whole file.
@@ -142,7 +146,9 @@ def write_partitioned(
         events layout (which groups rows by id).
     directory : str or os.PathLike
         The data set's directory: absent or empty, or (with ``overwrite``) a partitioned
-        data set that is replaced.
+        data set that is replaced. An fsspec URL (``s3://bucket/parts``,
+        :mod:`ldhmm.data.storage`): the data set is written to a local temporary directory
+        and uploaded, ``dataset.json`` last.
     layout : {"sequences", "events"}
         One row per sequence, or one row per event (see the module docstring).
     n_files : int
@@ -155,8 +161,8 @@ def write_partitioned(
 
     Returns
     -------
-    Path
-        ``directory``, as an absolute path.
+    Path or str
+        ``directory``, as an absolute path (a URL: as given, without a trailing slash).
 
     Raises
     ------
@@ -176,6 +182,13 @@ def write_partitioned(
     ids = db.ids
     if ids is not None:
         _check_ids_writable(ids, layout)
+    if storage.is_url(directory):
+        url = storage.location(directory)
+        storage.check_remote_target(url, overwrite, MANIFEST)  # before any work
+        with tempfile.TemporaryDirectory() as tmp:
+            local = write_partitioned(db, Path(tmp) / "data", layout, n_files, False, row_group_tokens)
+            storage.upload_directory(local, url, MANIFEST, overwrite)
+        return url
     directory = Path(os.path.abspath(directory))
     _check_target(directory, overwrite)
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -366,6 +379,7 @@ def read_manifest(directory) -> dict:
     Parameters
     ----------
     directory : str or os.PathLike
+        A local directory or an fsspec URL (:mod:`ldhmm.data.storage`).
 
     Returns
     -------
@@ -378,15 +392,28 @@ def read_manifest(directory) -> dict:
         ``dataset.json`` missing, not JSON, of another format or a newer version, or with a
         missing or ill-typed field or inconsistent counts; the message names the file.
     """
-    return _load_manifest(Path(directory))[0]
+    return _load_manifest(_place(directory))[0]
 
 
-def _load_manifest(directory: Path) -> tuple[dict, str]:
-    path = directory / MANIFEST
+def is_partitioned(path) -> bool:
+    """Whether ``path`` names a partitioned data set: a URL (only data sets are read from one;
+    :func:`read_manifest` says what is wrong with it), or a directory with a ``dataset.json``."""
+    return storage.is_url(path) or (Path(path).is_dir() and (Path(path) / MANIFEST).is_file())
+
+
+def _place(directory):
+    """A URL as a location (:func:`ldhmm.data.storage.location`), a local path as given."""
+    return storage.location(directory) if storage.is_url(directory) else Path(directory)
+
+
+def _load_manifest(directory) -> tuple[dict, str]:
+    path = storage.join(directory, MANIFEST)
     try:
-        raw = path.read_bytes()
+        raw = storage.read_bytes(path)
     except FileNotFoundError:
-        what = "no such directory" if not directory.is_dir() else "missing"
+        what = "missing" if storage.is_dir(directory) else "no such directory"
+        if storage.is_url(directory) and what != "missing":
+            what = "nothing at this URL (no such bucket or directory)"
         raise DataFormatError(path, None, f"{what}; not a partitioned data set") from None
     except IsADirectoryError:
         raise DataFormatError(path, None, "is a directory, not the data set's JSON sidecar") from None
@@ -522,12 +549,14 @@ def plan_partitions(directory, n_partitions: int) -> list[PartitionSpec]:
         A bad ``dataset.json`` or a file it lists that is missing.
     """
     n_partitions = _positive_int(n_partitions, "n_partitions")
-    directory = Path(os.path.abspath(directory))
+    directory = storage.location(directory)
     manifest, digest = _load_manifest(directory)
     pieces = []  # (file index, row group or None, n_sequences, n_tokens)
     for f, entry in enumerate(manifest["files"]):
-        path = directory / entry["path"]
-        if not path.is_file():
+        path = storage.join(directory, entry["path"])
+        # A URL's files are found missing by the workers that read them: the driver reads
+        # dataset.json alone (one request, not one per file).
+        if not storage.is_url(directory) and not path.is_file():
             raise DataFormatError(path, None, f"listed in {MANIFEST} but missing")
         if manifest["layout"] == "sequences" and entry.get("row_groups") is not None:
             pieces.extend(
@@ -673,15 +702,19 @@ def read_partition(spec: PartitionSpec) -> SequenceDatabase:
         id in two files of the partition (events layout); counts that disagree with
         ``dataset.json``. Messages name the file and row.
     """
-    directory = Path(spec.directory)
+    directory = _place(spec.directory)
     manifest, digest = _load_manifest(directory)
     if spec.manifest_sha256 and digest != spec.manifest_sha256:
         raise DataFormatError(
-            directory / MANIFEST, None, "changed since the partitions were planned; plan them again"
+            storage.join(directory, MANIFEST),
+            None,
+            "changed since the partitions were planned; plan them again",
         )
     if spec.layout != manifest["layout"]:
         raise DataFormatError(
-            directory / MANIFEST, None, f"layout is {manifest['layout']!r}, the plan says {spec.layout!r}"
+            storage.join(directory, MANIFEST),
+            None,
+            f"layout is {manifest['layout']!r}, the plan says {spec.layout!r}",
         )
     tokens, lengths, labels, ids = _read_pieces(directory, manifest, spec.pieces)
     return _database(manifest, directory, tokens, lengths, labels, ids.to_pylist())
@@ -710,7 +743,7 @@ def load_partitioned(directory) -> SequenceDatabase:
         As :func:`read_partition`; also ``ids: false`` with ``sequence_id`` values that are
         not the positions ``0..M-1``.
     """
-    directory = Path(directory)
+    directory = _place(directory)
     manifest, _ = _load_manifest(directory)
     pieces = tuple((entry["path"], None) for entry in manifest["files"])
     tokens, lengths, labels, ids = _read_pieces(directory, manifest, pieces)
@@ -720,7 +753,7 @@ def load_partitioned(directory) -> SequenceDatabase:
     return _database(manifest, directory, tokens, lengths, labels, None)
 
 
-def _database(manifest: dict, directory: Path, tokens, lengths, labels, ids) -> SequenceDatabase:
+def _database(manifest: dict, directory, tokens, lengths, labels, ids) -> SequenceDatabase:
     offsets = offsets_of(lengths)
     vocabulary = manifest["vocabulary"] or [str(k) for k in range(manifest["n_symbols"])]
     return SequenceDatabase(
@@ -735,19 +768,21 @@ def _database(manifest: dict, directory: Path, tokens, lengths, labels, ids) -> 
     )
 
 
-def _restore_positions(directory: Path, tokens, lengths, labels, ids: pa.Array):
+def _restore_positions(directory, tokens, lengths, labels, ids: pa.Array):
     """Reorder sequences by their ``sequence_id`` positions, which must be ``0..M-1``."""
     try:
         position = pc.cast(ids, pa.int64()).to_numpy()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         bad = next((i for i in ids.to_pylist() if not i.isdecimal()), ids[0].as_py())
         raise DataFormatError(
-            directory / MANIFEST, None, f"says ids: false, but sequence_id {bad!r} is not a position"
+            storage.join(directory, MANIFEST),
+            None,
+            f"says ids: false, but sequence_id {bad!r} is not a position",
         ) from None
     order = np.argsort(position, kind="stable")
     if not np.array_equal(position[order], np.arange(position.size)):
         raise DataFormatError(
-            directory / MANIFEST,
+            storage.join(directory, MANIFEST),
             None,
             f"says ids: false, but the sequence_id values are not the positions 0..{position.size - 1}",
         )
@@ -760,7 +795,7 @@ def _restore_positions(directory: Path, tokens, lengths, labels, ids: pa.Array):
     return tokens[take], new_lengths, None if labels is None else labels[order]
 
 
-def _read_pieces(directory: Path, manifest: dict, pieces):
+def _read_pieces(directory, manifest: dict, pieces):
     """Read pieces in order.
 
     Returns
@@ -774,7 +809,7 @@ def _read_pieces(directory: Path, manifest: dict, pieces):
     entries = {entry["path"]: entry for entry in manifest["files"]}
     parts = []
     for name, row_groups in pieces:
-        path = directory / name
+        path = storage.join(directory, name)
         if name not in entries:
             raise DataFormatError(path, None, f"not listed in {MANIFEST}")
         if manifest["layout"] == "sequences":
@@ -786,7 +821,7 @@ def _read_pieces(directory: Path, manifest: dict, pieces):
     labels = np.concatenate([p[2] for p in parts]) if manifest["labels"] and parts else None
     ids = pa.concat_arrays([p[3].cast(pa.large_string()) for p in parts]) if parts else pa.array([])
     if manifest["layout"] == "events" and len(parts) > 1:
-        names = [directory / name for name, _ in pieces]
+        names = [storage.join(directory, name) for name, _ in pieces]
         _check_one_file_each(names, [len(p[1]) for p in parts], ids)
     return tokens, lengths, labels, ids
 
@@ -819,7 +854,7 @@ def _check_one_file_each(paths: list[Path], counts: list[int], ids: pa.Array) ->
 
 def _open_parquet(path: Path) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(**storage.parquet_source(path))
     except FileNotFoundError:
         raise DataFormatError(path, None, f"listed in {MANIFEST} but missing") from None
     except (pa.ArrowException, OSError) as err:

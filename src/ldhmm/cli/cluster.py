@@ -1,0 +1,79 @@
+"""Where a model command's partitions live: the options ``--backend``, ``--scheduler``,
+``--workers``, ``--worker-threads`` and ``--partitions`` that ``fit``, ``score``, ``posterior``,
+``predict`` and ``decode`` share, and the Dask client they open (docs/distributed.md)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+
+from ..models.variant_hmm import dask_backend_module
+from .common import positive_int
+
+__all__ = ["add_backend_arguments", "dask_client", "placement_options"]
+
+
+def add_backend_arguments(p: argparse.ArgumentParser, partitions_help: str | None = None) -> None:
+    """The options that say where the partitions live (``partitions_help``: the command's own
+    help text of ``--partitions``)."""
+    p.add_argument(
+        "--backend",
+        choices=["local", "dask"],
+        default="local",
+        help="where the partitions live: this process (default) or a Dask cluster (docs/distributed.md)",
+    )
+    p.add_argument("--scheduler", default=None, help="--backend dask: the Dask scheduler's address")
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="--backend dask without --scheduler: a LocalCluster of this many processes (default 2, "
+        "or 1 on one core)",
+    )
+    p.add_argument(
+        "--worker-threads",
+        type=positive_int,
+        default=None,
+        help="--backend dask without --scheduler: numba threads per worker process (default: the "
+        "cores shared out among the workers, so that workers x threads <= cores)",
+    )
+    p.add_argument(
+        "--partitions",
+        type=positive_int,
+        default=None,
+        help=partitions_help
+        or "partitions balanced by tokens (default: 1 locally, 2 per Dask worker); the same partitions "
+        "give the same numbers on any backend (other partitions: the same up to the E-step's tolerance; "
+        "importance-sampled draws are seeded per partition)",
+    )
+
+
+@contextlib.contextmanager
+def dask_client(args: argparse.Namespace):
+    """The Dask client of ``--backend dask`` (closed afterwards, with its LocalCluster), or None
+    for ``--backend local``; the cluster options without ``--backend dask`` are refused."""
+    if args.backend != "dask":
+        if args.scheduler or args.workers or args.worker_threads:
+            raise ValueError("--scheduler, --workers and --worker-threads need --backend dask")
+        yield None
+        return
+    if args.scheduler and (args.workers or args.worker_threads):
+        raise ValueError("--workers and --worker-threads shape a LocalCluster: not with --scheduler")
+    client, cluster = dask_backend_module().connect(
+        args.scheduler, args.workers, numba_threads=args.worker_threads
+    )
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def placement_options(args: argparse.Namespace, client) -> dict:
+    """The keyword arguments ``backend``, ``client``, ``n_partitions`` of a model's per-sequence
+    methods (``score_samples``, ``posterior``, ...), from the options and the open client; none
+    for the default, one partition in this process (which every model's methods run)."""
+    if args.backend == "local" and args.partitions is None:
+        return {}
+    return {"backend": args.backend, "client": client, "n_partitions": args.partitions}
