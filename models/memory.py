@@ -15,6 +15,7 @@ overridden: :func:`set_max_memory`, the environment variable ``LDHMM_MAX_MEMORY`
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 from pathlib import Path
@@ -38,6 +39,9 @@ __all__ = [
 ]
 
 MAX_MEMORY_ENV_VAR = "LDHMM_MAX_MEMORY"
+#: Every check logs its estimate here at DEBUG level (``what``, bytes, limit): the benchmark
+#: ``experiments/bench_memory.py`` compares them with measured peaks.
+LOGGER = logging.getLogger("ldhmm.memory")
 _OVERRIDE: int | None = None
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -226,6 +230,7 @@ def check_memory(needed: int, what: str, knob: str) -> None:
         What to turn ("fewer states (--states)").
     """
     limit = memory_limit()
+    LOGGER.debug("%s: estimate %d bytes, limit %d", what, int(needed), limit)
     if needed > limit:
         raise MemoryEstimateError(
             f"{what} needs about {format_size(needed)} of memory, more than the {format_size(limit)} "
