@@ -20,6 +20,8 @@ import os
 import re
 from pathlib import Path
 
+from ..inference.cavi.expectation import BEST_OF_STARTS_COPIES, start_scratch_bytes
+
 __all__ = [
     "MemoryEstimateError",
     "parse_size",
@@ -31,6 +33,10 @@ __all__ = [
     "max_memory_override",
     "fit_bytes",
     "score_bytes",
+    "posterior_bytes",
+    "POSTERIOR_VALUE_BYTES",
+    "INPUT_BYTES_PER_TOKEN",
+    "INPUT_BYTES_PER_SEQUENCE",
     "importance_sampling_bytes",
     "model_file_bytes",
     "NAME_BYTES",
@@ -145,6 +151,18 @@ def _emission_values(K: int, V: int, n_sequences: int, n_tokens: int, max_length
     return (K + 1) * slots
 
 
+def _state_values(K: int, V: int, n_sequences: int, n_tokens: int, max_length: int, sparse: bool) -> int:
+    """Values of the per-sequence expected counts of pi (K), A (K x K) and B."""
+    return int(n_sequences) * (K + K * K) + _emission_values(K, V, n_sequences, n_tokens, max_length, sparse)
+
+
+#: Bytes per token and per sequence of a database read from a log (int64 tokens, a numpy array
+#: and its ids per sequence, the parser's line and name objects while it reads) and bucketed
+#: (padded int64 tokens, the mask, slots).
+INPUT_BYTES_PER_TOKEN = 120
+INPUT_BYTES_PER_SEQUENCE = 600
+
+
 def fit_bytes(
     K: int,
     V: int,
@@ -153,28 +171,69 @@ def fit_bytes(
     max_length: int,
     bucket_cells: int = 1 << 20,
     sparse: bool = False,
+    largest_bucket: int | None = None,
 ) -> int:
-    """Peak bytes of a variational EM fit (or an E-step) of M sequences, T tokens.
+    """Peak bytes of a variational EM fit (or an E-step) of M sequences, T tokens, beyond the
+    interpreter and its libraries (torch, numba's kernels: ``docs/performance.md``, "Memory
+    estimates", measures both).
 
-    Per sequence: its expected counts of pi, A, B, kept twice (the state and the best of the
-    starts); per token: the hidden-state marginals and factors (3 K values); per batch: four
-    K-vectors per padded position (emission potentials, forward and backward messages,
-    marginals); database-level: a dozen K x V arrays (priors, their special functions, the
-    M-step's sums). The per-sequence K x K and K x V counts dominate at large K or V in the dense
-    emission layout (K = 5000 on Entree's 422 sessions: 2 x 422 x 5000^2 x 8 bytes = 169 GB; the
-    first batch alone asks the allocator for 61 GB); ``sparse``: the emission layout that keeps
-    a sequence's counts at its own symbols only (:mod:`ldhmm.inference.cavi.emissions`).
+    - the per-sequence expected counts of pi, A and B, kept for the whole fit, and the
+      collapsed M-step's table of them (a second copy); K x K and K x V per sequence dominate
+      at large K or V in the dense emission layout (K = 5000 on Entree's 422 sessions:
+      2 x 422 x 5000^2 x 8 bytes = 169 GB); ``sparse``: the layout that keeps a sequence's
+      counts at its own symbols only (:mod:`ldhmm.inference.cavi.emissions`);
+    - the E-step of the largest bucket (``largest_bucket`` padded positions, by default
+      ``min(bucket_cells, M x L)``; :func:`ldhmm.inference.batch.bucket_cells` gives it from the
+      lengths): its states alive at once while the starts race
+      (:data:`ldhmm.inference.cavi.expectation.BEST_OF_STARTS_COPIES`), a start's scratch
+      (:func:`ldhmm.inference.cavi.expectation.start_scratch_bytes`), and the compiled
+      recursion's potentials, messages and marginals (ten K-vectors per position);
+    - per token three K-vectors (a mean-field guide's factors), database-level a dozen K x V
+      arrays (priors, their special functions, the M-step's sums);
+    - the database itself (:data:`INPUT_BYTES_PER_TOKEN`, :data:`INPUT_BYTES_PER_SEQUENCE`).
     """
-    cells = min(int(bucket_cells), int(n_sequences) * int(max_length)) if n_sequences else 0
-    per_sequence = int(n_sequences) * (K + K * K) + _emission_values(
-        K, V, n_sequences, n_tokens, max_length, sparse
+    M, T, L = int(n_sequences), int(n_tokens), int(max_length)
+    cells = int(largest_bucket) if largest_bucket is not None else min(int(bucket_cells), M * L)
+    bucket_sequences = min(M, cells)
+    bucket_state = _state_values(K, V, bucket_sequences, min(T, cells), L, sparse)
+    values = (
+        2 * _state_values(K, V, M, T, L, sparse)
+        + M * (2 * K + 1)
+        + BEST_OF_STARTS_COPIES * bucket_state
+        + 10 * cells * K
+        + 3 * T * K
+        + 12 * K * V
     )
-    values = 2 * per_sequence + 3 * n_tokens * K + 4 * cells * K + 12 * K * V
-    return int(8 * values)
+    data = INPUT_BYTES_PER_TOKEN * T + INPUT_BYTES_PER_SEQUENCE * M
+    return int(8 * values + start_scratch_bytes(cells, L, K) + data)
 
 
 #: Peak bytes of scoring (the held-out E-step): a fit's E-step, so the same estimate.
 score_bytes = fit_bytes
+
+#: Bytes per value of ``posterior``'s output (the per-sequence posterior means and marginals):
+#: the rows' arrays, the stacked means, the table's columns and the writer's buffers, or a CSV's
+#: Python floats and JSON text (measured about 120 with Parquet; ``docs/performance.md``).
+POSTERIOR_VALUE_BYTES = 256
+
+
+def posterior_bytes(
+    K: int,
+    V: int,
+    n_sequences: int,
+    n_tokens: int,
+    max_length: int,
+    bucket_cells: int = 1 << 20,
+    sparse: bool = False,
+    largest_bucket: int | None = None,
+) -> int:
+    """Peak bytes of ``posterior``: the held-out E-step (:func:`score_bytes`) and its output,
+    every sequence's K + K x K + K x V posterior means (K x 2 per own symbol in the sparse
+    layout) and N x K marginals, at :data:`POSTERIOR_VALUE_BYTES` each."""
+    M, T = int(n_sequences), int(n_tokens)
+    output = _state_values(K, V, M, T, max_length, sparse) + T * K
+    e_step = score_bytes(K, V, M, T, max_length, bucket_cells, sparse, largest_bucket)
+    return int(e_step + POSTERIOR_VALUE_BYTES * output)
 
 
 def importance_sampling_bytes(
@@ -187,17 +246,20 @@ def importance_sampling_bytes(
     sparse: bool = False,
     chunk: int = 256,
 ) -> int:
-    """Peak bytes of ``log_marginal_is``: per batch, draws of pi, A, B (three copies each:
-    the draw, its log and the proposal) for as many (sample, sequence) pairs as fit in the
-    batch's cells; and every sample's log-weight of the sequences drawn together, kept until
-    their log-sum-exp (twice: the pieces and their concatenation), which grows with
-    ``n_samples`` whatever the batch. ``sparse``: B is drawn over the symbols of ``chunk``
-    sequences plus one lumped remainder, not over all V."""
+    """Peak bytes of ``log_marginal_is``: per batch, draws of pi, A, B for as many (sample,
+    sequence) pairs as fit in the batch's cells, eight copies each (the gamma draws, their sum
+    and quotient, the log, the proposal's and the prior's log densities: measured about six);
+    the chain's potentials of those pairs (four K-vectors per cell); and every sample's
+    log-weight of the sequences drawn together, kept until their log-sum-exp (twice: the pieces
+    and their concatenation), which grows with ``n_samples`` whatever the batch. ``sparse``: B
+    is drawn over the symbols of ``chunk`` sequences plus one lumped remainder, not over all
+    V."""
     pairs = max(1, min(int(n_samples) * int(n_sequences), int(bucket_cells) // max(1, int(max_length))))
     pairs = max(pairs, min(int(n_sequences), int(bucket_cells)))
     width = min(V, chunk * max(1, int(max_length)) + 1) if sparse else V
     together = min(int(n_sequences), chunk) if sparse else int(n_sequences)
-    return int(8 * 3 * pairs * _per_sequence_values(K, width) + 8 * 2 * int(n_samples) * together)
+    draws = 8 * pairs * _per_sequence_values(K, width) + 4 * pairs * max(1, int(max_length)) * K
+    return int(8 * draws + 8 * 2 * int(n_samples) * together)
 
 
 #: Bytes of one symbol name held in memory: the Python string, its list slot, its entry in a

@@ -37,6 +37,7 @@ from ..inference import (
     make_buckets,
     resolve_guide,
 )
+from ..inference.batch import bucket_cells
 from ..inference.cavi.emissions import LOCAL_CHUNK
 from ..inference.cavi.emissions import emission_layout as layout_of
 from ..inference.cavi.posterior import stack_posterior
@@ -49,7 +50,7 @@ from .base import SequenceModel, check_n_symbols
 from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .fit_settings import DTYPES as _DTYPES
 from .fit_settings import TakesFitSettings
-from .memory import check_memory, fit_bytes, importance_sampling_bytes, score_bytes
+from .memory import check_memory, fit_bytes, importance_sampling_bytes, posterior_bytes, score_bytes
 from .path import continue_grown, fit_path
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
@@ -315,39 +316,43 @@ class VariantHMM(SequenceModel, TakesFitSettings):
 
     def _check_memory(self, seqs, doing: str, knob: str, estimate=fit_bytes) -> None:
         """Refuse before allocating when the estimate exceeds the memory limit (models/memory.py)."""
-        M, T = len(seqs), int(sum(len(x) for x in seqs))
-        L = max((len(x) for x in seqs), default=0)
-        K, V = self.n_states, self.n_symbols_
-        check_memory(
-            estimate(K, V, M, T, L, self.bucket_cells, self.sparse_emissions),
-            f"{doing} K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
-            knob,
-        )
+        self._check_sizes([_sizes_of(seqs, self.bucket_cells)], doing, knob, estimate)
 
-    def _check_partitions_memory(self, partitions: list, backend: str) -> None:
-        """The memory check of a fit (:meth:`_check_memory`) on a partitioned path: each partition
-        on its own where each lives in a worker of its own (Dask), all of them together in this
+    def _check_sizes(self, sizes: list, doing: str, knob: str, estimate=fit_bytes) -> None:
+        """:meth:`_check_memory` of each process's share: ``sizes`` holds (M, T, L, largest
+        bucket or None) per partition that runs on its own."""
+        K, V = self.n_states, self.n_symbols_
+        for i, (M, T, L, largest) in enumerate(sizes):
+            where = f"partition {i} of {len(sizes)}: " if len(sizes) > 1 else ""
+            check_memory(
+                estimate(K, V, M, T, L, self.bucket_cells, self.sparse_emissions, largest),
+                f"{doing} {where}K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
+                knob,
+            )
+
+    def _check_partitions_memory(self, partitions: list, backend: str, doing="fitting", estimate=fit_bytes):
+        """The memory check (:meth:`_check_memory`) on a partitioned path: each partition on its
+        own where each lives in a worker of its own (Dask), all of them together in this
         process (``"local"``). A directory's partition is known by its counts only: its longest
         sequence is bounded by its tokens."""
         sizes = []
         for part in partitions:
             if isinstance(part, tuple):
-                lengths = [len(s) for s in part[0]]
-                sizes.append((len(lengths), int(sum(lengths)), max(lengths, default=0)))
+                sizes.append(_sizes_of(part[0], self.bucket_cells))
             else:
-                sizes.append((int(part.n_sequences), int(part.n_tokens), int(part.n_tokens)))
-        if backend != "dask":
-            sizes = [tuple(map(sum, zip(*sizes)))[:2] + (max(s[2] for s in sizes),)]
-        K, V = self.n_states, self.n_symbols_
-        for i, (M, T, L) in enumerate(sizes):
-            where = f"partition {i} of {len(sizes)}: " if len(sizes) > 1 else ""
-            check_memory(
-                fit_bytes(K, V, M, T, L, self.bucket_cells, self.sparse_emissions),
-                f"fitting {where}K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
-                "more partitions (n_partitions / --partitions), fewer states"
-                if backend == "dask"
-                else "fewer states (n_states / --states) or fewer sequences",
-            )
+                sizes.append((int(part.n_sequences), int(part.n_tokens), int(part.n_tokens), None))
+        if backend != "dask" and len(sizes) > 1:
+            largest = [s[3] for s in sizes]
+            together = tuple(map(sum, zip(*sizes)))[:2] + (max(s[2] for s in sizes),)
+            sizes = [together + (None if None in largest else max(largest),)]
+        self._check_sizes(
+            sizes,
+            doing,
+            "more partitions (n_partitions / --partitions), fewer states"
+            if backend == "dask"
+            else "fewer states (n_states / --states) or fewer sequences",
+            estimate,
+        )
 
     def _fit(
         self,
@@ -543,7 +548,8 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             seqs = [s for part, _ in partitions for s in part]
             if memory_check is not None:
                 memory_check(seqs)
-            self._check_memory(seqs, "scoring with", "fewer sequences at a time", estimate=score_bytes)
+        estimate = posterior_bytes if method == "posterior" else score_bytes
+        self._check_partitions_memory(partitions, backend, "scoring with", estimate)
         runner = self._runner(backend, client, partitions)
         if method not in ("score", "impossible"):  # no answer for a sequence of probability 0
             _refuse_impossible(runner.call("impossible", self.params_), directory, self.params_)
@@ -897,3 +903,9 @@ def _part_paths(out, runner) -> list[str]:
             f"remove them or choose another directory"
         )
     return [str(Path(out).resolve() / f"part-{i:05d}.parquet") for i in range(runner.n_partitions)]
+
+
+def _sizes_of(seqs, max_cells: int) -> tuple[int, int, int, int]:
+    """(sequences, tokens, the longest, the largest bucket's padded cells) of ``seqs``."""
+    lengths = [len(x) for x in seqs]
+    return len(lengths), int(sum(lengths)), max(lengths, default=0), bucket_cells(lengths, max_cells)[0]
