@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["write_sequences", "measure_steps", "main"]
+__all__ = ["write_sequences", "command_steps", "measure_steps", "main"]
 
 #: The child's environment: glibc's mmap threshold pinned at its default (128 KiB), so that every
 #: large array is its own mapping, returned to the OS when freed.
@@ -113,11 +113,15 @@ def measure_steps(steps: list, workdir, timeout: float = 3600) -> list:
     return json.loads(Path(plan["results"]).read_text())
 
 
-def _steps(data: Path, warm: Path, K: int, is_samples: int, partitions: int, out: Path) -> list:
-    """The commands measured on one data file: fit (one restart, one iteration), the partitioned
-    fit, score, score with importance sampling, posterior."""
+def command_steps(
+    data: Path, warm: Path, K: int, is_samples: int, partitions: int, out: Path, max_iter: int = 1
+) -> list:
+    """The commands measured on one data file (for :func:`measure_steps`): fit (one restart,
+    ``max_iter`` iterations; ``warm``: the warm-up runs' data), the partitioned fit, score,
+    score with importance sampling, posterior; their files written under ``out``."""
     model = str(out / "model.json")
-    fit = ["fit", "--states", str(K), "--restarts", "1", "--max-iter", "1", "--quiet", "--out", model]
+    fit = ["fit", "--states", str(K), "--restarts", "1", "--max-iter", str(max_iter), "--quiet"]
+    fit += ["--out", model]
     steps = [
         {"label": "fit", "argv": fit + [str(data)], "warmup": fit + [str(warm)]},
         {
@@ -160,7 +164,9 @@ def main(argv=None) -> None:
             tmp = Path(tmp)
             sizes = write_sequences(tmp / "log.txt", int(M), int(V), length)
             (tmp / "warm.txt").write_text("".join((tmp / "log.txt").read_text().splitlines(True)[:20]))
-            steps = _steps(tmp / "log.txt", tmp / "warm.txt", int(K), args.is_samples, args.partitions, tmp)
+            steps = command_steps(
+                tmp / "log.txt", tmp / "warm.txt", int(K), args.is_samples, args.partitions, tmp
+            )
             if args.commands:
                 steps = [s for s in steps if s["label"].split()[0] in args.commands or s["label"] == "fit"]
             for r in measure_steps(steps, tmp):

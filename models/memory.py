@@ -4,8 +4,13 @@ A model of K states over V symbols keeps, per sequence, the expected counts of i
 pi (K), A (K x K) and B (K x V), and per token the hidden-state marginals; each E-step batch
 (at most ``bucket_cells`` padded positions) holds a few K-vectors per position. Importance
 sampling draws theta for a batch of sequences at once. The estimates below count those arrays
-(float64 unless told otherwise); they are meant to be within a factor of about two of the peak,
-enough to tell "fits" from "needs 61 GB".
+(float64 unless told otherwise), with the formulas of the largest scratch next to the code that
+allocates it (:mod:`ldhmm.inference.cavi.expectation`). They are upper bounds on the peak
+resident memory a command adds to the interpreter and its libraries (torch, numba's kernels;
+about 0.6 GB, not counted), within a small factor of it: ``tests/test_memory_bound.py`` and
+``experiments/bench_memory.py`` measure both (``docs/performance.md``, "Memory estimates").
+Not counted: the torch route of the E-step (float32, other devices, chains whose scaled
+recursion underflows), which forms per-position K x K arrays.
 
 The limit is the machine's memory (physical, or the cgroup's limit when lower) unless
 overridden: :func:`set_max_memory`, the environment variable ``LDHMM_MAX_MEMORY`` (``"64G"``,
@@ -37,6 +42,7 @@ __all__ = [
     "POSTERIOR_VALUE_BYTES",
     "INPUT_BYTES_PER_TOKEN",
     "INPUT_BYTES_PER_SEQUENCE",
+    "COMMAND_BYTES",
     "importance_sampling_bytes",
     "model_file_bytes",
     "NAME_BYTES",
@@ -161,6 +167,9 @@ def _state_values(K: int, V: int, n_sequences: int, n_tokens: int, max_length: i
 #: (padded int64 tokens, the mask, slots).
 INPUT_BYTES_PER_TOKEN = 120
 INPUT_BYTES_PER_SEQUENCE = 600
+#: A command's allocations that do not scale with the data (its first tables, the parser's and
+#: the writer's buffers, caches filled on first use): measured up to about 2 MB.
+COMMAND_BYTES = 8 * 2**20
 
 
 def fit_bytes(
@@ -190,7 +199,8 @@ def fit_bytes(
       recursion's potentials, messages and marginals (ten K-vectors per position);
     - per token three K-vectors (a mean-field guide's factors), database-level a dozen K x V
       arrays (priors, their special functions, the M-step's sums);
-    - the database itself (:data:`INPUT_BYTES_PER_TOKEN`, :data:`INPUT_BYTES_PER_SEQUENCE`).
+    - the database itself (:data:`INPUT_BYTES_PER_TOKEN`, :data:`INPUT_BYTES_PER_SEQUENCE`)
+      and :data:`COMMAND_BYTES`.
     """
     M, T, L = int(n_sequences), int(n_tokens), int(max_length)
     cells = int(largest_bucket) if largest_bucket is not None else min(int(bucket_cells), M * L)
@@ -205,7 +215,7 @@ def fit_bytes(
         + 12 * K * V
     )
     data = INPUT_BYTES_PER_TOKEN * T + INPUT_BYTES_PER_SEQUENCE * M
-    return int(8 * values + start_scratch_bytes(cells, L, K) + data)
+    return int(8 * values + start_scratch_bytes(cells, L, K) + data + COMMAND_BYTES)
 
 
 #: Peak bytes of scoring (the held-out E-step): a fit's E-step, so the same estimate.
@@ -247,19 +257,18 @@ def importance_sampling_bytes(
     chunk: int = 256,
 ) -> int:
     """Peak bytes of ``log_marginal_is``: per batch, draws of pi, A, B for as many (sample,
-    sequence) pairs as fit in the batch's cells, eight copies each (the gamma draws, their sum
-    and quotient, the log, the proposal's and the prior's log densities: measured about six);
-    the chain's potentials of those pairs (four K-vectors per cell); and every sample's
-    log-weight of the sequences drawn together, kept until their log-sum-exp (twice: the pieces
-    and their concatenation), which grows with ``n_samples`` whatever the batch. ``sparse``: B
-    is drawn over the symbols of ``chunk`` sequences plus one lumped remainder, not over all
-    V."""
+    sequence) pairs as fit in the batch's cells, three copies each (the draw, its log and the
+    proposal); the chain's potentials, messages and marginals of those pairs (ten K-vectors per
+    position); and every sample's log-weight of the sequences drawn together, kept until their
+    log-sum-exp (twice: the pieces and their concatenation), which grows with ``n_samples``
+    whatever the batch; and :data:`COMMAND_BYTES`. ``sparse``: B is drawn over the symbols of
+    ``chunk`` sequences plus one lumped remainder, not over all V."""
     pairs = max(1, min(int(n_samples) * int(n_sequences), int(bucket_cells) // max(1, int(max_length))))
     pairs = max(pairs, min(int(n_sequences), int(bucket_cells)))
     width = min(V, chunk * max(1, int(max_length)) + 1) if sparse else V
     together = min(int(n_sequences), chunk) if sparse else int(n_sequences)
-    draws = 8 * pairs * _per_sequence_values(K, width) + 4 * pairs * max(1, int(max_length)) * K
-    return int(8 * draws + 8 * 2 * int(n_samples) * together)
+    draws = 3 * pairs * _per_sequence_values(K, width) + 10 * pairs * max(1, int(max_length)) * K
+    return int(8 * draws + 8 * 2 * int(n_samples) * together + COMMAND_BYTES)
 
 
 #: Bytes of one symbol name held in memory: the Python string, its list slot, its entry in a
