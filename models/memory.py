@@ -43,6 +43,7 @@ __all__ = [
     "INPUT_BYTES_PER_TOKEN",
     "INPUT_BYTES_PER_SEQUENCE",
     "COMMAND_BYTES",
+    "WORKER_PROCESS_BYTES",
     "importance_sampling_bytes",
     "model_file_bytes",
     "NAME_BYTES",
@@ -170,6 +171,10 @@ INPUT_BYTES_PER_SEQUENCE = 600
 #: A command's allocations that do not scale with the data (its first tables, the parser's and
 #: the writer's buffers, caches filled on first use): measured up to about 2 MB.
 COMMAND_BYTES = 8 * 2**20
+#: Resident memory of a worker process of ``--jobs`` before its first fit: the interpreter with
+#: torch, Pyro, numba and its kernels, gensim and hmmlearn (measured 0.49 GB after the imports,
+#: about 0.6 GB with the kernels loaded); ``--jobs J > 1`` starts J of them.
+WORKER_PROCESS_BYTES = 768 * 2**20
 
 
 def fit_bytes(

@@ -301,7 +301,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             vocabulary = manifest.get("vocabulary")
         else:
             vocabulary = getattr(data, "vocabulary", None)
-        self._check_partitions_memory(partitions, backend)
+        self._check_partitions_memory(self._process_sizes(partitions, backend), backend)
         runner = self._runner(backend, client, partitions)
         counts = np.sum(runner.call("symbol_counts"), axis=0)
         self.n_partitions_ = runner.n_partitions
@@ -330,11 +330,11 @@ class VariantHMM(SequenceModel, TakesFitSettings):
                 knob,
             )
 
-    def _check_partitions_memory(self, partitions: list, backend: str, doing="fitting", estimate=fit_bytes):
-        """The memory check (:meth:`_check_memory`) on a partitioned path: each partition on its
-        own where each lives in a worker of its own (Dask), all of them together in this
+    def _process_sizes(self, partitions: list, backend: str) -> list:
+        """(M, T, L, largest bucket or None) of the sequences each process holds: each partition
+        on its own where each lives in a worker of its own (Dask), all of them together in this
         process (``"local"``). A directory's partition is known by its counts only: its longest
-        sequence is bounded by its tokens."""
+        sequence is bounded by its tokens, its largest bucket by ``bucket_cells``."""
         sizes = []
         for part in partitions:
             if isinstance(part, tuple):
@@ -345,6 +345,11 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             largest = [s[3] for s in sizes]
             together = tuple(map(sum, zip(*sizes)))[:2] + (max(s[2] for s in sizes),)
             sizes = [together + (None if None in largest else max(largest),)]
+        return sizes
+
+    def _check_partitions_memory(self, sizes: list, backend: str, doing="fitting", estimate=fit_bytes):
+        """The memory check (:meth:`_check_memory`) on a partitioned path, of each process's
+        sequences (``sizes``: :meth:`_process_sizes`)."""
         self._check_sizes(
             sizes,
             doing,
@@ -532,9 +537,10 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         ``(params_, starts, *args[, seed][, out_path])``.
 
         Sequences in this process are one partition (:class:`LocalBackend`) unless
-        ``n_partitions`` says otherwise; sequences that stay in this process are refused before
-        anything is allocated when the estimate exceeds the memory limit (``memory_check(seqs)``
-        first, then the E-step's). ``seed``: partition p draws from ``derived_seeds(seed, P)[p]``.
+        ``n_partitions`` says otherwise. Refused before anything is allocated when an estimate
+        of a process's share (:meth:`_process_sizes`) exceeds the memory limit
+        (``memory_check(M, L)`` first, then the E-step's), on every path. ``seed``: partition p
+        draws from ``derived_seeds(seed, P)[p]``.
 
         Returns
         -------
@@ -544,12 +550,11 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         partitions, directory = self._partitions(
             data, backend, client, n_partitions, self._validate_for_score
         )
-        if backend == "local" and not directory:
-            seqs = [s for part, _ in partitions for s in part]
-            if memory_check is not None:
-                memory_check(seqs)
+        sizes = self._process_sizes(partitions, backend)
+        for M, _, L, _ in sizes if memory_check is not None else ():
+            memory_check(M, L)
         estimate = posterior_bytes if method == "posterior" else score_bytes
-        self._check_partitions_memory(partitions, backend, "scoring with", estimate)
+        self._check_partitions_memory(sizes, backend, "scoring with", estimate)
         runner = self._runner(backend, client, partitions)
         if method not in ("score", "impossible"):  # no answer for a sequence of probability 0
             _refuse_impossible(runner.call("impossible", self.params_), directory, self.params_)
@@ -758,13 +763,13 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
         n_samples = int(n_samples)
 
-        def sampling_memory(seqs):
+        def sampling_memory(n_sequences, max_length):
             check_memory(
                 importance_sampling_bytes(
                     self.n_states,
                     self.n_symbols_,
-                    len(seqs),
-                    max((len(x) for x in seqs), default=0),
+                    n_sequences,
+                    max_length,
                     n_samples,
                     self.bucket_cells,
                     self.sparse_emissions,
