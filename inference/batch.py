@@ -225,16 +225,16 @@ def bucket_bounds(sorted_lengths, max_cells: int = 1 << 20, max_padding_ratio: f
     return bounds
 
 
-def bucket_cells(lengths, max_cells: int = 1 << 20) -> tuple[int, int]:
+def bucket_cells(lengths, max_cells: int = 1 << 20) -> tuple[int, int, int]:
     """Padded cells (sequences x longest) of the largest bucket :func:`make_buckets` makes of
-    sequences of these ``lengths``, and of all its buckets together: what the memory estimates
-    (:mod:`ldhmm.models.memory`) scale an E-step's per-position arrays by."""
+    sequences of these ``lengths``, of all its buckets together, and the most sequences in one
+    bucket: what the memory estimates (:mod:`ldhmm.models.memory`) scale an E-step's
+    per-position and per-sequence arrays by."""
     sorted_lengths = np.sort(np.asarray(lengths, dtype=np.int64), kind="stable")
-    cells = [
-        (stop - start) * int(sorted_lengths[stop - 1])
-        for start, stop in bucket_bounds(sorted_lengths, max_cells)
-    ]
-    return max(cells, default=0), int(sum(cells))
+    bounds = bucket_bounds(sorted_lengths, max_cells)
+    cells = [(stop - start) * int(sorted_lengths[stop - 1]) for start, stop in bounds]
+    most = max((stop - start for start, stop in bounds), default=0)
+    return max(cells, default=0), int(sum(cells)), int(most)
 
 
 def make_buckets(

@@ -170,7 +170,7 @@ INPUT_BYTES_PER_TOKEN = 120
 INPUT_BYTES_PER_SEQUENCE = 600
 #: A command's allocations that do not scale with the data (its first tables, the parser's and
 #: the writer's buffers, caches filled on first use): measured up to about 2 MB.
-COMMAND_BYTES = 8 * 2**20
+COMMAND_BYTES = 4 * 2**20
 #: Resident memory of a worker process of ``--jobs`` before its first fit: the interpreter with
 #: torch, Pyro, numba and its kernels, gensim and hmmlearn (measured 0.49 GB after the imports,
 #: about 0.6 GB with the kernels loaded); ``--jobs J > 1`` starts J of them.
@@ -185,7 +185,7 @@ def fit_bytes(
     max_length: int,
     bucket_cells: int = 1 << 20,
     sparse: bool = False,
-    largest_bucket: int | None = None,
+    largest_bucket: tuple | None = None,
 ) -> int:
     """Peak bytes of a variational EM fit (or an E-step) of M sequences, T tokens, beyond the
     interpreter and its libraries (torch, numba's kernels: ``docs/performance.md``, "Memory
@@ -196,31 +196,34 @@ def fit_bytes(
       at large K or V in the dense emission layout (K = 5000 on Entree's 422 sessions:
       2 x 422 x 5000^2 x 8 bytes = 169 GB); ``sparse``: the layout that keeps a sequence's
       counts at its own symbols only (:mod:`ldhmm.inference.cavi.emissions`);
-    - the E-step of the largest bucket (``largest_bucket`` padded positions, by default
-      ``min(bucket_cells, M x L)``; :func:`ldhmm.inference.batch.bucket_cells` gives it from the
-      lengths): its states alive at once while the starts race
-      (:data:`ldhmm.inference.cavi.expectation.BEST_OF_STARTS_COPIES`), a start's scratch
-      (:func:`ldhmm.inference.cavi.expectation.start_scratch_bytes`), and the compiled
-      recursion's potentials, messages and marginals (ten K-vectors per position);
+    - the E-step of the largest bucket (``largest_bucket``: its padded positions and the most
+      sequences in a bucket, :func:`ldhmm.inference.batch.bucket_cells` of the lengths; by
+      default ``min(bucket_cells, M x L)`` and ``M``): its states alive at once while the starts race
+      (:data:`ldhmm.inference.cavi.expectation.BEST_OF_STARTS_COPIES`), and the larger of a
+      start's scratch (:func:`ldhmm.inference.cavi.expectation.start_scratch_bytes`) and the
+      compiled recursion's potentials, messages and marginals (ten K-vectors per position);
     - per token three K-vectors (a mean-field guide's factors), database-level a dozen K x V
       arrays (priors, their special functions, the M-step's sums);
     - the database itself (:data:`INPUT_BYTES_PER_TOKEN`, :data:`INPUT_BYTES_PER_SEQUENCE`)
       and :data:`COMMAND_BYTES`.
     """
     M, T, L = int(n_sequences), int(n_tokens), int(max_length)
-    cells = int(largest_bucket) if largest_bucket is not None else min(int(bucket_cells), M * L)
-    bucket_sequences = min(M, cells)
+    if largest_bucket is None:
+        cells, bucket_sequences = min(int(bucket_cells), M * L), min(M, int(bucket_cells))
+    else:
+        cells, bucket_sequences = (int(n) for n in largest_bucket)
     bucket_state = _state_values(K, V, bucket_sequences, min(T, cells), L, sparse)
     values = (
         2 * _state_values(K, V, M, T, L, sparse)
         + M * (2 * K + 1)
         + BEST_OF_STARTS_COPIES * bucket_state
-        + 10 * cells * K
         + 3 * T * K
         + 12 * K * V
     )
     data = INPUT_BYTES_PER_TOKEN * T + INPUT_BYTES_PER_SEQUENCE * M
-    return int(8 * values + start_scratch_bytes(cells, L, K) + data + COMMAND_BYTES)
+    # a start's scratch is let go before its run's recursion allocates: one or the other
+    scratch = max(start_scratch_bytes(cells, L, K), 8 * 10 * cells * K)
+    return int(8 * values + scratch + data + COMMAND_BYTES)
 
 
 #: Peak bytes of scoring (the held-out E-step): a fit's E-step, so the same estimate.
@@ -229,7 +232,7 @@ score_bytes = fit_bytes
 #: Bytes per value of ``posterior``'s output (the per-sequence posterior means and marginals):
 #: the rows' arrays, the stacked means, the table's columns and the writer's buffers, or a CSV's
 #: Python floats and JSON text (measured about 120 with Parquet; ``docs/performance.md``).
-POSTERIOR_VALUE_BYTES = 256
+POSTERIOR_VALUE_BYTES = 192
 
 
 def posterior_bytes(
@@ -240,7 +243,7 @@ def posterior_bytes(
     max_length: int,
     bucket_cells: int = 1 << 20,
     sparse: bool = False,
-    largest_bucket: int | None = None,
+    largest_bucket: tuple | None = None,
 ) -> int:
     """Peak bytes of ``posterior``: the held-out E-step (:func:`score_bytes`) and its output,
     every sequence's K + K x K + K x V posterior means (K x 2 per own symbol in the sparse

@@ -344,7 +344,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         if backend != "dask" and len(sizes) > 1:
             largest = [s[3] for s in sizes]
             together = tuple(map(sum, zip(*sizes)))[:2] + (max(s[2] for s in sizes),)
-            sizes = [together + (None if None in largest else max(largest),)]
+            sizes = [together + (None if None in largest else tuple(map(max, zip(*largest))),)]
         return sizes
 
     def _check_partitions_memory(self, sizes: list, backend: str, doing="fitting", estimate=fit_bytes):
@@ -910,7 +910,9 @@ def _part_paths(out, runner) -> list[str]:
     return [str(Path(out).resolve() / f"part-{i:05d}.parquet") for i in range(runner.n_partitions)]
 
 
-def _sizes_of(seqs, max_cells: int) -> tuple[int, int, int, int]:
-    """(sequences, tokens, the longest, the largest bucket's padded cells) of ``seqs``."""
+def _sizes_of(seqs, max_cells: int) -> tuple:
+    """(sequences, tokens, the longest, (the largest bucket's padded cells, the most sequences
+    in a bucket)) of ``seqs``."""
     lengths = [len(x) for x in seqs]
-    return len(lengths), int(sum(lengths)), max(lengths, default=0), bucket_cells(lengths, max_cells)[0]
+    cells, _, most = bucket_cells(lengths, max_cells)
+    return len(lengths), int(sum(lengths)), max(lengths, default=0), (cells, most)
