@@ -343,8 +343,9 @@ class VariantHMM(SequenceModel, TakesFitSettings):
                 sizes.append((int(part.n_sequences), int(part.n_tokens), int(part.n_tokens), None))
         if backend != "dask" and len(sizes) > 1:
             largest = [s[3] for s in sizes]
-            together = tuple(map(sum, zip(*sizes)))[:2] + (max(s[2] for s in sizes),)
-            sizes = [together + (None if None in largest else tuple(map(max, zip(*largest))),)]
+            M, T = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
+            bucket = None if None in largest else tuple(map(max, zip(*largest)))
+            sizes = [(M, T, max(s[2] for s in sizes), bucket)]
         return sizes
 
     def _check_partitions_memory(self, sizes: list, backend: str, doing="fitting", estimate=fit_bytes):
