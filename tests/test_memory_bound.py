@@ -12,9 +12,11 @@ import sys
 import numpy as np
 import pytest
 
+from ldhmm import LDHMM
 from ldhmm.experiments.bench_memory import command_steps, measure_steps, write_sequences
 from ldhmm.inference.batch import bucket_cells, make_buckets
 from ldhmm.inference.cavi.expectation import independent_pair_counts
+from ldhmm.models.memory import MemoryEstimateError, max_memory_limit
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak RSS from /proc")
 
@@ -53,3 +55,18 @@ def test_pair_counts_in_chunks_are_the_whole_products(shape):
     marginals = torch.from_numpy(np.random.default_rng(1).random(shape))
     whole = (marginals[:, :-1, :, None] * marginals[:, 1:, None, :]).sum(1)
     assert torch.equal(independent_pair_counts(marginals), whole)  # bit for bit
+
+
+def test_every_scoring_path_is_checked_per_partition():
+    """Dask partitions against the limit each on its own, importance sampling's too: refused
+    before a worker is asked for anything (the client is never used)."""
+    rng = np.random.default_rng(0)
+    seqs = [rng.integers(0, 5, size=n) for n in rng.integers(2, 30, size=80)]
+    model = LDHMM(3, seed=0, n_init=1, max_iter=2).fit(seqs)
+    with max_memory_limit("1M"):
+        for call in (model.score_samples, model.posterior):
+            with pytest.raises(MemoryEstimateError, match=r"^scoring with partition 0 of 4: K = 3"):
+                call(seqs, backend="dask", client=object(), n_partitions=4)
+    with max_memory_limit("64M"):
+        with pytest.raises(MemoryEstimateError, match=r"^importance sampling \(1000000 samples\)"):
+            model.log_marginal_is(seqs, n_samples=10**6, backend="dask", client=object(), n_partitions=2)
