@@ -25,7 +25,7 @@ from ..data import (
 )
 from ..data.uci import ENTREE_ARCHIVE, ENTREE_SESSION_DIR
 from ..models import LDHMM
-from ..models.memory import check_memory, fit_bytes
+from ..models.memory import WORKER_PROCESS_BYTES, check_memory, fit_bytes
 
 __all__ = [
     "SYNTHETIC_HYPERPARAMETERS",
@@ -316,13 +316,17 @@ def data_fingerprint(db) -> str:
 
 def check_run_memory(db, states, folds: int, jobs: int) -> None:
     """Refuse a cross-validated run whose ``jobs`` simultaneous fits (the largest K, a training
-    fold of the database) would not fit in memory (:mod:`ldhmm.models.memory`)."""
+    fold of the database), each in a worker process of its own when ``jobs > 1``
+    (:data:`ldhmm.models.memory.WORKER_PROCESS_BYTES`), would not fit in memory
+    (:mod:`ldhmm.models.memory`)."""
     K = max(states)
     share = (folds - 1) / folds if folds > 1 else 1.0
     M = max(1, int(math.ceil(len(db) * share)))
     T = int(math.ceil(db.n_tokens * share))
     L = int(db.lengths.max()) if len(db) else 0
-    need = int(jobs) * fit_bytes(K, db.n_symbols, M, T, L)
+    # jobs > 1: each fit in a worker process of its own, which imports the libraries anew
+    per_job = fit_bytes(K, db.n_symbols, M, T, L) + (WORKER_PROCESS_BYTES if int(jobs) > 1 else 0)
+    need = int(jobs) * per_job
     check_memory(
         need,
         f"{jobs} simultaneous fit(s) (--jobs) of K = {K} states, V = {db.n_symbols} symbols on {M} sequences",

@@ -16,7 +16,7 @@ import torch
 
 from .cavi.kernels.sparse import local_symbols
 
-__all__ = ["validate_sequences", "infer_n_symbols", "Bucket", "make_buckets"]
+__all__ = ["bucket_bounds", "bucket_cells", "validate_sequences", "infer_n_symbols", "Bucket", "make_buckets"]
 
 
 def _as_int_array(seq, index: int) -> np.ndarray:
@@ -197,6 +197,46 @@ class Bucket:
         )
 
 
+def bucket_bounds(sorted_lengths, max_cells: int = 1 << 20, max_padding_ratio: float = 1.25) -> list:
+    """Where :func:`make_buckets` cuts the length-sorted sequences: ``(start, stop)`` per bucket.
+
+    Parameters
+    ----------
+    sorted_lengths : int array (M,), ascending
+    max_cells, max_padding_ratio : as in :func:`make_buckets`
+
+    Returns
+    -------
+    list of (int, int)
+    """
+    bounds = []
+    start = 0
+    n = len(sorted_lengths)
+    while start < n:
+        shortest = sorted_lengths[start]
+        stop = start + 1
+        while stop < n:
+            longest = sorted_lengths[stop]
+            if (stop + 1 - start) * longest > max_cells or longest > max_padding_ratio * shortest + 1:
+                break
+            stop += 1
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def bucket_cells(lengths, max_cells: int = 1 << 20) -> tuple[int, int, int]:
+    """Padded cells (sequences x longest) of the largest bucket :func:`make_buckets` makes of
+    sequences of these ``lengths``, of all its buckets together, and the most sequences in one
+    bucket: what the memory estimates (:mod:`ldhmm.models.memory`) scale an E-step's
+    per-position and per-sequence arrays by."""
+    sorted_lengths = np.sort(np.asarray(lengths, dtype=np.int64), kind="stable")
+    bounds = bucket_bounds(sorted_lengths, max_cells)
+    cells = [(stop - start) * int(sorted_lengths[stop - 1]) for start, stop in bounds]
+    most = max((stop - start for start, stop in bounds), default=0)
+    return max(cells, default=0), int(sum(cells)), int(most)
+
+
 def make_buckets(
     sequences: Sequence[np.ndarray],
     max_cells: int = 1 << 20,
@@ -231,16 +271,7 @@ def make_buckets(
     lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
     order = np.argsort(lengths, kind="stable")
     buckets: list[Bucket] = []
-    start = 0
-    n = len(order)
-    while start < n:
-        shortest = lengths[order[start]]
-        stop = start + 1
-        while stop < n:
-            longest = lengths[order[stop]]
-            if (stop + 1 - start) * longest > max_cells or longest > max_padding_ratio * shortest + 1:
-                break
-            stop += 1
+    for start, stop in bucket_bounds(lengths[order], max_cells, max_padding_ratio):
         idx = order[start:stop]
         width = int(lengths[idx].max())
         tokens = np.zeros((len(idx), width), dtype=np.int64)
@@ -260,5 +291,4 @@ def make_buckets(
                 slots=slots,
             )
         )
-        start = stop
     return buckets

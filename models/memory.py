@@ -4,8 +4,13 @@ A model of K states over V symbols keeps, per sequence, the expected counts of i
 pi (K), A (K x K) and B (K x V), and per token the hidden-state marginals; each E-step batch
 (at most ``bucket_cells`` padded positions) holds a few K-vectors per position. Importance
 sampling draws theta for a batch of sequences at once. The estimates below count those arrays
-(float64 unless told otherwise); they are meant to be within a factor of about two of the peak,
-enough to tell "fits" from "needs 61 GB".
+(float64 unless told otherwise), with the formulas of the largest scratch next to the code that
+allocates it (:mod:`ldhmm.inference.cavi.expectation`). They are upper bounds on the peak
+resident memory a command adds to the interpreter and its libraries (torch, numba's kernels;
+about 0.6 GB, not counted), within a small factor of it: ``tests/test_memory_bound.py`` and
+``experiments/bench_memory.py`` measure both (``docs/performance.md``, "Memory estimates").
+Not counted: the torch route of the E-step (float32, other devices, chains whose scaled
+recursion underflows), which forms per-position K x K arrays.
 
 The limit is the machine's memory (physical, or the cgroup's limit when lower) unless
 overridden: :func:`set_max_memory`, the environment variable ``LDHMM_MAX_MEMORY`` (``"64G"``,
@@ -15,9 +20,12 @@ overridden: :func:`set_max_memory`, the environment variable ``LDHMM_MAX_MEMORY`
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 from pathlib import Path
+
+from ..inference.cavi.expectation import BEST_OF_STARTS_COPIES, start_scratch_bytes
 
 __all__ = [
     "MemoryEstimateError",
@@ -30,6 +38,12 @@ __all__ = [
     "max_memory_override",
     "fit_bytes",
     "score_bytes",
+    "posterior_bytes",
+    "POSTERIOR_VALUE_BYTES",
+    "INPUT_BYTES_PER_TOKEN",
+    "INPUT_BYTES_PER_SEQUENCE",
+    "COMMAND_BYTES",
+    "WORKER_PROCESS_BYTES",
     "importance_sampling_bytes",
     "model_file_bytes",
     "NAME_BYTES",
@@ -38,6 +52,9 @@ __all__ = [
 ]
 
 MAX_MEMORY_ENV_VAR = "LDHMM_MAX_MEMORY"
+#: Every check logs its estimate here at DEBUG level (``what``, bytes, limit): the benchmark
+#: ``experiments/bench_memory.py`` compares them with measured peaks.
+LOGGER = logging.getLogger("ldhmm.memory")
 _OVERRIDE: int | None = None
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -141,6 +158,25 @@ def _emission_values(K: int, V: int, n_sequences: int, n_tokens: int, max_length
     return (K + 1) * slots
 
 
+def _state_values(K: int, V: int, n_sequences: int, n_tokens: int, max_length: int, sparse: bool) -> int:
+    """Values of the per-sequence expected counts of pi (K), A (K x K) and B."""
+    return int(n_sequences) * (K + K * K) + _emission_values(K, V, n_sequences, n_tokens, max_length, sparse)
+
+
+#: Bytes per token and per sequence of a database read from a log (int64 tokens, a numpy array
+#: and its ids per sequence, the parser's line and name objects while it reads) and bucketed
+#: (padded int64 tokens, the mask, slots).
+INPUT_BYTES_PER_TOKEN = 120
+INPUT_BYTES_PER_SEQUENCE = 600
+#: A command's allocations that do not scale with the data (its first tables, the parser's and
+#: the writer's buffers, caches filled on first use): measured up to about 2 MB.
+COMMAND_BYTES = 4 * 2**20
+#: Resident memory of a worker process of ``--jobs`` before its first fit: the interpreter with
+#: torch, Pyro, numba and its kernels, gensim and hmmlearn (measured 0.49 GB after the imports,
+#: about 0.6 GB with the kernels loaded); ``--jobs J > 1`` starts J of them.
+WORKER_PROCESS_BYTES = 768 * 2**20
+
+
 def fit_bytes(
     K: int,
     V: int,
@@ -149,28 +185,73 @@ def fit_bytes(
     max_length: int,
     bucket_cells: int = 1 << 20,
     sparse: bool = False,
+    largest_bucket: tuple | None = None,
 ) -> int:
-    """Peak bytes of a variational EM fit (or an E-step) of M sequences, T tokens.
+    """Peak bytes of a variational EM fit (or an E-step) of M sequences, T tokens, beyond the
+    interpreter and its libraries (torch, numba's kernels: ``docs/performance.md``, "Memory
+    estimates", measures both).
 
-    Per sequence: its expected counts of pi, A, B, kept twice (the state and the best of the
-    starts); per token: the hidden-state marginals and factors (3 K values); per batch: four
-    K-vectors per padded position (emission potentials, forward and backward messages,
-    marginals); database-level: a dozen K x V arrays (priors, their special functions, the
-    M-step's sums). The per-sequence K x K and K x V counts dominate at large K or V in the dense
-    emission layout (K = 5000 on Entree's 422 sessions: 2 x 422 x 5000^2 x 8 bytes = 169 GB; the
-    first batch alone asks the allocator for 61 GB); ``sparse``: the emission layout that keeps
-    a sequence's counts at its own symbols only (:mod:`ldhmm.inference.cavi.emissions`).
+    - the per-sequence expected counts of pi, A and B, kept for the whole fit, and the
+      collapsed M-step's table of them (a second copy); K x K and K x V per sequence dominate
+      at large K or V in the dense emission layout (K = 5000 on Entree's 422 sessions:
+      2 x 422 x 5000^2 x 8 bytes = 169 GB); ``sparse``: the layout that keeps a sequence's
+      counts at its own symbols only (:mod:`ldhmm.inference.cavi.emissions`);
+    - the E-step of the largest bucket (``largest_bucket``: its padded positions and the most
+      sequences in a bucket, :func:`ldhmm.inference.batch.bucket_cells` of the lengths; by
+      default ``min(bucket_cells, M x L)`` and ``M``): its states alive at once while the starts race
+      (:data:`ldhmm.inference.cavi.expectation.BEST_OF_STARTS_COPIES`), and the larger of a
+      start's scratch (:func:`ldhmm.inference.cavi.expectation.start_scratch_bytes`) and the
+      compiled recursion's potentials, messages and marginals (ten K-vectors per position);
+    - per token three K-vectors (a mean-field guide's factors), database-level a dozen K x V
+      arrays (priors, their special functions, the M-step's sums);
+    - the database itself (:data:`INPUT_BYTES_PER_TOKEN`, :data:`INPUT_BYTES_PER_SEQUENCE`)
+      and :data:`COMMAND_BYTES`.
     """
-    cells = min(int(bucket_cells), int(n_sequences) * int(max_length)) if n_sequences else 0
-    per_sequence = int(n_sequences) * (K + K * K) + _emission_values(
-        K, V, n_sequences, n_tokens, max_length, sparse
+    M, T, L = int(n_sequences), int(n_tokens), int(max_length)
+    if largest_bucket is None:
+        cells, bucket_sequences = min(int(bucket_cells), M * L), min(M, int(bucket_cells))
+    else:
+        cells, bucket_sequences = (int(n) for n in largest_bucket)
+    bucket_state = _state_values(K, V, bucket_sequences, min(T, cells), L, sparse)
+    values = (
+        2 * _state_values(K, V, M, T, L, sparse)
+        + M * (2 * K + 1)
+        + BEST_OF_STARTS_COPIES * bucket_state
+        + 3 * T * K
+        + 12 * K * V
     )
-    values = 2 * per_sequence + 3 * n_tokens * K + 4 * cells * K + 12 * K * V
-    return int(8 * values)
+    data = INPUT_BYTES_PER_TOKEN * T + INPUT_BYTES_PER_SEQUENCE * M
+    # a start's scratch is let go before its run's recursion allocates: one or the other
+    scratch = max(start_scratch_bytes(cells, L, K), 8 * 10 * cells * K)
+    return int(8 * values + scratch + data + COMMAND_BYTES)
 
 
 #: Peak bytes of scoring (the held-out E-step): a fit's E-step, so the same estimate.
 score_bytes = fit_bytes
+
+#: Bytes per value of ``posterior``'s output (the per-sequence posterior means and marginals):
+#: the rows' arrays, the stacked means, the table's columns and the writer's buffers, or a CSV's
+#: Python floats and JSON text (measured about 120 with Parquet; ``docs/performance.md``).
+POSTERIOR_VALUE_BYTES = 192
+
+
+def posterior_bytes(
+    K: int,
+    V: int,
+    n_sequences: int,
+    n_tokens: int,
+    max_length: int,
+    bucket_cells: int = 1 << 20,
+    sparse: bool = False,
+    largest_bucket: tuple | None = None,
+) -> int:
+    """Peak bytes of ``posterior``: the held-out E-step (:func:`score_bytes`) and its output,
+    every sequence's K + K x K + K x V posterior means (K x 2 per own symbol in the sparse
+    layout) and N x K marginals, at :data:`POSTERIOR_VALUE_BYTES` each."""
+    M, T = int(n_sequences), int(n_tokens)
+    output = _state_values(K, V, M, T, max_length, sparse) + T * K
+    e_step = score_bytes(K, V, M, T, max_length, bucket_cells, sparse, largest_bucket)
+    return int(e_step + POSTERIOR_VALUE_BYTES * output)
 
 
 def importance_sampling_bytes(
@@ -183,17 +264,19 @@ def importance_sampling_bytes(
     sparse: bool = False,
     chunk: int = 256,
 ) -> int:
-    """Peak bytes of ``log_marginal_is``: per batch, draws of pi, A, B (three copies each:
-    the draw, its log and the proposal) for as many (sample, sequence) pairs as fit in the
-    batch's cells; and every sample's log-weight of the sequences drawn together, kept until
-    their log-sum-exp (twice: the pieces and their concatenation), which grows with
-    ``n_samples`` whatever the batch. ``sparse``: B is drawn over the symbols of ``chunk``
-    sequences plus one lumped remainder, not over all V."""
+    """Peak bytes of ``log_marginal_is``: per batch, draws of pi, A, B for as many (sample,
+    sequence) pairs as fit in the batch's cells, three copies each (the draw, its log and the
+    proposal); the chain's potentials, messages and marginals of those pairs (ten K-vectors per
+    position); and every sample's log-weight of the sequences drawn together, kept until their
+    log-sum-exp (twice: the pieces and their concatenation), which grows with ``n_samples``
+    whatever the batch; and :data:`COMMAND_BYTES`. ``sparse``: B is drawn over the symbols of
+    ``chunk`` sequences plus one lumped remainder, not over all V."""
     pairs = max(1, min(int(n_samples) * int(n_sequences), int(bucket_cells) // max(1, int(max_length))))
     pairs = max(pairs, min(int(n_sequences), int(bucket_cells)))
     width = min(V, chunk * max(1, int(max_length)) + 1) if sparse else V
     together = min(int(n_sequences), chunk) if sparse else int(n_sequences)
-    return int(8 * 3 * pairs * _per_sequence_values(K, width) + 8 * 2 * int(n_samples) * together)
+    draws = 3 * pairs * _per_sequence_values(K, width) + 10 * pairs * max(1, int(max_length)) * K
+    return int(8 * draws + 8 * 2 * int(n_samples) * together + COMMAND_BYTES)
 
 
 #: Bytes of one symbol name held in memory: the Python string, its list slot, its entry in a
@@ -226,6 +309,7 @@ def check_memory(needed: int, what: str, knob: str) -> None:
         What to turn ("fewer states (--states)").
     """
     limit = memory_limit()
+    LOGGER.debug("%s: estimate %d bytes, limit %d", what, int(needed), limit)
     if needed > limit:
         raise MemoryEstimateError(
             f"{what} needs about {format_size(needed)} of memory, more than the {format_size(limit)} "

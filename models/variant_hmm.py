@@ -37,6 +37,7 @@ from ..inference import (
     make_buckets,
     resolve_guide,
 )
+from ..inference.batch import bucket_cells
 from ..inference.cavi.emissions import LOCAL_CHUNK
 from ..inference.cavi.emissions import emission_layout as layout_of
 from ..inference.cavi.posterior import stack_posterior
@@ -50,7 +51,7 @@ from .description import ModelDescription, describe_model
 from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .fit_settings import DTYPES as _DTYPES
 from .fit_settings import TakesFitSettings
-from .memory import check_memory, fit_bytes, importance_sampling_bytes, score_bytes
+from .memory import check_memory, fit_bytes, importance_sampling_bytes, posterior_bytes, score_bytes
 from .path import continue_grown, fit_path
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
@@ -301,7 +302,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             vocabulary = manifest.get("vocabulary")
         else:
             vocabulary = getattr(data, "vocabulary", None)
-        self._check_partitions_memory(partitions, backend)
+        self._check_partitions_memory(self._process_sizes(partitions, backend), backend)
         runner = self._runner(backend, client, partitions)
         counts = np.sum(runner.call("symbol_counts"), axis=0)
         self.n_partitions_ = runner.n_partitions
@@ -316,39 +317,49 @@ class VariantHMM(SequenceModel, TakesFitSettings):
 
     def _check_memory(self, seqs, doing: str, knob: str, estimate=fit_bytes) -> None:
         """Refuse before allocating when the estimate exceeds the memory limit (models/memory.py)."""
-        M, T = len(seqs), int(sum(len(x) for x in seqs))
-        L = max((len(x) for x in seqs), default=0)
-        K, V = self.n_states, self.n_symbols_
-        check_memory(
-            estimate(K, V, M, T, L, self.bucket_cells, self.sparse_emissions),
-            f"{doing} K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
-            knob,
-        )
+        self._check_sizes([_sizes_of(seqs, self.bucket_cells)], doing, knob, estimate)
 
-    def _check_partitions_memory(self, partitions: list, backend: str) -> None:
-        """The memory check of a fit (:meth:`_check_memory`) on a partitioned path: each partition
+    def _check_sizes(self, sizes: list, doing: str, knob: str, estimate=fit_bytes) -> None:
+        """:meth:`_check_memory` of each process's share: ``sizes`` holds (M, T, L, largest
+        bucket or None) per partition that runs on its own."""
+        K, V = self.n_states, self.n_symbols_
+        for i, (M, T, L, largest) in enumerate(sizes):
+            where = f"partition {i} of {len(sizes)}: " if len(sizes) > 1 else ""
+            check_memory(
+                estimate(K, V, M, T, L, self.bucket_cells, self.sparse_emissions, largest),
+                f"{doing} {where}K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
+                knob,
+            )
+
+    def _process_sizes(self, partitions: list, backend: str) -> list:
+        """(M, T, L, largest bucket or None) of the sequences each process holds: each partition
         on its own where each lives in a worker of its own (Dask), all of them together in this
         process (``"local"``). A directory's partition is known by its counts only: its longest
-        sequence is bounded by its tokens."""
+        sequence is bounded by its tokens, its largest bucket by ``bucket_cells``."""
         sizes = []
         for part in partitions:
             if isinstance(part, tuple):
-                lengths = [len(s) for s in part[0]]
-                sizes.append((len(lengths), int(sum(lengths)), max(lengths, default=0)))
+                sizes.append(_sizes_of(part[0], self.bucket_cells))
             else:
-                sizes.append((int(part.n_sequences), int(part.n_tokens), int(part.n_tokens)))
-        if backend != "dask":
-            sizes = [tuple(map(sum, zip(*sizes)))[:2] + (max(s[2] for s in sizes),)]
-        K, V = self.n_states, self.n_symbols_
-        for i, (M, T, L) in enumerate(sizes):
-            where = f"partition {i} of {len(sizes)}: " if len(sizes) > 1 else ""
-            check_memory(
-                fit_bytes(K, V, M, T, L, self.bucket_cells, self.sparse_emissions),
-                f"fitting {where}K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
-                "more partitions (n_partitions / --partitions), fewer states"
-                if backend == "dask"
-                else "fewer states (n_states / --states) or fewer sequences",
-            )
+                sizes.append((int(part.n_sequences), int(part.n_tokens), int(part.n_tokens), None))
+        if backend != "dask" and len(sizes) > 1:
+            largest = [s[3] for s in sizes]
+            M, T = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
+            bucket = None if None in largest else tuple(map(max, zip(*largest)))
+            sizes = [(M, T, max(s[2] for s in sizes), bucket)]
+        return sizes
+
+    def _check_partitions_memory(self, sizes: list, backend: str, doing="fitting", estimate=fit_bytes):
+        """The memory check (:meth:`_check_memory`) on a partitioned path, of each process's
+        sequences (``sizes``: :meth:`_process_sizes`)."""
+        self._check_sizes(
+            sizes,
+            doing,
+            "more partitions (n_partitions / --partitions), fewer states"
+            if backend == "dask"
+            else "fewer states (n_states / --states) or fewer sequences",
+            estimate,
+        )
 
     def _fit(
         self,
@@ -528,9 +539,10 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         ``(params_, starts, *args[, seed][, out_path])``.
 
         Sequences in this process are one partition (:class:`LocalBackend`) unless
-        ``n_partitions`` says otherwise; sequences that stay in this process are refused before
-        anything is allocated when the estimate exceeds the memory limit (``memory_check(seqs)``
-        first, then the E-step's). ``seed``: partition p draws from ``derived_seeds(seed, P)[p]``.
+        ``n_partitions`` says otherwise. Refused before anything is allocated when an estimate
+        of a process's share (:meth:`_process_sizes`) exceeds the memory limit
+        (``memory_check(M, L)`` first, then the E-step's), on every path. ``seed``: partition p
+        draws from ``derived_seeds(seed, P)[p]``.
 
         Returns
         -------
@@ -540,11 +552,11 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         partitions, directory = self._partitions(
             data, backend, client, n_partitions, self._validate_for_score
         )
-        if backend == "local" and not directory:
-            seqs = [s for part, _ in partitions for s in part]
-            if memory_check is not None:
-                memory_check(seqs)
-            self._check_memory(seqs, "scoring with", "fewer sequences at a time", estimate=score_bytes)
+        sizes = self._process_sizes(partitions, backend)
+        for M, _, L, _ in sizes if memory_check is not None else ():
+            memory_check(M, L)
+        estimate = posterior_bytes if method == "posterior" else score_bytes
+        self._check_partitions_memory(sizes, backend, "scoring with", estimate)
         runner = self._runner(backend, client, partitions)
         if method not in ("score", "impossible"):  # no answer for a sequence of probability 0
             _refuse_impossible(runner.call("impossible", self.params_), directory, self.params_)
@@ -792,13 +804,13 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
         n_samples = int(n_samples)
 
-        def sampling_memory(seqs):
+        def sampling_memory(n_sequences, max_length):
             check_memory(
                 importance_sampling_bytes(
                     self.n_states,
                     self.n_symbols_,
-                    len(seqs),
-                    max((len(x) for x in seqs), default=0),
+                    n_sequences,
+                    max_length,
                     n_samples,
                     self.bucket_cells,
                     self.sparse_emissions,
@@ -946,3 +958,11 @@ def _part_paths(out, runner) -> list[str]:
             f"remove them or choose another directory"
         )
     return [str(Path(out).resolve() / f"part-{i:05d}.parquet") for i in range(runner.n_partitions)]
+
+
+def _sizes_of(seqs, max_cells: int) -> tuple:
+    """(sequences, tokens, the longest, (the largest bucket's padded cells, the most sequences
+    in a bucket)) of ``seqs``."""
+    lengths = [len(x) for x in seqs]
+    cells, _, most = bucket_cells(lengths, max_cells)
+    return len(lengths), int(sum(lengths)), max(lengths, default=0), (cells, most)

@@ -66,6 +66,9 @@ __all__ = [
     "start_state",
     "best_of_starts",
     "e_step",
+    "independent_pair_counts",
+    "start_scratch_bytes",
+    "BEST_OF_STARTS_COPIES",
 ]
 
 #: Where a sequence's coordinate ascent can start when no warm state exists (the held-out
@@ -743,12 +746,50 @@ def start_state(
     return BucketState(counts, None, guide_state, None, None, {}, 0, bucket.symbols)
 
 
+def independent_pair_counts(marginals: torch.Tensor) -> torch.Tensor:
+    """``sum_n r_n r_(n+1)^T`` of every sequence: the pair counts of independent positions.
+
+    Parameters
+    ----------
+    marginals : Tensor, shape (M, T, K)
+
+    Returns
+    -------
+    Tensor, shape (M, K, K)
+
+    The product is formed a chunk of sequences at a time: whole it would be M x (T-1) x K x K
+    values (K = 200 on a bucket of 3,000 cells: 1 GB); a chunk's is at most the marginals' size,
+    or one sequence's (:func:`start_scratch_bytes`). Each sequence's sum runs over its positions
+    in the same order whatever the chunk, so the counts are those of the whole product.
+    """
+    M, T, K = marginals.shape
+    rows = max(1, (M * T * K) // max(1, (T - 1) * K * K))
+    if rows >= M:
+        return (marginals[:, :-1, :, None] * marginals[:, 1:, None, :]).sum(1)
+    return torch.cat([(c[:, :-1, :, None] * c[:, 1:, None, :]).sum(1) for c in marginals.split(rows)])
+
+
+def start_scratch_bytes(cells: int, max_length: int, n_states: int) -> int:
+    """Peak scratch bytes of one start's counts (:func:`_random_counts`, the largest) on a
+    bucket of ``cells`` padded positions: the hashed keys and uniforms, ``u**3``, the marginals
+    and their normalized, masked copies (eight float64 or uint64 arrays (cells, K)), and one
+    chunk of :func:`independent_pair_counts`' product (at most the marginals' size, or one
+    sequence's (T-1) x K x K)."""
+    K = int(n_states)
+    return 8 * (8 * cells * K + max(cells * K, max(0, int(max_length) - 1) * K * K))
+
+
+#: Bucket states alive at once in :func:`best_of_starts` beside the kept ones: the warm run,
+#: a start's counts, its run and the per-sequence best's copy.
+BEST_OF_STARTS_COPIES = 4
+
+
 def _one_state_counts(bucket: Bucket, params: VariantParameters, state: int) -> dict:
     """Expected counts of the path that stays in ``state`` at every position."""
     marginals = torch.zeros(bucket.tokens.shape + (params.n_states,), dtype=params.dtype)
     marginals[..., state] = 1.0
     marginals = marginals * bucket.mask[..., None]
-    pairs = (marginals[:, :-1, :, None] * marginals[:, 1:, None, :]).sum(1)
+    pairs = independent_pair_counts(marginals)
     return expected_counts(marginals, pairs, bucket.emission_tokens, bucket.emission_width(params.n_symbols))
 
 
@@ -762,7 +803,7 @@ def _random_counts(bucket: Bucket, params: VariantParameters, draw: int) -> dict
     )
     marginals = torch.from_numpy(u**3).to(params.dtype)
     marginals = marginals / marginals.sum(-1, keepdim=True) * bucket.mask[..., None]
-    pairs = (marginals[:, :-1, :, None] * marginals[:, 1:, None, :]).sum(1)
+    pairs = independent_pair_counts(marginals)
     return expected_counts(marginals, pairs, bucket.emission_tokens, bucket.emission_width(params.n_symbols))
 
 
