@@ -65,8 +65,6 @@ import multiprocessing as mp
 import multiprocessing.resource_tracker
 import os
 import random
-import shlex
-import shutil
 import signal
 import sys
 import threading
@@ -81,9 +79,18 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..data.atomic import TEMPORARY_NAME, write_atomically
+# the atomic writers live in the data layer and what a Ctrl-C says in .resume (every command
+# uses them without the experiments); they stay importable from here
+from ..data.atomic import (
+    TEMPORARY_NAME,
+    atomic_write_csv,
+    atomic_write_parquet,
+    atomic_write_text,
+    write_atomically,
+)
 from ..inference.progress import progress_options
 from ..models.memory import max_memory_override, set_max_memory
+from .resume import RunInterrupted, command_line, invocation, write_resume_script
 
 try:
     import fcntl
@@ -157,23 +164,6 @@ def _json_default(obj):
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
 
 
-def atomic_write_text(path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same directory and a rename."""
-    write_atomically(path, lambda f: f.write(text), parents=True)
-
-
-def atomic_write_csv(df, path, **kwargs) -> None:
-    """``df.to_csv(path, index=False, **kwargs)``, written atomically (:func:`atomic_write_text`)."""
-    kwargs.setdefault("index", False)
-    atomic_write_text(path, df.to_csv(**kwargs))
-
-
-def atomic_write_parquet(df, path, **kwargs) -> None:
-    """``df.to_parquet(path, index=False, **kwargs)``, written atomically."""
-    kwargs.setdefault("index", False)
-    write_atomically(path, lambda f: df.to_parquet(f, **kwargs), binary=True, parents=True)
-
-
 def atomic_savefig(fig, path, **kwargs) -> None:
     """``fig.savefig(path, **kwargs)``, written atomically; the format is ``path``'s suffix
     unless ``format`` is given."""
@@ -211,77 +201,9 @@ class OutputLockedError(ValueError):
     """Another process is running with the same output directory."""
 
 
-class RunInterrupted(KeyboardInterrupt):
-    """A ``KeyboardInterrupt`` during :func:`run_tasks`: ``saved`` of ``total`` tasks are in ``out``."""
-
-    def __init__(self, out, saved: int, total: int):
-        super().__init__(f"interrupted; {saved} of {total} tasks are saved in {out}")
-        self.out, self.saved, self.total = Path(out), int(saved), int(total)
-
-
 _LOCK_GUARD = threading.Lock()
 _HELD: dict[str, list] = {}  # real path of OUT -> [file descriptor, holds]
 _SCOPES = threading.local()  # .stack: one list of OUT keys per active holds_out_dir_lock call
-
-
-def command_line(args=None, program: str | None = None) -> str:
-    """The command line of this process as a user would type it again (shell-quoted).
-
-    ``args``: the arguments after the program (default ``sys.argv[1:]``); ``program``: what
-    runs them (default: ``python -m PACKAGE`` for a module run, ``python`` being
-    ``sys.executable`` unless that is the first ``python`` on the PATH; the script's name for
-    a console script found on the PATH; else ``sys.argv[0]``).
-    """
-    args = [str(a) for a in (sys.argv[1:] if args is None else args)]
-    if program is not None:
-        return " ".join([program, shlex.join(args)]).strip()
-    head = sys.argv[0] if sys.argv else ""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if spec is not None and getattr(spec, "name", None):
-        python = sys.executable or "python"
-        found = shutil.which("python")
-        if found and os.path.abspath(found) == os.path.abspath(python):
-            python = "python"
-        return shlex.join([python, "-m", spec.name.removesuffix(".__main__"), *args])
-    name = os.path.basename(head)
-    found = shutil.which(name) if name else None
-    if found and os.path.abspath(found) == os.path.abspath(head):
-        head = name
-    return shlex.join([head, *args]) if head else shlex.join(args)
-
-
-#: The environment variables of ldhmm (data directory, memory limit, offline switch): a command
-#: that resumes a run sets them as the run had them.
-ENV_PREFIX = "LDHMM_"
-
-
-def invocation(args=None, program: str | None = None, environ=None, cwd=None) -> str:
-    """The whole invocation, to type again anywhere: ``cd CWD && VAR=VALUE ... COMMAND LINE``.
-
-    :func:`command_line` (``args``, ``program``) after the working directory (relative paths
-    in the arguments, the default ``results/`` folder) and every ``LDHMM_*`` variable set in
-    ``environ`` (default ``os.environ``; ``LDHMM_DEBUG`` aside): the data directory
-    ``LDHMM_DATA`` above all, without which a resumed run reads other data.
-    """
-    environ = os.environ if environ is None else environ
-    cwd = os.getcwd() if cwd is None else str(cwd)
-    env = [
-        f"{k}={shlex.quote(str(v))}"
-        for k, v in sorted(environ.items())
-        if k.startswith(ENV_PREFIX) and k != "LDHMM_DEBUG"
-    ]
-    return " ".join([f"cd {shlex.quote(cwd)} &&", *env, command_line(args, program)])
-
-
-def write_resume_script(out, line: str) -> Path | None:
-    """``OUT/command.sh``: the invocation that resumes the run in ``out`` (``sh OUT/command.sh``);
-    None when it cannot be written (the run's results are what matters)."""
-    path = Path(out) / "command.sh"
-    try:
-        atomic_write_text(path, f"#!/bin/sh\n# resumes the interrupted run in this folder\n{line}\n")
-    except OSError:
-        return None
-    return path
 
 
 def _holder_of(fd: int) -> str:

@@ -19,7 +19,7 @@ SCRIPT = textwrap.dedent(
     import sys
     from numba import njit
     import importlib
-    from ldhmm.cli import interrupts, next_event
+    from ldhmm.cli import interrupts, next_event, running
     cli_main = importlib.import_module("ldhmm.cli.main")
 
     @njit(nogil=True, cache=False)
@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent(
         return s
 
     spin(10)  # compiled before the test's clock starts
-    cli_main.stop_watchdog = lambda line: interrupts.stop_watchdog(line, grace=1.0)
+    running.stop_watchdog = lambda line: interrupts.stop_watchdog(line, grace=1.0)
 
     def stuck(args):
         print("ready", flush=True)

@@ -429,7 +429,7 @@ def test_write_atomically_names_permissions_and_directories(tmp_path):
 
 
 def test_interrupted_line_names_what_is_saved_and_the_command_to_resume(tmp_path, monkeypatch):
-    from ldhmm.cli.main import interrupted_line
+    from ldhmm.cli.running import interrupted_line
     from ldhmm.experiments.tasks import RunInterrupted
 
     monkeypatch.chdir(tmp_path)

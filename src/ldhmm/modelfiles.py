@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import baselines  # noqa: F401  (registers the baseline classes that files may name)
-from .data import SequenceDatabase, load_path, recode
+from .data import DataOptions, SequenceDatabase, recode
 from .models import VariantHMM
 from .models.file_format import PYRO_CLASS, ModelFileError, read_model_json
 from .models.pyro_sequence import PyroSequenceModel
@@ -66,7 +66,9 @@ def load_model(path, guide=None, factory=None):
     return classes[name].load(path, guide=guide)
 
 
-def data_for_model(path, model, unknown: str = "error", **columns) -> SequenceDatabase:
+def data_for_model(
+    path, model, unknown: str = "error", options: DataOptions | None = None, **columns
+) -> SequenceDatabase:
     """A data file (any format :func:`ldhmm.data.load_path` reads) in the model's codes.
 
     Parameters
@@ -78,10 +80,16 @@ def data_for_model(path, model, unknown: str = "error", **columns) -> SequenceDa
         without one the file's tokens must be the model's integer codes ``0..V-1``.
     unknown : {"error", "map"}
         A symbol the model has not seen: an error naming it, or the model's ``<unk>``.
+    options : DataOptions, optional
+        How the file is read and which of its events and sequences are used (the events are
+        selected by their names in the file, before they are mapped into the model's).
     **columns
-        ``sequence_col``, ``event_col``, ``time_col`` of an event log.
+        Or the fields of a :class:`~ldhmm.data.DataOptions` (``sequence_col``, ``event_col``,
+        ``time_col`` of an event log, ...), without ``options``.
     """
-    db = load_path(path, **columns)
+    if options is not None and columns:
+        raise TypeError("data_for_model: pass options or its fields, not both")
+    db = (options or DataOptions(**columns)).read(path)
     vocabulary = getattr(model, "vocabulary_", None)
     if vocabulary is None:
         # No saved names (a format-1 file, or a model fitted on integer codes): symbol v of

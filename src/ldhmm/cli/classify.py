@@ -6,13 +6,14 @@ import argparse
 
 from ..experiments.classify import classify
 from .common import (
-    add_command,
     add_common_arguments,
     add_data_arguments,
     common_options,
+    experiment_data,
     print_files,
     report_failures,
 )
+from .options import add_command
 
 __all__ = ["register", "run_classify"]
 
@@ -23,7 +24,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         subparsers,
         "classify",
         run_classify,
-        help="generative sequence classification AUCs (the paper's Table 3)",
         description="One model per class, AUC of the log-likelihood ratio on held-out folds, for "
         "binary tasks (splice: EI-IE, EI-N, IE-N), plus LDHMM posterior features in a "
         "logistic regression (model NAME+LR).",
@@ -50,7 +50,7 @@ def run_classify(args: argparse.Namespace) -> int:
     """The ``classify`` command: the API call, then the AUC table."""
     result = classify(
         args.models,
-        args.file or args.dataset,
+        experiment_data(args, args.dataset),
         tasks=args.task,
         lr=not args.no_lr,
         lr_c=args.lr_c,

@@ -1,38 +1,27 @@
-"""What the experiment commands' parsers share: argument types, common options, the handler glue."""
+"""What the experiment commands' parsers share: the data source (``--dataset``/``--file``), the
+K grid, folds and models, the experiment's output, and its keyword arguments from the options.
+Argument types and the options of every command are in :mod:`ldhmm.cli.options`."""
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 from ..data import DATA_ENV_VAR, DATASETS, ChecksumError, fetch, resolve_data_dir
-from ..data.seeds import MAX_SEED
 from ..experiments.datasets import data_files_present
 from ..experiments.lineup import model_names
 from ..experiments.tables import failure_lines
-from ..models.memory import parse_size
+from .data_options import add_data_options, read_data, refuse_data_options
+from .options import add_options, add_run_options, positive_int
 
 __all__ = [
-    "int_at_least",
-    "positive_int",
-    "nonneg_int",
-    "seed_int",
-    "finite_nonneg_float",
-    "SHARED_OPTIONS",
-    "add_command",
-    "add_options",
-    "add_run_options",
     "add_common_arguments",
     "add_data_arguments",
-    "memory_size",
-    "call_with_args",
-    "column_options",
+    "experiment_data",
     "common_options",
     "report_failures",
     "default_data",
@@ -43,122 +32,9 @@ __all__ = [
 #: Set to 1 to never download a data set the command would otherwise fetch.
 OFFLINE_ENV_VAR = "LDHMM_OFFLINE"
 
-#: argparse bookkeeping in a parsed namespace, never an argument of an experiment function
-_BOOKKEEPING = ("command", "func", "data_command", "max_memory")
-
-
-def int_at_least(minimum: int, maximum: int | None = None):
-    """argparse type: an integer >= ``minimum`` (and <= ``maximum``), with a one-line error
-    otherwise."""
-
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if v < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
-        if maximum is not None and v > maximum:
-            raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {text}")
-        return v
-
-    return parse
-
-
-def finite_nonneg_float(text: str) -> float:
-    """argparse type: a finite number >= 0 (``--tol``)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (v >= 0 and v != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return v
-
-
-positive_int = int_at_least(1)
-nonneg_int = int_at_least(0)
-seed_int = int_at_least(0, MAX_SEED)
-
-
-def memory_size(text: str) -> int:
-    """argparse type of ``--max-memory``."""
-    try:
-        return parse_size(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
-#: The options several commands take, by flag: their argparse keywords (type, default, help).
-#: One definition each, so that e.g. every ``--seed`` parses the same way; a command that says
-#: more in its help text, or has another default, passes its own keywords to :func:`add_options`.
-SHARED_OPTIONS = {
-    "--data-dir": {"default": None, "help": "data directory (default: $LDHMM_DATA)"},
-    "--n-sequences": {
-        "type": positive_int,
-        "default": None,
-        "help": "use a seeded random sample of this many sequences",
-    },
-    "--out": {"default": None, "help": "output directory"},
-    "--jobs": {"type": positive_int, "default": 1, "help": "worker processes (default 1)"},
-    "--quiet": {"action": "store_true", "help": "no progress bar"},
-    "--seed": {"type": seed_int, "default": 0, "help": f"seed, 0..{MAX_SEED} (default 0)"},
-    "--max-iter": {"type": positive_int, "default": None, "help": "EM iterations at most"},
-    "--tol": {"type": finite_nonneg_float, "default": None, "help": "EM relative tolerance"},
-    "--m-step": {
-        "choices": ["collapsed", "paper"],
-        "default": "collapsed",
-        "help": "M-step (default collapsed)",
-    },
-    "--restarts": {
-        "type": positive_int,
-        "default": 3,
-        "help": "restart budget of every model (default 3)",
-    },
-    "--force": {"action": "store_true", "help": "reuse an --out of another configuration"},
-    "--max-memory": {
-        "type": memory_size,
-        "default": None,
-        "metavar": "SIZE",
-        "help": "refuse work whose memory estimate exceeds SIZE (e.g. 64G; default: the machine's memory)",
-    },
-}
-
-
-def add_options(p: argparse.ArgumentParser, *flags: str, **own: dict) -> None:
-    """Add the :data:`SHARED_OPTIONS` ``flags`` to ``p``, in this order (the order of ``--help``).
-
-    ``own[dest]`` (``dest`` of ``--max-iter`` is ``max_iter``) holds keywords of this command
-    that replace the table's, e.g. ``out={"default": "results/timing", "help": ...}``.
-    """
-    unknown = set(own) - {flag[2:].replace("-", "_") for flag in flags}
-    if unknown:
-        raise TypeError(f"add_options: keywords of options not added: {', '.join(sorted(unknown))}")
-    for flag in flags:
-        p.add_argument(flag, **{**SHARED_OPTIONS[flag], **own.get(flag[2:].replace("-", "_"), {})})
-
-
-def add_run_options(
-    p: argparse.ArgumentParser, *em_options: str, with_jobs: bool = True, **own: dict
-) -> None:
-    """An experiment's output and run options, in this order: ``--out``, ``--jobs`` (unless
-    ``with_jobs`` is False), ``--quiet``, ``--seed``, ``--max-iter``, ``--tol``, the ``em_options``
-    (e.g. ``--m-step``), ``--force``, ``--max-memory``; ``own`` as in :func:`add_options`."""
-    flags = ("--out", "--jobs") if with_jobs else ("--out",)
-    add_options(
-        p, *flags, "--quiet", "--seed", "--max-iter", "--tol", *em_options, "--force", "--max-memory", **own
-    )
-
-
-def add_command(subparsers, name: str, run: Callable, help: str, description: str) -> argparse.ArgumentParser:
-    """The parser of the sub-command ``name`` of ``ldhmm``, whose handler is ``run(args) -> int``."""
-    p = subparsers.add_parser(name, help=help, description=description)
-    p.set_defaults(func=run)
-    return p
-
 
 def add_data_arguments(p: argparse.ArgumentParser, datasets, file_help: str | None = None) -> None:
-    """``--dataset`` or ``--file`` (with the event-log column options)."""
+    """``--dataset`` or ``--file`` (with the data options of :mod:`ldhmm.cli.data_options`)."""
     src = p.add_mutually_exclusive_group()
     src.add_argument(
         "--dataset", choices=list(datasets), help="a named data set (entree/msnbc: the paper's subsets)"
@@ -167,16 +43,19 @@ def add_data_arguments(p: argparse.ArgumentParser, datasets, file_help: str | No
         "--file",
         help=file_help
         or "a user's data file: one sequence of tokens per line, the ldhmm-sequences text format, "
-        "or a CSV/Parquet event log (with --sequence-col and --event-col)",
+        "or a CSV/TSV/Parquet event log (with --sequence-col and --event-col)",
     )
-    add_column_arguments(p)
+    add_data_options(p)
 
 
-def add_column_arguments(p: argparse.ArgumentParser) -> None:
-    """The column options of a CSV/Parquet event log."""
-    p.add_argument("--sequence-col", default=None, help="event log: the column of the sequence (session) id")
-    p.add_argument("--event-col", default=None, help="event log: the column of the event (symbol)")
-    p.add_argument("--time-col", default=None, help="event log: the column that orders a sequence's events")
+def experiment_data(args: argparse.Namespace, data):
+    """The ``data`` argument of an experiment function: the ``--file`` read with the data options
+    (:func:`ldhmm.cli.data_options.read_data`), else ``data`` (a data set name or None), which
+    the data options do not apply to."""
+    if args.file is not None:
+        return read_data(args, args.file)
+    refuse_data_options(args, f"--dataset {data}" if data else "the default data set")
+    return data
 
 
 def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_default: int = 10) -> None:
@@ -230,11 +109,6 @@ def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_defau
     )
 
 
-def column_options(args: argparse.Namespace) -> dict:
-    """The keyword arguments of the event-log column options (:func:`add_column_arguments`)."""
-    return {"sequence_col": args.sequence_col, "event_col": args.event_col, "time_col": args.time_col}
-
-
 def common_options(args: argparse.Namespace, data_dir) -> dict:
     """The keyword arguments of the API (``compare``, ``classify``) that the options of
     :func:`add_data_arguments` and :func:`add_common_arguments` give, with ``data_dir``."""
@@ -246,7 +120,6 @@ def common_options(args: argparse.Namespace, data_dir) -> dict:
         "seed": args.seed,
         "n_sequences": args.n_sequences,
         "data_dir": data_dir,
-        **column_options(args),
         "max_iter": args.max_iter,
         "tol": args.tol,
         "m_step": args.m_step,
@@ -310,23 +183,3 @@ def default_data(args: argparse.Namespace, default: str = "entree"):
 def print_files(out, names) -> None:
     """The line that lists a run's result files."""
     print(f"results in {out}/: {', '.join(n for n in names if (Path(out) / n).exists())}")
-
-
-def call_with_args(fn: Callable[..., int]) -> Callable[[argparse.Namespace], int]:
-    """A sub-command handler that calls the experiment function ``fn`` with the parsed options.
-
-    Each option is passed as the keyword argument of its ``dest`` (``--is-samples`` ->
-    ``is_samples``), so a command's options and its experiment function's parameters are one
-    list of names; an option without a parameter of that name is a ``TypeError`` (a bug in
-    the parser), not silently dropped.
-    """
-    params = inspect.signature(fn).parameters
-
-    def handler(args: argparse.Namespace) -> int:
-        options = {k: v for k, v in vars(args).items() if k not in _BOOKKEEPING}
-        unknown = sorted(set(options) - set(params))
-        if unknown:
-            raise TypeError(f"{fn.__name__} takes no option {', '.join(unknown)}")
-        return fn(**options)
-
-    return handler

@@ -6,14 +6,15 @@ import argparse
 
 from ..experiments.compare import compare, console_table
 from .common import (
-    add_command,
     add_common_arguments,
     add_data_arguments,
     common_options,
     default_data,
+    experiment_data,
     print_files,
     report_failures,
 )
+from .options import add_command
 
 __all__ = ["register", "run_compare"]
 
@@ -24,7 +25,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         subparsers,
         "compare",
         run_compare,
-        help="cross-validated held-out log-likelihood of the models against K",
         description="K-fold cross-validated held-out log-likelihood of LDHMM-FF, LDHMM-PF, the "
         "baselines and any plug-in models (--model) for a list of K (the paper's Figures 4 and "
         "5). Without --dataset or --file: Entree from the data directory; when its files are "
@@ -47,6 +47,7 @@ def run_compare(args: argparse.Namespace) -> int:
     data, data_dir, note = default_data(args)
     if note:
         print(note, flush=True)
+    data = experiment_data(args, data)
     result = compare(args.models, data, is_samples=args.is_samples, **common_options(args, data_dir))
     print(f"data: {result.data}")
     if result.config.get("resumed_tasks"):

@@ -29,13 +29,15 @@ from ..data import (
     DataFormatError,
     fetch,
     load_dataset,
-    load_path,
     read_manifest,
     resolve_data_dir,
+    select_events,
     write_partitioned,
 )
 from ..data.partitions import MANIFEST, ROW_GROUP_TOKENS
 from ..data.storage import file_sizes, is_url
+from .commands import command_help
+from .data_options import add_data_options, data_options, refuse_data_options
 
 __all__ = ["register", "run_fetch", "run_info", "run_export", "length_histogram"]
 
@@ -47,8 +49,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``data`` command (``fetch``, ``info``, ``export``) to an argparse subparsers object."""
     data = subparsers.add_parser(
         "data",
-        help="fetch and inspect data sets",
-        description="Fetch the UCI data sets and inspect data files.",
+        help=command_help("data"),
+        description="Fetch the UCI data sets, inspect data files and export them as partitioned data sets.",
     )
     data.set_defaults(func=lambda args: (data.print_help(), EXIT_USAGE)[1])
     commands = data.add_subparsers(dest="data_command", metavar="{fetch,info,export}")
@@ -107,11 +109,7 @@ def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"a data set ({', '.join(DATASET_NAMES)}), a file, or a partitioned data set's directory",
     )
     parser.add_argument("--data-dir", default=None, help="data directory (default: $LDHMM_DATA)")
-    parser.add_argument("--min-length", type=int, default=None, help="keep sequences at least this long")
-    parser.add_argument("--max-length", type=int, default=None, help="keep sequences at most this long")
-    parser.add_argument("--sequence-col", default=None, help="event logs: sequence id column")
-    parser.add_argument("--event-col", default=None, help="event logs: event column")
-    parser.add_argument("--time-col", default=None, help="event logs: time/order column")
+    add_data_options(parser)
 
 
 def _positive_int(text: str) -> int:
@@ -122,20 +120,19 @@ def _positive_int(text: str) -> int:
 
 
 def _load_source(args):
-    """The database ``target`` names, and its size before the length filter."""
+    """The database ``target`` names, read and selected by the data options, and its number
+    of sequences before the length limits."""
     target = args.target
     path = Path(target)
     is_path = is_url(target) or path.is_file() or (path / MANIFEST).is_file()
+    options = data_options(args)
     if target.lower() in DATASET_NAMES and not is_path:
+        refuse_data_options(args, f"the data set {target}", selection=False)
         db = load_dataset(target, args.data_dir)
     else:
-        db = load_path(
-            target,
-            getattr(args, "sequence_col", None),
-            getattr(args, "event_col", None),
-            getattr(args, "time_col", None),
-        )
-    return db.filter_length(args.min_length, args.max_length), len(db)
+        db = options.load(target)
+    db = select_events(db, options.events, options.event_map)
+    return options.select_lengths(db), len(db)
 
 
 def _fail(message: str, code: int = EXIT_DATA_ERROR) -> int:

@@ -6,7 +6,7 @@ import argparse
 
 import pandas as pd
 
-from .common import add_command
+from .options import add_command
 from .outputs import add_model_data_arguments, sequence_ids, write_model_table
 
 __all__ = ["register", "run_decode"]
@@ -18,7 +18,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         subparsers,
         "decode",
         run_decode,
-        help="the most probable hidden-state path of each sequence (Viterbi)",
         description="For each sequence of DATA, the Viterbi path under the sequence's posterior "
         "mean parameters E_q[pi], E_q[A], E_q[B] (docs/math.md): column 'states', the state of "
         "each event separated by spaces.",

@@ -9,15 +9,15 @@ import sys
 import time
 from pathlib import Path
 
-from ..data import UNKNOWN, is_partitioned, load_path, read_manifest
+from ..data import UNKNOWN, is_partitioned, read_manifest
 from ..experiments.tasks import parse_states
 from ..inference.checkpoint import describe_checkpoint
-from ..modelfiles import data_for_model
 from ..models import LDHMM
 from .cluster import add_backend_arguments, dask_client
-from .common import add_column_arguments, add_command, add_options, column_options
-from .fit_path import load_init, run_fit_path
-from .outputs import check_out, stopping_report, with_unknown
+from .data_options import add_data_options, given_data_options
+from .fit_path import fit_data, load_init, run_fit_path
+from .options import add_command, add_options
+from .outputs import check_out, stopping_report
 
 __all__ = ["register", "run_fit"]
 
@@ -28,7 +28,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         subparsers,
         "fit",
         run_fit,
-        help="fit an LDHMM on a data file and save the model (JSON, with the vocabulary)",
         description="Fit an LDHMM (variational EM) on the sequences of DATA and write the model "
         "file: the learned Dirichlet priors, the training ELBO history and the training "
         "vocabulary, so that `ldhmm score/posterior/predict/decode` map a new log's symbols by "
@@ -40,9 +39,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "data",
         help="one sequence of tokens per line, the ldhmm-sequences text format, an MSNBC .seq "
-        "file, or a CSV/Parquet event log (with --sequence-col and --event-col)",
+        "file, or a CSV/TSV/Parquet event log (with --sequence-col and --event-col)",
     )
-    add_column_arguments(p)
+    add_data_options(p)
     p.add_argument(
         "--states",
         default=None,
@@ -133,32 +132,30 @@ def run_fit(args: argparse.Namespace) -> int:
             f"--unknown map maps symbols a saved model lacks to its {UNKNOWN}: it needs --init MODEL "
             f"(to fit a model that can score unseen symbols later: --unknown reserve)"
         )
-    columns = column_options(args)
     states = parse_states(args.states) if args.states is not None else None
     if states is not None and len(states) > 1:
-        return run_fit_path(args, states, columns)
+        return run_fit_path(args, states)
     if args.holdout is not None:
         raise ValueError("--holdout needs several K (--states 2..8)")
     n_states_arg = states[0] if states is not None else None
     out = check_out(args.out if args.out is not None else "model.json", suffixes=(".json",))
-    init_params = None
+    init_params, start = None, None
     if args.init:
         start = load_init(args.init)
         if n_states_arg is not None and n_states_arg != start.n_states:
             raise ValueError(
                 f"--states {n_states_arg} differs from K = {start.n_states} of --init {args.init}"
             )
-        db = data_for_model(args.data, start, unknown="map" if args.unknown == "map" else "error", **columns)
         n_states, guide, init_params = start.n_states, args.guide or start.guide.name, start.params_
     else:
         if n_states_arg is None:
             raise ValueError("--states K is required (or --init MODEL)")
         n_states, guide = n_states_arg, args.guide or "pf"
-        if is_partitioned(args.data) and args.unknown != "reserve":
+        # the workers read a partitioned data set themselves, unless events or sequences are
+        # selected: then it is read here, like any file
+        if is_partitioned(args.data) and args.unknown != "reserve" and not given_data_options(args):
             return _fit_directory(args, n_states, guide, out)
-        db = load_path(args.data, **columns)
-        if args.unknown == "reserve":
-            db = with_unknown(db)
+    db, _ = fit_data(args, start)
     model = _model(args, n_states, guide, db.n_symbols)
     t0 = time.perf_counter()
     with _resumable(args), dask_client(args) as client:

@@ -20,19 +20,31 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data import load_path
 from ..data.atomic import write_atomically
-from ..experiments.tasks import RunInterrupted
-from ..modelfiles import data_for_model, load_model
+from ..experiments.resume import RunInterrupted
+from ..modelfiles import load_model
 from ..models import LDHMM
+from .data_options import DATA_OPTIONS, read_data
 from .outputs import with_unknown, write_table
 
-__all__ = ["COLUMNS", "holdout_split", "load_init", "format_table", "run_fit_path"]
+__all__ = ["COLUMNS", "holdout_split", "load_init", "fit_data", "format_table", "run_fit_path"]
 
 #: The columns of ``path.csv``, in order.
 COLUMNS = ("K", "train_elbo", "train_elbo_per_token", "heldout_per_token", "fit_seconds", "start")
 #: Settings that a resumed run must share with the run that wrote ``--out``.
-_SETTINGS = ("data", "guide", "seed", "restarts", "max_iter", "tol", "m_step", "holdout", "unknown", "init")
+_SETTINGS = (
+    "data",
+    "data_options",
+    "guide",
+    "seed",
+    "restarts",
+    "max_iter",
+    "tol",
+    "m_step",
+    "holdout",
+    "unknown",
+    "init",
+)
 
 
 def holdout_split(n_sequences: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -54,6 +66,7 @@ def _settings(args, guide: str) -> dict:
     """What ``path.json`` records: the settings a resumed run must share."""
     return {
         "data": str(Path(args.data).resolve()),
+        "data_options": _given_data_options(args),
         "guide": guide,
         "seed": args.seed,
         "restarts": args.restarts,
@@ -97,14 +110,24 @@ def load_init(path) -> LDHMM:
     return start
 
 
-def _data(args, columns):
-    """The database (in the --init model's codes with --init), and the --init model or None."""
+def _given_data_options(args) -> dict | None:
+    """The data options given (by flag), or None (also what a run before they existed saved)."""
+    given = {flag: getattr(args, flag[2:].replace("-", "_")) for flag in DATA_OPTIONS}
+    given = {flag: list(v) if isinstance(v, tuple) else v for flag, v in given.items() if v is not None}
+    if "--event-map" in given:  # the map's file may change: record where it is
+        given["--event-map"] = str(Path(given["--event-map"]).resolve())
+    return given or None
+
+
+def fit_data(args, start: LDHMM | None = None):
+    """The database of ``ldhmm fit`` (in the --init model's codes with --init; with the
+    ``<unk>`` symbol added for ``--unknown reserve``), and the --init model (``start``, read
+    when not given) or None."""
     if args.init is None:
-        db = load_path(args.data, **columns)
+        db = read_data(args)
         return (with_unknown(db) if args.unknown == "reserve" else db), None
-    start = load_init(args.init)
-    db = data_for_model(args.data, start, unknown="map" if args.unknown == "map" else "error", **columns)
-    return db, start
+    start = load_init(args.init) if start is None else start
+    return read_data(args, model=start, unknown="map" if args.unknown == "map" else "error"), start
 
 
 def _options(args, guide: str, n_symbols: int) -> dict:
@@ -184,7 +207,7 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run_fit_path(args: argparse.Namespace, states: list[int], columns: dict) -> int:
+def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
     """``ldhmm fit DATA --states K1..Kn``: see the module docstring."""
     if args.backend != "local" or args.partitions is not None or args.scheduler or args.workers:
         raise ValueError(
@@ -197,7 +220,7 @@ def run_fit_path(args: argparse.Namespace, states: list[int], columns: dict) -> 
             "--checkpoint is for one K: a path along K resumes at the first K without a model file"
         )
     out = Path(args.out)
-    db, start = _data(args, columns)
+    db, start = fit_data(args)
     if start is not None and start.n_states != states[0]:
         raise ValueError(f"--init {args.init} has K = {start.n_states}; the range starts at K = {states[0]}")
     guide = args.guide or (start.guide.name if start is not None else "pf")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..experiments.hinton import run_hinton
-from .common import add_command, add_options, add_run_options, call_with_args, nonneg_int, positive_int
+from .options import add_command, add_options, add_run_options, call_with_args, nonneg_int, positive_int
 
 __all__ = ["register"]
 
@@ -16,7 +16,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         subparsers,
         "hinton",
         call_with_args(run_hinton),
-        help="Hinton diagrams of LDHMM-PF's hyper-parameters and one sequence (Figure 7)",
         description="Fit LDHMM-PF and draw Hinton diagrams of the database-level hyper-parameters "
         "and of one sequence's variational parameters (the paper's Figure 7).",
     )

@@ -7,7 +7,8 @@ import sys
 
 from ..experiments.next_event import DEFAULT_MODELS, next_event
 from ..experiments.tables import failure_lines
-from .common import add_command, add_options, positive_int, print_files
+from .common import add_data_arguments, experiment_data, print_files
+from .options import add_command, add_options, positive_int
 
 __all__ = ["register", "run_next_event"]
 
@@ -18,18 +19,17 @@ def register(subparsers) -> argparse.ArgumentParser:
         subparsers,
         "next-event",
         run_next_event,
-        help="cross-validated next-event prediction (log loss, hit@1, hit@3)",
         description="Predict each held-out sequence's last event from its prefix: LDHMM under the "
         "sequence's own posterior, HMM by the forward filter, and Markov chains over the events "
         "(no K: MARKOV1 first order and MARKOV3 orders 0..3, smoothing chosen on the training folds; "
         "MARKOV first order, add-0.5). Default: the MSNBC paper subset (31,071 sequences), 5 folds, "
         "K = 2 4 8.",
     )
-    src = p.add_mutually_exclusive_group()
-    src.add_argument(
-        "--dataset", choices=["msnbc", "entree", "synthetic"], default=None, help="default msnbc"
+    add_data_arguments(
+        p,
+        datasets=["msnbc", "entree", "synthetic"],
+        file_help="a user's data file (any format `ldhmm data info` reads; default data: msnbc)",
     )
-    src.add_argument("--file", help="a user's data file (any format `ldhmm data info` reads)")
     add_options(p, "--data-dir", "--n-sequences", n_sequences={"help": "a seeded random sample of this many"})
     p.add_argument(
         "--states", nargs="+", default=["2", "4", "8"], metavar="K", help="K values (default 2 4 8)"
@@ -64,7 +64,7 @@ def run_next_event(args: argparse.Namespace) -> int:
     """The ``next-event`` command."""
     result = next_event(
         args.models,
-        args.file or args.dataset or "msnbc",
+        experiment_data(args, args.dataset or "msnbc"),
         states=args.states,
         folds=args.folds,
         jobs=args.jobs,

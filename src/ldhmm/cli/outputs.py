@@ -14,12 +14,12 @@ import numpy as np
 import pandas as pd
 
 from ..data import UNKNOWN, SequenceDatabase
-from ..data.atomic import remove_stale_temporaries
-from ..experiments.tasks import atomic_write_csv, atomic_write_parquet
+from ..data.atomic import atomic_write_csv, atomic_write_parquet, remove_stale_temporaries
 from ..inference.cavi.support import impossible_reason, supports
-from ..modelfiles import data_for_model, load_model
+from ..modelfiles import load_model
 from .cluster import add_backend_arguments, dask_client, placement_options
-from .common import add_column_arguments, add_options, column_options
+from .data_options import add_data_options, read_data
+from .options import add_options
 
 __all__ = [
     "add_model_data_arguments",
@@ -44,9 +44,9 @@ def add_model_data_arguments(p: argparse.ArgumentParser, out_default: str) -> No
     p.add_argument(
         "data",
         help="the sequences: one sequence of tokens per line, the ldhmm-sequences text format, "
-        "or a CSV/Parquet event log (with --sequence-col and --event-col)",
+        "or a CSV/TSV/Parquet event log (with --sequence-col and --event-col)",
     )
-    add_column_arguments(p)
+    add_data_options(p)
     p.add_argument(
         "--unknown",
         choices=["error", "map"],
@@ -84,7 +84,7 @@ def read_model_and_data(args: argparse.Namespace, needs: str | None = None):
     """``(model, database)``: the saved model and the data file in the model's codes; a model
     without the method ``needs`` (the command's) is refused in one line."""
     model = read_model(args, needs)
-    db = data_for_model(args.data, model, unknown=args.unknown, **column_options(args))
+    db = read_data(args, model=model)
     return model, db
 
 

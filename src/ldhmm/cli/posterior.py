@@ -7,7 +7,7 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from .common import add_command
+from .options import add_command
 from .outputs import add_model_data_arguments, sequence_ids, write_model_table
 
 __all__ = ["register", "run_posterior", "posterior_table"]
@@ -19,7 +19,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         subparsers,
         "posterior",
         run_posterior,
-        help="per-sequence posterior means of pi, A, B and state marginals (Parquet)",
         description="One row per sequence of DATA: its id, length, held-out ELBO, the posterior "
         "means E_q[pi] (K), E_q[A] (K*K, row-major) and E_q[B] (K*V, row-major) of each "
         "per-sequence group, and the state marginals q(z_n) (N*K, row-major), as list columns "

@@ -7,7 +7,7 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from .common import add_command, positive_int
+from .options import add_command, positive_int
 from .outputs import add_model_data_arguments, sequence_ids, write_model_table
 
 __all__ = ["register", "run_predict", "top_k_table"]
@@ -19,7 +19,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         subparsers,
         "predict",
         run_predict,
-        help="the most probable next events of each sequence",
         description="For each sequence x_1..x_n of DATA, the top-k symbols of p(x_(n+1) | x_1..x_n) "
         "under the sequence's own posterior q(theta) after the E-step on x_1..x_n (docs/math.md, "
         "next-event prediction): columns next_1, p_1, ..., next_k, p_k.",

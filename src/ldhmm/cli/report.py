@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 
 from ..baselines import markov_smoothed  # noqa: F401  (registers MARKOV1, the next-event baseline)
-from ..modelfiles import data_for_model, load_model
+from ..modelfiles import load_model
 from ..report_html import write_report
-from .common import add_column_arguments, add_command, add_options, column_options, nonneg_int, positive_int
+from .data_options import add_data_options, read_data
+from .options import add_command, add_options, nonneg_int, positive_int
 from .outputs import check_out, refuse_impossible
 
 __all__ = ["register", "run_report", "BASELINE"]
@@ -24,7 +25,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         subparsers,
         "report",
         run_report,
-        help="an HTML page that explains a saved model: its states, transitions, users",
         description="One self-contained HTML page (inline style and SVG figures, no script, no "
         "network): each state named by its most likely events, the initial and transition "
         "structure as a diagram and tables, the fit's history; with DATA, the users grouped by "
@@ -40,7 +40,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="optional: the users to describe, any file `ldhmm score` reads (a CSV/Parquet event log "
         "with --sequence-col and --event-col)",
     )
-    add_column_arguments(p)
+    add_data_options(p)
     p.add_argument(
         "--unknown",
         choices=["error", "map"],
@@ -77,7 +77,7 @@ def run_report(args: argparse.Namespace) -> int:
         )
     db = None
     if args.data is not None:
-        db = data_for_model(args.data, model, unknown=args.unknown, **column_options(args))
+        db = read_data(args, model=model)
         refuse_impossible(model, db)
     description = model.describe(
         db, baseline=BASELINE, n_clusters=args.clusters, n_examples=args.examples, seed=args.seed

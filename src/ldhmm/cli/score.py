@@ -11,7 +11,7 @@ from ..data import is_partitioned, read_manifest
 from ..data.storage import is_url
 from ..models.base import importance_estimate
 from .cluster import dask_client, placement_options
-from .common import add_command, add_options, nonneg_int
+from .options import add_command, add_options, nonneg_int
 from .outputs import (
     add_model_data_arguments,
     check_out,
@@ -30,7 +30,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         subparsers,
         "score",
         run_score,
-        help="per-sequence held-out ELBO (and IS estimate) of a log under a saved model",
         description="One row per sequence of DATA: its id, length, the held-out ELBO (a lower "
         "bound on log p(x), nats) and per token, and with --is-samples an importance-sampled "
         "estimate of log p(x) with its standard error and effective sample size.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..experiments.timing import TIMING_MODELS, run_timing
-from .common import add_command, add_options, add_run_options, call_with_args, nonneg_int
+from .options import add_command, add_options, add_run_options, call_with_args, nonneg_int
 
 __all__ = ["register"]
 
@@ -16,7 +16,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         subparsers,
         "timing",
         call_with_args(run_timing),
-        help="training time of LDHMM-FF vs LDHMM-PF against K (Figure 6)",
         description="Wall-clock training time of LDHMM-FF and LDHMM-PF for each K on Entree and MSNBC "
         "(the paper's Figure 6).",
     )

@@ -8,6 +8,9 @@
 * A user's own data: :class:`Vocabulary`, :func:`load_text`, :func:`load_event_log`, and
   :func:`load_path`, which tells a file's format from the file, and :func:`recode`, which maps
   a file's symbols into a saved model's vocabulary by name.
+* :class:`DataOptions` (:mod:`ldhmm.data.selection`): how a user's file is read (columns,
+  separator) and which of its events (:func:`select_events`, :func:`read_event_map`) and
+  sequences (length limits) are used; the data options of every ``ldhmm`` command.
 * Partitioned data sets (a directory of Parquet files plus ``dataset.json``) that cluster
   workers read without a driver: :func:`write_partitioned`, :func:`plan_partitions` into
   :class:`PartitionSpec`, :func:`read_partition`, :func:`load_partitioned`, and
@@ -33,6 +36,7 @@ from .partitions import (
     read_partition,
     write_partitioned,
 )
+from .selection import DataOptions, read_event_map, select_events
 from .splits import kfold_indices
 from .uci import (
     DATA_ENV_VAR,
@@ -83,6 +87,9 @@ __all__ = [
     "load_text",
     "load_path",
     "recode",
+    "DataOptions",
+    "select_events",
+    "read_event_map",
     "LAYOUTS",
     "PartitionSpec",
     "balanced_partitions",

@@ -29,7 +29,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["TEMPORARY_NAME", "replace_into_place", "write_atomically", "remove_stale_temporaries"]
+__all__ = [
+    "TEMPORARY_NAME",
+    "replace_into_place",
+    "write_atomically",
+    "remove_stale_temporaries",
+    "atomic_write_text",
+    "atomic_write_csv",
+    "atomic_write_parquet",
+]
 
 #: The names of :func:`write_atomically`'s temporary files (``tempfile.mkstemp``'s 8 random
 #: characters between the target's name and ``.tmp``).
@@ -148,3 +156,20 @@ def remove_stale_temporaries(path) -> list[str]:
         finally:
             os.close(fd)
     return removed
+
+
+def atomic_write_text(path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same directory and a rename."""
+    write_atomically(path, lambda f: f.write(text), parents=True)
+
+
+def atomic_write_csv(df, path, **kwargs) -> None:
+    """``df.to_csv(path, index=False, **kwargs)``, written atomically (:func:`atomic_write_text`)."""
+    kwargs.setdefault("index", False)
+    atomic_write_text(path, df.to_csv(**kwargs))
+
+
+def atomic_write_parquet(df, path, **kwargs) -> None:
+    """``df.to_parquet(path, index=False, **kwargs)``, written atomically."""
+    kwargs.setdefault("index", False)
+    write_atomically(path, lambda f: df.to_parquet(f, **kwargs), binary=True, parents=True)

@@ -16,17 +16,22 @@ from .partitions import load_partitioned
 from .regular_files import open_regular
 from .storage import is_url
 from .uci import read_msnbc, read_splice
-from .userdata import load_event_log, load_text
+from .userdata import TSV_SUFFIXES, load_event_log, load_text
 
 __all__ = ["load_path"]
 
 
-def load_path(path, sequence_col=None, event_col=None, time_col=None) -> SequenceDatabase:
+#: File-name suffixes of an event log (the last or the one before a compression suffix).
+EVENT_LOG_SUFFIXES = (".csv", ".parquet", ".pq") + TSV_SUFFIXES
+
+
+def load_path(path, sequence_col=None, event_col=None, time_col=None, sep=None) -> SequenceDatabase:
     """Load a data file, guessing its format.
 
     A directory or an fsspec URL (``s3://...``): a partitioned data set
     (:func:`~ldhmm.data.load_partitioned`, read whole into this process);
-    ``.csv``/``.parquet`` with ``sequence_col`` and ``event_col``: an event log; a file that
+    ``.csv``/``.tsv``/``.parquet`` (or a ``sep``) with ``sequence_col`` and ``event_col``: an
+    event log; a file that
     starts with the ``ldhmm-sequences`` header: the text format; an MSNBC ``.seq`` (plain or
     gzip, header ``% ...``): MSNBC; a file named ``splice.data`` or whose first line has the
     splice layout: splice; otherwise a plain token file (:func:`load_text`).
@@ -37,6 +42,9 @@ def load_path(path, sequence_col=None, event_col=None, time_col=None) -> Sequenc
         A file, or the directory of a partitioned data set.
     sequence_col, event_col, time_col : str, optional
         Columns of an event log (:func:`load_event_log`); the first two are needed for one.
+    sep : str, optional
+        The field separator of a CSV event log (default: a tab for ``.tsv``/``.tab``, else a
+        comma); giving one says that the file is an event log.
 
     Returns
     -------
@@ -59,10 +67,10 @@ def load_path(path, sequence_col=None, event_col=None, time_col=None) -> Sequenc
     with open_regular(path, "data file"):  # no such file, or a FIFO, a device: one line, never a hang
         pass
     suffixes = [s.lower() for s in path.suffixes]
-    if sequence_col or event_col or any(s in (".csv", ".parquet", ".pq") for s in suffixes[-2:]):
+    if sequence_col or event_col or sep is not None or any(s in EVENT_LOG_SUFFIXES for s in suffixes[-2:]):
         if not (sequence_col and event_col):
             raise ValueError(f"{path}: an event log needs --sequence-col and --event-col")
-        return load_event_log(path, sequence_col, event_col, time_col)
+        return load_event_log(path, sequence_col, event_col, time_col, sep=sep)
     with open(path, "rb") as f:
         magic = f.read(2)
     try:

@@ -294,18 +294,38 @@ def _event_log_format(path: Path, format: str | None) -> str:
     return "csv"
 
 
-def _missing_columns_error(path, wanted: dict, present: Sequence[str]):
+#: File-name suffixes of a tab-separated event log (the separator is then a tab unless given).
+TSV_SUFFIXES = (".tsv", ".tab")
+#: Separators a one-column header is checked for, to say which one the file seems to use.
+_LIKELY_SEPARATORS = (";", "\t", "|", ",")
+
+
+def csv_separator(path, sep: str | None = None) -> str:
+    """The field separator of a CSV-like event log: ``sep`` when given (one character), else a tab
+    for a ``.tsv``/``.tab`` file (also compressed, ``.tsv.gz``) and a comma otherwise."""
+    if sep is not None:
+        if len(sep) != 1 or sep in '\r\n"':
+            raise ValueError(f"sep must be one character other than a quote or a line break, got {sep!r}")
+        return sep
+    suffixes = [s.lower() for s in Path(path).suffixes[-2:]]
+    return "\t" if any(s in TSV_SUFFIXES for s in suffixes) else ","
+
+
+def _missing_columns_error(path, wanted: dict, present: Sequence[str], sep: str = ","):
     missing = [f"{role} column {col!r}" for role, col in wanted.items() if col not in present]
-    return DataFormatError(
-        path,
-        None,
-        f"missing {', '.join(missing)}; the file has columns: {', '.join(map(str, present)) or '(none)'}",
-    )
+    hint = ""
+    if len(present) == 1:
+        # one column: the file's separator is most likely not the one it was read with
+        other = next((s for s in _LIKELY_SEPARATORS if s != sep and s in str(present[0])), None)
+        if other is not None:
+            hint = f" (read with separator {sep!r}; it seems to use {other!r}: pass --sep {other!r})"
+    columns = ", ".join(map(str, present)) or "(none)"
+    return DataFormatError(path, None, f"missing {', '.join(missing)}; the file has columns: {columns}{hint}")
 
 
-def _read_event_frame(path: Path, fmt: str, wanted: dict, time_like: bool = False):
+def _read_event_frame(path: Path, fmt: str, wanted: dict, time_like: bool = False, sep: str = ","):
     """The wanted columns of an event log (and, with ``time_like``, the columns whose names
-    match :data:`TIME_LIKE`), and whether it is a CSV file."""
+    match :data:`TIME_LIKE`), and whether it is a CSV file (fields separated by ``sep``)."""
     import pandas as pd
 
     columns = list(dict.fromkeys(wanted.values()))
@@ -331,14 +351,14 @@ def _read_event_frame(path: Path, fmt: str, wanted: dict, time_like: bool = Fals
             raise DataFormatError(path, None, f"cannot read the Parquet file ({err})") from None
         return frame, False
     try:
-        head = pd.read_csv(path, nrows=0)
+        head = pd.read_csv(path, nrows=0, sep=sep)
         present = list(head.columns)
         if any(c not in present for c in columns):
-            raise _missing_columns_error(path, wanted, present)
+            raise _missing_columns_error(path, wanted, present, sep)
         # all columns are read (not usecols) so that a row with extra fields is an error
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], skip_blank_lines=True)[
-            with_time_like(present)
-        ]
+        frame = pd.read_csv(
+            path, sep=sep, dtype=str, keep_default_na=False, na_values=[""], skip_blank_lines=True
+        )[with_time_like(present)]
     except FileNotFoundError:
         raise
     except pd.errors.EmptyDataError:
@@ -367,14 +387,15 @@ def load_event_log(
     reserve_unknown: bool = False,
     format: str | None = None,
     name: str | None = None,
+    sep: str | None = None,
 ) -> SequenceDatabase:
     """Read an event log (one event per row) and group it into sequences.
 
     Parameters
     ----------
     path : str or os.PathLike
-        A CSV file (with a header line; ``.csv`` or ``.csv.gz``) or a Parquet file
-        (``.parquet`` / ``.pq``).
+        A CSV file (with a header line; ``.csv`` or ``.csv.gz``; tab-separated when named
+        ``.tsv``/``.tab``, also compressed) or a Parquet file (``.parquet`` / ``.pq``).
     sequence_col : str
         Column holding the sequence id (user, session...). Sequences come out in order of
         first appearance of their id; ``ids`` are the ids as strings.
@@ -392,11 +413,15 @@ def load_event_log(
         Overrides the guess from the file name.
     name : str, optional
         Database name (default: the file's stem).
+    sep : str, optional
+        The field separator of a CSV file, one character (e.g. ``";"``); default: a tab for a
+        ``.tsv``/``.tab`` file, else a comma (:func:`csv_separator`). Not for Parquet files.
 
     Raises
     ------
     DataFormatError
-        Missing columns (the message names them and lists the columns present), an empty
+        Missing columns (the message names them, lists the columns present and, when the
+        header is one column holding another likely separator, names it), an empty
         file, a malformed CSV line, an empty sequence id or event, a time that cannot be
         parsed, or an unseen event with ``unknown="error"``. Row numbers are given as CSV
         line numbers (header = line 1, assuming no quoted multi-line fields).
@@ -410,7 +435,11 @@ def load_event_log(
     wanted = {"sequence": sequence_col, "event": event_col}
     if time_col is not None:
         wanted["time"] = time_col
-    frame, is_csv = _read_event_frame(path, fmt, wanted, time_like=time_col is None)
+    if fmt == "parquet" and sep is not None:
+        raise ValueError(f"{path}: a separator (sep={sep!r}, --sep) applies to CSV/TSV files, not to Parquet")
+    frame, is_csv = _read_event_frame(
+        path, fmt, wanted, time_like=time_col is None, sep=csv_separator(path, sep)
+    )
 
     def where(row: int):
         return (row + 2, "") if is_csv else (None, f"row {row}: ")

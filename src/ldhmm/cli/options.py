@@ -1,0 +1,164 @@
+"""The options of the ``ldhmm`` commands that are not about data: argument types, the options
+several commands share (one definition each), a sub-command's parser and its handler glue.
+
+Light on purpose (argparse and the memory-size parser only): the commands that read a saved
+model import it without the experiments (:mod:`ldhmm.cli.common` adds their options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from collections.abc import Callable
+
+from ..data.seeds import MAX_SEED
+from ..models.memory import parse_size
+from .commands import command_help
+
+__all__ = [
+    "int_at_least",
+    "positive_int",
+    "nonneg_int",
+    "seed_int",
+    "finite_nonneg_float",
+    "memory_size",
+    "SHARED_OPTIONS",
+    "add_options",
+    "add_run_options",
+    "add_command",
+    "call_with_args",
+]
+
+#: argparse bookkeeping in a parsed namespace, never an argument of an experiment function
+_BOOKKEEPING = ("command", "func", "data_command", "max_memory")
+
+
+def int_at_least(minimum: int, maximum: int | None = None):
+    """argparse type: an integer >= ``minimum`` (and <= ``maximum``), with a one-line error
+    otherwise."""
+
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {v}")
+        if maximum is not None and v > maximum:
+            raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {text}")
+        return v
+
+    return parse
+
+
+def finite_nonneg_float(text: str) -> float:
+    """argparse type: a finite number >= 0 (``--tol``)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (v >= 0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return v
+
+
+positive_int = int_at_least(1)
+nonneg_int = int_at_least(0)
+seed_int = int_at_least(0, MAX_SEED)
+
+
+def memory_size(text: str) -> int:
+    """argparse type of ``--max-memory``."""
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+#: The options several commands take, by flag: their argparse keywords (type, default, help).
+#: One definition each, so that e.g. every ``--seed`` parses the same way; a command that says
+#: more in its help text, or has another default, passes its own keywords to :func:`add_options`.
+SHARED_OPTIONS = {
+    "--data-dir": {"default": None, "help": "data directory (default: $LDHMM_DATA)"},
+    "--n-sequences": {
+        "type": positive_int,
+        "default": None,
+        "help": "use a seeded random sample of this many sequences",
+    },
+    "--out": {"default": None, "help": "output directory"},
+    "--jobs": {"type": positive_int, "default": 1, "help": "worker processes (default 1)"},
+    "--quiet": {"action": "store_true", "help": "no progress bar"},
+    "--seed": {"type": seed_int, "default": 0, "help": f"seed, 0..{MAX_SEED} (default 0)"},
+    "--max-iter": {"type": positive_int, "default": None, "help": "EM iterations at most"},
+    "--tol": {"type": finite_nonneg_float, "default": None, "help": "EM relative tolerance"},
+    "--m-step": {
+        "choices": ["collapsed", "paper"],
+        "default": "collapsed",
+        "help": "M-step (default collapsed)",
+    },
+    "--restarts": {
+        "type": positive_int,
+        "default": 3,
+        "help": "restart budget of every model (default 3)",
+    },
+    "--force": {"action": "store_true", "help": "reuse an --out of another configuration"},
+    "--max-memory": {
+        "type": memory_size,
+        "default": None,
+        "metavar": "SIZE",
+        "help": "refuse work whose memory estimate exceeds SIZE (e.g. 64G; default: the machine's memory)",
+    },
+}
+
+
+def add_options(p: argparse.ArgumentParser, *flags: str, **own: dict) -> None:
+    """Add the :data:`SHARED_OPTIONS` ``flags`` to ``p``, in this order (the order of ``--help``).
+
+    ``own[dest]`` (``dest`` of ``--max-iter`` is ``max_iter``) holds keywords of this command
+    that replace the table's, e.g. ``out={"default": "results/timing", "help": ...}``.
+    """
+    unknown = set(own) - {flag[2:].replace("-", "_") for flag in flags}
+    if unknown:
+        raise TypeError(f"add_options: keywords of options not added: {', '.join(sorted(unknown))}")
+    for flag in flags:
+        p.add_argument(flag, **{**SHARED_OPTIONS[flag], **own.get(flag[2:].replace("-", "_"), {})})
+
+
+def add_run_options(
+    p: argparse.ArgumentParser, *em_options: str, with_jobs: bool = True, **own: dict
+) -> None:
+    """An experiment's output and run options, in this order: ``--out``, ``--jobs`` (unless
+    ``with_jobs`` is False), ``--quiet``, ``--seed``, ``--max-iter``, ``--tol``, the ``em_options``
+    (e.g. ``--m-step``), ``--force``, ``--max-memory``; ``own`` as in :func:`add_options`."""
+    flags = ("--out", "--jobs") if with_jobs else ("--out",)
+    add_options(
+        p, *flags, "--quiet", "--seed", "--max-iter", "--tol", *em_options, "--force", "--max-memory", **own
+    )
+
+
+def add_command(subparsers, name: str, run: Callable, description: str) -> argparse.ArgumentParser:
+    """The parser of the sub-command ``name`` of ``ldhmm``, whose handler is ``run(args) -> int``;
+    its one-line help is the command table's (:data:`ldhmm.cli.commands.COMMANDS`)."""
+    p = subparsers.add_parser(name, help=command_help(name), description=description)
+    p.set_defaults(func=run)
+    return p
+
+
+def call_with_args(fn: Callable[..., int]) -> Callable[[argparse.Namespace], int]:
+    """A sub-command handler that calls the experiment function ``fn`` with the parsed options.
+
+    Each option is passed as the keyword argument of its ``dest`` (``--is-samples`` ->
+    ``is_samples``), so a command's options and its experiment function's parameters are one
+    list of names; an option without a parameter of that name is a ``TypeError`` (a bug in
+    the parser), not silently dropped.
+    """
+    params = inspect.signature(fn).parameters
+
+    def handler(args: argparse.Namespace) -> int:
+        options = {k: v for k, v in vars(args).items() if k not in _BOOKKEEPING}
+        unknown = sorted(set(options) - set(params))
+        if unknown:
+            raise TypeError(f"{fn.__name__} takes no option {', '.join(unknown)}")
+        return fn(**options)
+
+    return handler
