@@ -81,10 +81,7 @@ def read_model_and_data(args: argparse.Namespace, needs: str | None = None):
     without the method ``needs`` (the command's) is refused in one line."""
     model = load_model(args.model, factory=getattr(args, "factory", None))
     if needs is not None and not callable(getattr(model, needs, None)):
-        raise ValueError(
-            f"{args.model}: a {type(model).__name__} has no {needs}() (models of the SVI route score "
-            f"only: `ldhmm score`)"
-        )
+        raise ValueError(f"{args.model}: a {type(model).__name__} has no {needs}()")
     db = data_for_model(args.data, model, unknown=args.unknown, **column_options(args))
     return model, db
 
