@@ -21,6 +21,8 @@ This is ``ldhmm.compare`` of two models, so the run resumes, writes ``folds.csv`
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,9 +30,18 @@ import pandas as pd
 from ..inference.svi.dirichlet_guide import DirichletMeanField
 from ..models.pyro_model import ldhmm_init, ldhmm_pf_offsets, ldhmm_sequence_model
 from ..models.pyro_sequence import PyroSequenceModel
-from .compare import ComparisonResult, compare
+from .compare import ComparisonResult, compare, ttests
 
-__all__ = ["ROUTE", "CLOSED_FORM", "ldhmm_route", "cross_check", "log_px_table", "markdown", "main"]
+__all__ = [
+    "ROUTE",
+    "CLOSED_FORM",
+    "ldhmm_route",
+    "cross_check",
+    "finished_tasks",
+    "log_px_table",
+    "markdown",
+    "main",
+]
 
 #: The names of the two fits in the run's tables.
 ROUTE, CLOSED_FORM = "LDHMM-SVI", "LDHMM-PF"
@@ -76,17 +87,31 @@ def cross_check(
     )
 
 
-def log_px_table(result: ComparisonResult) -> pd.DataFrame:
+def finished_tasks(out) -> pd.DataFrame:
+    """The fold rows of the tasks of run ``out`` that have finished (``out/tasks/*.json``): the
+    rows of ``folds.csv`` so far, to tabulate a run that is still going or was stopped."""
+    rows = [json.loads(path.read_text(encoding="utf-8")) for path in sorted(Path(out).glob("tasks/*.json"))]
+    return pd.DataFrame([{k: v for k, v in row.items() if k != "path_states"} for row in rows])
+
+
+def log_px_table(folds: pd.DataFrame) -> pd.DataFrame:
     """One row per K: each fit's importance-sampled log p(x) per test fold (mean ± std over the
     folds), the mean over folds of the estimate's standard error, and the paired difference
-    (route - closed form) with its two-tailed t-test over the folds.
+    (route - closed form) with its two-tailed t-test over the folds both have
+    (:func:`ldhmm.experiments.compare.ttests`, by log p(x): the two bounds are of two families).
+
+    Parameters
+    ----------
+    folds : pd.DataFrame
+        Rows of ``folds.csv`` (:attr:`ComparisonResult.folds`, or :func:`finished_tasks`).
 
     Returns
     -------
     pd.DataFrame, index K, columns ``n_folds``, ``<model> log p(x)``, ``<model> IS s.e.`` (for
     both models), ``difference``, ``p``.
     """
-    df = result.folds
+    df = folds
+    tt = ttests(df, [ROUTE, CLOSED_FORM])
     rows = []
     for K in sorted(df["K"].dropna().unique()):
         dk = df[df["K"] == K]
@@ -94,14 +119,18 @@ def log_px_table(result: ComparisonResult) -> pd.DataFrame:
         for name in (ROUTE, CLOSED_FORM):
             dm = dk[dk["model"] == name]
             est = dm["heldout_is"].to_numpy(float)
-            row[f"{name} log p(x)"] = f"{np.mean(est):.2f} ± {np.std(est, ddof=1) if len(est) > 1 else 0:.2f}"
-            row[f"{name} IS s.e."] = round(float(np.mean(dm["is_std_error"].to_numpy(float))), 3)
-        tt = result.ttests
+            spread = np.std(est, ddof=1) if len(est) > 1 else 0.0
+            row[f"{name} folds"] = len(est)
+            row[f"{name} log p(x)"] = f"{np.mean(est):.2f} ± {spread:.2f}" if len(est) else ""
+            row[f"{name} IS s.e."] = (
+                round(float(np.mean(dm["is_std_error"].to_numpy(float))), 3) if len(est) else ""
+            )
         pair = tt["model_a"].isin([ROUTE, CLOSED_FORM]) & tt["model_b"].isin([ROUTE, CLOSED_FORM])
         test = tt[(tt["K"] == K) & pair & tt["measure"].str.startswith("log p(x)")]
-        if len(test):
+        row.update({"paired folds": 0, "difference": "", "p": ""})
+        if len(test) and int(test["n_folds"].iloc[0]) >= 2:
             sign = 1.0 if test["model_a"].iloc[0] == ROUTE else -1.0  # route - closed form
-            row["n_folds"] = int(test["n_folds"].iloc[0])
+            row["paired folds"] = int(test["n_folds"].iloc[0])
             row["difference"] = round(sign * float(test["mean_diff"].iloc[0]), 2)
             row["p"] = float(f"{float(test['p_value'].iloc[0]):.2g}")
         rows.append(row)
@@ -128,11 +157,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data-dir", default=None)
     p.add_argument("--out", default=None)
+    p.add_argument(
+        "--finished",
+        metavar="OUT",
+        default=None,
+        help="only tabulate the tasks of run OUT that have finished (a run still going, or stopped)",
+    )
     return p.parse_args(argv)
 
 
 def main(argv=None) -> pd.DataFrame:
     args = parse_args(argv)
+    if args.finished:
+        table = log_px_table(finished_tasks(args.finished))
+        print(markdown(table))
+        return table
     result = cross_check(
         args.data,
         args.states,
@@ -144,7 +183,7 @@ def main(argv=None) -> pd.DataFrame:
         restarts=args.restarts,
         is_samples=args.is_samples,
     )
-    table = log_px_table(result)
+    table = log_px_table(result.folds)
     print(markdown(table))
     if result.errors:
         print("\nfailed tasks:", *result.errors, sep="\n  ")

@@ -27,7 +27,8 @@ def register(subparsers) -> argparse.ArgumentParser:
         "models. Models with a large vocabulary "
         "(sparse emission layout) write E_q[B] only at each sequence's own symbols: B_symbols "
         "(D), B_mean (K*D, row-major) and B_row_total (K), with E_q[B_kv] = beta_kv / "
-        "B_row_total_k at every other symbol v.",
+        "B_row_total_k at every other symbol v. A model of the SVI route (--factory) gives Monte "
+        "Carlo means over draws of each sequence's q(theta) (docs/writing-a-variant.md, Step 6).",
     )
     add_model_data_arguments(p, out_default="posterior.parquet")
     return p
