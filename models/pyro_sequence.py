@@ -440,13 +440,17 @@ class PyroSequenceModel(SequenceModel):
 
     def _over_batches(self, sequences, seed: int, *passes) -> list:
         """Each of ``passes`` (``f(guide, batch)``) over every scoring batch of ``sequences``,
-        one pass after the other, after :meth:`fit_local`, in its parameter-store state and on
-        one torch random stream seeded by ``seed``; a list per pass of ``(batch, result)``."""
+        one pass after the other, after :meth:`fit_local`, in its parameter-store state; a list
+        per pass of ``(batch, result)``. Torch's random stream is seeded by ``seed`` at the start
+        of every pass, so that a pass draws the same numbers whichever passes run before it."""
         guide, state, batches = self.fit_local(sequences, seed=seed)
         store = pyro.get_param_store()
+        done = []
         with on_device(self._torch_device), store.scope(copy_param_state(state)), torch.random.fork_rng():
-            torch.manual_seed(seed)
-            return [[(batch, run(guide, batch)) for batch in batches] for run in passes]
+            for run in passes:
+                torch.manual_seed(seed)
+                done.append([(batch, run(guide, batch)) for batch in batches])
+        return done
 
     def _log_weights(self, sequences, n_draws: int, seed: int, *more) -> np.ndarray | tuple:
         """``(n_draws, M)`` log importance weights; with ``more`` passes (see
@@ -491,8 +495,8 @@ class PyroSequenceModel(SequenceModel):
     def _summaries(self, sequences, with_elbo: bool = False):
         """Each sequence's :class:`~ldhmm.inference.svi.chain_draws.ChainSummary` over
         ``score_draws`` draws of its fitted ``q(theta_m)`` (seeded by ``seed``), in the input
-        order as numpy arrays; with ``with_elbo`` first the ELBO of :meth:`score_samples`
-        (the same draws of the same stream: the same numbers)."""
+        order as numpy arrays; with ``with_elbo`` also the ELBO of :meth:`score_samples` (its
+        pass, seeded as there: the same numbers). The summaries are the same with or without."""
         seqs = self._validate_for_score(sequences)
 
         def summary(guide, batch):
