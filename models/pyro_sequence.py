@@ -33,7 +33,11 @@ from pyro.infer.autoguide import AutoGuide, AutoNormal
 
 from ..inference import validate_sequences
 from ..inference.monitor import SmoothedPatience
+from ..inference.ops.forward import gather_emissions
 from ..inference.ops.importance import ImportanceEstimate, importance_diagnostics
+from ..inference.ops.viterbi import unpad_paths, viterbi_log
+from ..inference.svi.chain_draws import ChainSummary, chain_summary
+from ..inference.svi.device import as_device, on_device
 from ..inference.svi.dirichlet_guide import DirichletMeanField
 from ..inference.svi.log_weights import sequence_log_weights
 from ..inference.svi.minibatch import auto_batch_size, length_batches, pad_batch
@@ -126,6 +130,10 @@ class PyroSequenceModel(SequenceModel):
     verbose : bool
         Progress bars.
     dtype : {"float64", "float32"}
+    device : str or torch.device
+        Where torch runs the fit and the scoring (:func:`ldhmm.inference.svi.device.as_device`):
+        ``"cpu"`` (the default, and the tested one), or e.g. ``"cuda:0"``, passed through to
+        torch untested. Not saved with the model (a model file is read where it is used).
 
     Attributes
     ----------
@@ -148,7 +156,7 @@ class PyroSequenceModel(SequenceModel):
 
     name = "pyro"
     score_kind = "lower_bound"
-    _not_config = ("verbose", "model", "guide", "init")
+    _not_config = ("verbose", "model", "guide", "init", "device")
 
     def __init__(
         self,
@@ -172,6 +180,7 @@ class PyroSequenceModel(SequenceModel):
         seed: int = 0,
         verbose: bool = False,
         dtype: str = "float64",
+        device="cpu",
     ):
         super().__init__(n_states, seed)
         if not callable(model):
@@ -226,6 +235,7 @@ class PyroSequenceModel(SequenceModel):
         self.score_draws = int(score_draws)
         self.verbose = verbose
         self.dtype = dtype
+        self.device = str(as_device(device))
 
     @property
     def score_family(self) -> str:
@@ -261,6 +271,10 @@ class PyroSequenceModel(SequenceModel):
         if _is_autoguide_class(self.guide):
             return self.guide(self.model, create_plates=_sequence_plates)
         return self.guide
+
+    @property
+    def _torch_device(self) -> torch.device:
+        return torch.device(self.device)
 
     def _initial_values(self, seqs) -> dict:
         if self.init is None:
@@ -298,9 +312,10 @@ class PyroSequenceModel(SequenceModel):
             refresh_locals=self.refresh_locals,
             progress=self.verbose,
             desc=f"SVI {type(self).__name__}",
+            device=self._torch_device,
         )
         self.fit_seconds_ = time.perf_counter() - start
-        self.params_ = {k: v.double().numpy() for k, v in result.params.items()}
+        self.params_ = {k: v.detach().cpu().double().numpy() for k, v in result.params.items()}
         self.param_state_ = result.param_state
         self.local_params_ = tuple(result.local_params)
         self.elbo_history_ = np.asarray(result.elbo_history)
@@ -334,7 +349,7 @@ class PyroSequenceModel(SequenceModel):
         est.param_state_ = state
         est.local_params_ = ()
         est.params_ = {
-            k: torch.distributions.transform_to(state["constraints"][k])(v).detach().double().numpy()
+            k: torch.distributions.transform_to(state["constraints"][k])(v).detach().cpu().double().numpy()
             for k, v in state["params"].items()
         }
         est.n_symbols_ = int(n_symbols)
@@ -416,22 +431,39 @@ class PyroSequenceModel(SequenceModel):
             dtype=self._torch_dtype,
             progress=self.verbose,
             desc="SVI local fit",
+            device=self._torch_device,
         )
         batches = length_batches(
-            seqs, self.score_batch_size, self.n_states, self.n_symbols_, self._torch_dtype
+            seqs, self.score_batch_size, self.n_states, self.n_symbols_, self._torch_dtype, self._torch_device
         )
         return guide, result.param_state, batches
 
-    def _log_weights(self, sequences, n_draws: int, seed: int) -> np.ndarray:
+    def _over_batches(self, sequences, seed: int, *passes) -> list:
+        """Each of ``passes`` (``f(guide, batch)``) over every scoring batch of ``sequences``,
+        one pass after the other, after :meth:`fit_local`, in its parameter-store state; a list
+        per pass of ``(batch, result)``. Torch's random stream is seeded by ``seed`` at the start
+        of every pass, so that a pass draws the same numbers whichever passes run before it."""
         guide, state, batches = self.fit_local(sequences, seed=seed)
-        out = np.empty((n_draws, len(sequences)))
         store = pyro.get_param_store()
-        with store.scope(copy_param_state(state)), torch.random.fork_rng():
-            torch.manual_seed(seed)
-            for batch in batches:
-                log_w = sequence_log_weights(self.model, guide, batch, n_draws)
-                out[:, batch.index.numpy()] = log_w.double().numpy()
-        return out
+        done = []
+        with on_device(self._torch_device), store.scope(copy_param_state(state)), torch.random.fork_rng():
+            for run in passes:
+                torch.manual_seed(seed)
+                done.append([(batch, run(guide, batch)) for batch in batches])
+        return done
+
+    def _log_weights(self, sequences, n_draws: int, seed: int, *more) -> np.ndarray | tuple:
+        """``(n_draws, M)`` log importance weights; with ``more`` passes (see
+        :meth:`_over_batches`, run after the weights on the same stream) also their results."""
+
+        def weights(guide, batch):
+            return sequence_log_weights(self.model, guide, batch, n_draws)
+
+        done = self._over_batches(sequences, seed, weights, *more)
+        out = np.empty((n_draws, len(sequences)))
+        for batch, log_w in done[0]:
+            out[:, batch.index.cpu().numpy()] = log_w.detach().cpu().double().numpy()
+        return (out, *done[1:]) if more else out
 
     def _score_samples(self, seqs):
         return self._log_weights(seqs, self.score_draws, self.seed).mean(0)
@@ -458,3 +490,89 @@ class PyroSequenceModel(SequenceModel):
             return estimate
         std_error, ess = importance_diagnostics(log_w)
         return ImportanceEstimate(estimate, std_error, ess, np.full(len(estimate), int(n_samples)))
+
+    # ------------------------------------------------------- per-sequence posteriors
+    def _summaries(self, sequences, with_elbo: bool = False):
+        """Each sequence's :class:`~ldhmm.inference.svi.chain_draws.ChainSummary` over
+        ``score_draws`` draws of its fitted ``q(theta_m)`` (seeded by ``seed``), in the input
+        order as numpy arrays; with ``with_elbo`` also the ELBO of :meth:`score_samples` (its
+        pass, seeded as there: the same numbers). The summaries are the same with or without."""
+        seqs = self._validate_for_score(sequences)
+
+        def summary(guide, batch):
+            return chain_summary(self.model, guide, batch, self.score_draws)
+
+        if with_elbo:
+            log_w, done = self._log_weights(seqs, self.score_draws, self.seed, summary)
+            elbo = log_w.mean(0)
+        else:
+            (done,) = self._over_batches(seqs, self.seed, summary)
+        out = [[None] * len(seqs) for _ in ChainSummary._fields]
+        for batch, part in done:
+            values = [v.detach().cpu().double().numpy() for v in part]
+            for row, (m, n) in enumerate(zip(batch.index.tolist(), batch.lengths.tolist())):
+                for field, value in enumerate(values):
+                    out[field][m] = (
+                        value[row, :n] if ChainSummary._fields[field] == "state_marginals" else value[row]
+                    )
+        summaries = ChainSummary(*out)
+        return (summaries, elbo) if with_elbo else summaries
+
+    def posterior(self, sequences) -> dict:
+        """Per-sequence posterior summaries under the route's variational posterior.
+
+        After :meth:`fit_local`, Monte Carlo means over ``score_draws`` draws
+        ``theta_m ~ q(theta_m)`` (seeded by ``seed``) of each sequence's hidden chain
+        (:mod:`ldhmm.inference.svi.chain_draws`; whatever the model builds the chain from):
+        ``E_q[pi_m]``, ``E_q[A_m]``, ``E_q[B_m]`` and the state marginals
+        ``E_q[p(z_mn | x_m, theta_m)]`` (the hidden chain summed exactly given ``theta_m``).
+
+        Returns
+        -------
+        dict with ``pi_mean`` (M, K), ``A_mean`` (M, K, K), ``B_mean`` (M, K, V),
+        ``state_marginals`` (list of (N_m, K) arrays) and ``elbo`` (M,), the
+        :meth:`score_samples` of the sequences.
+        """
+        summaries, elbo = self._summaries(sequences, with_elbo=True)
+        out = {key: np.stack(getattr(summaries, key)) for key in ("pi_mean", "A_mean", "B_mean")}
+        out["state_marginals"] = list(summaries.state_marginals)
+        out["elbo"] = elbo
+        return out
+
+    def predict_next_proba(self, sequences) -> np.ndarray:
+        """The next symbol's posterior predictive probability after each sequence.
+
+        ``E_q[p(x_(N+1) = v | x_m, theta_m)] = E_q[sum_ij p(z_N = i | x_m, theta_m)
+        A_m[i, j] B_m[j, v]]``, a Monte Carlo mean over ``score_draws`` draws of the fitted
+        ``q(theta_m)`` (seeded by ``seed``).
+
+        Returns
+        -------
+        np.ndarray, shape (M, V), float64, in the input order; rows sum to 1.
+        """
+        return np.stack(self._summaries(sequences).next_proba)
+
+    def decode(self, sequences) -> list:
+        """Most probable hidden-state path of each sequence under its posterior-mean chain
+        (Viterbi, :func:`ldhmm.inference.viterbi_log`, with ``E_q[pi_m]``, ``E_q[A_m]``,
+        ``E_q[B_m]`` of :meth:`posterior`), as the closed form decodes.
+
+        Returns
+        -------
+        list of np.ndarray, each of shape (N_m,) and dtype int64, in the input order.
+        """
+        seqs = self._validate_for_score(sequences)
+        summaries = self._summaries(seqs)
+        paths = []
+        for m, seq in enumerate(seqs):
+            log_obs = gather_emissions(
+                torch.as_tensor(np.log(summaries.B_mean[m])), torch.as_tensor(seq)[None]
+            )
+            best = viterbi_log(
+                torch.as_tensor(np.log(summaries.pi_mean[m])),
+                torch.as_tensor(np.log(summaries.A_mean[m])),
+                log_obs,
+                torch.ones(1, len(seq), dtype=torch.bool),
+            )
+            paths.extend(unpad_paths(best))
+        return paths

@@ -12,6 +12,7 @@ import pytest
 
 from ldhmm import LDHMM
 from ldhmm.cli import main
+from ldhmm.cli.outputs import read_table
 from ldhmm.data import load_path
 from ldhmm.modelfiles import load_model
 from ldhmm.models.file_format import ModelFileError
@@ -86,8 +87,31 @@ def test_ldhmm_score_on_a_variant(fitted, tmp_path, capsys):
     # the importance-sampled log p(x) with its standard error and effective sample size
     assert scores["log_marginal_is_ess"].between(1 - 1e-9, 6 + 1e-9).all()
     assert (scores["log_marginal_is_se"] > 0).all() and np.isfinite(scores["log_marginal_is"]).all()
-    # without --factory, and a command the route does not support: one line each
+    # without --factory: one line
     assert main(["score", str(path), str(log), "--out", str(out)]) != 0
     assert "--factory" in capsys.readouterr().err
-    assert main(["predict", str(path), str(log), "--factory", FACTORY, "--out", str(out)]) != 0
-    assert "has no predict_next_proba()" in capsys.readouterr().err
+
+
+def test_posterior_predict_and_decode_commands_on_a_variant(fitted, tmp_path):
+    """The per-sequence commands read the variant's methods, symbols by name (the reference: the
+    model loaded from the file the commands read, whose parameters went through JSON)."""
+    _, db, log, path = fitted
+    model = PyroSequenceModel.load(path, factory=FACTORY)
+    first = ["--factory", FACTORY, "--quiet"]
+    tables = {}
+    for command in ("posterior", "predict", "decode"):
+        out = tmp_path / f"{command}.csv"
+        assert main([command, str(path), str(log), *first, "--out", str(out)]) == 0
+        tables[command] = read_table(out)
+    post = model.posterior(db.sequences)
+    np.testing.assert_allclose(tables["posterior"]["elbo"], post["elbo"], rtol=1e-12)
+    for m in (0, len(db) - 1):
+        np.testing.assert_allclose(tables["posterior"]["B_mean"][m], post["B_mean"][m].ravel(), rtol=1e-12)
+        marginals = np.asarray(tables["posterior"]["state_marginals"][m])
+        np.testing.assert_allclose(marginals, post["state_marginals"][m].ravel(), rtol=1e-12)
+    proba = model.predict_next_proba(db.sequences)
+    best = np.asarray(db.vocabulary, dtype=object)[np.argmax(proba, axis=1)]
+    assert list(tables["predict"]["next_1"]) == list(best)
+    np.testing.assert_allclose(tables["predict"]["p_1"], proba.max(axis=1), rtol=1e-12)
+    paths = [" ".join(map(str, p)) for p in model.decode(db.sequences)]
+    assert list(tables["decode"]["states"]) == paths

@@ -24,7 +24,7 @@ from pyro import poutine
 from .minibatch import SequenceBatch
 from .model_check import ModelCheckError, in_sequence_plate, sample_sites
 
-__all__ = ["sequence_log_weights", "PARTICLE_PLATE"]
+__all__ = ["sequence_log_weights", "replayed_traces", "PARTICLE_PLATE"]
 
 #: The plate of Monte Carlo draws, just outside the plate of sequences.
 PARTICLE_PLATE = "_draws"
@@ -45,7 +45,11 @@ def _log_density(trace, role: str) -> torch.Tensor | float:
     return total
 
 
-def _draws(model, guide, batch: SequenceBatch, n_draws: int) -> torch.Tensor:
+def replayed_traces(model, guide, batch: SequenceBatch, n_draws: int) -> tuple:
+    """``(guide_trace, model_trace)``: ``n_draws`` draws of the guide for every sequence of
+    ``batch`` (in the plate :data:`PARTICLE_PLATE`, ``dim=-2``), and the model replayed on them
+    with its enumerated sites summed in parallel (from ``dim=-3`` leftwards)."""
+
     def guided():
         with pyro.plate(PARTICLE_PLATE, n_draws, dim=-2):
             return guide(batch)
@@ -56,7 +60,11 @@ def _draws(model, guide, batch: SequenceBatch, n_draws: int) -> torch.Tensor:
 
     guide_trace = poutine.trace(guided).get_trace()
     enumerated = poutine.enum(modelled, first_available_dim=-3)
-    model_trace = poutine.trace(poutine.replay(enumerated, trace=guide_trace)).get_trace()
+    return guide_trace, poutine.trace(poutine.replay(enumerated, trace=guide_trace)).get_trace()
+
+
+def _draws(model, guide, batch: SequenceBatch, n_draws: int) -> torch.Tensor:
+    guide_trace, model_trace = replayed_traces(model, guide, batch, n_draws)
     shape = (n_draws, batch.batch_size)
     log_p = torch.as_tensor(_log_density(model_trace, "model"), dtype=batch.dtype)
     log_q = torch.as_tensor(_log_density(guide_trace, "guide"), dtype=batch.dtype)

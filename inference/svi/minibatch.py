@@ -14,7 +14,7 @@ small, and of equal size (within one), so every sequence weighs the same in an e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyro
@@ -75,6 +75,14 @@ class SequenceBatch:
         """``pyro.plate("sequences", n_sequences, subsample=index, dim=-1)``: a fresh plate."""
         return pyro.plate(PLATE, self.n_sequences, subsample=self.index, dim=-1)
 
+    def to(self, device) -> SequenceBatch:
+        """The batch with its tensors on ``device`` (the batch itself where they are there)."""
+        if self.tokens.device == torch.device(device):
+            return self
+        return replace(
+            self, tokens=self.tokens.to(device), mask=self.mask.to(device), index=self.index.to(device)
+        )
+
 
 def pad_batch(sequences, index, n_sequences: int, n_states: int, n_symbols: int, dtype) -> SequenceBatch:
     """One :class:`SequenceBatch` of the sequences ``sequences[i] for i in index`` (rows in
@@ -107,7 +115,7 @@ def pad_batch(sequences, index, n_sequences: int, n_states: int, n_symbols: int,
 
 
 def length_batches(
-    sequences, batch_size: int, n_states: int, n_symbols: int, dtype=torch.float64
+    sequences, batch_size: int, n_states: int, n_symbols: int, dtype=torch.float64, device=None
 ) -> list[SequenceBatch]:
     """The database in ``ceil(M / batch_size)`` padded batches of consecutive lengths.
 
@@ -123,6 +131,8 @@ def length_batches(
         Sequences per batch at most (the last batches may have one fewer).
     n_states, n_symbols : int
     dtype : torch.dtype
+    device : torch.device or str, optional
+        Where the batches' tensors go (default: the CPU).
 
     Returns
     -------
@@ -134,9 +144,10 @@ def length_batches(
     lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=M)
     order = np.argsort(lengths, kind="stable")
     n_batches = -(-M // int(batch_size))
-    return [
+    batches = [
         pad_batch(sequences, part, M, n_states, n_symbols, dtype) for part in np.array_split(order, n_batches)
     ]
+    return batches if device is None else [b.to(device) for b in batches]
 
 
 #: ``batch_size="auto"``: the smallest batch, and the most steps an epoch takes.

@@ -54,6 +54,7 @@ from ..ops.dirichlet import kl_dirichlet
 from ..ops.potentials import emission_potentials, expected_complete_log_lik
 from ..parameters import VariantParameters
 from ..sharing import LDHMM_SHARING
+from .device import as_device, on_device
 from .local_rows import LocalRows
 from .minibatch import length_batches
 from .model_check import check_model, in_sequence_plate
@@ -139,10 +140,14 @@ class SVIResult:
         return self.convergence.converged
 
 
-def copy_param_state(state: dict, names=None) -> dict:
-    """A detached copy of a parameter-store state, restricted to ``names`` if given."""
+def copy_param_state(state: dict, names=None, device=None) -> dict:
+    """A detached copy of a parameter-store state, restricted to ``names`` if given, on
+    ``device`` if given."""
     keep = state["params"].keys() if names is None else [n for n in names if n in state["params"]]
-    params = {n: state["params"][n].detach().clone().requires_grad_(True) for n in keep}
+    params = {n: state["params"][n].detach().clone() for n in keep}
+    if device is not None:
+        params = {n: value.to(device) for n, value in params.items()}
+    params = {n: value.requires_grad_(True) for n, value in params.items()}
     return {"params": params, "constraints": {n: state["constraints"][n] for n in keep}}
 
 
@@ -169,7 +174,7 @@ def set_param_values(values: dict, where: str = "model") -> set:
         if name not in store:
             continue
         old = store[name]
-        value = torch.as_tensor(value, dtype=old.dtype)
+        value = torch.as_tensor(value, dtype=old.dtype, device=old.device)
         if value.shape != old.shape:
             raise ValueError(
                 f"init value of {name!r} has shape {tuple(value.shape)}, "
@@ -218,6 +223,7 @@ def fit_svi(
     refresh_locals: bool = True,
     progress: bool = False,
     desc: str = "SVI",
+    device=None,
 ) -> SVIResult:
     """Fit a Pyro model of a sequence database by SVI (Adam on an ELBO) in minibatches.
 
@@ -262,6 +268,9 @@ def fit_svi(
         A tqdm bar over epochs.
     desc : str
         The bar's label.
+    device : torch.device or str, optional
+        Where the fit runs (:func:`~ldhmm.inference.svi.device.as_device`; default the CPU):
+        the minibatches, the starting values and ``param_state`` are moved there.
 
     Returns
     -------
@@ -275,14 +284,15 @@ def fit_svi(
         An epoch whose ELBO estimate is not finite.
     """
     monitor = ConvergenceMonitor(rule if rule is not None else SmoothedPatience(), max_epochs, "SVI epoch")
-    batches = length_batches(sequences, batch_size, n_states, n_symbols, dtype)
+    device = as_device("cpu" if device is None else device)
+    batches = length_batches(sequences, batch_size, n_states, n_symbols, dtype, device=device)
     M = len(sequences)
     n_tokens = int(sum(len(s) for s in sequences))
     frozen = tuple(frozen)
     order_rng = np.random.default_rng(seed)
     store = pyro.get_param_store()
-    state = copy_param_state(param_state) if param_state is not None else None
-    with store.scope(state) as scope, torch.random.fork_rng():
+    state = copy_param_state(param_state, device=device) if param_state is not None else None
+    with on_device(device), store.scope(state) as scope, torch.random.fork_rng():
         torch.manual_seed(seed)
         enumerates = _initialize(model, guide, batches[0], init or {})
         start_rows = getattr(guide, "initialize", None)

@@ -98,8 +98,7 @@ def read_model(args: argparse.Namespace, needs: str | None = None):
     method = getattr(model, needs, None)
     if not callable(method):
         raise ValueError(
-            f"{args.model}: a {type(model).__name__} has no {needs}() (models of the SVI route score "
-            f"only: `ldhmm score`)"
+            f"{args.model}: a {type(model).__name__} has no {needs}()"
         )
     partitioned = args.backend != "local" or args.partitions is not None
     if partitioned and "backend" not in inspect.signature(method).parameters:

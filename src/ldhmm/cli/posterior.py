@@ -26,7 +26,8 @@ def register(subparsers) -> argparse.ArgumentParser:
         "models. Models with a large vocabulary "
         "(sparse emission layout) write E_q[B] only at each sequence's own symbols: B_symbols "
         "(D), B_mean (K*D, row-major) and B_row_total (K), with E_q[B_kv] = beta_kv / "
-        "B_row_total_k at every other symbol v.",
+        "B_row_total_k at every other symbol v. A model of the SVI route (--factory) gives Monte "
+        "Carlo means over draws of each sequence's q(theta) (docs/writing-a-variant.md, Step 6).",
     )
     add_model_data_arguments(p, out_default="posterior.parquet")
     return p
@@ -36,11 +37,15 @@ def posterior_table(model, db, where: dict | None = None) -> pd.DataFrame:
     """The rows of ``ldhmm posterior``: ids, lengths, ELBO, flattened posterior means, marginals."""
     post = model.posterior(db.sequences, **(where or {}))
     table = pd.DataFrame({"sequence_id": sequence_ids(db), "length": db.lengths, "elbo": post["elbo"]})
-    for key in ("g_pi", "g_A", "g_B"):
-        if key in post:
-            conc = np.asarray(post[key], dtype=np.float64)
+    for group in ("pi", "A", "B"):
+        if f"g_{group}" in post:  # the closed form: Dirichlet parameters of q
+            conc = np.asarray(post[f"g_{group}"], dtype=np.float64)
             mean = conc / conc.sum(axis=-1, keepdims=True)
-            table[f"{key[2:]}_mean"] = list(mean.reshape(mean.shape[0], -1))
+        elif f"{group}_mean" in post:  # the SVI route: Monte Carlo means over draws of q
+            mean = np.asarray(post[f"{group}_mean"], dtype=np.float64)
+        else:
+            continue
+        table[f"{group}_mean"] = list(mean.reshape(mean.shape[0], -1))
     if "B_symbols" in post:
         # Sparse emission layout: q(B_m) = Dir(beta + n_m) with n_m zero off the sequence's own
         # symbols; its mean there, and the row totals that give it everywhere else.
