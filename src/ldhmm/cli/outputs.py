@@ -97,9 +97,7 @@ def read_model(args: argparse.Namespace, needs: str | None = None):
         return model
     method = getattr(model, needs, None)
     if not callable(method):
-        raise ValueError(
-            f"{args.model}: a {type(model).__name__} has no {needs}()"
-        )
+        raise ValueError(f"{args.model}: a {type(model).__name__} has no {needs}()")
     partitioned = args.backend != "local" or args.partitions is not None
     if partitioned and "backend" not in inspect.signature(method).parameters:
         raise ValueError(
