@@ -8,7 +8,7 @@ import argparse
 import contextlib
 
 from ..models.variant_hmm import dask_backend_module
-from .common import positive_int
+from .options import positive_int
 
 __all__ = ["add_backend_arguments", "dask_client", "placement_options"]
 
