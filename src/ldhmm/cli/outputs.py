@@ -23,6 +23,7 @@ from .options import add_options
 
 __all__ = [
     "add_model_data_arguments",
+    "add_unknown_argument",
     "read_model",
     "read_model_and_data",
     "write_model_table",
@@ -38,6 +39,16 @@ __all__ = [
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 
 
+def add_unknown_argument(p: argparse.ArgumentParser) -> None:
+    """``--unknown {error,map}`` of the commands that read a log into a saved model's codes."""
+    p.add_argument(
+        "--unknown",
+        choices=["error", "map"],
+        default="error",
+        help="a symbol the model has not seen: an error naming it (default) or the model's <unk>",
+    )
+
+
 def add_model_data_arguments(p: argparse.ArgumentParser, out_default: str) -> None:
     """``MODEL DATA --out FILE`` and the data options of the model commands."""
     p.add_argument("model", help="a model file written by `ldhmm fit` (JSON)")
@@ -47,12 +58,7 @@ def add_model_data_arguments(p: argparse.ArgumentParser, out_default: str) -> No
         "or a CSV/TSV/Parquet event log (with --sequence-col and --event-col)",
     )
     add_data_options(p)
-    p.add_argument(
-        "--unknown",
-        choices=["error", "map"],
-        default="error",
-        help="a symbol the model has not seen: an error naming it (default) or the model's <unk>",
-    )
+    add_unknown_argument(p)
     p.add_argument(
         "--out", default=out_default, help=f"output file (.csv or .parquet; default {out_default})"
     )

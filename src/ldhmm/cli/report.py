@@ -10,7 +10,7 @@ from ..modelfiles import load_model
 from ..report_html import write_report
 from .data_options import add_data_options, read_data
 from .options import add_command, add_options, nonneg_int, positive_int
-from .outputs import check_out, refuse_impossible
+from .outputs import add_unknown_argument, check_out, refuse_impossible
 
 __all__ = ["register", "run_report", "BASELINE"]
 
@@ -41,12 +41,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         "with --sequence-col and --event-col)",
     )
     add_data_options(p)
-    p.add_argument(
-        "--unknown",
-        choices=["error", "map"],
-        default="error",
-        help="a symbol the model has not seen: an error naming it (default) or the model's <unk>",
-    )
+    add_unknown_argument(p)
     p.add_argument("--out", default="report.html", help="the page to write (.html; default report.html)")
     p.add_argument("--clusters", type=positive_int, default=3, help="groups of users (default 3)")
     p.add_argument(
