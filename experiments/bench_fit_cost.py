@@ -28,23 +28,13 @@ import numpy as np
 from hmmlearn import base
 from hmmlearn.hmm import CategoricalHMM
 
-from ..data import load_dataset, load_paper_subset, resolve_data_dir
+from ..data import resolve_data_dir
 from ..inference.cavi import expectation
 from ..inference.distributed import workers
 from ..models import LDHMM
+from .earlier_commit import bench_sequences
 
 __all__ = ["main", "instrument", "hmmlearn_fit"]
-
-
-def _sequences(name: str, data_dir, n: int | None) -> tuple[list, int]:
-    if name in ("entree", "msnbc"):
-        db = load_paper_subset(name, data_dir)
-    elif name == "msnbc-short":
-        db = load_dataset("msnbc", data_dir, min_length=2)
-    else:
-        raise ValueError(f"--dataset must be entree, msnbc or msnbc-short, got {name!r}")
-    seqs = db.sequences[:n] if n else db.sequences
-    return seqs, len(db.vocabulary)
 
 
 def instrument() -> collections.Counter:
@@ -100,7 +90,7 @@ def main(argv=None) -> int:
     p.add_argument("--guide", default="pf")
     p.add_argument("--hmmlearn", action="store_true")
     args = p.parse_args(argv)
-    seqs, V = _sequences(args.dataset, resolve_data_dir(args.data_dir), args.n_sequences)
+    seqs, V = bench_sequences(args.dataset, resolve_data_dir(args.data_dir), args.n_sequences)
     n_tokens = sum(map(len, seqs))
     LDHMM(2, n_symbols=V, seed=0, n_init=1, max_iter=2).fit(seqs[:50])  # numba's caches loaded
     work = instrument()

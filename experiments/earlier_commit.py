@@ -42,16 +42,14 @@ BENCH_DATASETS = {
 }
 
 
-def bench_sequences(name: str, data_dir, n: int) -> tuple[list, int]:
-    """(sequences, vocabulary size) of a data set of :data:`BENCH_DATASETS`."""
+def bench_sequences(name: str, data_dir, n: int | None) -> tuple[list, int]:
+    """(sequences, vocabulary size) of a data set of :data:`BENCH_DATASETS`: its first ``n``
+    sequences (all of them for None)."""
     if name == "synthetic":
         db = synthetic_database(1000, seed=0)
         return db.sequences, len(db.vocabulary)
-    if name == "entree":
-        db = load_paper_subset("entree", data_dir)
-        return db.sequences, len(db.vocabulary)
-    if name == "msnbc":
-        db = load_paper_subset("msnbc", data_dir)
+    if name in ("entree", "msnbc"):
+        db = load_paper_subset(name, data_dir)
     elif name == "msnbc-short":
         db = load_dataset("msnbc", data_dir, min_length=2)
     else:
