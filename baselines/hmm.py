@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -67,7 +68,14 @@ from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..models.base import SequenceModel, check_seed
 from ..models.registry import register
 
-__all__ = ["HMM", "forward_log_likelihood", "forward_backward_stats"]
+__all__ = [
+    "HMM",
+    "forward_log_likelihood",
+    "forward_backward_stats",
+    "TrainingBuckets",
+    "training_buckets",
+    "bucket_stats",
+]
 
 _hmm_log = logging.getLogger("hmmlearn")
 
@@ -148,16 +156,23 @@ class _MAPCategoricalHMM(CategoricalHMM):
     #: set to True (after construction) to run :func:`forward_backward_stats` as the E-step
     fast_estep = False
 
+    #: the fit's data cut into buckets (:func:`training_buckets`), set by :class:`HMM` for all
+    #: its restarts; otherwise made from ``X`` at the first E-step of a fit
+    training = None
+
     def _do_estep(self, X, lengths):
         if not self.fast_estep or self.params != "ste":
             return super()._do_estep(X, lengths)
         self._estep_begin()
-        sequences = np.split(np.asarray(X).reshape(-1), np.cumsum(lengths)[:-1])
-        log_prob, start, trans, obs = forward_backward_stats(
-            self.startprob_, self.transmat_, self.emissionprob_, sequences
+        if self.training is None or self.training.n_tokens != len(X):
+            # hmmlearn passes the same X and lengths at every iteration: cut them once
+            sequences = np.split(np.asarray(X).reshape(-1), np.cumsum(lengths)[:-1])
+            self.training = training_buckets(sequences)
+        log_prob, start, trans, obs = bucket_stats(
+            self.startprob_, self.transmat_, self.emissionprob_, self.training
         )
         stats = self._initialize_sufficient_statistics()
-        stats["nobs"] = len(sequences)
+        stats["nobs"] = len(lengths)
         stats["start"] += start
         stats["trans"] += trans
         stats["obs"] += obs
@@ -174,14 +189,15 @@ def _log_parameters(startprob, transmat, emissionprob):
         )
 
 
-def _posteriors(startprob, transmat, emissionprob, sequences, max_cells):
+def _posteriors(startprob, transmat, emissionprob, buckets):
     """Forward-backward of every sequence by the project's chain core, bucket by bucket.
 
-    Yields ``(bucket, ChainPosterior)``; the core is :func:`ldhmm.inference.forward_backward`
-    (compiled, with a log-space fallback for chains the scaled recursion cannot handle).
+    Yields ``(bucket, ChainPosterior)`` for each of ``buckets`` (:func:`make_buckets`); the
+    core is :func:`ldhmm.inference.forward_backward` (compiled, with a log-space fallback for
+    chains the scaled recursion cannot handle).
     """
     log_start, log_trans, log_emit_t = _log_parameters(startprob, transmat, emissionprob)
-    for bucket in make_buckets(sequences, max_cells=max_cells):
+    for bucket in buckets:
         log_obs = log_emit_t[bucket.tokens]  # (M_b, T, K)
         yield bucket, forward_backward(log_start, log_trans, log_obs, bucket.mask)
 
@@ -208,23 +224,52 @@ def forward_log_likelihood(
     np.ndarray of shape (M,), float64; ``-inf`` for a sequence of probability zero.
     """
     out = np.empty(len(sequences), dtype=np.float64)
-    for bucket, post in _posteriors(startprob, transmat, emissionprob, sequences, max_cells):
+    buckets = make_buckets(sequences, max_cells=max_cells)
+    for bucket, post in _posteriors(startprob, transmat, emissionprob, buckets):
         out[bucket.index.numpy()] = post.log_normalizer.numpy()
     return out
 
 
-def forward_backward_stats(
-    startprob: np.ndarray,
-    transmat: np.ndarray,
-    emissionprob: np.ndarray,
-    sequences: list[np.ndarray],
-    max_cells: int = 1 << 18,
+@dataclass(frozen=True)
+class TrainingBuckets:
+    """A training set cut into the chain core's buckets once, for every E-step of a fit.
+
+    Attributes
+    ----------
+    buckets : list of Bucket
+    emitted : list of LongTensor
+        Per bucket, the symbols at its unpadded positions, in the order of
+        ``bucket.tokens[bucket.mask]`` (shape (n_b,)).
+    n_tokens : int
+        Symbols in all (what hmmlearn's ``X`` holds).
+    """
+
+    buckets: list
+    emitted: list
+    n_tokens: int
+
+
+def training_buckets(sequences: list[np.ndarray], max_cells: int = 1 << 18) -> TrainingBuckets:
+    """Cut ``sequences`` (validated int64 arrays) for :func:`bucket_stats`; ``max_cells``: padded
+    ``n_sequences * length`` per bucket."""
+    buckets = make_buckets(sequences, max_cells=max_cells)
+    emitted = [bucket.tokens[bucket.mask] for bucket in buckets]
+    return TrainingBuckets(buckets, emitted, int(sum(len(e) for e in emitted)))
+
+
+def bucket_stats(
+    startprob: np.ndarray, transmat: np.ndarray, emissionprob: np.ndarray, training: TrainingBuckets
 ):
     """Baum-Welch expected sufficient statistics of a database, by the project's chain core.
 
     The same quantities hmmlearn's E-step accumulates sequence by sequence
     (``implementation="scaling"``): the state posteriors ``gamma_t`` and pairwise posteriors
     ``xi_t``, summed over sequences and positions.
+
+    Parameters
+    ----------
+    startprob : (K,), transmat : (K, K), emissionprob : (K, V)
+    training : TrainingBuckets
 
     Returns
     -------
@@ -239,12 +284,24 @@ def forward_backward_stats(
     start = np.zeros(k)
     trans = np.zeros((k, k))
     obs = torch.zeros(v, k, dtype=torch.float64)
-    for bucket, post in _posteriors(startprob, transmat, emissionprob, sequences, max_cells):
+    posteriors = _posteriors(startprob, transmat, emissionprob, training.buckets)
+    for (bucket, post), emitted in zip(posteriors, training.emitted):
         log_prob += float(post.log_normalizer.sum())
         start += post.state_marginals[:, 0].sum(0).numpy()
         trans += post.transition_counts.sum(0).numpy()
-        obs.index_add_(0, bucket.tokens[bucket.mask], post.state_marginals[bucket.mask])
+        obs.index_add_(0, emitted, post.state_marginals[bucket.mask])
     return log_prob, start, trans, obs.T.numpy().copy()
+
+
+def forward_backward_stats(
+    startprob: np.ndarray,
+    transmat: np.ndarray,
+    emissionprob: np.ndarray,
+    sequences: list[np.ndarray],
+    max_cells: int = 1 << 18,
+):
+    """:func:`bucket_stats` of ``sequences`` cut by :func:`training_buckets` (one E-step)."""
+    return bucket_stats(startprob, transmat, emissionprob, training_buckets(sequences, max_cells))
 
 
 @register(em_settings=("max_iter", "tol", "n_init"))
@@ -385,10 +442,12 @@ class HMM(SequenceModel):
     def _fit(self, sequences, n_symbols):
         lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
         X = np.concatenate(sequences).reshape(-1, 1)
+        training = training_buckets(sequences) if self.fast_estep else None
         best = None
         with _quiet_hmmlearn(self.verbose):
             for run_seed in self._run_seeds():
                 model = self._make_hmmlearn(int(lengths.sum()), run_seed)
+                model.training = training  # the same buckets for every restart
                 model.fit(X, lengths)
                 ll = float(
                     forward_log_likelihood(
@@ -432,7 +491,8 @@ class HMM(SequenceModel):
         seqs = self._validate_for_score(sequences)
         out = np.empty((len(seqs), self.n_symbols_))
         step = self.transmat_ @ self.emissionprob_  # (K, V)
-        for bucket, post in _posteriors(self.startprob_, self.transmat_, self.emissionprob_, seqs, 1 << 19):
+        buckets = make_buckets(seqs, max_cells=1 << 19)
+        for bucket, post in _posteriors(self.startprob_, self.transmat_, self.emissionprob_, buckets):
             rows = torch.arange(bucket.n_sequences)
             alpha = post.state_marginals[rows, bucket.lengths.long() - 1].numpy()  # (M_b, K)
             p = alpha @ step
