@@ -17,8 +17,12 @@ It prints two tables:
    the best final ELBO of the runs before it plus ``margin`` (relative). Columns: the share of
    these E-steps' sweeps saved, the ELBO lost per token and per E-step against the full runs
    (the per-sequence maximum with the stopped runs at their stopping value), and the
-   sequence-E-steps that end below the full runs' best (by more than 1e-9 relative). It is a simulation on one EM path: it shows the
-   first-order cost of the rule, not the fit it would give.
+   sequence-E-steps that end below the full runs' best (by more than 1e-9 relative). It is a
+   simulation on one EM path: it shows the first-order cost of the rule, not the fit it would give.
+3. Whether a start's wins stay with the same sequences: at each refresh, the (sequence,
+   start) pairs split by whether that start won the sequence at an earlier E-step of the fit,
+   with their win rates and the ELBO they gain over the runs before them. Equal rates mean
+   that running each start only where it won before would lose most of the gain.
 
     NUMBA_NUM_THREADS=1 python -m ldhmm.experiments.bench_starts --data-dir ../shared/data \\
         --dataset msnbc --n-sequences 3000 --states 8
@@ -35,7 +39,7 @@ from ..inference.cavi import expectation
 from ..models import LDHMM
 from .earlier_commit import bench_sequences
 
-__all__ = ["main", "record_starts", "run_table", "early_stop_table"]
+__all__ = ["main", "record_starts", "run_table", "early_stop_table", "persistence_table"]
 
 #: A run "wins" a sequence when it ends above every run before it by more than this (relative).
 WIN_MARGIN = 1e-6
@@ -157,6 +161,41 @@ def early_stop_table(calls: list, n_tokens: int, margins=(1e-3, 1e-6), firsts=(2
     return rows
 
 
+def persistence_table(calls: list) -> list[str]:
+    """Table 3 (see the module docstring)."""
+    won_before = {}  # bucket -> (starts, M_b) bool: the start won the sequence at an earlier E-step
+    tally = {True: [0, 0, 0.0], False: [0, 0, 0.0]}  # pairs, wins, ELBO gained
+    for labels, traces, first in calls:
+        finals = np.stack([final_values(t) for t in traces])
+        warm = labels[0] == "warm"
+        starts = finals[1:] if warm else finals
+        earlier = won_before.setdefault(first, np.zeros(starts.shape, bool))
+        # the first E-step has no warm run: its first start beats nothing
+        best = (finals[0] if warm else starts[0]).copy()
+        won = np.zeros(starts.shape, bool)
+        for s, run in enumerate(starts):
+            if s == 0 and not warm:
+                continue
+            win = run > best + WIN_MARGIN * np.abs(best)
+            if warm:
+                for prior_win in (True, False):
+                    pairs = earlier[s] == prior_win
+                    tally[prior_win][0] += int(pairs.sum())
+                    tally[prior_win][1] += int((win & pairs).sum())
+                    tally[prior_win][2] += float((run - best)[win & pairs].sum())
+            won[s] = win
+            best = np.maximum(best, run)
+        earlier |= won
+    rows = [
+        "| (sequence, start) pairs at a refresh | pairs | wins | win rate | ELBO gained |",
+        "|---|---|---|---|---|",
+    ]
+    for prior_win, label in ((True, "the start won it at an earlier E-step"), (False, "it never did")):
+        pairs, wins, gain = tally[prior_win]
+        rows.append(f"| {label} | {pairs} | {wins} | {wins / max(pairs, 1):.2%} | {gain:.1f} |")
+    return rows
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default=None)
@@ -177,6 +216,8 @@ def main(argv=None) -> int:
     print("\n".join(run_table(calls)))
     print()
     print("\n".join(early_stop_table(calls, n_tokens)))
+    print()
+    print("\n".join(persistence_table(calls)))
     return 0
 
 

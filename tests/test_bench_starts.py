@@ -39,3 +39,17 @@ def test_recording_gives_one_trace_per_run_and_leaves_the_fit_unchanged(monkeypa
         assert len(traces) == len(labels)
         finals = np.stack([bench_starts.final_values(t) for t in traces])
         assert np.isfinite(finals).all()
+
+
+def test_persistence_counts_a_start_that_wins_again_as_an_earlier_winner():
+    one = np.array([[-5.0]])
+    # first E-step: the second start wins (-5 over -10); refresh 1 (warm -4): it wins again (-3);
+    # refresh 2 (warm -3): the first start wins (-2), never having won before
+    calls = [
+        (["prior", "mean"], [one * 2, one], 0),
+        (["warm", "prior", "mean"], [one + 1.0, one * 2, one + 2.0], 0),
+        (["warm", "prior", "mean"], [one + 2.0, one + 3.0, one * 2], 0),
+    ]
+    rows = bench_starts.persistence_table(calls)
+    assert rows[2].split("|")[2:5] == [" 2 ", " 1 ", " 50.00% "]  # the earlier winner, at both refreshes
+    assert rows[3].split("|")[2:5] == [" 2 ", " 1 ", " 50.00% "]  # the first start, at both refreshes
