@@ -47,7 +47,7 @@ Learned attributes end in ``_`` and exist only after ``fit``; every model sets
 ``n_symbols_`` (the vocabulary size it knows). A model fitted by an iterative rule sets
 ``convergence_``, ``n_iter_`` and ``converged_`` through :meth:`SequenceModel._set_convergence`
 from the fit's :class:`ldhmm.inference.monitor.ConvergenceMonitor`. Using an unfitted model raises
-:class:`sklearn.exceptions.NotFittedError` (a ``ValueError`` and an ``AttributeError``). At
+:class:`NotFittedError` (a ``ValueError`` and an ``AttributeError``, as scikit-learn's). At
 score time a symbol ``>= n_symbols_`` is a ``ValueError``, never a silent ``-inf`` or an
 index error.
 
@@ -67,7 +67,6 @@ import numbers
 from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
-from sklearn.exceptions import NotFittedError
 
 from ..data.seeds import MAX_SEED, derived_seeds
 from ..inference import infer_n_symbols, validate_sequences
@@ -87,6 +86,11 @@ __all__ = [
 
 #: What ``score_samples`` may return: the log-likelihood, a lower bound on it, an estimate.
 SCORE_KINDS = ("exact", "lower_bound", "estimate")
+
+
+class NotFittedError(ValueError, AttributeError):
+    """A model used before ``fit``: the bases of scikit-learn's ``NotFittedError``, defined here
+    so that loading a model does not import scikit-learn (over half a second of start-up)."""
 
 
 @runtime_checkable
