@@ -427,7 +427,7 @@ def describe_model(
         The users' ids (default: ``data.ids`` of a database, else ``0..M-1``).
     baseline : str or model, optional
         The next-event baseline: a registered harness name (``"MARKOV1"``: the first-order
-        chain, registered by :mod:`ldhmm.baselines`) or an unfitted model with ``fit`` and
+        chain of :mod:`ldhmm.baselines.markov_smoothed`) or an unfitted model with ``fit`` and
         ``predict_next_proba`` (a copy is fitted on the users' prefixes); None: the model alone.
     n_clusters : int
         Groups of users (at most the number of users).

@@ -45,6 +45,7 @@ def test_database_level_tables_match_the_dirichlets(fitted):
         "transitions",
         "transition_spread",
         "history",
+        "restarts",
     }
     K, V = model.beta_.shape
     for k in range(K):

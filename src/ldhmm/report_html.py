@@ -229,7 +229,7 @@ def _restarts_section(restarts: pd.DataFrame | None) -> list[str]:
     if restarts is None:
         return ['<p class="note">The restarts are not recorded in this model file.</p>']
     if restarts.empty:
-        return ['<p class="note">No restarts: the fit started from given parameters (or ran the SVI route).</p>']
+        return ['<p class="note">No restarts: a fit from given parameters, or the SVI route.</p>']
     runs = restarts.groupby("restart", sort=True)
     table = pd.DataFrame(
         {
