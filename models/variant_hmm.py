@@ -758,7 +758,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         data : list of 1-D int arrays or SequenceDatabase, optional
             Users in the model's codes.
         baseline : str or model, optional
-            E.g. ``"MARKOV1"`` (after ``import ldhmm.baselines``): the first-order Markov chain,
+            E.g. ``"MARKOV1"`` (a registered harness name): the first-order Markov chain,
             fitted on the users' prefixes.
         n_clusters, n_examples, seed : int
 
