@@ -22,10 +22,11 @@ __all__ = ["load_model", "model_classes", "data_for_model"]
 
 def model_classes() -> dict[str, type]:
     """``{class name: class}`` of every class a model file may name (imports every model's module)."""
-    classes = {name: model_class(name) for name in BUILTIN_CLASSES}
-    for spec in registered():
-        if callable(getattr(spec.cls, "load", None)):
-            classes.setdefault(spec.cls.__name__, spec.cls)
+    candidates = [model_class(name) for name in BUILTIN_CLASSES] + [spec.cls for spec in registered()]
+    classes = {}
+    for cls in candidates:
+        if callable(getattr(cls, "load", None)):  # a class with no model file of its own is not one
+            classes.setdefault(cls.__name__, cls)
     return classes
 
 
