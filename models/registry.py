@@ -11,10 +11,10 @@ A model enters the harness by registering its class, next to the class::
         ...
 
 and, for a model shipped with ldhmm, one row in :data:`BUILTIN_NAMES` (and its class in
-:data:`BUILTIN_CLASSES`). Everything the harness knows about a model
-is read from the class: ``score_kind``, whether it has ``log_marginal_is`` (then the
-harness reports an importance-sampled estimate beside ``score_samples``), and its
-constructor. What the class cannot say is given to :func:`register`:
+:data:`BUILTIN_CLASSES`). Everything the harness knows about a model is read from the class:
+``score_kind``, whether it has ``log_marginal_is`` (then the harness reports an
+importance-sampled estimate beside ``score_samples``), and its constructor. What the class
+cannot say is given to :func:`register`:
 
 ``name``
     The harness name (the ``model`` column of result files, ``--models``); default the
@@ -37,7 +37,9 @@ name or a class of it is first asked for (:func:`get_spec`, :func:`model_class`)
 ``@register`` then fills the entry; :func:`registered` imports them all (the harness runs
 every model). Why: the baselines bring gensim, hmmlearn and scikit-learn, about 2 CPU seconds
 of imports that ``ldhmm score`` of an LDHMM file never uses. This is the registry's one
-on-demand import, by a static table (as ``ldhmm.cli.commands`` is the command line's).
+on-demand import, by a static table (as ``ldhmm.cli.commands`` is the command line's). A
+built-in harness name is its built-in class's, even before that class's module is imported:
+another class that registers under it is refused.
 
 Tables list the built-in models in the order of :data:`BUILTIN_NAMES`, then every other
 registered model in the order it was registered.
