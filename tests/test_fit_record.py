@@ -139,7 +139,7 @@ def test_a_file_without_the_record_still_loads(fitted, tmp_path):
         ),
     ],
 )
-def test_a_bad_value_is_refused_naming_its_field(fitted, tmp_path, field, value, named):
+def test_a_bad_value_is_refused_naming_its_field(fitted, tmp_path, capsys, field, value, named):
     _, _, path = fitted
     doc = json.loads(path.read_text())
     doc[field] = value
@@ -149,8 +149,11 @@ def test_a_bad_value_is_refused_naming_its_field(fitted, tmp_path, field, value,
         LDHMM.load(bad)
     assert "\n" not in str(err.value)
     # the command line: one line naming file and field, no traceback
+    capsys.readouterr()
     code = main(["score", str(bad), str(tmp_path / "none.txt"), "--quiet"])
-    assert code != 0
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith(f"ldhmm score: error: {bad}: field '{named}': ")
+    assert err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_the_command_line_records_the_file(tmp_path, capsys):
