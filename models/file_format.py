@@ -50,6 +50,7 @@ holds, in place of ``sharing``, ``prior``, ``posterior`` and ``log_point``::
     config        the constructor's plain settings (n_states, n_symbols, seed, lr, score_draws, ...)
     params        {name: array}: the fitted global parameters (constrained values), each finite
     elbo_history, vocabulary   as above (vocabulary: null or n_symbols distinct strings)
+    training_data (optional) as above
 
 :func:`validate_pyro_document` checks it the same way (one error naming file and field).
 :func:`validate_model_document` checks all of it and raises one ``ValueError`` naming the
@@ -770,7 +771,8 @@ def validate_pyro_document(doc, path, cls) -> None:
         or len(set(vocabulary)) != V
     ):
         raise ModelFileError(path, "vocabulary", f"expected null or {V} distinct strings")
-    unknown = sorted(set(doc) - set(_PYRO_FIELDS) - {"elbo_history", "vocabulary"})
+    check_fit_record(doc, path)
+    unknown = sorted(set(doc) - set(_PYRO_FIELDS) - {"elbo_history", "vocabulary", *_FIT_RECORD})
     if unknown:
         raise ModelFileError(path, unknown[0], "unknown field")
 
@@ -796,6 +798,7 @@ def write_pyro_model_file(path, model, factory: str) -> None:
         "params": {k: np.asarray(v, dtype=np.float64).tolist() for k, v in model.params_.items()},
         "elbo_history": [float(x) for x in getattr(model, "elbo_history_", [])],
         "vocabulary": None if vocabulary is None else [str(v) for v in vocabulary],
+        **fit_record(model),
     }
     write_atomically(Path(path), lambda f: f.write(json.dumps(doc)))
 
@@ -852,4 +855,5 @@ def read_pyro_model_file(path, cls, factory=None):
     model.n_iter_ = len(model.elbo_history_)
     if doc.get("vocabulary") is not None:
         model.vocabulary_ = list(doc["vocabulary"])
+    set_fit_record(model, doc)
     return model
