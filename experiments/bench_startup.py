@@ -1,12 +1,17 @@
 """How long ``ldhmm`` takes to start: each command run in a fresh interpreter, its wall and CPU time.
 
-``python -m ldhmm.experiments.bench_startup [--repeats 5] [--commands help score ...]`` writes a
-tiny model and log into a temporary directory, runs ``python -m ldhmm.cli ...`` for each command
-``--repeats`` times, and prints one Markdown row per command: the median wall seconds, the
-median CPU seconds (user + system of the child process, the better measure on a loaded
-machine), and the heavy libraries the command's interpreter holds at its end (from a separate
-run of the same command in process). ``--help`` of a command measures its imports alone; the
-``score`` row reads and scores 5 sequences, so nearly all of it is imports too.
+``python -m ldhmm.experiments.bench_startup [--repeats 5] [--commands help score ...]
+[--before REF]`` writes a tiny model and log into a temporary directory, runs
+``python -m ldhmm.cli ...`` for each command ``--repeats`` times, and prints one Markdown row per
+command: the median wall seconds, the median CPU seconds (user + system of the child process,
+the better measure on a loaded machine), and the heavy libraries the command's interpreter
+holds at its end (from a separate run of the same command in process). ``--help`` of a command
+measures its imports alone; ``score``, ``posterior``, ``predict``, ``decode`` and ``report``
+read 5 sequences of a K = 2 model, so nearly all of their time is imports too.
+
+With ``--before REF`` every run of this checkout alternates with a run of the commit ``REF``
+(its files laid out for ``PYTHONPATH`` by :func:`ldhmm.experiments.earlier_commit.earlier_tree`,
+under ``--cache``), so that both columns see the same load.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..models import LDHMM
+from .earlier_commit import earlier_tree
 
 __all__ = ["COMMANDS", "HEAVY", "run_once", "main"]
 
@@ -47,6 +53,10 @@ def _commands(d: Path) -> dict[str, list[str]]:
         "help": ["--help"],
         "score --help": ["score", "--help"],
         "score": ["score", model, log, "--quiet", "--out", str(d / "s.csv")],
+        "posterior": ["posterior", model, log, "--quiet", "--out", str(d / "p.csv")],
+        "predict": ["predict", model, log, "--quiet", "--out", str(d / "n.csv")],
+        "decode": ["decode", model, log, "--quiet", "--out", str(d / "d.csv")],
+        "report": ["report", model, log, "--out", str(d / "r.html")],
         "fit --help": ["fit", "--help"],
         "compare --help": ["compare", "--help"],
         "next-event --help": ["next-event", "--help"],
@@ -66,17 +76,28 @@ def _write_inputs(d: Path) -> None:
     (d / "log.txt").write_text("\n".join(" ".join(rng.choice(list("abc"), 6)) for _ in range(5)) + "\n")
 
 
-def run_once(argv: list[str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of ``python -m ldhmm.cli ARGV`` in a fresh interpreter."""
+def _env(pythonpath: Path | None) -> dict[str, str]:
+    """This process's environment, with ``pythonpath`` (an earlier commit's package) first."""
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), *env.get("PYTHONPATH", "").split(os.pathsep)])
+    return env
+
+
+def run_once(argv: list[str], pythonpath: Path | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of ``python -m ldhmm.cli ARGV`` in a fresh interpreter
+    (``pythonpath`` first on its path: an earlier commit's package)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ldhmm.cli", *argv], capture_output=True, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "ldhmm.cli", *argv], capture_output=True, check=False, env=_env(pythonpath)
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def _loaded(argv: list[str]) -> list[str]:
+def _loaded(argv: list[str], pythonpath: Path | None = None) -> list[str]:
     code = (
         "import sys, contextlib, io\nfrom ldhmm.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
@@ -84,29 +105,59 @@ def _loaded(argv: list[str]) -> list[str]:
         "print('\\n'.join(sys.modules))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=_env(pythonpath)
     ).stdout.split()
     return [h for h in HEAVY if any(m == h or m.startswith(h + ".") for m in out)]
+
+
+def _medians(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="runs per command (default 5)")
     parser.add_argument("--commands", nargs="+", default=list(COMMANDS), choices=COMMANDS, metavar="CMD")
+    parser.add_argument("--before", metavar="REF", help="also run the commit REF, interleaved")
+    parser.add_argument(
+        "--cache", type=Path, default=Path(tempfile.gettempdir()) / "ldhmm-bench-trees", help="REF's tree"
+    )
     args = parser.parse_args(argv)
+    earlier = None
+    if args.before:
+        args.cache.mkdir(parents=True, exist_ok=True)
+        earlier = earlier_tree(args.before, args.cache, Path(__file__))
     print(f"load average {os.getloadavg()[0]:.1f}; {args.repeats} runs per command, medians")
-    print("| command | wall s | CPU s | heavy libraries loaded |\n|---|---|---|---|")
+    if earlier is None:
+        print("| command | wall s | CPU s | heavy libraries loaded |\n|---|---|---|---|")
+    else:
+        print(
+            f"| command | {args.before}: CPU s | this: CPU s | {args.before}: wall s | this: wall s "
+            f"| loaded by {args.before} | loaded by this |\n|---|---|---|---|---|---|---|"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         _write_inputs(d)
         commands = _commands(d)
         for name in args.commands:
-            runs = [run_once(commands[name]) for _ in range(args.repeats)]
-            wall = statistics.median(r[0] for r in runs)
-            cpu = statistics.median(r[1] for r in runs)
             label = "--help" if name == "help" else name
+            after, before = [], []
+            for _ in range(args.repeats):
+                if earlier is not None:
+                    before.append(run_once(commands[name], earlier))
+                after.append(run_once(commands[name]))
+            wall, cpu = _medians(after)
             heavy = ", ".join(_loaded(commands[name])) or "-"
-            print(f"| `ldhmm {label}` | {wall:.2f} | {cpu:.2f} | {heavy} |", flush=True)
+            if earlier is None:
+                print(f"| `ldhmm {label}` | {wall:.2f} | {cpu:.2f} | {heavy} |", flush=True)
+                continue
+            old_wall, old_cpu = _medians(before)
+            old_heavy = ", ".join(_loaded(commands[name], earlier)) or "-"
+            print(
+                f"| `ldhmm {label}` | {old_cpu:.2f} | {cpu:.2f} | {old_wall:.2f} | {wall:.2f} "
+                f"| {old_heavy} | {heavy} |",
+                flush=True,
+            )
     return 0
 
 

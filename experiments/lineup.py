@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .. import baselines  # noqa: F401  (registers the baselines)
 from ..models import LDHMM
 from ..models.registry import get_spec, registered
 

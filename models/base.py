@@ -44,10 +44,11 @@ Class attributes:
     with no other model's.
 
 Learned attributes end in ``_`` and exist only after ``fit``; every model sets
-``n_symbols_`` (the vocabulary size it knows). A model fitted by an iterative rule sets
+``n_symbols_`` (the vocabulary size it knows) and ``training_data_`` (what it was fitted on:
+:func:`ldhmm.data.fingerprint.training_record`). A model fitted by an iterative rule sets
 ``convergence_``, ``n_iter_`` and ``converged_`` through :meth:`SequenceModel._set_convergence`
 from the fit's :class:`ldhmm.inference.monitor.ConvergenceMonitor`. Using an unfitted model raises
-:class:`sklearn.exceptions.NotFittedError` (a ``ValueError`` and an ``AttributeError``). At
+:class:`NotFittedError` (a ``ValueError`` and an ``AttributeError``, as scikit-learn's). At
 score time a symbol ``>= n_symbols_`` is a ``ValueError``, never a silent ``-inf`` or an
 index error.
 
@@ -67,14 +68,15 @@ import numbers
 from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
-from sklearn.exceptions import NotFittedError
 
+from ..data.fingerprint import training_record
 from ..data.seeds import MAX_SEED, derived_seeds
 from ..inference import infer_n_symbols, validate_sequences
 from ..inference.ops.importance import ImportanceEstimate, pool_estimates
 
 __all__ = [
     "SCORE_KINDS",
+    "data_source",
     "NotFittedError",
     "SequenceModel",
     "SequenceModelProtocol",
@@ -87,6 +89,19 @@ __all__ = [
 
 #: What ``score_samples`` may return: the log-likelihood, a lower bound on it, an estimate.
 SCORE_KINDS = ("exact", "lower_bound", "estimate")
+
+
+def data_source(data) -> str | None:
+    """The file a database was read from (a :class:`ldhmm.data.SequenceDatabase`'s
+    ``meta["source"]``), or None (sequences given in Python)."""
+    meta = getattr(data, "meta", None)
+    source = meta.get("source") if isinstance(meta, dict) else None
+    return None if source is None else str(source)
+
+
+class NotFittedError(ValueError, AttributeError):
+    """A model used before ``fit``: the bases of scikit-learn's ``NotFittedError``, defined here
+    so that loading a model does not import scikit-learn (over half a second of start-up)."""
 
 
 @runtime_checkable
@@ -207,12 +222,14 @@ class SequenceModel(abc.ABC):
     def fit(self, sequences, **fit_params):
         """Learn from a database (list of 1-D integer arrays, or a
         :class:`ldhmm.data.SequenceDatabase`, whose symbol names are then kept as
-        ``vocabulary_`` and saved with the model); returns ``self``."""
+        ``vocabulary_`` and saved with the model, and the file it was read from is recorded in
+        ``training_data_``); returns ``self``."""
         seqs = self._validate_for_fit(sequences)
         self._fit(seqs, self.n_symbols_, **fit_params)
         vocabulary = getattr(sequences, "vocabulary", None)  # a SequenceDatabase names its symbols
         if isinstance(vocabulary, list) and len(vocabulary) == self.n_symbols_:
             self.vocabulary_ = list(vocabulary)
+        self.training_data_ = training_record(seqs, data_source(sequences))
         return self
 
     def score_samples(self, sequences) -> np.ndarray:

@@ -36,6 +36,7 @@ __all__ = [
     "kmeans",
     "posterior_features",
     "top_events",
+    "restart_table",
 ]
 
 #: Events shown per state in the states table.
@@ -173,6 +174,30 @@ def database_dirichlet(params, group: str) -> tuple[np.ndarray, np.ndarray]:
     return dirichlet_mean(concentration), dirichlet_std(concentration)
 
 
+def restart_table(histories, seeds, kept) -> pd.DataFrame:
+    """Every restart's training ELBO per EM iteration, one row per (restart, iteration).
+
+    Parameters
+    ----------
+    histories : list of R 1-D arrays
+        The ELBO per iteration of each restart (``restart_elbo_histories_``).
+    seeds : list of R int
+        Each restart's seed (``restart_seeds()``).
+    kept : int or None
+        The restart the fit kept (``kept_restart_``).
+
+    Returns
+    -------
+    DataFrame, columns ``restart`` (1-based), ``seed``, ``iteration`` (1-based), ``elbo``, ``kept``
+    """
+    rows = [
+        {"restart": r + 1, "seed": seed, "iteration": i + 1, "elbo": float(value), "kept": r == kept}
+        for r, (run, seed) in enumerate(zip(histories, seeds))
+        for i, value in enumerate(run)
+    ]
+    return pd.DataFrame(rows, columns=["restart", "seed", "iteration", "elbo", "kept"])
+
+
 # ------------------------------------------------------------------------ the description
 @dataclass
 class ModelDescription:
@@ -197,7 +222,11 @@ class ModelDescription:
     transition_spread : DataFrame, K x K
         Standard deviation of A's entries (database level).
     history : DataFrame, columns ``iteration``, ``elbo``
-        The training ELBO per EM iteration of the kept restart.
+        The training ELBO per EM iteration of the kept run.
+    restarts : DataFrame or None
+        Every restart's training ELBO per EM iteration (:func:`restart_table`: ``restart``,
+        ``seed``, ``iteration``, ``elbo``, ``kept``); None when the model does not record them
+        (a model file written before they were saved).
     users, clusters, examples, next_event : DataFrame or None (None without data)
         ``users``: one row per user (``sequence_id``, ``length``, ``bound``, ``bound_per_token``,
         ``cluster``, ``rank``: 1 is the most typical); ``clusters``: one row per group of users
@@ -214,6 +243,7 @@ class ModelDescription:
     transitions: pd.DataFrame
     transition_spread: pd.DataFrame
     history: pd.DataFrame
+    restarts: pd.DataFrame | None = None
     users: pd.DataFrame | None = None
     clusters: pd.DataFrame | None = None
     examples: pd.DataFrame | None = None
@@ -249,15 +279,38 @@ def _summary_rows(model, extra: dict) -> pd.DataFrame:
         "sharing (pi, A, B)": ", ".join(model.sharing.kind(g) for g in GROUPS),
         "restarts (n_init)": getattr(model, "n_init", 1),
         "restart seeds (the kept run: highest final ELBO)": ", ".join(map(str, model.restart_seeds())),
+        "kept restart": _kept(model),
         "start of the kept run": getattr(model, "start_kind_", "not recorded in the model file"),
         "EM iterations": len(history),
         "final training ELBO (nats)": f"{history[-1]:.6g}" if history.size else "not recorded",
         "stopped because": getattr(convergence, "reason", "not recorded in the model file"),
-        "training data": getattr(model, "training_data_", "not recorded in the model file"),
+        **_training_rows(getattr(model, "training_data_", None)),
         "ldhmm version": _version(),
         **extra,
     }
     return pd.DataFrame({"field": list(rows), "value": [str(v) for v in rows.values()]})
+
+
+def _kept(model) -> str:
+    if not hasattr(model, "restart_elbo_histories_"):
+        return "not recorded in the model file"
+    kept = getattr(model, "kept_restart_", None)
+    runs = len(model.restart_elbo_histories_)
+    if kept is None:
+        return "none (the kept run started from given parameters, a grown start or the SVI route)"
+    return f"{kept + 1} of {runs}"
+
+
+def _training_rows(record) -> dict:
+    """The summary's rows of what the model was fitted on (``training_data_``)."""
+    if record is None:
+        return {"training data": "not recorded in the model file"}
+    return {
+        "training data": record["source"],
+        "training sequences": record["n_sequences"],
+        "training tokens": record["n_tokens"],
+        "training data SHA-256": record["sha256"] or "not computed (read by the workers)",
+    }
 
 
 def _baseline_model(baseline, n_symbols: int, seed: int):
@@ -374,7 +427,7 @@ def describe_model(
         The users' ids (default: ``data.ids`` of a database, else ``0..M-1``).
     baseline : str or model, optional
         The next-event baseline: a registered harness name (``"MARKOV1"``: the first-order
-        chain, registered by :mod:`ldhmm.baselines`) or an unfitted model with ``fit`` and
+        chain of :mod:`ldhmm.baselines.markov_smoothed`) or an unfitted model with ``fit`` and
         ``predict_next_proba`` (a copy is fitted on the users' prefixes); None: the model alone.
     n_clusters : int
         Groups of users (at most the number of users).
@@ -437,6 +490,9 @@ def describe_model(
         transitions=pd.DataFrame(A_mean, index=pd.Index(names, name="from"), columns=names),
         transition_spread=pd.DataFrame(A_std, index=pd.Index(names, name="from"), columns=names),
         history=pd.DataFrame({"iteration": np.arange(1, history.size + 1), "elbo": history}),
+        restarts=restart_table(model.restart_elbo_histories_, model.restart_seeds(), model.kept_restart_)
+        if hasattr(model, "restart_elbo_histories_")
+        else None,
         users=users[0],
         clusters=users[1],
         examples=users[2],

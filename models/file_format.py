@@ -27,6 +27,14 @@ A model file is JSON (never pickle) written by :func:`write_model_file` (what
                   like an inline one. Written only when some array has at least
                   NPZ_MIN_ENTRIES entries (large vocabularies); an older ldhmm refuses such a
                   file with "field 'arrays': unknown field", never misreads it.
+    fit_history   (optional, ldhmm 0.2.0 on) {"restarts": [[number, ...], ...], "kept": int or
+                  null}: the training ELBO per EM iteration of every restart (finite numbers;
+                  ``restart_elbo_histories_``) and the index of the restart the fit kept
+                  (``kept_restart_``; null: none, a fit from a given start)
+    training_data (optional, ldhmm 0.2.0 on) {"source": str, "n_sequences": int >= 0,
+                  "n_tokens": int >= 0, "sha256": 64 hex digits or null}: the file the model was
+                  fitted on (or "Python data"), its size and the SHA-256 of its coded sequences
+                  (:func:`ldhmm.data.fingerprint.content_sha256`; ``training_data_``)
 
 with shapes pi (K,), A (K, K), B (K, V), K = ``config.n_states`` and V = ``config.n_symbols``
 (when that is null: the vocabulary's length, else B's width).
@@ -42,6 +50,7 @@ holds, in place of ``sharing``, ``prior``, ``posterior`` and ``log_point``::
     config        the constructor's plain settings (n_states, n_symbols, seed, lr, score_draws, ...)
     params        {name: array}: the fitted global parameters (constrained values), each finite
     elbo_history, vocabulary   as above (vocabulary: null or n_symbols distinct strings)
+    training_data (optional) as above
 
 :func:`validate_pyro_document` checks it the same way (one error naming file and field).
 :func:`validate_model_document` checks all of it and raises one ``ValueError`` naming the
@@ -84,6 +93,9 @@ __all__ = [
     "ModelFileError",
     "validate_model_document",
     "check_config_types",
+    "check_fit_record",
+    "fit_record",
+    "set_fit_record",
     "write_model_file",
     "read_model_file",
     "read_model_json",
@@ -100,7 +112,7 @@ FORMAT_VERSION = 2
 FORMAT_HISTORY = {
     1: "the first format",
     2: "optional 'vocabulary': the training symbols' names; optional 'arrays': large arrays in "
-    "an NPZ side file (ldhmm 0.2.0)",
+    "an NPZ side file; optional 'fit_history' (every restart's ELBO) and 'training_data' (ldhmm 0.2.0)",
 }
 #: Arrays with at least this many entries are written to the NPZ side file (K x V at large V:
 #: as JSON text, 10^6 symbols x 8 states are ~170 MB and seconds to parse).
@@ -455,9 +467,90 @@ def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
             or len(set(vocabulary)) != len(vocabulary)
         ):
             raise ModelFileError(path, "vocabulary", f"expected null or {V} distinct strings")
-    unknown = sorted(set(doc) - set(_TOP_LEVEL) - {"elbo_history", "vocabulary", "arrays"})
+    check_fit_record(doc, path)
+    unknown = sorted(set(doc) - set(_TOP_LEVEL) - {"elbo_history", "vocabulary", "arrays", *_FIT_RECORD})
     if unknown:
         raise ModelFileError(path, unknown[0], "unknown field")
+
+
+#: The optional fields of what a fit saw and did (module docstring), with their sub-fields.
+_FIT_RECORD = {
+    "fit_history": ("restarts", "kept"),
+    "training_data": ("source", "n_sequences", "n_tokens", "sha256"),
+}
+_HEX = frozenset("0123456789abcdef")
+
+
+def check_fit_record(doc: dict, path) -> None:
+    """Check the optional fields ``fit_history`` and ``training_data`` of a model file (module
+    docstring); absent fields pass (files written before them).
+
+    Raises
+    ------
+    ModelFileError
+        Naming the field (``fit_history.kept``, ``training_data.sha256``, ...).
+    """
+    for name, keys in _FIT_RECORD.items():
+        if name not in doc:
+            continue
+        value = doc[name]
+        if not isinstance(value, dict):
+            raise ModelFileError(path, name, f"expected an object, got {type(value).__name__}")
+        extra, missing = sorted(set(value) - set(keys)), [k for k in keys if k not in value]
+        if extra:
+            raise ModelFileError(path, f"{name}.{extra[0]}", "unknown field")
+        if missing:
+            raise ModelFileError(path, f"{name}.{missing[0]}", "missing")
+    history = doc.get("fit_history")
+    if history is not None:
+        runs = history["restarts"]
+        if not isinstance(runs, list) or not all(
+            isinstance(run, list) and all(_is_number(x) for x in run) for run in runs
+        ):
+            raise ModelFileError(path, "fit_history.restarts", "expected a list of lists of finite numbers")
+        kept = history["kept"]
+        if kept is not None and not (_is_int(kept) and 0 <= kept < len(runs)):
+            raise ModelFileError(
+                path, "fit_history.kept", f"expected null or a restart in [0, {len(runs)}), got {kept!r}"
+            )
+    data = doc.get("training_data")
+    if data is not None:
+        if not isinstance(data["source"], str):
+            raise ModelFileError(path, "training_data.source", f"expected a string, got {data['source']!r}")
+        for key in ("n_sequences", "n_tokens"):
+            if not (_is_int(data[key]) and data[key] >= 0):
+                raise ModelFileError(
+                    path, f"training_data.{key}", f"expected an integer >= 0, got {data[key]!r}"
+                )
+        digest = data["sha256"]
+        if digest is not None and not (isinstance(digest, str) and len(digest) == 64 and set(digest) <= _HEX):
+            raise ModelFileError(
+                path, "training_data.sha256", f"expected null or 64 lowercase hex digits, got {digest!r}"
+            )
+
+
+def fit_record(model) -> dict:
+    """The optional fields ``fit_history`` and ``training_data`` of a fitted model (those it has)."""
+    doc = {}
+    if hasattr(model, "restart_elbo_histories_"):
+        kept = getattr(model, "kept_restart_", None)
+        doc["fit_history"] = {
+            "restarts": [[float(x) for x in run] for run in model.restart_elbo_histories_],
+            "kept": None if kept is None else int(kept),
+        }
+    if hasattr(model, "training_data_"):
+        doc["training_data"] = dict(model.training_data_)
+    return doc
+
+
+def set_fit_record(model, doc: dict) -> None:
+    """Give a loaded model the fields of :func:`fit_record` its file holds (checked before)."""
+    if "fit_history" in doc:
+        history = doc["fit_history"]
+        model.restart_elbo_histories_ = [np.asarray(run, dtype=np.float64) for run in history["restarts"]]
+        model.kept_restart_ = history["kept"]
+    if "training_data" in doc:
+        model.training_data_ = dict(doc["training_data"])
 
 
 def write_model_file(path, model, vocabulary=None) -> None:
@@ -472,7 +565,9 @@ def write_model_file(path, model, vocabulary=None) -> None:
          "posterior": {...},                                     # shared groups
          "log_point": {...},                                     # point groups, log-probs
          "elbo_history": [...],
-         "vocabulary": ["symbol 0", ...] or null}                 # V names (version 2)
+         "vocabulary": ["symbol 0", ...] or null,                 # V names (version 2)
+         "fit_history": {"restarts": [[...], ...], "kept": 0},    # when the model has them
+         "training_data": {"source": ..., "n_sequences": ..., "n_tokens": ..., "sha256": ...}}
 
     Arrays are nested lists of float64 (exact round trip: Python's float repr). An array of at
     least :data:`NPZ_MIN_ENTRIES` entries (B at large vocabularies) is written instead to the
@@ -487,7 +582,8 @@ def write_model_file(path, model, vocabulary=None) -> None:
     path : str or Path
     model : fitted estimator
         Its class name, ``get_config()``, ``sharing``, ``params_``, ``n_symbols_``,
-        ``elbo_history_`` and ``vocabulary_`` (when set) are written.
+        ``elbo_history_`` and, when set, ``vocabulary_``, ``restart_elbo_histories_`` with
+        ``kept_restart_``, and ``training_data_`` are written.
     vocabulary : sequence of str, optional
         The names of the V training symbols (default: ``model.vocabulary_`` when set).
 
@@ -530,6 +626,7 @@ def write_model_file(path, model, vocabulary=None) -> None:
         "log_point": arrays("log_point", params.log_point),
         "elbo_history": [float(x) for x in getattr(model, "elbo_history_", [])],
         "vocabulary": vocabulary,
+        **fit_record(model),
     }
     remove_stale_temporaries(path)  # of a save killed before its rename (the side file's too)
     previous = named_side_file(path)  # of a model file being replaced
@@ -550,7 +647,8 @@ def read_model_file(path, cls, guide=None):
     Every field is checked (:func:`validate_model_document`, :func:`check_config_types`)
     before anything is built; then ``cls._from_config(config, sharing, guide)`` builds the
     estimator (its own checks of the settings), which gets the saved parameters (in its
-    ``dtype``), ``elbo_history_``, ``n_iter_`` and ``vocabulary_``.
+    ``dtype``), ``elbo_history_``, ``n_iter_``, ``vocabulary_`` and what the file records of the
+    fit (:func:`set_fit_record`).
 
     Parameters
     ----------
@@ -602,6 +700,7 @@ def read_model_file(path, cls, guide=None):
     model.n_iter_ = len(model.elbo_history_)
     if doc.get("vocabulary") is not None:
         model.vocabulary_ = list(doc["vocabulary"])
+    set_fit_record(model, doc)
     return model
 
 
@@ -672,7 +771,8 @@ def validate_pyro_document(doc, path, cls) -> None:
         or len(set(vocabulary)) != V
     ):
         raise ModelFileError(path, "vocabulary", f"expected null or {V} distinct strings")
-    unknown = sorted(set(doc) - set(_PYRO_FIELDS) - {"elbo_history", "vocabulary"})
+    check_fit_record(doc, path)
+    unknown = sorted(set(doc) - set(_PYRO_FIELDS) - {"elbo_history", "vocabulary", *_FIT_RECORD})
     if unknown:
         raise ModelFileError(path, unknown[0], "unknown field")
 
@@ -698,6 +798,7 @@ def write_pyro_model_file(path, model, factory: str) -> None:
         "params": {k: np.asarray(v, dtype=np.float64).tolist() for k, v in model.params_.items()},
         "elbo_history": [float(x) for x in getattr(model, "elbo_history_", [])],
         "vocabulary": None if vocabulary is None else [str(v) for v in vocabulary],
+        **fit_record(model),
     }
     write_atomically(Path(path), lambda f: f.write(json.dumps(doc)))
 
@@ -754,4 +855,5 @@ def read_pyro_model_file(path, cls, factory=None):
     model.n_iter_ = len(model.elbo_history_)
     if doc.get("vocabulary") is not None:
         model.vocabulary_ = list(doc["vocabulary"])
+    set_fit_record(model, doc)
     return model

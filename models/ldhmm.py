@@ -69,6 +69,16 @@ class LDHMM(VariantHMM):
     beta_ : ndarray, shape (K, V)
     elbo_history_ : ndarray
         Total training ELBO after each EM iteration (each SVI epoch with ``optimizer="svi"``).
+    restart_elbo_histories_ : list of ndarray
+        The training ELBO per EM iteration of every restart, in the order of
+        ``restart_seeds()`` (of the PF fit that an FF fit starts from); empty for a fit from
+        ``init_params`` and for the SVI route.
+    kept_restart_ : int or None
+        Which restart the fit kept (highest final ELBO); None when it kept none.
+    training_data_ : dict
+        What it was fitted on: ``source`` (the file, or ``"Python data"``), ``n_sequences``,
+        ``n_tokens`` and ``sha256`` (:func:`ldhmm.data.fingerprint.content_sha256` of the coded
+        sequences; None for a partitioned data set read by its workers).
     n_iter_ : int
         EM iterations (SVI epochs) run.
     converged_ : bool
@@ -150,6 +160,7 @@ class LDHMM(VariantHMM):
         }
         self._set_params(VariantParameters(LDHMM_SHARING, prior=learned))
         self.elbo_history_ = np.asarray(result.elbo_history)
+        self.restart_elbo_histories_, self.kept_restart_ = [], None  # one SVI run, no restarts
         self.epoch_seconds_ = np.asarray(result.epoch_seconds)
         self._set_convergence(result.convergence)
 

@@ -10,11 +10,11 @@ A model enters the harness by registering its class, next to the class::
         score_kind = "exact"
         ...
 
-and, for a baseline shipped with ldhmm, one line in ``baselines/__init__.py`` that imports
-its module (the import runs the ``@register``). Everything the harness knows about a model
-is read from the class: ``score_kind``, whether it has ``log_marginal_is`` (then the
-harness reports an importance-sampled estimate beside ``score_samples``), and its
-constructor. What the class cannot say is given to :func:`register`:
+and, for a model shipped with ldhmm, one row in :data:`BUILTIN_NAMES` (and its class in
+:data:`BUILTIN_CLASSES`). Everything the harness knows about a model is read from the class:
+``score_kind``, whether it has ``log_marginal_is`` (then the harness reports an
+importance-sampled estimate beside ``score_samples``), and its constructor. What the class
+cannot say is given to :func:`register`:
 
 ``name``
     The harness name (the ``model`` column of result files, ``--models``); default the
@@ -30,15 +30,27 @@ constructor. What the class cannot say is given to :func:`register`:
     ``("max_iter", "tol")``, for a model that iterates EM to convergence; ``()`` for one
     whose ``max_iter`` means something else (LDA: per-document iterations).
 
-Tables list the models in the order they were registered: the LDHMM entries (registered
-when :mod:`ldhmm.models` is imported, which every baseline's import does first), then the
-baselines in the order ``baselines/__init__.py`` imports them.
+**The models shipped with ldhmm are known by name before their modules are imported.**
+:data:`BUILTIN_CLASSES` names each built-in class's module and :data:`BUILTIN_NAMES` each
+built-in harness name's class, in the order of the result tables. A module is imported when a
+name or a class of it is first asked for (:func:`get_spec`, :func:`model_class`), and its
+``@register`` then fills the entry; :func:`registered` imports them all (the harness runs
+every model). Why: the baselines bring gensim, hmmlearn and scikit-learn, about 2 CPU seconds
+of imports that ``ldhmm score`` of an LDHMM file never uses. This is the registry's one
+on-demand import, by a static table (as ``ldhmm.cli.commands`` is the command line's). A
+built-in harness name is its built-in class's, even before that class's module is imported:
+another class that registers under it is refused.
+
+Tables list the built-in models in the order of :data:`BUILTIN_NAMES`, then every other
+registered model in the order it was registered.
 
 Every registered class is called as ``cls(n_states, n_symbols=V, seed=seed, **options)``.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -46,10 +58,46 @@ from typing import Any
 
 from .base import SCORE_KINDS
 
-__all__ = ["EM_SETTINGS", "ModelSpec", "register", "unregister", "registered", "get_spec"]
+__all__ = [
+    "EM_SETTINGS",
+    "BUILTIN_CLASSES",
+    "BUILTIN_NAMES",
+    "ModelSpec",
+    "register",
+    "unregister",
+    "registered",
+    "registered_names",
+    "get_spec",
+    "model_class",
+]
 
 #: The harness-wide settings a model may take (constructor arguments of these names).
 EM_SETTINGS = ("max_iter", "tol", "m_step", "n_init")
+
+#: ``{class name: module}`` (relative to ``ldhmm.models``) of every class shipped with ldhmm that
+#: a model file may name or a built-in harness name runs.
+BUILTIN_CLASSES = {
+    "VariantHMM": ".variant_hmm",
+    "LDHMM": ".ldhmm",
+    "PyroSequenceModel": ".pyro_sequence",
+    "HMM": "..baselines.hmm",
+    "LDA": "..baselines.lda",
+    "VBHMM": "..baselines.vbhmm",
+    "HMMV": "..baselines.hmmv",
+    "SmoothedMarkovChain": "..baselines.markov_smoothed",
+}
+
+#: ``{harness name: class name}`` of the models shipped with ldhmm, in the order of the tables.
+BUILTIN_NAMES = {
+    "LDHMM-FF": "LDHMM",
+    "LDHMM-PF": "LDHMM",
+    "HMM": "HMM",
+    "LDA": "LDA",
+    "VBHMM": "VBHMM",
+    "HMMV": "HMMV",
+    "MARKOV1": "SmoothedMarkovChain",
+    "MARKOV3": "SmoothedMarkovChain",
+}
 
 _REGISTRY: dict[str, ModelSpec] = {}
 
@@ -137,6 +185,9 @@ def register(
     unknown = [s for s in em_settings if s not in EM_SETTINGS]
     if unknown:
         raise ValueError(f"{key}: unknown em_settings {unknown}; known: {', '.join(EM_SETTINGS)}")
+    builtin = _builtin_qualified(key)
+    if builtin is not None and builtin != _qualified(cls):
+        raise ValueError(f"harness name {key!r} is taken by {builtin}")
     old = _REGISTRY.get(key)
     # The same class defined again (a module re-executed) replaces its entry, keeping its
     # place in the order; another class may not take a name.
@@ -147,21 +198,55 @@ def register(
 
 
 def unregister(name: str) -> None:
-    """Remove a harness name (a no-op when it is not registered)."""
+    """Remove a harness name (a no-op when it is not registered; a built-in name comes back when
+    its module is imported again)."""
     _REGISTRY.pop(name, None)
 
 
+def registered_names() -> tuple[str, ...]:
+    """Every harness name, in the order of the tables, without importing any model's module."""
+    return (*BUILTIN_NAMES, *(name for name in _REGISTRY if name not in BUILTIN_NAMES))
+
+
 def registered() -> tuple[ModelSpec, ...]:
-    """Every registered model, in registration order (the order of the tables)."""
-    return tuple(_REGISTRY.values())
+    """Every registered model, in the order of the tables (imports every built-in model's module)."""
+    for name in BUILTIN_NAMES:
+        _load_builtin(name)
+    ordered = [_REGISTRY[name] for name in BUILTIN_NAMES if name in _REGISTRY]
+    return (*ordered, *(spec for name, spec in _REGISTRY.items() if name not in BUILTIN_NAMES))
 
 
 def get_spec(name: str) -> ModelSpec:
     """The spec of a harness name, or a ``ValueError`` listing the known names."""
+    _load_builtin(name)
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown model {name!r}; known: {', '.join(_REGISTRY)}") from None
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(registered_names())}") from None
+
+
+def model_class(class_name: str) -> type | None:
+    """The model class a model file names: a built-in class (its module imported now) or the
+    class of a registered model; None when no class of that name is known."""
+    module = BUILTIN_CLASSES.get(class_name)
+    if module is not None:
+        return getattr(importlib.import_module(module, __package__), class_name)
+    return next((spec.cls for spec in _REGISTRY.values() if spec.cls.__name__ == class_name), None)
+
+
+def _load_builtin(name: str) -> None:
+    # Importing the module runs its ``register`` calls, which fill the entry.
+    class_name = BUILTIN_NAMES.get(name)
+    if class_name is not None and name not in _REGISTRY:
+        importlib.import_module(BUILTIN_CLASSES[class_name], __package__)
+
+
+def _builtin_qualified(name: str) -> str | None:
+    class_name = BUILTIN_NAMES.get(name)
+    if class_name is None:
+        return None
+    module = importlib.util.resolve_name(BUILTIN_CLASSES[class_name], __package__)
+    return f"{module}.{class_name}"
 
 
 def _qualified(cls) -> str:

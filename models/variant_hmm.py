@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import balanced_partitions, plan_partitions, read_manifest
+from ..data.fingerprint import training_record
 from ..data.seeds import derived_seeds
 from ..inference import (
     FitResult,
@@ -46,7 +47,7 @@ from ..inference.checkpoint import FitCheckpoint
 from ..inference.distributed.workers import LocalBackend, PartitionWorker
 from ..inference.em import NonFiniteELBOError
 from ..inference.ops.importance import ImportanceEstimate
-from .base import SequenceModel, check_n_symbols
+from .base import SequenceModel, check_n_symbols, data_source
 from .description import ModelDescription, describe_model
 from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .fit_settings import DTYPES as _DTYPES
@@ -314,6 +315,18 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             raise
         if isinstance(vocabulary, list) and len(vocabulary) == self.n_symbols_:
             self.vocabulary_ = list(vocabulary)
+        if directory:  # its tokens never pass through this process: sizes from its manifest, no hash
+            self.training_data_ = {
+                "source": str(data),
+                "n_sequences": int(manifest["n_sequences"]),
+                "n_tokens": int(manifest["n_tokens"]),
+                "sha256": None,
+            }
+        else:
+            # the sequences back in the order given, for the same hash as an unpartitioned fit
+            placed = sorted((int(i), p, k) for p, (_, at) in enumerate(partitions) for k, i in enumerate(at))
+            seqs = [partitions[p][0][k] for _, p, k in placed]
+            self.training_data_ = training_record(seqs, data_source(data))
 
     def _check_memory(self, seqs, doing: str, knob: str, estimate=fit_bytes) -> None:
         """Refuse before allocating when the estimate exceeds the memory limit (models/memory.py)."""
@@ -398,6 +411,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             )
         engine = self._engine(progress=self.verbose, checkpoint=store)
         self.init_elbo_history_ = np.asarray([])
+        self.restart_elbo_histories_, self.kept_restart_ = [], None  # no restarts: a given start
         if init_params is not None:
             result = engine.fit_backend(runner, init_params, label="from the given start")
             self.start_kind_ = "init"
@@ -458,11 +472,13 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         """Every restart's seed (:meth:`restart_seeds`); the run with the highest final ELBO is kept."""
         result = None
         seeds = self.restart_seeds()
+        self.restart_elbo_histories_ = []
         for r, seed in enumerate(seeds):
             label = f"restart {r + 1} of {len(seeds)}" if len(seeds) > 1 else ""
             run = engine.fit_backend(runner, self._initial_from_counts(symbol_counts, seed=seed), label=label)
+            self.restart_elbo_histories_.append(np.asarray(run.elbo_history, dtype=np.float64))
             if result is None or run.elbo_history[-1] > result.elbo_history[-1]:
-                result = run
+                result, self.kept_restart_ = run, r
         return result
 
     def _best_start(self, engine: VariationalEM, runner, symbol_counts, grown=()) -> tuple[FitResult, str]:
@@ -473,7 +489,10 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         result = self._best_of_restarts(engine, runner, symbol_counts)
         if not grown:
             return result, "restart"
-        return continue_grown(engine, runner, grown, result)
+        result, kind = continue_grown(engine, runner, grown, result)
+        if kind != "restart":  # a grown start won: no restart was kept
+            self.kept_restart_ = None
+        return result, kind
 
     # ---- partitions ----------------------------------------------------------------------
     def _partitions(self, data, backend, client, n_partitions, validate):
@@ -739,7 +758,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         data : list of 1-D int arrays or SequenceDatabase, optional
             Users in the model's codes.
         baseline : str or model, optional
-            E.g. ``"MARKOV1"`` (after ``import ldhmm.baselines``): the first-order Markov chain,
+            E.g. ``"MARKOV1"`` (a registered harness name): the first-order Markov chain,
             fitted on the users' prefixes.
         n_clusters, n_examples, seed : int
 

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import ldhmm.baselines  # noqa: F401  (registers MARKOV1)
 from ldhmm import LDHMM, ParameterSharing, VariantHMM
 from ldhmm.baselines import SmoothedMarkovChain
 from ldhmm.cli.main import main
@@ -45,6 +44,7 @@ def test_database_level_tables_match_the_dirichlets(fitted):
         "transitions",
         "transition_spread",
         "history",
+        "restarts",
     }
     K, V = model.beta_.shape
     for k in range(K):

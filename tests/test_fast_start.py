@@ -1,6 +1,8 @@
 """What the ``ldhmm`` command loads before it works: ``ldhmm --help`` none of the heavy libraries,
-``ldhmm score`` none of the experiments (the command table imports only the command that runs).
-Checked on ``sys.modules`` of fresh interpreters, never on times."""
+``ldhmm score``/``posterior``/``predict``/``decode`` of an LDHMM none of the experiments and none
+of the baselines' libraries (the command table imports only the command that runs, the model
+registry only the module of the class a file names). Checked on ``sys.modules`` of fresh
+interpreters, never on times."""
 
 from __future__ import annotations
 
@@ -25,17 +27,18 @@ NOT_AT_START = (
     "pandas",
     "sklearn",
 )
-#: What ``ldhmm score`` does not load (it needs torch and, for the PF/FF guides, Pyro; the model
-#: files' classes bring the baselines, so gensim and hmmlearn too).
-NOT_FOR_SCORE = ("matplotlib", "dask", "distributed")
+#: What the model commands on an LDHMM file do not load (they need torch, numba and pandas; Pyro
+#: comes with the PF/FF guides): none of the baselines' libraries.
+NOT_FOR_SCORE = ("matplotlib", "dask", "distributed", "gensim", "hmmlearn", "sklearn", "ldhmm.baselines")
 
 
-def loaded_after(argv) -> set[str]:
-    """The modules a fresh interpreter holds after ``ldhmm ARGV`` (run in process)."""
+def loaded_after(*argvs) -> tuple[int, set[str]]:
+    """The modules a fresh interpreter holds after ``ldhmm ARGV`` for each ARGV (run in process,
+    one after the other; the sum of their exit codes)."""
+    runs = "".join(f"    code += main({[str(a) for a in argv]!r})\n" for argv in argvs)
     code = (
-        "import sys, contextlib, io\nfrom ldhmm.cli.main import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    code = main({[str(a) for a in argv]!r})\n"
+        "import sys, contextlib, io\nfrom ldhmm.cli.main import main\ncode = 0\n"
+        f"with contextlib.redirect_stdout(io.StringIO()):\n{runs}"
         "print(code)\nprint('\\n'.join(sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -77,11 +80,17 @@ def tiny(tmp_path_factory):
     return d
 
 
-def test_score_loads_no_experiment(tiny):
+def test_model_commands_load_no_experiment_and_no_baseline(tiny):
+    model, log = tiny / "model.json", tiny / "log.txt"
     code, loaded = loaded_after(
-        ["score", tiny / "model.json", tiny / "log.txt", "--quiet", "--out", tiny / "s.csv"]
+        *(
+            [command, model, log, "--quiet", "--out", tiny / f"{command}.csv"]
+            for command in ("score", "posterior", "predict", "decode")
+        )
     )
-    assert code == 0 and (tiny / "s.csv").is_file()
+    assert code == 0 and all(
+        (tiny / f"{c}.csv").is_file() for c in ("score", "posterior", "predict", "decode")
+    )
     assert not heavy(loaded, NOT_FOR_SCORE)
     # of the experiments, only the light module of what a Ctrl-C says
     assert sorted(m for m in loaded if m.startswith("ldhmm.experiments")) == [
@@ -89,6 +98,38 @@ def test_score_loads_no_experiment(tiny):
         "ldhmm.experiments.resume",
     ]
     assert "ldhmm.cli.score" in loaded and "ldhmm.cli.compare" not in loaded
+
+
+def test_a_baseline_file_loads_its_own_module_only(tiny):
+    """A model file names its class; only that class's module (and its library) is imported."""
+    from ldhmm.baselines import VBHMM
+
+    train = [np.array([0, 1, 2, 1]), np.array([2, 2, 0])]
+    VBHMM(2, n_symbols=3, seed=0, max_iter=3).fit(train).save(tiny / "vb.json", vocabulary=["a", "b", "c"])
+    code, loaded = loaded_after(
+        ["score", tiny / "vb.json", tiny / "log.txt", "--quiet", "--out", tiny / "vb.csv"]
+    )
+    assert code == 0 and "ldhmm.baselines.vbhmm" in loaded
+    assert not heavy(loaded, ("gensim", "hmmlearn", "sklearn", "ldhmm.baselines.hmm", "ldhmm.baselines.lda"))
+
+
+def test_registry_knows_the_builtins_before_their_modules():
+    """The table order without importing a baseline; a built-in name taken by another class is
+    refused before the built-in's module is imported."""
+    code = (
+        "import sys\nfrom ldhmm.models.registry import registered_names, register, get_spec\n"
+        "from ldhmm.models import SequenceModel\n"
+        "names = registered_names()\n"
+        "class HMM(SequenceModel):\n    name = 'HMM'\n    score_kind = 'exact'\n"
+        "try:\n    register(HMM)\nexcept ValueError as err:\n    print('refused:', err)\n"
+        "print(' '.join(names), 'hmmlearn' in sys.modules)\n"
+        "print(get_spec('HMM').cls.__module__, 'hmmlearn' in sys.modules, 'gensim' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    refused, names, spec = out.splitlines()
+    assert refused == "refused: harness name 'HMM' is taken by ldhmm.baselines.hmm.HMM"
+    assert names == "LDHMM-FF LDHMM-PF HMM LDA VBHMM HMMV MARKOV1 MARKOV3 False"
+    assert spec == "ldhmm.baselines.hmm True False"
 
 
 def test_every_command_parses_through_the_table():

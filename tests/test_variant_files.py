@@ -50,6 +50,11 @@ def test_save_and_load_give_the_same_model(fitted):
         back.score_samples(db.sequences[:5]), model.score_samples(db.sequences[:5]), rtol=1e-9
     )
     assert back.score_family == model.score_family
+    # what it was fitted on: the log's path, its size and the hash of its coded sequences
+    assert (
+        doc["training_data"]["source"] == str(db.meta["source"]) and doc["training_data"]["n_sequences"] == 30
+    )
+    assert back.training_data_ == model.training_data_ == doc["training_data"]
     # the front door's load_model rebuilds it by the class the file records
     assert isinstance(load_model(path, factory=sticky_ldhmm), PyroSequenceModel)
 

@@ -13,23 +13,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import baselines  # noqa: F401  (registers the baseline classes that files may name)
 from .data import DataOptions, SequenceDatabase, recode
-from .models import VariantHMM
 from .models.file_format import PYRO_CLASS, ModelFileError, read_model_json
-from .models.pyro_sequence import PyroSequenceModel
-from .models.registry import registered
+from .models.registry import BUILTIN_CLASSES, model_class, registered
 
 __all__ = ["load_model", "model_classes", "data_for_model"]
 
 
 def model_classes() -> dict[str, type]:
-    """``{class name: class}`` of every class a model file may name."""
-    classes = {VariantHMM.__name__: VariantHMM, PYRO_CLASS: PyroSequenceModel}
-    for spec in registered():
-        if callable(getattr(spec.cls, "load", None)):
-            classes.setdefault(spec.cls.__name__, spec.cls)
+    """``{class name: class}`` of every class a model file may name (imports every model's module)."""
+    candidates = [model_class(name) for name in BUILTIN_CLASSES] + [spec.cls for spec in registered()]
+    classes = {}
+    for cls in candidates:
+        if callable(getattr(cls, "load", None)):  # a class with no model file of its own is not one
+            classes.setdefault(cls.__name__, cls)
     return classes
+
+
+def _file_class(path: Path, name) -> type:
+    # Only the module of the class the file names is imported (a baseline's library is not
+    # needed to score an LDHMM).
+    cls = model_class(name) if isinstance(name, str) else None
+    if cls is None or not callable(getattr(cls, "load", None)):
+        known = ", ".join(sorted(model_classes()))
+        raise ModelFileError(path, "class", f"{name!r} is not a model class; known: {known}")
+    return cls
 
 
 def load_model(path, guide=None, factory=None):
@@ -55,15 +63,12 @@ def load_model(path, guide=None, factory=None):
     if not isinstance(doc, dict) or doc.get("format") != "ldhmm":
         raise ValueError(f'{path}: not an ldhmm model file (no "format": "ldhmm")')
     name = doc.get("class")
-    classes = model_classes()
-    if not isinstance(name, str) or name not in classes:
-        known = ", ".join(sorted(classes))
-        raise ModelFileError(path, "class", f"{name!r} is not a model class; known: {known}")
+    cls = _file_class(path, name)
     if name == PYRO_CLASS:
-        return classes[name].load(path, factory=factory)
+        return cls.load(path, factory=factory)
     if factory is not None:
         raise ValueError(f"{path}: a {name} is not rebuilt by a factory; leave out --factory")
-    return classes[name].load(path, guide=guide)
+    return cls.load(path, guide=guide)
 
 
 def data_for_model(

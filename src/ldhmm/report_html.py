@@ -215,11 +215,47 @@ def render_report(description, title: str) -> str:
         "<h2>The fit</h2>",
         _figure(
             svg.line_chart(history, "training ELBO", "EM iteration", "ELBO (nats)"),
-            "Training ELBO per EM iteration of the kept restart.",
+            "Training ELBO per EM iteration of the kept run.",
         ),
+        *_restarts_section(d.restarts),
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _restarts_section(restarts: pd.DataFrame | None) -> list[str]:
+    """Every restart: a table of each one's seed, iterations and final ELBO, and with several
+    restarts their ELBO per iteration in one chart (the kept one thick)."""
+    if restarts is None:
+        return ['<p class="note">The restarts are not recorded in this model file.</p>']
+    if restarts.empty:
+        return ['<p class="note">No restarts: a fit from given parameters, or the SVI route.</p>']
+    runs = restarts.groupby("restart", sort=True)
+    table = pd.DataFrame(
+        {
+            "restart": list(runs.groups),
+            "seed": runs["seed"].first().to_numpy(),
+            "EM iterations": runs["iteration"].max().to_numpy(),
+            "final ELBO": runs["elbo"].last().to_numpy(),
+            "kept": ["yes" if k else "" for k in runs["kept"].any()],
+        }
+    )
+    parts = [html_table(table, caption="Restarts (the fit keeps the highest final ELBO)")]
+    if len(table) > 1:
+        kept = np.flatnonzero(table["kept"] == "yes")
+        parts.append(
+            _figure(
+                svg.line_chart(
+                    [run["elbo"].to_numpy() for _, run in runs],
+                    "training ELBO of every restart",
+                    "EM iteration",
+                    "ELBO (nats)",
+                    highlight=int(kept[0]) if kept.size else None,
+                ),
+                "Training ELBO per EM iteration of every restart; the kept one drawn thick.",
+            )
+        )
+    return parts
 
 
 def write_report(description, path, title: str) -> None:

@@ -84,21 +84,26 @@ def _range(values) -> tuple[float, float]:
     return (lo - 0.5, hi + 0.5) if hi == lo else (lo, hi)
 
 
-def line_chart(y, title: str, x_label: str, y_label: str, width=560, height=260) -> str:
-    """``y`` against ``1..len(y)`` (e.g. the ELBO per EM iteration)."""
-    y = np.asarray(y, dtype=np.float64)
+def line_chart(y, title: str, x_label: str, y_label: str, width=560, height=260, highlight=None) -> str:
+    """``y`` against ``1..len(y)`` (e.g. the ELBO per EM iteration); ``y`` may be a list of
+    series (e.g. every restart's ELBO), each in its colour, and the series ``highlight`` (an
+    index) drawn thick with the others thin."""
+    series = [np.asarray(y, dtype=np.float64)] if np.ndim(y) == 1 else [np.asarray(s, np.float64) for s in y]
     x0, y0, w, h = 70, 20, width - 90, height - 70
-    if y.size == 0:
+    n = max((s.size for s in series), default=0)
+    if n == 0:
         return _svg(width, height, title, [_text(width / 2, height / 2, "no history recorded", 12, "middle")])
-    lo, hi = _range(y)
-    xs = x0 + (np.arange(y.size) / max(1, y.size - 1)) * w
-    ys = y0 + h - (y - lo) / (hi - lo) * h
-    points = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(xs, ys))
+    lo, hi = _range(np.concatenate(series))
     body = _axes(x0, y0, w, h, lo, hi, x_label, y_label)
-    body.append(f'<polyline points="{points}" fill="none" stroke="{PALETTE[0]}" stroke-width="2"/>')
-    body += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.5" fill="{PALETTE[0]}"/>' for a, b in zip(xs, ys)]
+    for i, values in enumerate(series):
+        xs = x0 + (np.arange(values.size) / max(1, n - 1)) * w
+        ys = y0 + h - (values - lo) / (hi - lo) * h
+        points = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(xs, ys))
+        stroke = 1 if highlight is not None and i != highlight else 2
+        body.append(f'<polyline points="{points}" fill="none" stroke="{color(i)}" stroke-width="{stroke}"/>')
+        body += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.5" fill="{color(i)}"/>' for a, b in zip(xs, ys)]
     body.append(_text(x0, y0 + h + 14, "1", 10, "middle"))
-    body.append(_text(x0 + w, y0 + h + 14, str(y.size), 10, "middle"))
+    body.append(_text(x0 + w, y0 + h + 14, str(n), 10, "middle"))
     return _svg(width, height, title, body)
 
 

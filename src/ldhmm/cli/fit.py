@@ -160,7 +160,7 @@ def run_fit(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     with _resumable(args), dask_client(args) as client:
         model.fit(
-            db.sequences,
+            db,  # the database, not its sequences: the model records the file it was fitted on
             init_params=init_params,
             backend=args.backend,
             client=client,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..baselines import markov_smoothed  # noqa: F401  (registers MARKOV1, the next-event baseline)
 from ..modelfiles import load_model
 from ..report_html import write_report
 from .data_options import add_data_options, read_data
