@@ -8,7 +8,11 @@ fit's own stopping rule). The two commands alternate (in, dask, in, dask, ...) `
 times each (default 3), so that a change in the machine's load hits both alike; the table
 gives every run's seconds, the median of each and the ratio dask / in-process (the goal:
 <= 1.2x), and checks that both wrote the same model (ELBO history bit for bit: the same
-partitions in both, ``--partitions``). Seconds are wall clock: run it on a quiet machine::
+partitions in both, ``--partitions``). The in-process command runs with its rounds counted (a
+counter on ``LocalBackend.call``, see :data:`COUNTING`: one synchronous call over the partitions
+is one round; the Dask fit of the same model makes the same calls), so that the per-round
+overhead is printed too: (median dask - median in process) / rounds. Seconds are wall clock:
+run it on a quiet machine::
 
     python -m ldhmm.experiments.bench_dask_cli --data-dir DIR     # or with $LDHMM_DATA set
 """
@@ -26,15 +30,37 @@ from pathlib import Path
 
 from ..data import load_msnbc
 
-__all__ = ["main", "command_lines"]
+__all__ = ["COUNTING", "command_lines", "main", "rounds_counted"]
+
+#: ``python -c COUNTING fit ...`` is ``python -m ldhmm.cli fit ...`` with a counter on
+#: ``LocalBackend.call`` (one round over the partitions per call), printed last as ``rounds N``.
+COUNTING = """
+import sys
+from ldhmm.cli.main import main
+from ldhmm.inference.distributed.workers import LocalBackend
+rounds, call = [0], LocalBackend.call
+def counted(self, *args, **kwargs):
+    rounds[0] += 1
+    return call(self, *args, **kwargs)
+LocalBackend.call = counted
+code = main(sys.argv[1:])
+print(f"rounds {rounds[0]}")
+sys.exit(code)
+"""
+
+
+def rounds_counted(stdout: str) -> int | None:
+    """The ``rounds N`` line that :data:`COUNTING` prints last, or None."""
+    lines = stdout.strip().splitlines()
+    if lines and lines[-1].startswith("rounds "):
+        return int(lines[-1].split()[1])
+    return None
 
 
 def command_lines(data: Path, out: Path, args) -> dict[str, list[str]]:
-    """The two ``ldhmm fit`` command lines, by label (each writes its own model file)."""
+    """The two ``ldhmm fit`` command lines, by label (each writes its own model file); the
+    in-process one counts its rounds (:data:`COUNTING`)."""
     fit = [
-        sys.executable,
-        "-m",
-        "ldhmm.cli",
         "fit",
         str(data),
         "--states",
@@ -44,8 +70,9 @@ def command_lines(data: Path, out: Path, args) -> dict[str, list[str]]:
     ]
     fit += ["--max-iter", str(args.max_iter), "--partitions", str(args.partitions), "--quiet"]
     return {
-        "in process": fit + ["--out", str(out / "local.json")],
-        f"dask --workers {args.workers}": fit
+        "in process": [sys.executable, "-c", COUNTING] + fit + ["--out", str(out / "local.json")],
+        f"dask --workers {args.workers}": [sys.executable, "-m", "ldhmm.cli"]
+        + fit
         + ["--backend", "dask", "--workers", str(args.workers), "--out", str(out / "dask.json")],
     }
 
@@ -78,6 +105,7 @@ def main(argv=None) -> None:
         db.to_text(data)
         commands = command_lines(data, tmp, args)
         seconds: dict[str, list[float]] = {label: [] for label in commands}
+        rounds = set()
         print(f"MSNBC, first {len(db)} sequences ({db.n_tokens} tokens), K = {args.states}; interleaved runs")
         for r in range(args.repeats):
             for label, command in commands.items():
@@ -86,6 +114,7 @@ def main(argv=None) -> None:
                 seconds[label].append(time.perf_counter() - t0)
                 if run.returncode != 0:
                     sys.exit(f"{label} failed (rc {run.returncode}): {run.stderr.strip()[-2000:]}")
+                rounds.add(rounds_counted(run.stdout))
                 print(f"  run {r + 1}, {label}: {seconds[label][-1]:.1f} s", flush=True)
         same = _elbo_history(tmp / "local.json") == _elbo_history(tmp / "dask.json")
     base = statistics.median(seconds["in process"])
@@ -96,6 +125,19 @@ def main(argv=None) -> None:
         runs = ", ".join(f"{v:.1f}" for v in values)
         print(f"| ldhmm fit ({label}) | {runs} | {median:.1f} | {median / base:.2f}x |")
     print(f"\nsame model (ELBO history bit for bit): {same}; goal: dask <= 1.2x in process")
+    rounds.discard(None)
+    n_rounds = rounds.pop() if len(rounds) == 1 else None  # every in-process run: the same fit
+    if n_rounds and same:
+        label = next(label for label in seconds if label != "in process")
+        extra = statistics.median(seconds[label]) - base
+        print(
+            f"rounds of the fit (synchronous calls over the {args.partitions} partitions, counted in "
+            f"process): {n_rounds}; per-round overhead of {label}: ({statistics.median(seconds[label]):.1f} "
+            f"- {base:.1f}) s / {n_rounds} = {1e3 * extra / n_rounds:.1f} ms, at most (the whole "
+            f"commands' difference, the cluster's start-up and the workers' imports included)"
+        )
+    else:
+        print(f"per-round overhead not computed: rounds counted {sorted(rounds)}, same model: {same}")
 
 
 if __name__ == "__main__":
