@@ -6,8 +6,8 @@ For each ``--sizes`` N (default 10,000, 30,000 and 100,000): the first N MSNBC s
 as ``--partitions`` Parquet files that the workers read themselves, K = ``--states`` (8), PF, one
 start, ``--iters`` EM iterations (tolerance 1e-4, the fit's default, so that the collapsed
 M-step makes the rounds of a real fit), on one LocalCluster of ``--workers`` processes x 1 thread
-(``NUMBA_NUM_THREADS=1``), after a warm-up fit that imports ldhmm and compiles the kernels in every
-worker. Each partition's actor times its own E-steps and M-step passes where it runs
+(``NUMBA_NUM_THREADS=1``; the seconds to start it are printed), after a warm-up fit that imports
+ldhmm and loads or compiles the kernels in every worker. Each partition's actor times its own E-steps and M-step passes where it runs
 (:class:`TimedPartitionWorker`); the driver times each round. Per size:
 
 * start-up: the backend made (version check, placement, every partition reading and bucketing
@@ -222,7 +222,12 @@ def main(argv=None) -> None:
         f"{os.cpu_count()} CPUs",
         flush=True,
     )
+    t0 = time.perf_counter()
     client, cluster = dask_backend.connect(None, args.workers, numba_threads=1)
+    print(
+        f"LocalCluster of {args.workers} worker processes started: {time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     points, straggler = [], None
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -241,8 +246,8 @@ def main(argv=None) -> None:
             t0 = time.perf_counter()
             warm = fit_size(min(500, sizes[0]))[2]
             print(
-                f"warm-up (workers import ldhmm, compile the kernels): {time.perf_counter() - t0:.1f} s, "
-                f"its start-up {warm['startup']:.1f} s",
+                f"warm-up fit (the workers import ldhmm and load or compile the kernels): "
+                f"{time.perf_counter() - t0:.1f} s, its start-up {warm['startup']:.1f} s",
                 flush=True,
             )
             print(
