@@ -7,8 +7,9 @@ as ``--partitions`` Parquet files that the workers read themselves, K = ``--stat
 start, ``--iters`` EM iterations (tolerance 1e-4, the fit's default, so that the collapsed
 M-step makes the rounds of a real fit), on one LocalCluster of ``--workers`` processes x 1 thread
 (``NUMBA_NUM_THREADS=1``; the seconds to start it are printed), after a warm-up fit that imports
-ldhmm and loads or compiles the kernels in every worker. Each partition's actor times its own E-steps and M-step passes where it runs
-(:class:`TimedPartitionWorker`); the driver times each round. Per size:
+ldhmm and loads or compiles the kernels in every worker. Each partition's actor times its own
+E-steps and M-step passes where it runs (:class:`TimedPartitionWorker`); the driver times each
+round. Per size:
 
 * start-up: the backend made (version check, placement, every partition reading and bucketing
   its files, all at once); the first iteration (every start of the E-step tried) and the median
