@@ -119,10 +119,13 @@ def round_overhead(driver: list[float], per_partition: list[list[float]], where:
 
 
 def line_fit(x: list[float], y: list[float]) -> tuple[float, float]:
-    """Least-squares ``y ~ a + b x`` over the points; (a, b). One point: (0, y / x)."""
+    """Least-squares ``y ~ a + b x`` over the points; (a, b). One point: (0, y / x). A negative
+    slope (seconds that fall as the data grow: noise) is taken as none: (median of y, 0)."""
     if len(x) < 2:
         return 0.0, float(y[0]) / float(x[0])
     b, a = np.polyfit(np.asarray(x, dtype=float), np.asarray(y, dtype=float), 1)
+    if b < 0:
+        return float(statistics.median(y)), 0.0
     return float(a), float(b)
 
 
@@ -160,6 +163,12 @@ def _measure(client, partitions, options, engine, params, slowdown: float = 1.0)
             "round": statistics.median(driver[skip:]),
             "partition": statistics.median(s for t in parts for s in t[skip:]),
             "overhead": statistics.median(round_overhead(driver, parts, where)[skip:]),
+            # each worker's busy seconds in a round (its partitions one after the other), median:
+            # the slowed worker's first
+            "workers": [
+                statistics.median(np.sum([t[skip:] for t, at in zip(parts, where) if at == w], axis=0))
+                for w in sorted(set(where), key=where.index)
+            ],
         }
     return found
 
@@ -279,6 +288,11 @@ def main(argv=None) -> None:
             f"E-step round {slow['e_step']['round']:.3f} s "
             f"against {base['e_step']['round']:.3f} s; the model (s - 1) x E-step round predicts "
             f"+{(args.slowdown - 1) * base['e_step']['round']:.3f} s per E-step round; same fit: {same}"
+        )
+        busy = ", ".join(f"{b:.3f}" for b in slow["e_step"]["workers"])
+        print(
+            f"E-step seconds per round on each worker (the slowed one first): {busy}; without the "
+            f"straggler: {', '.join(f'{b:.3f}' for b in base['e_step']['workers'])}"
         )
     print()
     print(_projection(points, args.workers, args))

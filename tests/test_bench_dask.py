@@ -38,6 +38,7 @@ def test_line_fit_recovers_a_line():
     a, b = line_fit(x, [0.2 + 3e-6 * v for v in x])
     np.testing.assert_allclose([a, b], [0.2, 3e-6], rtol=1e-9)
     assert line_fit([2.0], [5.0]) == (0.0, 2.5)
+    assert line_fit([1.0, 2.0, 3.0], [0.3, 0.2, 0.25]) == (0.25, 0.0)  # falling: no slope
 
 
 def test_the_timed_worker_changes_no_number_and_times_every_call():
