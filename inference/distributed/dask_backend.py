@@ -184,7 +184,9 @@ class DaskBackend:
                 except ClusterLostError:
                     raise
                 except Exception as err:  # noqa: BLE001 - only a lost worker is recovered, below
-                    if not self._lost(self._where[i]):
+                    # A start that raised (bad data: a missing file) ran on a live worker: its
+                    # error at once, without waiting to see whether the worker is gone.
+                    if future.status == "error" or not self._lost(self._where[i]):
                         raise
                     self._recover(self._where[i], 0, START_UP, err)
 
