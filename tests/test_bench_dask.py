@@ -77,8 +77,20 @@ def test_the_in_process_command_counts_its_rounds(tmp_path, monkeypatch, capsys)
     with pytest.raises(SystemExit) as stop:
         exec(compile(bench_dask_cli.COUNTING, "COUNTING", "exec"), {"__name__": "__main__"})
     assert stop.value.code == 0
-    rounds = bench_dask_cli.rounds_counted(capsys.readouterr().out)
+    rounds, seconds = bench_dask_cli.rounds_counted(capsys.readouterr().out)
     # symbol counts, the guide, a reset, then per EM iteration one E-step round and M-step rounds
-    assert rounds is not None and rounds >= 3 + 3 * 2
+    assert rounds >= 3 + 3 * 2 and seconds > 0
     assert (tmp_path / "m.json").is_file()
     assert bench_dask_cli.rounds_counted("fitted\n") is None
+
+
+def test_the_per_round_overhead_line():
+    seconds = {"in process": [10.0, 12.0, 11.0], "dask": [15.0, 14.0, 16.0]}
+    rounds = {"in process": [(100, 8.0)] * 3, "dask": [(100, 9.0), (100, 10.0), (100, 11.0)]}
+    line = bench_dask_cli.per_round_overhead(seconds, rounds, same=True)
+    # (10 - 8) s over 100 rounds; the rest: (15 - 11) - 2 = 2 s
+    assert "rounds of the fit (synchronous calls over the partitions): 100;" in line
+    assert "per-round overhead: 20.0 ms;" in line and "partitions' start): 2.0 s" in line
+    assert "not computed" in bench_dask_cli.per_round_overhead(seconds, rounds, same=False)
+    rounds["dask"][0] = None
+    assert "not computed" in bench_dask_cli.per_round_overhead(seconds, rounds, same=True)
