@@ -222,6 +222,8 @@ def main(argv=None) -> None:
         p.error("--states, --workers, --partitions, --sizes and --slowdown must be at least 1")
     sizes = sorted(set(args.sizes))
     straggler_at = args.straggler_size or sizes[len(sizes) // 2]
+    if straggler_at not in sizes:  # compared with the same size's fit without the straggler
+        p.error(f"--straggler-size {straggler_at} is not one of --sizes {' '.join(map(str, sizes))}")
     db = load_msnbc(args.data_dir)
     V = db.n_symbols
     options = {"guide": PFGuide(), "n_symbols": V}
