@@ -389,9 +389,11 @@ def installed_version() -> str:
 
 def check_versions(client: Client) -> None:
     """Every worker runs the driver's version of ldhmm, or a one-line RuntimeError naming one
-    that does not."""
+    that does not. A worker lost while it is asked is left out (its answer is an exception): the
+    partitions placed on it are started again elsewhere, as for any worker lost at start-up."""
     mine = installed_version()
-    theirs = client.run(installed_version)
+    answers = client.run(installed_version, on_error="return")
+    theirs = {address: v for address, v in answers.items() if not isinstance(v, BaseException)}
     other = {address: v for address, v in sorted(theirs.items()) if v != mine}
     if other:
         address, version = next(iter(other.items()))
