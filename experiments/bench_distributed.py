@@ -34,7 +34,7 @@ from ..inference.distributed.workers import LocalBackend, as_numpy_params
 from ..models import LDHMM
 from ..models.variant_hmm import dask_backend_module
 
-__all__ = ["main"]
+__all__ = ["CountedRounds", "main", "timed_fit"]
 
 
 def _peak_rss_mb() -> float:
@@ -62,7 +62,7 @@ def _peak_mb() -> float:
     return float("nan")
 
 
-class _CountedRounds:
+class CountedRounds:
     """A backend whose synchronous rounds (``call``) are counted per EM iteration and timed
     (wall seconds of each round, by method: ``e_step``, ``count_sums``, ...)."""
 
@@ -84,9 +84,11 @@ class _CountedRounds:
         return getattr(self.backend, name)
 
 
-def _run(engine, backend, params) -> tuple[list, object]:
+def timed_fit(engine, backend, params) -> tuple[list, object]:
+    """``engine.fit_backend`` over ``backend`` with its rounds counted and timed: (wall seconds of
+    each EM iteration, the result with ``rounds`` per iteration and ``round_seconds`` by method)."""
     stamps = [time.perf_counter()]
-    counted = _CountedRounds(backend)
+    counted = CountedRounds(backend)
     result = engine.fit_backend(counted, params, callback=lambda it, elbo: stamps.append(time.perf_counter()))
     result.rounds = [counted.per_iteration[i] for i in sorted(counted.per_iteration)]
     result.round_seconds = counted.seconds
@@ -173,7 +175,7 @@ def main(argv=None) -> None:
     worker_peak_mb = float("nan")
     if "local" in args.backends:
         backend = LocalBackend([engine.worker(make_buckets(seqs), V)])
-        times, run = _run(engine, backend, params)
+        times, run = timed_fit(engine, backend, params)
         rows["local"] = times
         rounds = run.rounds
         local_run = run
@@ -200,7 +202,7 @@ def main(argv=None) -> None:
             backend = dask.DaskBackend(client, partitions, options)
             startup = time.perf_counter() - t0
             del partitions
-            times, run = _run(engine, backend, params)
+            times, run = timed_fit(engine, backend, params)
             rounds = run.rounds
             dask_run = run
             rss = client.run(_memory_mb)

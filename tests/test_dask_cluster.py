@@ -36,8 +36,8 @@ class _Workers:
     def __init__(self, versions):
         self.versions = versions
 
-    def run(self, function):
-        assert function is dask_backend.installed_version
+    def run(self, function, on_error="raise"):
+        assert function is dask_backend.installed_version and on_error == "return"
         return dict(self.versions)
 
 
@@ -48,6 +48,8 @@ def test_a_worker_with_another_version_is_refused_in_one_line():
         RuntimeError, match=r"^Dask worker tcp://b:2 runs ldhmm 0\.0\.1, this driver .*1 of 2"
     ):
         dask_backend.check_versions(_Workers({"tcp://a:1": mine, "tcp://b:2": "0.0.1"}))
+    # a worker lost while it is asked answers with an exception: left out, not a mismatch
+    dask_backend.check_versions(_Workers({"tcp://a:1": mine, "tcp://b:2": OSError("connection closed")}))
 
 
 def test_connect_sets_the_workers_numba_threads():

@@ -1,9 +1,10 @@
 """A lost Dask worker is recovered exactly: its partitions are rebuilt and the calls since the
 restart replayed on them, so the fit ends where the unkilled run ends (the same iterations, ELBO
-history and hyper-parameters, bit for bit), whenever the worker dies: while an E-step round is in
-flight, while a Newton round of the M-step is, between iterations, or in a later restart of a fit
-seeded by a PF fit. A LocalCluster of 2 worker processes with 1 thread each; the nanny restarts the
-killed process, so each test has 2 workers again."""
+history and hyper-parameters, bit for bit), whenever the worker dies: while the partitions are
+being started, while an E-step round is in flight, while a Newton round of the M-step is, between
+iterations, or in a later restart of a fit seeded by a PF fit. A LocalCluster of 2 worker
+processes with 1 thread each; the nanny restarts the killed process, so each test has 2 workers
+again."""
 
 from __future__ import annotations
 
@@ -49,12 +50,21 @@ def _kill(client, address) -> None:
 
 class KillingBackend(DaskBackend):
     """Kills the worker of the last partition in the ``nth`` round of ``method``, before that
-    partition's call is sent (the other calls of the round are sent: in flight or answered), or
-    never (``method=None``)."""
+    partition's call is sent (the other calls of the round are sent: in flight or answered), or,
+    with ``method="start"``, while the partitions are being started: before the last partition's
+    actor is submitted (the others are submitted: starting or started), or never
+    (``method=None``). ``victim`` and ``held``: the killed worker and the partitions it held."""
 
     def __init__(self, *args, method=None, nth=0, **kwargs):
         self.target, self.nth, self.rounds, self.lines = method, nth, {}, []
+        self.victim, self.held = None, []
         super().__init__(*args, notify=self.lines.append, **kwargs)
+
+    def _submit_start(self, i, address):
+        if self.target == "start" and self.victim is None and i == len(self.partitions) - 1:
+            self.victim, self.held = address, [j for j, at in enumerate(self._where) if at == address]
+            _kill(self.client, address)
+        return super()._submit_start(i, address)
 
     def _round(self, method, arguments, iteration, step):
         self.rounds[method] = self.rounds.get(method, 0) + 1
@@ -124,6 +134,26 @@ def test_a_lost_worker_changes_nothing(client, unkilled, method, nth, step):
     assert len(backend.lines) == 1
     assert victim in backend.lines[0] and f"partitions {', '.join(map(str, held))} " in backend.lines[0]
     assert f"EM iteration {iteration} " in backend.lines[0] and "replaying" in backend.lines[0]
+
+
+def test_a_worker_lost_while_the_partitions_start(client, unkilled):
+    """Killed while the partitions are being started (before any round): its partitions, started
+    or not, are started again on live workers; reported once, and the fit is the unkilled one."""
+    client.wait_for_workers(2, timeout=120)
+    partitions, options, params = _problem()
+    backend = KillingBackend(client, partitions, options, method="start")
+    assert backend.victim and backend.held and backend.held[-1] == len(partitions) - 1
+    assert all(a._address != backend.victim for a in backend.actors)
+    assert [(r.iteration, r.step, r.partition) for r in backend.recoveries] == [
+        (0, "start-up", i) for i in backend.held
+    ]
+    assert len(backend.lines) == 1
+    line = backend.lines[0]
+    assert backend.victim in line and "while the partitions were being started" in line
+    assert f"partitions {', '.join(map(str, backend.held))} rebuilt" in line and "nothing to replay" in line
+    result = VariationalEM(PFGuide(), max_iter=30).fit_backend(backend, params)
+    _same_run(result, unkilled)
+    assert [r.step for r in result.recoveries] == ["start-up"] * len(backend.held)
 
 
 def test_a_loss_in_a_later_restart_of_a_pf_seeded_fit(client, monkeypatch):

@@ -19,7 +19,9 @@ rebuilt on a live worker from its data, the journal is replayed on it (its E-ste
 deterministic functions of the parameters, the starts and the previous state), and the call of
 the interrupted round is redone there. The partition then holds the state it held before the
 loss, bit for bit, and the round's results are those of the unkilled run: the fit ends where
-the unkilled run ends. The loss is reported when it happens (one line: the worker, its
+the unkilled run ends. A worker lost while the partitions are being started (before the
+first round) is recovered the same way, with nothing to replay: its partitions, started or not,
+are started again on live workers. The loss is reported when it happens (one line: the worker, its
 partitions, what is replayed) and recorded in ``recoveries``. A lost scheduler is a
 :class:`ClusterLostError` (one line).
 """
@@ -53,6 +55,8 @@ _JOURNALED = ("set_guide", "e_step")
 _MAX_RECOVERIES_PER_ROUND = 8
 # How long to wait for an actor's answer before asking whether its worker is still there.
 _POLL_SECONDS = 2.0
+# The ``step`` of a loss while the partitions are being started (``Recovery.step``; iteration 0).
+START_UP = "start-up"
 
 
 class ClusterLostError(RuntimeError):
@@ -116,6 +120,9 @@ class DaskBackend:
         ``notify(line)`` when a worker is lost (default: the line on stderr).
     """
 
+    #: The class of each partition's actor (a benchmark may subclass it, e.g. to slow a worker).
+    worker_class = PartitionWorker
+
     def __init__(self, client: Client, partitions: list, worker_options: dict, notify=None):
         self.client = client
         self.partitions = list(partitions)
@@ -129,9 +136,11 @@ class DaskBackend:
         if not capacities:
             raise RuntimeError("the Dask cluster has no workers")
         check_versions(client)
-        where = placement([_partition_tokens(p) for p in self.partitions], capacities)
-        started = self._start(dict(enumerate(where)))
-        self.actors = [started[i] for i in range(len(self.partitions))]
+        # Where each partition lives (its actor's worker), kept beside the actors so that a loss
+        # before a partition's actor has answered names its partitions too.
+        self._where = placement([_partition_tokens(p) for p in self.partitions], capacities)
+        self.actors: list = [None] * len(self.partitions)
+        self._start_up()
 
     @property
     def n_partitions(self) -> int:
@@ -161,28 +170,55 @@ class DaskBackend:
     def _alive(self) -> list[str]:
         return list(self._capacities())
 
+    def _start_up(self) -> None:
+        """Every partition started at once on its worker (``self._where``). A worker lost before
+        all have answered is recovered as in a round: its partitions, answered or not, are started
+        again on live workers (:meth:`_recover`; nothing to replay yet)."""
+        with self.client.as_current():
+            futures = self._submit_starts(dict(enumerate(self._where)))
+            for i, future in futures.items():
+                if self.actors[i] is not None:  # started again with a lost worker's partitions
+                    continue
+                try:
+                    self.actors[i] = self._answer(future, self._where[i])
+                except ClusterLostError:
+                    raise
+                except Exception as err:  # noqa: BLE001 - only a lost worker is recovered, below
+                    # A start that raised (bad data: a missing file) ran on a live worker: its
+                    # error at once, without waiting to see whether the worker is gone.
+                    if future.status == "error" or not self._lost(self._where[i]):
+                        raise
+                    self._recover(self._where[i], 0, START_UP, err)
+
     def _start(self, where: dict[int, str]) -> dict:
         """Partition i as an actor on worker ``where[i]``, all submitted at once; the handles."""
-        self._generation += 1
-        futures = {}
-        # The actor handle binds to the *current* client when it arrives here: make that this
-        # backend's client, not whichever other client a caller may have made current.
         with self.client.as_current():
-            for i, address in where.items():
-                data = self.partitions[i]
-                kwargs = dict(self.options)
-                if isinstance(data, tuple):
-                    data, kwargs["index"] = data
-                futures[i] = self.client.submit(
-                    PartitionWorker,
-                    data,
-                    actor=True,
-                    workers=[address],
-                    allow_other_workers=False,
-                    key=f"ldhmm-partition-{self._run}-{i}-{self._generation}",
-                    **kwargs,
-                )
+            futures = self._submit_starts(where)
             return {i: self._answer(future, where[i]) for i, future in futures.items()}
+
+    def _submit_starts(self, where: dict[int, str]) -> dict:
+        """The futures of partition i's actor on worker ``where[i]`` (one generation of keys).
+        Call it under ``self.client.as_current()``: an actor handle binds to the *current* client
+        when it arrives, which must be this backend's, not whichever other client a caller made
+        current."""
+        self._generation += 1
+        return {i: self._submit_start(i, address) for i, address in where.items()}
+
+    def _submit_start(self, i: int, address: str):
+        """The future of partition i's actor, created on the worker at ``address`` only."""
+        data = self.partitions[i]
+        kwargs = dict(self.options)
+        if isinstance(data, tuple):
+            data, kwargs["index"] = data
+        return self.client.submit(
+            self.worker_class,
+            data,
+            actor=True,
+            workers=[address],
+            allow_other_workers=False,
+            key=f"ldhmm-partition-{self._run}-{i}-{self._generation}",
+            **kwargs,
+        )
 
     def _lost(self, address: str, wait: float = 30.0) -> bool:
         """Whether the worker at ``address`` has left the cluster (the scheduler may take a
@@ -265,13 +301,17 @@ class DaskBackend:
         """Rebuild every partition of the lost worker ``address`` on live workers (placed by
         size) and replay the journal on them; report it in one line. A worker lost while they
         are rebuilt is left out and the rebuild starts over."""
-        lost = [i for i, actor in enumerate(self.actors) if actor._address == address]
+        lost = [i for i, at in enumerate(self._where) if at == address]
         e_steps = [it for method, _, it in self._journal if method == "e_step"]
         redone = (
             f"replaying their E-steps of iterations {e_steps[0]}..{e_steps[-1]} since the restart"
             if e_steps
             else "nothing to replay"
         )
+        if step == START_UP:  # no round has run: nothing but the start itself is redone
+            moment, then = "while the partitions were being started", ""
+        else:
+            moment, then = f"at EM iteration {iteration} ({step} round)", ", then the round's call redone"
         message = f"{type(err).__name__}: {err}"[:200]
         for i in lost:
             self.recoveries.append(Recovery(iteration, step, i, message))
@@ -282,9 +322,9 @@ class DaskBackend:
                 raise RuntimeError(f"every Dask worker is gone (partitions {lost}): {err}") from err
             where = placement([_partition_tokens(self.partitions[i]) for i in lost], capacities)
             self.notify(
-                f"ldhmm: lost Dask worker {', '.join(sorted(gone))} at EM iteration {iteration} ({step} "
-                f"round): partitions {', '.join(map(str, lost))} rebuilt on {', '.join(sorted(set(where)))}, "
-                f"{redone}, then the round's call redone; the fit continues exactly"
+                f"ldhmm: lost Dask worker {', '.join(sorted(gone))} {moment}: partitions "
+                f"{', '.join(map(str, lost))} rebuilt on {', '.join(sorted(set(where)))}, {redone}{then}; "
+                f"the fit continues exactly"
             )
             try:
                 self._rebuild(lost, where)
@@ -316,8 +356,8 @@ class DaskBackend:
             futures = [getattr(started[i], method)(*arguments[i]) for i in lost]
             for i, future in zip(lost, futures):
                 self._answer(future, started[i]._address)
-        for i in lost:
-            self.actors[i] = started[i]
+        for i, address in zip(lost, where):
+            self.actors[i], self._where[i] = started[i], address
 
 
 def cpu_cores() -> int:
@@ -349,9 +389,11 @@ def installed_version() -> str:
 
 def check_versions(client: Client) -> None:
     """Every worker runs the driver's version of ldhmm, or a one-line RuntimeError naming one
-    that does not."""
+    that does not. A worker lost while it is asked is left out (its answer is an exception): the
+    partitions placed on it are started again elsewhere, as for any worker lost at start-up."""
     mine = installed_version()
-    theirs = client.run(installed_version)
+    answers = client.run(installed_version, on_error="return")
+    theirs = {address: v for address, v in answers.items() if not isinstance(v, BaseException)}
     other = {address: v for address, v in sorted(theirs.items()) if v != mine}
     if other:
         address, version = next(iter(other.items()))
