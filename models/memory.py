@@ -47,6 +47,8 @@ __all__ = [
     "importance_sampling_bytes",
     "model_file_bytes",
     "NAME_BYTES",
+    "READ_BYTES_PER_CONTENT_BYTE",
+    "read_bytes",
     "check_memory",
     "MAX_MEMORY_ENV_VAR",
 ]
@@ -294,6 +296,18 @@ def model_file_bytes(entries: int, text_bytes: int = 0, names: int = 0) -> int:
     log is mapped into its codes).
     """
     return int(4 * 8 * entries + 4 * text_bytes + NAME_BYTES * names)
+
+
+#: Peak bytes of reading a data file, per byte of its (decompressed) content: every token held
+#: as a Python string in a list until the vocabulary is built (a two-character token and its
+#: separator, 3 bytes of text, take 59), beside its line and the arrays the codes go to.
+READ_BYTES_PER_CONTENT_BYTE = 32
+
+
+def read_bytes(content_bytes: int) -> int:
+    """Peak bytes of reading a data file of ``content_bytes`` bytes of content (a gzip file's
+    decompressed; :func:`ldhmm.data.regular_files.content_bytes`), checked before reading."""
+    return int(READ_BYTES_PER_CONTENT_BYTE * content_bytes + COMMAND_BYTES)
 
 
 def check_memory(needed: int, what: str, knob: str) -> None:
