@@ -92,7 +92,8 @@ def _child(plan_path: str) -> None:
                 "baseline": meter.baseline_kib * 1024,
             }
         )
-    Path(plan["results"]).write_text(json.dumps(results))
+        # after every step: a run stopped part of the way keeps the steps it measured
+        Path(plan["results"]).write_text(json.dumps(results))
 
 
 def measure_steps(steps: list, workdir, timeout: float = 3600) -> list:
@@ -111,14 +112,18 @@ def measure_steps(steps: list, workdir, timeout: float = 3600) -> list:
     plan_path = workdir / "memory_plan.json"
     plan_path.write_text(json.dumps(plan))
     env = {**os.environ, **_MALLOC_ENV}
-    subprocess.run(
-        [sys.executable, "-m", "ldhmm.experiments.bench_memory", "--child", str(plan_path)],
-        check=True,
-        env=env,
-        timeout=timeout,
-        cwd=workdir,
-    )
-    return json.loads(Path(plan["results"]).read_text())
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "ldhmm.experiments.bench_memory", "--child", str(plan_path)],
+            check=True,
+            env=env,
+            timeout=timeout,
+            cwd=workdir,
+        )
+    except subprocess.TimeoutExpired:
+        print(f"bench_memory: stopped after {timeout} s; the steps measured so far follow", file=sys.stderr)
+    results = Path(plan["results"])
+    return json.loads(results.read_text()) if results.exists() else []
 
 
 def command_steps(
@@ -177,6 +182,7 @@ def main(argv=None) -> None:
     parser.add_argument("--is-samples", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--jobs", type=int, default=2, help="compare's worker processes")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per configuration")
     parser.add_argument("--commands", nargs="+", help="only these steps (labels' first word)")
     args = parser.parse_args(argv)
     if args.child:
@@ -200,8 +206,14 @@ def main(argv=None) -> None:
                 jobs=args.jobs,
             )
             if args.commands:
-                steps = [s for s in steps if s["label"].split()[0] in args.commands or s["label"] == "fit"]
-            for r in measure_steps(steps, tmp):
+                # the scoring commands read the fitted model: its fit runs with them
+                model = bool({"score", "posterior"} & set(args.commands))
+                steps = [
+                    s
+                    for s in steps
+                    if s["label"].split()[0] in args.commands or (model and s["label"] == "fit")
+                ]
+            for r in measure_steps(steps, tmp, args.timeout):
                 ratio = r["measured"] / r["estimate"] if r["estimate"] else float("nan")
                 print(
                     f"| {int(K)} | {int(V)} | {sizes['M']} | {sizes['T']} | `{r['label']}` (rc {r['rc']}) | "
