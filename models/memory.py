@@ -272,9 +272,12 @@ def importance_sampling_bytes(
     position); and every sample's log-weight of the sequences drawn together, kept until their
     log-sum-exp (twice: the pieces and their concatenation), which grows with ``n_samples``
     whatever the batch; and :data:`COMMAND_BYTES`. ``sparse``: B is drawn over the symbols of
-    ``chunk`` sequences plus one lumped remainder, not over all V."""
+    ``chunk`` sequences plus one lumped remainder, not over all V, for those sequences only
+    (:func:`ldhmm.inference.cavi.posterior.log_marginal_is`)."""
     pairs = max(1, min(int(n_samples) * int(n_sequences), int(bucket_cells) // max(1, int(max_length))))
     pairs = max(pairs, min(int(n_sequences), int(bucket_cells)))
+    if sparse:  # the draws of one chunk of sequences at a time: at most n_samples each
+        pairs = min(pairs, int(n_samples) * min(int(n_sequences), chunk))
     width = min(V, chunk * max(1, int(max_length)) + 1) if sparse else V
     together = min(int(n_sequences), chunk) if sparse else int(n_sequences)
     draws = 3 * pairs * _per_sequence_values(K, width) + 10 * pairs * max(1, int(max_length)) * K

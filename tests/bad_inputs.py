@@ -92,6 +92,7 @@ def _hostile_files(d: Path, doc: dict) -> None:
     raw = bytearray(gzip.compress("\n".join(["home news sport"] * 2000).encode()))
     raw[30:60] = b"\xff" * 30  # a damaged deflate stream
     (d / "corrupt.txt.gz").write_bytes(bytes(raw))
+    (d / "bomb.txt.gz").write_bytes(gzip.compress(b"home news " * 1_000_000))  # 10 MB of text in 20 KB
     os.mkfifo(d / "fifo.json")
     os.mkfifo(d / "fifo.txt")
     (d / "zero.json").symlink_to("/dev/zero")
@@ -159,6 +160,8 @@ CASES = [
     Case("data file", "no such file", ["fit", "{d}/nope.txt", "--states", "2", "--out", "{d}/o.json"]),
     Case("data file", "a FIFO", ["fit", "{d}/fifo.txt", "--states", "2", "--out", "{d}/o.json"]),
     Case("data file", "corrupt gzip data", ["fit", "{d}/corrupt.txt.gz", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "a gzip file whose text inflates past --max-memory (gzip bomb)",
+         ["fit", "{d}/bomb.txt.gz", "--states", "2", "--max-memory", "64M", "--out", "{d}/o.json"]),
     Case("data file", "a symbol the model has not seen", ["score", "{d}/model.json", "{d}/unseen.txt", "--out", "{d}/o.csv"]),
     Case("data file", "a symbol id far beyond the data (Python API)", python=_huge_symbol_id),
     # model files
