@@ -134,12 +134,12 @@ def command_steps(
     partitions: int,
     out: Path,
     max_iter: int = 1,
-    jobs: int = 2,
+    jobs: int | None = None,
 ) -> list:
     """The commands measured on one data file (for :func:`measure_steps`): fit (one restart,
     ``max_iter`` iterations; ``warm``: the warm-up runs' data), the partitioned fit, score,
-    score with importance sampling, posterior, and ``compare`` of LDHMM-PF (two folds, ``jobs``
-    worker processes); their files written under ``out``."""
+    score with importance sampling, posterior, and (``jobs``: the number of worker processes)
+    ``compare`` of LDHMM-PF on two folds; their files written under ``out``."""
     model = str(out / "model.json")
     fit = ["fit", "--states", str(K), "--restarts", "1", "--max-iter", str(max_iter), "--quiet"]
     fit += ["--out", model]
@@ -158,6 +158,8 @@ def command_steps(
         command = label.split()[0]
         argv = [command, model, "--quiet", *extra, "--out", str(out / name)]
         steps.append({"label": label, "argv": argv + [str(data)], "warmup": argv + [str(warm)]})
+    if jobs is None:
+        return steps
     compare = ["compare", "--states", str(K), "--folds", "2", "--jobs", str(jobs), "--models", "LDHMM-PF"]
     compare += ["--max-iter", str(max_iter), "--restarts", "1", "--quiet", "--file"]
     steps.append(
