@@ -44,6 +44,7 @@ __all__ = [
     "INPUT_BYTES_PER_SEQUENCE",
     "COMMAND_BYTES",
     "WORKER_PROCESS_BYTES",
+    "PARTITION_KV_ARRAYS",
     "importance_sampling_bytes",
     "model_file_bytes",
     "NAME_BYTES",
@@ -173,6 +174,8 @@ INPUT_BYTES_PER_SEQUENCE = 600
 #: A command's allocations that do not scale with the data (its first tables, the parser's and
 #: the writer's buffers, caches filled on first use): measured up to about 2 MB.
 COMMAND_BYTES = 4 * 2**20
+#: K x V arrays each partition beyond the first holds when several live in one process.
+PARTITION_KV_ARRAYS = 4
 #: Resident memory of a worker process of ``--jobs`` before its first fit: the interpreter with
 #: torch, Pyro, numba and its kernels, gensim and hmmlearn (measured 0.49 GB after the imports,
 #: about 0.6 GB with the kernels loaded); ``--jobs J > 1`` starts J of them.
@@ -188,6 +191,7 @@ def fit_bytes(
     bucket_cells: int = 1 << 20,
     sparse: bool = False,
     largest_bucket: tuple | None = None,
+    partitions: int = 1,
 ) -> int:
     """Peak bytes of a variational EM fit (or an E-step) of M sequences, T tokens, beyond the
     interpreter and its libraries (torch, numba's kernels: ``docs/performance.md``, "Memory
@@ -207,7 +211,10 @@ def fit_bytes(
     - per token three K-vectors (a mean-field guide's factors), database-level a dozen K x V
       arrays (priors, their special functions, the M-step's sums);
     - the database itself (:data:`INPUT_BYTES_PER_TOKEN`, :data:`INPUT_BYTES_PER_SEQUENCE`)
-      and :data:`COMMAND_BYTES`.
+      and :data:`COMMAND_BYTES`;
+    - ``partitions`` > 1 held in this process (``--partitions`` in process): each partition's
+      own K x V arrays (its sums by symbol and expectations of B), four per partition beyond
+      the first (measured 1.6-2.5: ``docs/performance.md``, "Memory estimates").
     """
     M, T, L = int(n_sequences), int(n_tokens), int(max_length)
     if largest_bucket is None:
@@ -221,6 +228,7 @@ def fit_bytes(
         + BEST_OF_STARTS_COPIES * bucket_state
         + 3 * T * K
         + 12 * K * V
+        + PARTITION_KV_ARRAYS * (max(1, int(partitions)) - 1) * K * V
     )
     data = INPUT_BYTES_PER_TOKEN * T + INPUT_BYTES_PER_SEQUENCE * M
     # a start's scratch is let go before its run's recursion allocates: one or the other
@@ -246,13 +254,14 @@ def posterior_bytes(
     bucket_cells: int = 1 << 20,
     sparse: bool = False,
     largest_bucket: tuple | None = None,
+    partitions: int = 1,
 ) -> int:
     """Peak bytes of ``posterior``: the held-out E-step (:func:`score_bytes`) and its output,
     every sequence's K + K x K + K x V posterior means (K x 2 per own symbol in the sparse
     layout) and N x K marginals, at :data:`POSTERIOR_VALUE_BYTES` each."""
     M, T = int(n_sequences), int(n_tokens)
     output = _state_values(K, V, M, T, max_length, sparse) + T * K
-    e_step = score_bytes(K, V, M, T, max_length, bucket_cells, sparse, largest_bucket)
+    e_step = score_bytes(K, V, M, T, max_length, bucket_cells, sparse, largest_bucket, partitions)
     return int(e_step + POSTERIOR_VALUE_BYTES * output)
 
 
