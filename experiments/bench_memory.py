@@ -88,7 +88,7 @@ def _child(plan_path: str) -> None:
                 "estimate": max(estimates, default=0),
                 "measured": int(measured + workers),
                 "children": int(workers),
-                "n_children": children.n_processes,
+                "children_each": sorted((int(k * 1024) for k in children.peaks.values()), reverse=True),
                 "baseline": meter.baseline_kib * 1024,
             }
         )
@@ -104,8 +104,8 @@ def measure_steps(steps: list, workdir, timeout: float = 3600) -> list:
     -------
     list of dicts: ``label``, ``rc`` (the command's exit status), ``estimate`` (bytes, the
     largest estimate it checked), ``measured`` (bytes, peak RSS growth, and the peaks of the
-    processes it started), ``children`` (bytes, those processes' peaks), ``n_children``,
-    ``baseline`` (bytes, RSS before the step).
+    processes it started), ``children`` (bytes, those processes' peaks together),
+    ``children_each`` (bytes, each one's), ``baseline`` (bytes, RSS before the step).
     """
     workdir = Path(workdir)
     plan = {"steps": steps, "results": str(workdir / "memory_results.json")}
@@ -217,8 +217,11 @@ def main(argv=None) -> None:
                 ]
             for r in measure_steps(steps, tmp, args.timeout):
                 ratio = r["measured"] / r["estimate"] if r["estimate"] else float("nan")
+                each = ", ".join(f"{b / 1e6:.0f}" for b in r["children_each"])
+                workers = f", processes {each} MB" if each else ""
                 print(
-                    f"| {int(K)} | {int(V)} | {sizes['M']} | {sizes['T']} | `{r['label']}` (rc {r['rc']}) | "
+                    f"| {int(K)} | {int(V)} | {sizes['M']} | {sizes['T']} | `{r['label']}` "
+                    f"(rc {r['rc']}{workers}) | "
                     f"{r['estimate'] / 1e6:.1f} | {r['measured'] / 1e6:.1f} | {ratio:.2f} | "
                     f"{r['baseline'] / 1e6:.0f} |",
                     flush=True,

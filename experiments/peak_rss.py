@@ -107,38 +107,39 @@ def _peak_kib(pid: int) -> int | None:
 
 class ChildrenPeak:
     """The peak resident memory of the processes a region starts (``--jobs`` workers), each
-    whole: a thread reads every descendant's ``VmHWM`` every ``interval`` seconds and keeps each
-    one's last value. Their sum bounds the children's peak together from above (each at its own
-    peak); growth after the last read before a child exits is missed, so the interval is short
-    and workers live to the end of the region (a process pool's do)."""
+    whole: a thread reads every live descendant's ``VmHWM`` every ``interval`` seconds; the
+    largest sum over the live ones at one reading bounds their memory together from above (each
+    counted at its own peak so far). A process that starts and ends between two readings, or
+    grows after the last reading before it exits, is missed: the interval is short, and the
+    workers of a process pool live to the end of the region."""
 
     def __init__(self, interval: float = 0.02):
         self.interval = interval
-        self._peaks: dict[int, int] = {}
+        self.peaks: dict[int, int] = {}  # KiB, per process seen
+        self._most = 0
         self._stop = threading.Event()
         self._thread = None
 
     def _poll(self):
         me = os.getpid()
         while not self._stop.is_set():
+            live = 0
             for pid in _descendants(me):
                 kib = _peak_kib(pid)
                 if kib is not None:
-                    self._peaks[pid] = max(kib, self._peaks.get(pid, 0))
+                    self.peaks[pid] = max(kib, self.peaks.get(pid, 0))
+                    live += kib
+            self._most = max(self._most, live)
             self._stop.wait(self.interval)
 
     def start(self):
-        self._peaks.clear()
+        self.peaks, self._most = {}, 0
         self._stop.clear()
         self._thread = threading.Thread(target=self._poll, daemon=True)
         self._thread.start()
 
     def stop_mib(self) -> float:
-        """The children's peaks summed, MiB (0 when none was started)."""
+        """The largest sum of the live children's peaks at one reading, MiB (0: none started)."""
         self._stop.set()
         self._thread.join()
-        return sum(self._peaks.values()) / 1024.0
-
-    @property
-    def n_processes(self) -> int:
-        return len(self._peaks)
+        return self._most / 1024.0
