@@ -149,7 +149,7 @@ def _model_field_case(rng: random.Random, d: Path, docs: dict, i: int) -> tuple[
     paths = [p for p in _leaves(doc) if p]
     path = rng.choice(paths)
     if rng.random() < 0.1:
-        parent = _set(doc, (), doc)
+        parent = json.loads(json.dumps(doc))  # a copy: the base document stays as it is
         node = parent
         for key in path[:-1]:
             node = node[key]
