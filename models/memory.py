@@ -276,20 +276,27 @@ def importance_sampling_bytes(
     chunk: int = 256,
 ) -> int:
     """Peak bytes of ``log_marginal_is``: per batch, draws of pi, A, B for as many (sample,
-    sequence) pairs as fit in the batch's cells, three copies each (the draw, its log and the
-    proposal); the chain's potentials, messages and marginals of those pairs (ten K-vectors per
-    position); and every sample's log-weight of the sequences drawn together, kept until their
-    log-sum-exp (twice: the pieces and their concatenation), which grows with ``n_samples``
-    whatever the batch; and :data:`COMMAND_BYTES`. ``sparse``: B is drawn over the symbols of
+    sequence) pairs as fit in the batch's cells (a bucket of short sequences holds the most
+    pairs: up to ``bucket_cells``, measured 1.6 x the count by the longest sequence at M = 10^4),
+    three copies each (the draw, its log and the proposal); the chain's potentials, messages and
+    marginals of those pairs (ten K-vectors per position, at most ``bucket_cells`` positions);
+    and every sample's log-weight of the sequences drawn together, kept until their log-sum-exp
+    (twice: the pieces and their concatenation), which grows with ``n_samples`` whatever the
+    batch; and :data:`COMMAND_BYTES`. ``sparse``: B is drawn over the symbols of
     ``chunk`` sequences plus one lumped remainder, not over all V, for those sequences only
     (:func:`ldhmm.inference.cavi.posterior.log_marginal_is`)."""
-    pairs = max(1, min(int(n_samples) * int(n_sequences), int(bucket_cells) // max(1, int(max_length))))
-    pairs = max(pairs, min(int(n_sequences), int(bucket_cells)))
+    M, L, cells = int(n_sequences), max(1, int(max_length)), int(bucket_cells)
+    # a bucket of M_b sequences of length <= L_b draws S = min(n_samples, cells // (M_b L_b))
+    # samples at once (at least one): S M_b pairs, at most cells / L_b, which a bucket of short
+    # sequences (L_b = 1) reaches whatever the longest; S M_b L_b positions, at most the cells
+    # (or one sequence longer than them)
+    pairs = max(1, min(int(n_samples) * M, max(cells, M)))
     if sparse:  # the draws of one chunk of sequences at a time: at most n_samples each
-        pairs = min(pairs, int(n_samples) * min(int(n_sequences), chunk))
-    width = min(V, chunk * max(1, int(max_length)) + 1) if sparse else V
-    together = min(int(n_sequences), chunk) if sparse else int(n_sequences)
-    draws = 3 * pairs * _per_sequence_values(K, width) + 10 * pairs * max(1, int(max_length)) * K
+        pairs = min(pairs, int(n_samples) * min(M, chunk))
+    positions = min(pairs * L, max(cells, L))
+    width = min(V, chunk * L + 1) if sparse else V
+    together = min(M, chunk) if sparse else M
+    draws = 3 * pairs * _per_sequence_values(K, width) + 10 * positions * K
     return int(8 * draws + 8 * 2 * int(n_samples) * together + COMMAND_BYTES)
 
 
