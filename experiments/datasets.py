@@ -333,7 +333,10 @@ def check_run_memory(db, states, folds: int, jobs: int, is_samples: int = 0) -> 
     if is_samples > 0:  # the fitted model's held-out log p(x), in the same worker after its fit
         M_test = max(1, int(math.ceil(len(db) / folds))) if folds > 1 else len(db)
         sparse = emission_layout(K, db.n_symbols) == "sparse"  # the models' default layout
-        per_job += importance_sampling_bytes(K, db.n_symbols, M_test, L, is_samples, sparse=sparse)
+        shortest = int(db.lengths.min()) if len(db) else 1
+        per_job += importance_sampling_bytes(
+            K, db.n_symbols, M_test, L, is_samples, sparse=sparse, min_length=shortest
+        )
     need = int(jobs) * per_job
     sampled = f" and their importance sampling ({is_samples} samples)" if is_samples > 0 else ""
     check_memory(

@@ -274,10 +274,12 @@ def importance_sampling_bytes(
     bucket_cells: int = 1 << 20,
     sparse: bool = False,
     chunk: int = 256,
+    min_length: int = 1,
 ) -> int:
     """Peak bytes of ``log_marginal_is``: per batch, draws of pi, A, B for as many (sample,
     sequence) pairs as fit in the batch's cells (a bucket of short sequences holds the most
-    pairs: up to ``bucket_cells``, measured 1.6 x the count by the longest sequence at M = 10^4),
+    pairs: up to ``bucket_cells / min_length``, the shortest sequence's length; measured 1.6 x
+    the count by the longest sequence at M = 10^4),
     three copies each (the draw, its log and the proposal); the chain's potentials, messages and
     marginals of those pairs (ten K-vectors per position, at most ``bucket_cells`` positions);
     and every sample's log-weight of the sequences drawn together, kept until their log-sum-exp
@@ -287,10 +289,10 @@ def importance_sampling_bytes(
     (:func:`ldhmm.inference.cavi.posterior.log_marginal_is`)."""
     M, L, cells = int(n_sequences), max(1, int(max_length)), int(bucket_cells)
     # a bucket of M_b sequences of length <= L_b draws S = min(n_samples, cells // (M_b L_b))
-    # samples at once (at least one): S M_b pairs, at most cells / L_b, which a bucket of short
-    # sequences (L_b = 1) reaches whatever the longest; S M_b L_b positions, at most the cells
+    # samples at once (at least one): S M_b pairs, at most cells / L_b, which a bucket of the
+    # shortest sequences reaches whatever the longest; S M_b L_b positions, at most the cells
     # (or one sequence longer than them)
-    pairs = max(1, min(int(n_samples) * M, max(cells, M)))
+    pairs = max(1, min(int(n_samples) * M, max(cells // max(1, int(min_length)), M)))
     if sparse:  # the draws of one chunk of sequences at a time: at most n_samples each
         pairs = min(pairs, int(n_samples) * min(M, chunk))
     positions = min(pairs * L, max(cells, L))
