@@ -46,6 +46,7 @@ __all__ = [
     "WORKER_PROCESS_BYTES",
     "PARTITION_KV_ARRAYS",
     "importance_sampling_bytes",
+    "IS_DRAW_COPIES",
     "model_file_bytes",
     "NAME_BYTES",
     "READ_BYTES_PER_CONTENT_BYTE",
@@ -280,8 +281,10 @@ def importance_sampling_bytes(
     sequence) pairs as fit in the batch's cells (a bucket of short sequences holds the most
     pairs: up to ``bucket_cells / min_length``, the shortest sequence's length; measured 1.6 x
     the count by the longest sequence at M = 10^4),
-    three copies each (the draw, its log and the proposal); the chain's potentials, messages and
-    marginals of those pairs (ten K-vectors per position, at most ``bucket_cells`` positions);
+    :data:`IS_DRAW_COPIES` copies each (the draw, its log, the proposal repeated per draw, the
+    densities' terms; at V = 40,051 in the sparse layout 1.48 x an estimate with three); the
+    chain's potentials, messages and marginals of those pairs (ten K-vectors per position, at
+    most ``bucket_cells`` positions);
     and every sample's log-weight of the sequences drawn together, kept until their log-sum-exp
     (twice: the pieces and their concatenation), which grows with ``n_samples`` whatever the
     batch; and :data:`COMMAND_BYTES`. ``sparse``: B is drawn over the symbols of
@@ -298,9 +301,14 @@ def importance_sampling_bytes(
     positions = min(pairs * L, max(cells, L))
     width = min(V, chunk * L + 1) if sparse else V
     together = min(M, chunk) if sparse else M
-    draws = 3 * pairs * _per_sequence_values(K, width) + 10 * positions * K
+    draws = IS_DRAW_COPIES * pairs * _per_sequence_values(K, width) + 10 * positions * K
+    if sparse:  # the chunk's counts of B made dense over its symbols (LocalView.dense_counts)
+        draws += min(M, chunk) * K * width
     return int(8 * draws + 8 * 2 * int(n_samples) * together + COMMAND_BYTES)
 
+
+#: Copies of each importance-sampling draw alive at once (:func:`importance_sampling_bytes`).
+IS_DRAW_COPIES = 5
 
 #: Bytes of one symbol name held in memory: the Python string, its list slot, its entry in a
 #: vocabulary's index (a name of up to ten characters; measured ~170).
