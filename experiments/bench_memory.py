@@ -4,15 +4,18 @@ Run ``python -m ldhmm.experiments.bench_memory --help``; ``docs/performance.md``
 estimates") records a table.
 
 Each command (``ldhmm fit``, ``score``, ``score --is-samples``, ``posterior``, the partitioned
-fit) runs through :func:`ldhmm.cli.main` in a child interpreter, after a warm-up run of the same
-command on a few sequences (numba's cached kernels loaded, torch's lazy state built). Before the
-measured run the child hands freed heap back to the OS, resets the kernel's high-water mark and
-records ``VmRSS`` (:class:`ldhmm.experiments.peak_rss.PeakRSS`); ``measured`` is ``VmHWM after -
-VmRSS before``: the memory the command needed beyond the interpreter and its libraries, which
-the estimates exclude (``baseline`` reports them). glibc's dynamic mmap threshold is pinned
-(``MALLOC_MMAP_THRESHOLD_``) so that large arrays freed by the warm-up go back to the OS and
-are not reused silently by the measured run. ``estimate`` is the largest estimate the command
-checked (logged by :func:`ldhmm.models.memory.check_memory`).
+fit, ``compare --jobs J``) runs through :func:`ldhmm.cli.main` in a child interpreter, after a
+warm-up run of the same command on a few sequences (numba's cached kernels loaded, torch's lazy
+state built). Before the measured run the child hands freed heap back to the OS, resets the
+kernel's high-water mark and records ``VmRSS`` (:class:`ldhmm.experiments.peak_rss.PeakRSS`);
+``measured`` is ``VmHWM after - VmRSS before``: the memory the command needed beyond the
+interpreter and its libraries, which the estimates exclude (``baseline`` reports them). The
+worker processes a command starts (``compare --jobs J``) count whole, each at its own peak
+(:class:`ldhmm.experiments.peak_rss.ChildrenPeak`), since their estimate includes their
+interpreters. glibc's dynamic mmap threshold is pinned (``MALLOC_MMAP_THRESHOLD_``) so that
+large arrays freed by the warm-up go back to the OS and are not reused silently by the measured
+run. ``estimate`` is the largest estimate the command checked (logged by
+:func:`ldhmm.models.memory.check_memory`).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ def _child(plan_path: str) -> None:
     from ldhmm.cli import main as cli_main
     from ldhmm.models.memory import LOGGER
 
-    from .peak_rss import PeakRSS
+    from .peak_rss import ChildrenPeak, PeakRSS
 
     estimates = []
 
@@ -68,24 +71,29 @@ def _child(plan_path: str) -> None:
     LOGGER.addHandler(_Record())
     LOGGER.setLevel(logging.DEBUG)
     plan = json.loads(Path(plan_path).read_text())
-    meter, results = PeakRSS(), []
+    meter, children, results = PeakRSS(), ChildrenPeak(), []
     for step in plan["steps"]:
         if step.get("warmup"):
             cli_main(step["warmup"])
         estimates.clear()
         meter.start()
+        children.start()
         rc = cli_main(step["argv"])
         measured = meter.stop_mib() * 2**20
+        workers = children.stop_mib() * 2**20
         results.append(
             {
                 "label": step["label"],
                 "rc": rc,
                 "estimate": max(estimates, default=0),
-                "measured": int(measured),
+                "measured": int(measured + workers),
+                "children": int(workers),
+                "children_each": sorted((int(k * 1024) for k in children.peaks.values()), reverse=True),
                 "baseline": meter.baseline_kib * 1024,
             }
         )
-    Path(plan["results"]).write_text(json.dumps(results))
+        # after every step: a run stopped part of the way keeps the steps it measured
+        Path(plan["results"]).write_text(json.dumps(results))
 
 
 def measure_steps(steps: list, workdir, timeout: float = 3600) -> list:
@@ -95,30 +103,43 @@ def measure_steps(steps: list, workdir, timeout: float = 3600) -> list:
     Returns
     -------
     list of dicts: ``label``, ``rc`` (the command's exit status), ``estimate`` (bytes, the
-    largest estimate it checked), ``measured`` (bytes, peak RSS growth), ``baseline`` (bytes,
-    RSS before the step).
+    largest estimate it checked), ``measured`` (bytes, peak RSS growth, and the peaks of the
+    processes it started), ``children`` (bytes, those processes' peaks together),
+    ``children_each`` (bytes, each one's), ``baseline`` (bytes, RSS before the step).
     """
     workdir = Path(workdir)
     plan = {"steps": steps, "results": str(workdir / "memory_results.json")}
     plan_path = workdir / "memory_plan.json"
     plan_path.write_text(json.dumps(plan))
     env = {**os.environ, **_MALLOC_ENV}
-    subprocess.run(
-        [sys.executable, "-m", "ldhmm.experiments.bench_memory", "--child", str(plan_path)],
-        check=True,
-        env=env,
-        timeout=timeout,
-        cwd=workdir,
-    )
-    return json.loads(Path(plan["results"]).read_text())
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "ldhmm.experiments.bench_memory", "--child", str(plan_path)],
+            check=True,
+            env=env,
+            timeout=timeout,
+            cwd=workdir,
+        )
+    except subprocess.TimeoutExpired:
+        print(f"bench_memory: stopped after {timeout} s; the steps measured so far follow", file=sys.stderr)
+    results = Path(plan["results"])
+    return json.loads(results.read_text()) if results.exists() else []
 
 
 def command_steps(
-    data: Path, warm: Path, K: int, is_samples: int, partitions: int, out: Path, max_iter: int = 1
+    data: Path,
+    warm: Path,
+    K: int,
+    is_samples: int,
+    partitions: int,
+    out: Path,
+    max_iter: int = 1,
+    jobs: int | None = None,
 ) -> list:
     """The commands measured on one data file (for :func:`measure_steps`): fit (one restart,
     ``max_iter`` iterations; ``warm``: the warm-up runs' data), the partitioned fit, score,
-    score with importance sampling, posterior; their files written under ``out``."""
+    score with importance sampling, posterior, and (``jobs``: the number of worker processes)
+    ``compare`` of LDHMM-PF on two folds; their files written under ``out``."""
     model = str(out / "model.json")
     fit = ["fit", "--states", str(K), "--restarts", "1", "--max-iter", str(max_iter), "--quiet"]
     fit += ["--out", model]
@@ -137,6 +158,17 @@ def command_steps(
         command = label.split()[0]
         argv = [command, model, "--quiet", *extra, "--out", str(out / name)]
         steps.append({"label": label, "argv": argv + [str(data)], "warmup": argv + [str(warm)]})
+    if jobs is None:
+        return steps
+    compare = ["compare", "--states", str(K), "--folds", "2", "--jobs", str(jobs), "--models", "LDHMM-PF"]
+    compare += ["--max-iter", str(max_iter), "--restarts", "1", "--quiet", "--file"]
+    steps.append(
+        {
+            "label": f"compare --jobs {jobs}",
+            "argv": compare + [str(data), "--out", str(out / "compare")],
+            "warmup": compare + [str(warm), "--out", str(out / "compare-warm")],
+        }
+    )
     return steps
 
 
@@ -151,6 +183,8 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--is-samples", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--jobs", type=int, default=2, help="compare's worker processes")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per configuration")
     parser.add_argument("--commands", nargs="+", help="only these steps (labels' first word)")
     args = parser.parse_args(argv)
     if args.child:
@@ -165,14 +199,29 @@ def main(argv=None) -> None:
             sizes = write_sequences(tmp / "log.txt", int(M), int(V), length)
             (tmp / "warm.txt").write_text("".join((tmp / "log.txt").read_text().splitlines(True)[:20]))
             steps = command_steps(
-                tmp / "log.txt", tmp / "warm.txt", int(K), args.is_samples, args.partitions, tmp
+                tmp / "log.txt",
+                tmp / "warm.txt",
+                int(K),
+                args.is_samples,
+                args.partitions,
+                tmp,
+                jobs=args.jobs,
             )
             if args.commands:
-                steps = [s for s in steps if s["label"].split()[0] in args.commands or s["label"] == "fit"]
-            for r in measure_steps(steps, tmp):
+                # the scoring commands read the fitted model: its fit runs with them
+                model = bool({"score", "posterior"} & set(args.commands))
+                steps = [
+                    s
+                    for s in steps
+                    if s["label"].split()[0] in args.commands or (model and s["label"] == "fit")
+                ]
+            for r in measure_steps(steps, tmp, args.timeout):
                 ratio = r["measured"] / r["estimate"] if r["estimate"] else float("nan")
+                each = ", ".join(f"{b / 1e6:.0f}" for b in r["children_each"])
+                workers = f", processes {each} MB" if each else ""
                 print(
-                    f"| {int(K)} | {int(V)} | {sizes['M']} | {sizes['T']} | `{r['label']}` (rc {r['rc']}) | "
+                    f"| {int(K)} | {int(V)} | {sizes['M']} | {sizes['T']} | `{r['label']}` "
+                    f"(rc {r['rc']}{workers}) | "
                     f"{r['estimate'] / 1e6:.1f} | {r['measured'] / 1e6:.1f} | {ratio:.2f} | "
                     f"{r['baseline'] / 1e6:.0f} |",
                     flush=True,

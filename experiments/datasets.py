@@ -24,8 +24,9 @@ from ..data import (
     resolve_data_dir,
 )
 from ..data.uci import ENTREE_ARCHIVE, ENTREE_SESSION_DIR
+from ..inference.cavi.emissions import emission_layout
 from ..models import LDHMM
-from ..models.memory import WORKER_PROCESS_BYTES, check_memory, fit_bytes
+from ..models.memory import WORKER_PROCESS_BYTES, check_memory, fit_bytes, importance_sampling_bytes
 
 __all__ = [
     "SYNTHETIC_HYPERPARAMETERS",
@@ -289,8 +290,10 @@ def run_settings(
 ) -> dict:
     """The settings of a cross-validated run (``config.json``, part of its hash): the data
     (:func:`data_settings`), folds, seed and EM options, then ``more`` in its order; once the
-    run's memory estimate is checked (:func:`check_run_memory`)."""
-    check_run_memory(db, states, folds, jobs)
+    run's memory estimate is checked (:func:`check_run_memory`, with the most importance samples
+    a test sequence may get: ``is_samples``, or ``is_max_samples`` where more are drawn)."""
+    samples = max(int(more.get("is_samples") or 0), int(more.get("is_max_samples") or 0))
+    check_run_memory(db, states, folds, jobs, samples)
     return {
         "data": data_settings(db, what, labelled=labelled),
         "folds": folds,
@@ -314,9 +317,10 @@ def data_fingerprint(db) -> str:
     return h.hexdigest()[:16]
 
 
-def check_run_memory(db, states, folds: int, jobs: int) -> None:
+def check_run_memory(db, states, folds: int, jobs: int, is_samples: int = 0) -> None:
     """Refuse a cross-validated run whose ``jobs`` simultaneous fits (the largest K, a training
-    fold of the database), each in a worker process of its own when ``jobs > 1``
+    fold of the database) and their importance sampling on a test fold (``is_samples`` per
+    sequence), each in a worker process of its own when ``jobs > 1``
     (:data:`ldhmm.models.memory.WORKER_PROCESS_BYTES`), would not fit in memory
     (:mod:`ldhmm.models.memory`)."""
     K = max(states)
@@ -326,9 +330,18 @@ def check_run_memory(db, states, folds: int, jobs: int) -> None:
     L = int(db.lengths.max()) if len(db) else 0
     # jobs > 1: each fit in a worker process of its own, which imports the libraries anew
     per_job = fit_bytes(K, db.n_symbols, M, T, L) + (WORKER_PROCESS_BYTES if int(jobs) > 1 else 0)
+    if is_samples > 0:  # the fitted model's held-out log p(x), in the same worker after its fit
+        M_test = max(1, int(math.ceil(len(db) / folds))) if folds > 1 else len(db)
+        sparse = emission_layout(K, db.n_symbols) == "sparse"  # the models' default layout
+        shortest = int(db.lengths.min()) if len(db) else 1
+        per_job += importance_sampling_bytes(
+            K, db.n_symbols, M_test, L, is_samples, sparse=sparse, min_length=shortest
+        )
     need = int(jobs) * per_job
+    sampled = f" and their importance sampling ({is_samples} samples)" if is_samples > 0 else ""
     check_memory(
         need,
-        f"{jobs} simultaneous fit(s) (--jobs) of K = {K} states, V = {db.n_symbols} symbols on {M} sequences",
-        "fewer --jobs, fewer states (--states) or --n-sequences",
+        f"{jobs} simultaneous fit(s) (--jobs){sampled} of K = {K} states, V = {db.n_symbols} symbols on "
+        f"{M} sequences",
+        "fewer --jobs, fewer states (--states), fewer --is-samples or --n-sequences",
     )

@@ -9,9 +9,11 @@ from __future__ import annotations
 import ctypes
 import gc
 import math
+import os
 import sys
+import threading
 
-__all__ = ["PeakRSS"]
+__all__ = ["PeakRSS", "ChildrenPeak"]
 
 
 class PeakRSS:
@@ -69,3 +71,75 @@ class PeakRSS:
         if not self.supported:
             return math.nan
         return max(self._status_kib("VmHWM") - self.baseline_kib, 0) / 1024.0
+
+
+def _descendants(pid: int) -> list[int]:
+    """The process ids below ``pid`` (children, theirs, ...), from ``/proc``."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as f:
+                    children = [int(c) for c in f.read().split()]
+            except OSError:
+                continue
+            found += children
+            todo += children
+    return found
+
+
+def _peak_kib(pid: int) -> int | None:
+    """``VmHWM`` of process ``pid`` (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+class ChildrenPeak:
+    """The peak resident memory of the processes a region starts (``--jobs`` workers), each
+    whole: a thread reads every live descendant's ``VmHWM`` every ``interval`` seconds; the
+    largest sum over the live ones at one reading bounds their memory together from above (each
+    counted at its own peak so far). A process that starts and ends between two readings, or
+    grows after the last reading before it exits, is missed: the interval is short, and the
+    workers of a process pool live to the end of the region."""
+
+    def __init__(self, interval: float = 0.02):
+        self.interval = interval
+        self.peaks: dict[int, int] = {}  # KiB, per process seen
+        self._most = 0
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _poll(self):
+        me = os.getpid()
+        while not self._stop.is_set():
+            live = 0
+            for pid in _descendants(me):
+                kib = _peak_kib(pid)
+                if kib is not None:
+                    self.peaks[pid] = max(kib, self.peaks.get(pid, 0))
+                    live += kib
+            self._most = max(self._most, live)
+            self._stop.wait(self.interval)
+
+    def start(self):
+        self.peaks, self._most = {}, 0
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def stop_mib(self) -> float:
+        """The largest sum of the live children's peaks at one reading, MiB (0: none started)."""
+        self._stop.set()
+        self._thread.join()
+        return self._most / 1024.0

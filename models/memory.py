@@ -44,9 +44,13 @@ __all__ = [
     "INPUT_BYTES_PER_SEQUENCE",
     "COMMAND_BYTES",
     "WORKER_PROCESS_BYTES",
+    "PARTITION_KV_ARRAYS",
     "importance_sampling_bytes",
+    "IS_DRAW_COPIES",
     "model_file_bytes",
     "NAME_BYTES",
+    "READ_BYTES_PER_CONTENT_BYTE",
+    "read_bytes",
     "check_memory",
     "MAX_MEMORY_ENV_VAR",
 ]
@@ -171,6 +175,8 @@ INPUT_BYTES_PER_SEQUENCE = 600
 #: A command's allocations that do not scale with the data (its first tables, the parser's and
 #: the writer's buffers, caches filled on first use): measured up to about 2 MB.
 COMMAND_BYTES = 4 * 2**20
+#: K x V arrays each partition beyond the first holds when several live in one process.
+PARTITION_KV_ARRAYS = 4
 #: Resident memory of a worker process of ``--jobs`` before its first fit: the interpreter with
 #: torch, Pyro, numba and its kernels, gensim and hmmlearn (measured 0.49 GB after the imports,
 #: about 0.6 GB with the kernels loaded); ``--jobs J > 1`` starts J of them.
@@ -186,6 +192,7 @@ def fit_bytes(
     bucket_cells: int = 1 << 20,
     sparse: bool = False,
     largest_bucket: tuple | None = None,
+    partitions: int = 1,
 ) -> int:
     """Peak bytes of a variational EM fit (or an E-step) of M sequences, T tokens, beyond the
     interpreter and its libraries (torch, numba's kernels: ``docs/performance.md``, "Memory
@@ -205,7 +212,10 @@ def fit_bytes(
     - per token three K-vectors (a mean-field guide's factors), database-level a dozen K x V
       arrays (priors, their special functions, the M-step's sums);
     - the database itself (:data:`INPUT_BYTES_PER_TOKEN`, :data:`INPUT_BYTES_PER_SEQUENCE`)
-      and :data:`COMMAND_BYTES`.
+      and :data:`COMMAND_BYTES`;
+    - ``partitions`` > 1 held in this process (``--partitions`` in process): each partition's
+      own K x V arrays (its sums by symbol and expectations of B), four per partition beyond
+      the first (measured 1.6-2.5: ``docs/performance.md``, "Memory estimates").
     """
     M, T, L = int(n_sequences), int(n_tokens), int(max_length)
     if largest_bucket is None:
@@ -219,6 +229,7 @@ def fit_bytes(
         + BEST_OF_STARTS_COPIES * bucket_state
         + 3 * T * K
         + 12 * K * V
+        + PARTITION_KV_ARRAYS * (max(1, int(partitions)) - 1) * K * V
     )
     data = INPUT_BYTES_PER_TOKEN * T + INPUT_BYTES_PER_SEQUENCE * M
     # a start's scratch is let go before its run's recursion allocates: one or the other
@@ -244,13 +255,14 @@ def posterior_bytes(
     bucket_cells: int = 1 << 20,
     sparse: bool = False,
     largest_bucket: tuple | None = None,
+    partitions: int = 1,
 ) -> int:
     """Peak bytes of ``posterior``: the held-out E-step (:func:`score_bytes`) and its output,
     every sequence's K + K x K + K x V posterior means (K x 2 per own symbol in the sparse
     layout) and N x K marginals, at :data:`POSTERIOR_VALUE_BYTES` each."""
     M, T = int(n_sequences), int(n_tokens)
     output = _state_values(K, V, M, T, max_length, sparse) + T * K
-    e_step = score_bytes(K, V, M, T, max_length, bucket_cells, sparse, largest_bucket)
+    e_step = score_bytes(K, V, M, T, max_length, bucket_cells, sparse, largest_bucket, partitions)
     return int(e_step + POSTERIOR_VALUE_BYTES * output)
 
 
@@ -263,21 +275,40 @@ def importance_sampling_bytes(
     bucket_cells: int = 1 << 20,
     sparse: bool = False,
     chunk: int = 256,
+    min_length: int = 1,
 ) -> int:
     """Peak bytes of ``log_marginal_is``: per batch, draws of pi, A, B for as many (sample,
-    sequence) pairs as fit in the batch's cells, three copies each (the draw, its log and the
-    proposal); the chain's potentials, messages and marginals of those pairs (ten K-vectors per
-    position); and every sample's log-weight of the sequences drawn together, kept until their
-    log-sum-exp (twice: the pieces and their concatenation), which grows with ``n_samples``
-    whatever the batch; and :data:`COMMAND_BYTES`. ``sparse``: B is drawn over the symbols of
-    ``chunk`` sequences plus one lumped remainder, not over all V."""
-    pairs = max(1, min(int(n_samples) * int(n_sequences), int(bucket_cells) // max(1, int(max_length))))
-    pairs = max(pairs, min(int(n_sequences), int(bucket_cells)))
-    width = min(V, chunk * max(1, int(max_length)) + 1) if sparse else V
-    together = min(int(n_sequences), chunk) if sparse else int(n_sequences)
-    draws = 3 * pairs * _per_sequence_values(K, width) + 10 * pairs * max(1, int(max_length)) * K
+    sequence) pairs as fit in the batch's cells (a bucket of short sequences holds the most
+    pairs: up to ``bucket_cells / min_length``, the shortest sequence's length; measured 1.6 x
+    the count by the longest sequence at M = 10^4),
+    :data:`IS_DRAW_COPIES` copies each (the draw, its log, the proposal repeated per draw, the
+    densities' terms; at V = 40,051 in the sparse layout 1.48 x an estimate with three); the
+    chain's potentials, messages and marginals of those pairs (ten K-vectors per position, at
+    most ``bucket_cells`` positions);
+    and every sample's log-weight of the sequences drawn together, kept until their log-sum-exp
+    (twice: the pieces and their concatenation), which grows with ``n_samples`` whatever the
+    batch; and :data:`COMMAND_BYTES`. ``sparse``: B is drawn over the symbols of
+    ``chunk`` sequences plus one lumped remainder, not over all V, for those sequences only
+    (:func:`ldhmm.inference.cavi.posterior.log_marginal_is`)."""
+    M, L, cells = int(n_sequences), max(1, int(max_length)), int(bucket_cells)
+    # a bucket of M_b sequences of length <= L_b draws S = min(n_samples, cells // (M_b L_b))
+    # samples at once (at least one): S M_b pairs, at most cells / L_b, which a bucket of the
+    # shortest sequences reaches whatever the longest; S M_b L_b positions, at most the cells
+    # (or one sequence longer than them)
+    pairs = max(1, min(int(n_samples) * M, max(cells // max(1, int(min_length)), M)))
+    if sparse:  # the draws of one chunk of sequences at a time: at most n_samples each
+        pairs = min(pairs, int(n_samples) * min(M, chunk))
+    positions = min(pairs * L, max(cells, L))
+    width = min(V, chunk * L + 1) if sparse else V
+    together = min(M, chunk) if sparse else M
+    draws = IS_DRAW_COPIES * pairs * _per_sequence_values(K, width) + 10 * positions * K
+    if sparse:  # the chunk's counts of B made dense over its symbols (LocalView.dense_counts)
+        draws += min(M, chunk) * K * width
     return int(8 * draws + 8 * 2 * int(n_samples) * together + COMMAND_BYTES)
 
+
+#: Copies of each importance-sampling draw alive at once (:func:`importance_sampling_bytes`).
+IS_DRAW_COPIES = 5
 
 #: Bytes of one symbol name held in memory: the Python string, its list slot, its entry in a
 #: vocabulary's index (a name of up to ten characters; measured ~170).
@@ -294,6 +325,18 @@ def model_file_bytes(entries: int, text_bytes: int = 0, names: int = 0) -> int:
     log is mapped into its codes).
     """
     return int(4 * 8 * entries + 4 * text_bytes + NAME_BYTES * names)
+
+
+#: Peak bytes of reading a data file, per byte of its (decompressed) content: every token held
+#: as a Python string in a list until the vocabulary is built (a two-character token and its
+#: separator, 3 bytes of text, take 59), beside its line and the arrays the codes go to.
+READ_BYTES_PER_CONTENT_BYTE = 32
+
+
+def read_bytes(content_bytes: int) -> int:
+    """Peak bytes of reading a data file of ``content_bytes`` bytes of content (a gzip file's
+    decompressed; :func:`ldhmm.data.regular_files.content_bytes`), checked before reading."""
+    return int(READ_BYTES_PER_CONTENT_BYTE * content_bytes + COMMAND_BYTES)
 
 
 def check_memory(needed: int, what: str, knob: str) -> None:

@@ -334,32 +334,33 @@ class VariantHMM(SequenceModel, TakesFitSettings):
 
     def _check_sizes(self, sizes: list, doing: str, knob: str, estimate=fit_bytes) -> None:
         """:meth:`_check_memory` of each process's share: ``sizes`` holds (M, T, L, largest
-        bucket or None) per partition that runs on its own."""
+        bucket or None, partitions in the process) per process."""
         K, V = self.n_states, self.n_symbols_
-        for i, (M, T, L, largest) in enumerate(sizes):
+        for i, (M, T, L, largest, together, _) in enumerate(sizes):
             where = f"partition {i} of {len(sizes)}: " if len(sizes) > 1 else ""
             check_memory(
-                estimate(K, V, M, T, L, self.bucket_cells, self.sparse_emissions, largest),
+                estimate(K, V, M, T, L, self.bucket_cells, self.sparse_emissions, largest, together),
                 f"{doing} {where}K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
                 knob,
             )
 
     def _process_sizes(self, partitions: list, backend: str) -> list:
-        """(M, T, L, largest bucket or None) of the sequences each process holds: each partition
-        on its own where each lives in a worker of its own (Dask), all of them together in this
-        process (``"local"``). A directory's partition is known by its counts only: its longest
+        """(M, T, L, largest bucket or None, partitions, shortest) of the sequences each process
+        holds: each
+        partition on its own where each lives in a worker of its own (Dask), all of them together
+        in this process (``"local"``). A directory's partition is known by its counts only: its longest
         sequence is bounded by its tokens, its largest bucket by ``bucket_cells``."""
         sizes = []
         for part in partitions:
             if isinstance(part, tuple):
                 sizes.append(_sizes_of(part[0], self.bucket_cells))
             else:
-                sizes.append((int(part.n_sequences), int(part.n_tokens), int(part.n_tokens), None))
+                sizes.append((int(part.n_sequences), int(part.n_tokens), int(part.n_tokens), None, 1, 1))
         if backend != "dask" and len(sizes) > 1:
             largest = [s[3] for s in sizes]
             M, T = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
             bucket = None if None in largest else tuple(map(max, zip(*largest)))
-            sizes = [(M, T, max(s[2] for s in sizes), bucket)]
+            sizes = [(M, T, max(s[2] for s in sizes), bucket, len(sizes), min(s[5] for s in sizes))]
         return sizes
 
     def _check_partitions_memory(self, sizes: list, backend: str, doing="fitting", estimate=fit_bytes):
@@ -560,7 +561,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         Sequences in this process are one partition (:class:`LocalBackend`) unless
         ``n_partitions`` says otherwise. Refused before anything is allocated when an estimate
         of a process's share (:meth:`_process_sizes`) exceeds the memory limit
-        (``memory_check(M, L)`` first, then the E-step's), on every path. ``seed``: partition p
+        (``memory_check(M, L, shortest)`` first, then the E-step's), on every path. ``seed``: partition p
         draws from ``derived_seeds(seed, P)[p]``.
 
         Returns
@@ -572,8 +573,8 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             data, backend, client, n_partitions, self._validate_for_score
         )
         sizes = self._process_sizes(partitions, backend)
-        for M, _, L, _ in sizes if memory_check is not None else ():
-            memory_check(M, L)
+        for M, _, L, _, _, shortest in sizes if memory_check is not None else ():
+            memory_check(M, L, shortest)
         estimate = posterior_bytes if method == "posterior" else score_bytes
         self._check_partitions_memory(sizes, backend, "scoring with", estimate)
         runner = self._runner(backend, client, partitions)
@@ -823,7 +824,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
         n_samples = int(n_samples)
 
-        def sampling_memory(n_sequences, max_length):
+        def sampling_memory(n_sequences, max_length, min_length):
             check_memory(
                 importance_sampling_bytes(
                     self.n_states,
@@ -834,6 +835,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
                     self.bucket_cells,
                     self.sparse_emissions,
                     LOCAL_CHUNK,
+                    min_length,
                 ),
                 f"importance sampling ({n_samples} samples) with K = {self.n_states} states, "
                 f"V = {self.n_symbols_} symbols",
@@ -981,7 +983,7 @@ def _part_paths(out, runner) -> list[str]:
 
 def _sizes_of(seqs, max_cells: int) -> tuple:
     """(sequences, tokens, the longest, (the largest bucket's padded cells, the most sequences
-    in a bucket)) of ``seqs``."""
+    in a bucket), one partition, the shortest) of ``seqs``."""
     lengths = [len(x) for x in seqs]
     cells, _, most = bucket_cells(lengths, max_cells)
-    return len(lengths), int(sum(lengths)), max(lengths, default=0), (cells, most)
+    return len(lengths), int(sum(lengths)), max(lengths, default=0), (cells, most), 1, min(lengths, default=1)

@@ -37,7 +37,7 @@ from ..data import (
 from ..data.partitions import MANIFEST, ROW_GROUP_TOKENS
 from ..data.storage import file_sizes, is_url
 from .commands import command_help
-from .data_options import add_data_options, data_options, refuse_data_options
+from .data_options import add_data_options, check_read_memory, data_options, refuse_data_options
 
 __all__ = ["register", "run_fetch", "run_info", "run_export", "length_histogram"]
 
@@ -130,6 +130,7 @@ def _load_source(args):
         refuse_data_options(args, f"the data set {target}", selection=False)
         db = load_dataset(target, args.data_dir)
     else:
+        check_read_memory(target)
         db = options.load(target)
     db = select_events(db, options.events, options.event_map)
     return options.select_lengths(db), len(db)

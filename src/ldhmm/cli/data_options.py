@@ -34,12 +34,22 @@ a file the same way and say the same things about it.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..data import DataOptions, SequenceDatabase, read_event_map
+from ..data.regular_files import content_bytes
 from ..modelfiles import data_for_model
+from ..models.memory import READ_BYTES_PER_CONTENT_BYTE, check_memory, format_size, memory_limit, read_bytes
 from .options import positive_int
 
-__all__ = ["add_data_options", "read_data", "data_options", "refuse_data_options", "DATA_OPTIONS"]
+__all__ = [
+    "add_data_options",
+    "read_data",
+    "check_read_memory",
+    "data_options",
+    "refuse_data_options",
+    "DATA_OPTIONS",
+]
 
 
 def _separator(text: str) -> str:
@@ -142,8 +152,25 @@ def read_data(
     """
     options = data_options(args)
     path = args.data if path is None else path
+    check_read_memory(path)
     if model is None:
         return options.read(path)
     if unknown is None:
         unknown = getattr(args, "unknown", "error")
     return data_for_model(path, model, unknown=unknown, options=options)
+
+
+def check_read_memory(path) -> None:
+    """Refuse, before reading, a data file whose content (a gzip file's decompressed, counted
+    no further than the limit allows) needs more memory to read than the limit
+    (:func:`ldhmm.models.memory.read_bytes`). A partitioned data set's directory or URL is
+    read a partition at a time and not checked here."""
+    if not Path(path).is_file():
+        return
+    budget = memory_limit() // READ_BYTES_PER_CONTENT_BYTE
+    n = content_bytes(path, budget)
+    check_memory(
+        read_bytes(n),
+        f"reading {path} ({'more than ' if n > budget else ''}{format_size(n)} of content)",
+        "a smaller data file",
+    )

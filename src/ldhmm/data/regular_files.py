@@ -7,18 +7,25 @@ opens without blocking, checks what it opened (``fstat``: the file read is the f
 and refuses anything but a regular file in one line naming the path and what it is; with
 ``follow=False`` (a side file a model file names) a symbolic link is refused too
 (``O_NOFOLLOW``). :func:`read_json` parses such a file's JSON refusing duplicate keys and
-nesting too deep for the parser, each naming the file.
+nesting too deep for the parser, each naming the file. :func:`content_bytes` measures a file's
+content (a gzip file's decompressed) without holding it, stopping at a bound: what a reader is
+about to take in, before it does.
 """
 
 from __future__ import annotations
 
 import errno
+import gzip
 import json
 import os
 import stat
+import zlib
 from typing import BinaryIO
 
-__all__ = ["file_kind", "open_regular", "read_json"]
+__all__ = ["file_kind", "open_regular", "read_json", "content_bytes"]
+
+#: bytes decompressed at a time while counting a gzip file's content
+_CHUNK = 1 << 20
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -110,3 +117,25 @@ def read_json(path, what: str = "JSON file", follow: bool = True, expected: str 
         raise ValueError(f"{path}: not {expected} (JSON nested too deeply to parse)") from None
     except (UnicodeDecodeError, ValueError) as err:
         raise ValueError(f"{path}: not {expected} ({err})") from None
+
+
+def content_bytes(path, stop_after: int) -> int:
+    """Bytes of the regular file ``path``'s content: its size, or a gzip file's decompressed
+    size, counted in chunks and no further than past ``stop_after`` (a gzip bomb is never
+    inflated whole; nothing is kept). Damaged gzip data ends the count: the reader names it.
+    """
+    with open_regular(path, "data file") as f:
+        size = os.fstat(f.fileno()).st_size
+        if f.read(2) != b"\x1f\x8b":
+            return size
+    total = 0
+    try:
+        with gzip.open(path, "rb") as z:
+            while total <= stop_after:
+                chunk = z.read(_CHUNK)
+                if not chunk:
+                    break
+                total += len(chunk)
+    except (OSError, EOFError, zlib.error):
+        pass
+    return total
