@@ -58,7 +58,12 @@ def test_connect_sets_the_workers_numba_threads():
         # numba's own setting in the workers (the cluster's env= reaches it before numba loads;
         # it need not stay in os.environ, and the test's own environment must not decide)
         assert set(client.run(lambda: numba.config.NUMBA_NUM_THREADS).values()) == {1}
-        assert len(client.scheduler_info()["workers"]) == 2
+        assert len(dask_backend.scheduler_workers(client)) == 2
+        # what the client's periodic refresh does: a cached identity without workers, which the
+        # backend must not read as every worker gone
+        client.sync(client._update_scheduler_info)
+        assert not client._scheduler_identity.get("workers")
+        assert len(dask_backend.scheduler_workers(client)) == 2
     finally:
         client.close()
         cluster.close()

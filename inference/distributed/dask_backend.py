@@ -47,6 +47,7 @@ __all__ = [
     "cpu_cores",
     "installed_version",
     "placement",
+    "scheduler_workers",
 ]
 
 # The calls that change a partition's state: replayed, in order, on a rebuilt partition.
@@ -65,6 +66,20 @@ class ClusterLostError(RuntimeError):
 
 class WorkerLostError(RuntimeError):
     """A worker left the cluster while a call to one of its actors waited for its answer."""
+
+
+def scheduler_workers(client: Client) -> dict:
+    """The scheduler's workers now (address -> its info), asked of the scheduler itself.
+
+    Not ``client.scheduler_info()["workers"]``: that returns the client's cached identity, which
+    the client's periodic refresh (every ``distributed.client.scheduler-info-interval``) rewrites
+    *without* workers; a refresh that lands between the method's own fetch and its return makes
+    every worker look gone (it ended fits with "worker left the cluster" on a quiet machine)."""
+    try:
+        info = client.sync(client.scheduler.identity, n_workers=-1)
+    except TypeError:  # distributed before identity(n_workers=...): it always lists every worker
+        info = client.sync(client.scheduler.identity)
+    return dict(info["workers"])
 
 
 def placement(sizes: list[int], capacities: dict[str, float]) -> list[str]:
@@ -162,7 +177,7 @@ class DaskBackend:
         if self.client.status != "running":  # its actors, and so the partitions' state, went with it
             raise ClusterLostError(lost)
         try:
-            workers = self.client.scheduler_info()["workers"]
+            workers = scheduler_workers(self.client)
         except Exception as err:  # noqa: BLE001 - the client cannot reach its scheduler
             raise ClusterLostError(f"{lost}: {type(err).__name__}: {err}") from err
         return {a: float(workers[a].get("memory_limit") or 1) for a in sorted(workers)}
