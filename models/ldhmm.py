@@ -204,6 +204,9 @@ class LDHMM(VariantHMM):
         for label, arr in (("alpha_pi", a_pi), ("alpha_A", a_A), ("beta", b)):
             if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
                 raise ValueError(f"{label} must be finite and > 0")
+        n_symbols = kwargs.pop("n_symbols", None)
+        if n_symbols is not None and n_symbols != b.shape[1]:
+            raise ValueError(f"n_symbols={n_symbols!r} does not match beta's {b.shape[1]} columns")
         model = cls(a_pi.size, n_symbols=b.shape[1], guide=guide, **kwargs)
         dtype = model._torch_dtype
         params = VariantParameters(
