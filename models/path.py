@@ -48,7 +48,9 @@ def check_states(states) -> list[int]:
     """``states`` as a list of ints >= 1, strictly increasing, or a one-line ``ValueError``."""
     if isinstance(states, (str, bytes)):
         # a string iterates as characters ("2..3" -> "2", ".", ...): name the whole argument
-        raise ValueError(f"states must be a sequence of integers such as range(2, 7), got the string {states!r}")
+        raise ValueError(
+            f"states must be a sequence of integers such as range(2, 7), got the string {states!r}"
+        )
     try:
         values = list(states)
     except TypeError:
