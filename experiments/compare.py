@@ -810,9 +810,9 @@ def plot_loglik(df, models, states, path, title=""):
             else:
                 tag = _own_label(m, dm)
                 style = "--" if str(dm["score_kind"].iloc[0]) == "lower_bound" else "-"
-            label = f"{m} ({tag})" if has_states(m) else f"{m} ({tag}, {NO_K})"
+            legend = f"{m} ({tag})" if has_states(m) else f"{m} ({tag}, {NO_K})"
             marker = markers.get(m, "o")
-            ax.errorbar(ks, means, yerr=stds, linestyle=style, marker=marker, capsize=3, label=label)
+            ax.errorbar(ks, means, yerr=stds, linestyle=style, marker=marker, capsize=3, label=legend)
         ax.set_xlabel("K (hidden states / topics)")
         ax.set_ylabel("held-out log-likelihood per test fold (nats)")
         ax.set_title(f"{title}: {label}", fontsize=9)

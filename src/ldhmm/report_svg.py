@@ -88,7 +88,10 @@ def line_chart(y, title: str, x_label: str, y_label: str, width=560, height=260,
     """``y`` against ``1..len(y)`` (e.g. the ELBO per EM iteration); ``y`` may be a list of
     series (e.g. every restart's ELBO), each in its colour, and the series ``highlight`` (an
     index) drawn thick with the others thin."""
-    series = [np.asarray(y, dtype=np.float64)] if np.ndim(y) == 1 else [np.asarray(s, np.float64) for s in y]
+    # one series when its first entry is a number; restarts' histories differ in length, so a
+    # list of series is ragged and np.ndim(y) would raise on it
+    one = len(y) == 0 or np.ndim(y[0]) == 0
+    series = [np.asarray(y, dtype=np.float64)] if one else [np.asarray(s, np.float64) for s in y]
     x0, y0, w, h = 70, 20, width - 90, height - 70
     n = max((s.size for s in series), default=0)
     if n == 0:
