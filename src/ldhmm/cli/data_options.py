@@ -16,6 +16,9 @@ The options (``--help`` shows them as one group, "data options"):
     the columns of an event log (CSV, TSV or Parquet): sequence id, event name, and the
     column that orders a sequence's events (without it: file order, with a warning when a
     time-like column goes backwards);
+``--label-col COL``
+    the column of each sequence's class (``ldhmm classify`` on a log; the same value on every
+    row of a sequence);
 ``--sep CHAR``
     the field separator of a CSV log: one character, ``tab`` or ``\\t`` for a tab (default: a
     tab for ``.tsv``/``.tab`` files, else a comma);
@@ -79,6 +82,10 @@ DATA_OPTIONS = {
         "metavar": "COL",
         "help": "event log: the column that orders a sequence's events (default: file order)",
     },
+    "--label-col": {
+        "metavar": "COL",
+        "help": "event log: the column of each sequence's class (classify; one value per sequence)",
+    },
     "--sep": {
         "type": _separator,
         "metavar": "CHAR",
@@ -98,7 +105,7 @@ DATA_OPTIONS = {
 }
 
 #: The options that say how a file is read (the others select events and sequences).
-_FILE_FLAGS = ("--sequence-col", "--event-col", "--time-col", "--sep")
+_FILE_FLAGS = ("--sequence-col", "--event-col", "--time-col", "--label-col", "--sep")
 
 
 def _dest(flag: str) -> str:

@@ -25,7 +25,9 @@ __all__ = ["load_path"]
 EVENT_LOG_SUFFIXES = (".csv", ".parquet", ".pq") + TSV_SUFFIXES
 
 
-def load_path(path, sequence_col=None, event_col=None, time_col=None, sep=None) -> SequenceDatabase:
+def load_path(
+    path, sequence_col=None, event_col=None, time_col=None, sep=None, label_col=None
+) -> SequenceDatabase:
     """Load a data file, guessing its format.
 
     A directory or an fsspec URL (``s3://...``): a partitioned data set
@@ -45,6 +47,8 @@ def load_path(path, sequence_col=None, event_col=None, time_col=None, sep=None) 
     sep : str, optional
         The field separator of a CSV event log (default: a tab for ``.tsv``/``.tab``, else a
         comma); giving one says that the file is an event log.
+    label_col : str, optional
+        The column of each sequence's class in an event log (:func:`load_event_log`).
 
     Returns
     -------
@@ -67,10 +71,11 @@ def load_path(path, sequence_col=None, event_col=None, time_col=None, sep=None) 
     with open_regular(path, "data file"):  # no such file, or a FIFO, a device: one line, never a hang
         pass
     suffixes = [s.lower() for s in path.suffixes]
-    if sequence_col or event_col or sep is not None or any(s in EVENT_LOG_SUFFIXES for s in suffixes[-2:]):
+    columns_given = sequence_col or event_col or label_col or sep is not None
+    if columns_given or any(s in EVENT_LOG_SUFFIXES for s in suffixes[-2:]):
         if not (sequence_col and event_col):
             raise ValueError(f"{path}: an event log needs --sequence-col and --event-col")
-        return load_event_log(path, sequence_col, event_col, time_col, sep=sep)
+        return load_event_log(path, sequence_col, event_col, time_col, sep=sep, label_col=label_col)
     with open(path, "rb") as f:
         magic = f.read(2)
     try:

@@ -37,6 +37,8 @@ class DataOptions:
     ----------
     sequence_col, event_col, time_col : str, optional
         Columns of an event log (:func:`ldhmm.data.load_event_log`).
+    label_col : str, optional
+        The column of each sequence's class in an event log (one value per sequence).
     sep : str, optional
         Field separator of a CSV event log, one character (default: a tab for ``.tsv``/``.tab``
         files, else a comma).
@@ -59,6 +61,7 @@ class DataOptions:
     event_map: Mapping[str, str] | None = None
     min_length: int | None = None
     max_length: int | None = None
+    label_col: str | None = None
 
     def __post_init__(self):
         if self.sep is not None:
@@ -77,7 +80,9 @@ class DataOptions:
 
     def load(self, path) -> SequenceDatabase:
         """The whole file (:func:`ldhmm.data.load_path` with the columns and the separator)."""
-        return load_path(path, self.sequence_col, self.event_col, self.time_col, sep=self.sep)
+        return load_path(
+            path, self.sequence_col, self.event_col, self.time_col, sep=self.sep, label_col=self.label_col
+        )
 
     def select(self, db: SequenceDatabase) -> SequenceDatabase:
         """``db`` after the event map, the event filter and the length limits (``db`` itself

@@ -388,6 +388,7 @@ def load_event_log(
     format: str | None = None,
     name: str | None = None,
     sep: str | None = None,
+    label_col: str | None = None,
 ) -> SequenceDatabase:
     """Read an event log (one event per row) and group it into sequences.
 
@@ -416,6 +417,9 @@ def load_event_log(
     sep : str, optional
         The field separator of a CSV file, one character (e.g. ``";"``); default: a tab for a
         ``.tsv``/``.tab`` file, else a comma (:func:`csv_separator`). Not for Parquet files.
+    label_col : str, optional
+        Column holding each sequence's class (e.g. for ``ldhmm classify``): the same value on
+        every row of a sequence; ``labels`` index ``label_names``, the values sorted as strings.
 
     Raises
     ------
@@ -423,7 +427,8 @@ def load_event_log(
         Missing columns (the message names them, lists the columns present and, when the
         header is one column holding another likely separator, names it), an empty
         file, a malformed CSV line, an empty sequence id or event, a time that cannot be
-        parsed, or an unseen event with ``unknown="error"``. Row numbers are given as CSV
+        parsed, a sequence whose rows carry two labels, or an unseen event with
+        ``unknown="error"``. Row numbers are given as CSV
         line numbers (header = line 1, assuming no quoted multi-line fields).
     """
     import pandas as pd
@@ -435,6 +440,8 @@ def load_event_log(
     wanted = {"sequence": sequence_col, "event": event_col}
     if time_col is not None:
         wanted["time"] = time_col
+    if label_col is not None:
+        wanted["label"] = label_col
     if fmt == "parquet" and sep is not None:
         raise ValueError(f"{path}: a separator (sep={sep!r}, --sep) applies to CSV/TSV files, not to Parquet")
     frame, is_csv = _read_event_frame(
@@ -446,7 +453,7 @@ def load_event_log(
 
     if len(frame) == 0:
         raise DataFormatError(path, None, "no events (the file has a header but no rows)")
-    for role in ("sequence", "event"):
+    for role in ("sequence", "event", "label")[: 2 + (label_col is not None)]:
         col = frame[wanted[role]]
         null = col.isna().to_numpy()
         if null.any():
@@ -484,10 +491,15 @@ def load_event_log(
     codes = codes.astype(np.int64)
 
     offsets = offsets_of(np.bincount(group, minlength=len(uniques)).astype(np.int64))
+    labels, label_names = (None, None)
+    if label_col is not None:
+        labels, label_names = _sequence_labels(path, frame[label_col], group, uniques, where)
     return SequenceDatabase(
         codes[order],
         offsets,
         vocab.symbols,
+        labels=labels,
+        label_names=label_names,
         ids=[str(u) for u in uniques],
         name=path.stem.split(".")[0] if name is None else name,
         meta={
@@ -495,8 +507,36 @@ def load_event_log(
             "sequence_col": sequence_col,
             "event_col": event_col,
             "time_col": time_col,
+            "label_col": label_col,
         },
     )
+
+
+def _sequence_labels(path, column, group, uniques, where):
+    """Each sequence's label from the label column (one value per sequence, else a
+    :class:`DataFormatError` naming the line where a sequence's label changes): ``labels``
+    (int64, one per sequence, indices into ``label_names``) and ``label_names`` (sorted)."""
+    values = column.astype(str).to_numpy()
+    first_row = np.full(len(uniques), -1, dtype=np.int64)
+    rows = np.arange(len(values), dtype=np.int64)
+    first_row[group[::-1]] = rows[::-1]  # the lowest row of each group wins the last write
+    per_row = values[first_row[group]]
+    differs = np.flatnonzero(per_row != values)
+    if differs.size:
+        bad = int(differs[0])
+        line, prefix = where(bad)
+        first_line, _ = where(int(first_row[group[bad]]))
+        at = f"line {first_line}" if first_line is not None else f"row {int(first_row[group[bad]])}"
+        raise DataFormatError(
+            path,
+            line,
+            f"{prefix}sequence {str(uniques[group[bad]])!r} has label {values[bad]!r} here and "
+            f"{per_row[bad]!r} on {at}: a sequence has one label",
+        )
+    label_names = sorted(set(values.tolist()))
+    index = {name: i for i, name in enumerate(label_names)}
+    labels = np.array([index[values[r]] for r in first_row], dtype=np.int64)
+    return labels, label_names
 
 
 def _warn_out_of_order(path, frame, used, group, order, where) -> None:
