@@ -36,7 +36,14 @@ __all__ = [
 ]
 
 
-@njit(cache=True, nogil=True)
+# inline="always" (numba inlines the function into the kernel): the Dirichlet pass and the PF
+# update run once or twice per sweep of every sequence, with a dozen arrays as arguments; as
+# calls, passing them (a reference count taken and dropped on each) cost 13-24% of an HMMV or
+# VBHMM E-step (docs/performance.md). Inlined code is compiled under the kernel's fastmath
+# flags, so only functions whose rounding those flags cannot change are inlined: _pf_update
+# has the kernel's own flags, the others only add, subtract, compare and call (the special
+# functions stay calls with their own flags); _weighted, which sums products, stays a call.
+@njit(cache=True, nogil=True, inline="always")
 def _stage_rows(prior, counts, prior_values, prior_rows, staged, s, n_todo):  # pragma: no cover - compiled
     """Stage the entries ``g = prior + counts`` of rows of pi or A and their row totals (added
     left to right) from position ``s`` of ``staged`` (see :func:`_sequence_terms`): each with the
@@ -65,7 +72,7 @@ def _stage_rows(prior, counts, prior_values, prior_rows, staged, s, n_todo):  # 
     return s, n_todo
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
+@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL, inline="always")
 def _evaluate_staged(staged, n_todo, with_lgamma):  # pragma: no cover - compiled
     """lgamma and psi of the listed staged entries (psi only if not ``with_lgamma``): one
     branch-free loop of independent evaluations."""
@@ -80,7 +87,7 @@ def _evaluate_staged(staged, n_todo, with_lgamma):  # pragma: no cover - compile
             psi[s] = digamma(x[s])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _rows_log_beta_and_expected_logs(out, staged, s):  # pragma: no cover - compiled
     """out[i] = psi(g_i) - psi(sum g_i) for rows staged by :func:`_stage_rows` from position
     ``s``; returns sum_i [sum_d lgamma(g_id) - lgamma(sum_d g_id)] and the next position."""
@@ -100,7 +107,7 @@ def _rows_log_beta_and_expected_logs(out, staged, s):  # pragma: no cover - comp
     return value, s
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
+@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL, inline="always")
 def _sequence_terms(
     groups,
     prior,
@@ -322,7 +329,7 @@ def shifted_potentials(fixed, sequence_groups) -> dict:
     return out
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH, inline="always")
 def _pf_update(
     tokens_m, L, theta, present, n_present, symbol_count, counts, scratch, shifted
 ):  # pragma: no cover - compiled
