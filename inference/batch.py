@@ -64,6 +64,32 @@ def _as_int_array(seq, index: int) -> np.ndarray:
     return arr
 
 
+#: Sequences whose symbols one array operation checks at a time (:func:`_symbol_range`).
+_CHECK_CHUNK = 1 << 12
+
+
+def _symbol_range(sequences: list[np.ndarray]) -> tuple[int, int]:
+    """The smallest and largest symbol of non-empty integer arrays, a chunk of sequences per
+    array operation (two reductions per sequence cost more than the arithmetic)."""
+    low, high = None, None
+    for start in range(0, len(sequences), _CHECK_CHUNK):
+        chunk = np.concatenate(sequences[start : start + _CHECK_CHUNK])
+        lo, hi = int(chunk.min()), int(chunk.max())
+        low = lo if low is None else min(low, lo)
+        high = hi if high is None else max(high, hi)
+    return low, high
+
+
+def _already_valid(sequences: list) -> bool:
+    """Whether every sequence is a non-empty 1-D int64 ndarray with no negative symbol (what
+    :func:`_as_int_array` returns unchanged, the same object): the common case, checked without
+    a numpy call per sequence."""
+    for s in sequences:
+        if type(s) is not np.ndarray or s.dtype != np.int64 or s.ndim != 1 or s.size == 0:
+            return False
+    return bool(sequences) and _symbol_range(sequences)[0] >= 0
+
+
 def validate_sequences(sequences, n_symbols: int | None = None) -> list[np.ndarray]:
     """Check a database and return it as a list of ``int64`` arrays.
 
@@ -96,13 +122,19 @@ def validate_sequences(sequences, n_symbols: int | None = None) -> list[np.ndarr
         sequences = list(sequences)
     elif isinstance(sequences, np.ndarray) and sequences.ndim == 2:
         sequences = list(sequences)
-    out = [_as_int_array(s, i) for i, s in enumerate(sequences)]
+    sequences = list(sequences)
+    if _already_valid(sequences):
+        out = sequences
+    else:  # sequence by sequence: the message names the first bad one
+        out = [_as_int_array(s, i) for i, s in enumerate(sequences)]
     if not out:
         raise ValueError("the database is empty; expected at least one sequence")
     if n_symbols is not None:
         if int(n_symbols) < 1:
             raise ValueError(f"n_symbols must be >= 1, got {n_symbols}")
-        for i, s in enumerate(out):
+        if _symbol_range(out)[1] < n_symbols:
+            return out
+        for i, s in enumerate(out):  # which sequence: the message names it
             top = int(s.max())
             if top >= n_symbols:
                 raise ValueError(
@@ -122,7 +154,7 @@ def infer_n_symbols(sequences: Sequence[np.ndarray]) -> int:
         1000) that the ids are not a dense code: V = id + 1 would size every array by it. The
         message names the id and says what to do.
     """
-    top = int(max(int(s.max()) for s in sequences))
+    top = _symbol_range(list(sequences))[1]
     n_tokens = int(sum(s.size for s in sequences))
     if top + 1 > 100 * n_tokens + 1000:
         raise ValueError(

@@ -10,6 +10,7 @@ import pytest
 from ldhmm.baselines.hmm import HMM
 from ldhmm.baselines.lda import LDA
 from ldhmm.data.seeds import MAX_SEED, derived_seeds
+from ldhmm.inference.batch import validate_sequences
 from ldhmm.models import LDHMM, NotFittedError
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -146,6 +147,26 @@ def test_bad_arguments_and_score_time_symbols(small_db):
         LDHMM.from_hyperparameters([1, 1], [[1, 1]], [[1, 1], [1, 1]])
     with pytest.raises(ValueError, match="> 0"):
         LDHMM.from_hyperparameters([1, 0], [[1, 1], [1, 1]], [[1, 1], [1, 1]])
+
+
+def test_validation_of_int64_arrays_checks_by_chunk_and_names_the_bad_sequence():
+    """int64 arrays are checked a chunk of sequences per numpy call: they come back as the same
+    objects, and a bad symbol past the first chunk is still named by its sequence."""
+    rng = np.random.default_rng(0)
+    seqs = [rng.integers(0, 5, size=n) for n in rng.integers(1, 6, 9000)]  # three chunks
+    out = validate_sequences(seqs, n_symbols=5)
+    assert len(out) == len(seqs) and all(a is b for a, b in zip(out, seqs))
+    for value, message in (
+        (-1, "sequence 8500 has a negative symbol -1"),
+        (7, "sequence 8500 has symbol 7 out"),
+    ):
+        bad = list(seqs)
+        bad[8500] = np.array([0, value])
+        with pytest.raises(ValueError, match=message):
+            validate_sequences(bad, n_symbols=5)
+    # another dtype goes sequence by sequence, to the same arrays as int64
+    as_int32 = validate_sequences([s.astype(np.int32) for s in seqs[:50]])
+    assert all(a.dtype == np.int64 and np.array_equal(a, b) for a, b in zip(as_int32, seqs))
 
 
 @pytest.mark.parametrize("m_step", ["collapsed", "paper"])

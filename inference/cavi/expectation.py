@@ -46,7 +46,7 @@ from .emissions import (
 )
 from .exact_chain import ExactChain, forward_backward
 from .guides import FFGuide, check_compiled_update
-from .kernels.fused_sweeps import FAMILIES, PriorTerms, fused_e_step, prior_special_values
+from .kernels.fused_sweeps import FAMILIES, PriorTerms, fused_e_step, prior_special_values, shifted_potentials
 from .protocol import GuideProtocol, update_hidden
 
 __all__ = [
@@ -345,6 +345,7 @@ def _prior_terms(params: VariantParameters) -> tuple[tuple, PriorTerms, tuple, t
         # reusing psi(beta): one K x V digamma, not two
         elog_B=expected_log_dirichlet(beta, digamma=psi_B).numpy(),
         **prior_special_values(prior, rowsum_B, flags),
+        **shifted_potentials(fixed, flags),
     )
     return tuple(prior), terms, tuple(fixed), tuple(flags)
 

@@ -26,6 +26,7 @@ __all__ = [
     "FAMILIES",
     "PriorTerms",
     "prior_special_values",
+    "shifted_potentials",
     "SweepSettings",
     "SequenceArrays",
     "SequenceState",
@@ -35,7 +36,14 @@ __all__ = [
 ]
 
 
-@njit(cache=True, nogil=True)
+# inline="always" (numba inlines the function into the kernel): the Dirichlet pass and the PF
+# update run once or twice per sweep of every sequence, with a dozen arrays as arguments; as
+# calls, passing them (a reference count taken and dropped on each) cost 13-24% of an HMMV or
+# VBHMM E-step (docs/performance.md). Inlined code is compiled under the kernel's fastmath
+# flags, so only functions whose rounding those flags cannot change are inlined: _pf_update
+# has the kernel's own flags, the others only add, subtract, compare and call (the special
+# functions stay calls with their own flags); _weighted, which sums products, stays a call.
+@njit(cache=True, nogil=True, inline="always")
 def _stage_rows(prior, counts, prior_values, prior_rows, staged, s, n_todo):  # pragma: no cover - compiled
     """Stage the entries ``g = prior + counts`` of rows of pi or A and their row totals (added
     left to right) from position ``s`` of ``staged`` (see :func:`_sequence_terms`): each with the
@@ -64,7 +72,7 @@ def _stage_rows(prior, counts, prior_values, prior_rows, staged, s, n_todo):  # 
     return s, n_todo
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
+@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL, inline="always")
 def _evaluate_staged(staged, n_todo, with_lgamma):  # pragma: no cover - compiled
     """lgamma and psi of the listed staged entries (psi only if not ``with_lgamma``): one
     branch-free loop of independent evaluations."""
@@ -79,7 +87,7 @@ def _evaluate_staged(staged, n_todo, with_lgamma):  # pragma: no cover - compile
             psi[s] = digamma(x[s])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _rows_log_beta_and_expected_logs(out, staged, s):  # pragma: no cover - compiled
     """out[i] = psi(g_i) - psi(sum g_i) for rows staged by :func:`_stage_rows` from position
     ``s``; returns sum_i [sum_d lgamma(g_id) - lgamma(sum_d g_id)] and the next position."""
@@ -99,7 +107,7 @@ def _rows_log_beta_and_expected_logs(out, staged, s):  # pragma: no cover - comp
     return value, s
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
+@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL, inline="always")
 def _sequence_terms(
     groups,
     prior,
@@ -271,8 +279,59 @@ def _weighted(counts, log_values):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
+def _shift_emissions(elog_B, columns, table, shifts):  # pragma: no cover - compiled
+    """``table[r] = exp(elog_B[:, c] - s)``, ``shifts[r] = s`` (``s`` the column's largest entry)
+    for every ``r, c`` of ``columns``: one emission row per symbol, largest entry 1."""
+    K = elog_B.shape[0]
+    for r in range(columns.shape[0]):
+        c = columns[r]
+        s = elog_B[0, c]
+        for k in range(1, K):
+            s = max(s, elog_B[k, c])
+        shifts[r] = s
+        for k in range(K):
+            table[r, k] = np.exp(elog_B[k, c] - s)
+
+
+def shifted_potentials(fixed, sequence_groups) -> dict:
+    """The database-level groups' potentials exponentiated and shifted (largest entry 1), for
+    :class:`PriorTerms`: the same for every sequence and every sweep of an E-step, so the PF
+    sweeps copy them instead of recomputing ``K + K^2 + K x distinct symbols`` exponentials each.
+
+    Parameters
+    ----------
+    fixed : tuple of float64 ndarray (K,), (K, K), (K, V)
+        E log theta of the database-level groups (read only for those).
+    sequence_groups : tuple of 3 bool
+        Whether pi, A, B are per-sequence groups (those get placeholders of shape (1,), (1, 1)
+        and (1, 1): the sweeps compute their potentials from each sequence's counts).
+
+    Returns
+    -------
+    dict with the fields ``initial_pi`` ... ``shift_B`` of :class:`PriorTerms`.
+    """
+    seq_pi, seq_A, seq_B = (bool(f) for f in sequence_groups)
+    out = {"initial_pi": np.ones(1), "shift_pi": 0.0, "exp_A": np.ones((1, 1)), "shift_A": 0.0}
+    out["table_B"], out["shift_B"] = np.ones((1, 1)), np.zeros(1)
+    if not seq_pi:
+        log_pi = np.ascontiguousarray(fixed[0], dtype=np.float64).reshape(-1)
+        out["initial_pi"] = np.empty(log_pi.shape[0])
+        out["shift_pi"] = float(shift_initial(log_pi, out["initial_pi"]))
+    if not seq_A:
+        log_A = np.ascontiguousarray(fixed[1], dtype=np.float64)
+        out["exp_A"] = np.empty(log_A.shape)
+        out["shift_A"] = float(shift_transition(log_A, out["exp_A"]))
+    if not seq_B:
+        log_B = np.ascontiguousarray(fixed[2], dtype=np.float64)
+        K, V = log_B.shape
+        out["table_B"], out["shift_B"] = np.empty((V, K)), np.empty(V)
+        _shift_emissions(log_B, np.arange(V), out["table_B"], out["shift_B"])
+    return out
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH, inline="always")
 def _pf_update(
-    tokens_m, L, theta, present, n_present, symbol_count, counts, scratch
+    tokens_m, L, theta, present, n_present, symbol_count, counts, scratch, shifted
 ):  # pragma: no cover - compiled
     """PF q(Z): the chain core on exp(E log theta); new expected counts; returns H[q(Z)] (NaN
     if the scaled recursion failed).
@@ -281,25 +340,42 @@ def _pf_update(
     (T,), A (K, K), obs_table (W, K), pair (K, K), emitted (W, K) and four (K,) vectors, from
     the caller (one set per block of sequences). The emission table ``obs_table`` is filled
     only for the symbols present, one row each, shifted per symbol: O(K x distinct symbols),
-    not O(K V)."""
+    not O(K V). ``shifted``: (sequence_groups, sym_map, initial_pi, shift_pi, exp_A, shift_A,
+    table_B, shift_B), the database-level groups' potentials exponentiated once per E-step
+    (:func:`shifted_potentials`; the same numbers as exponentiating ``theta`` here)."""
     elog_pi, elog_A, elog_B = theta
     c_pi, c_A, c_B = counts
     alpha, scale, A, obs_table, pair, emitted, acc, beta, w, initial = scratch
+    groups, sym_map, fixed_initial, shift_pi, fixed_A, shift_A, table_B, shift_B = shifted
     K = elog_A.shape[0]
     for j in range(n_present):
         for k in range(K):
             emitted[present[j], k] = 0.0
-    init_shift = shift_initial(elog_pi[0], initial)
-    trans_shift = shift_transition(elog_A, A)
+    if groups[0]:
+        init_shift = shift_initial(elog_pi[0], initial)
+    else:
+        init_shift = shift_pi
+        initial = fixed_initial
+    if groups[1]:
+        trans_shift = shift_transition(elog_A, A)
+    else:
+        trans_shift = shift_A
+        A = fixed_A
     log_z = init_shift + trans_shift * (L - 1)
     for j in range(n_present):
         v = present[j]
-        s = elog_B[0, v]
-        for k in range(1, K):
-            s = max(s, elog_B[k, v])
+        if groups[2]:
+            s = elog_B[0, v]
+            for k in range(1, K):
+                s = max(s, elog_B[k, v])
+            for k in range(K):
+                obs_table[v, k] = np.exp(elog_B[k, v] - s)
+        else:
+            x = sym_map[v]
+            s = shift_B[x]
+            for k in range(K):
+                obs_table[v, k] = table_B[x, k]
         log_z += s * symbol_count[j]
-        for k in range(K):
-            obs_table[v, k] = np.exp(elog_B[k, v] - s)
     log_z = chain_pass(tokens_m, L, initial, A, obs_table, log_z, alpha, scale, pair, emitted, acc, beta, w)
     if not np.isfinite(log_z):
         return np.nan
@@ -455,6 +531,14 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
     elog_prior_pi, elog_prior_A, elog_prior_B = terms.elog_pi, terms.elog_A, terms.elog_B
     tables = (terms.values_pi, terms.rows_pi, terms.values_A, terms.rows_A, terms.values_B, terms.rows_B)
     psi_prior_B_rowsum = terms.rows_B[1]
+    fixed_potentials = (
+        terms.initial_pi,
+        terms.shift_pi,
+        terms.exp_A,
+        terms.shift_A,
+        terms.table_B,
+        terms.shift_B,
+    )
     counts_pi, counts_A, counts_B = state.counts_pi, state.counts_A, state.counts_B
     phi_all, initialize = state.phi, state.initialize
     entropy, elbo, local = results.entropy, results.elbo, results.local
@@ -524,6 +608,7 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
             counts = (c_pi, c_A, c_B)
             sym_map = symbols[m] if sparse else identity  # slot -> symbol
             phi = phi_all[m] if family == 1 else phi_all[0]
+            shifted = (sequence_groups, sym_map) + fixed_potentials
             # E log theta at the warm start (database-level groups: fixed); afterwards each
             # sweep's special-function pass gives both its collapsed ELBO and the next sweep's
             # E log theta, and the last one gives the M-step's statistics.
@@ -557,7 +642,7 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
                         psi_rowsum_B[k] = psi_prior_B_rowsum[k]
                         for j in range(n_present):
                             elog_B[k, present[j]] = elog_prior_B[k, sym_map[present[j]]]
-            else:  # E log theta only: this bound is not wanted
+            elif any_sequence:  # E log theta only: this bound is not wanted
                 _sequence_terms(
                     groups,
                     prior,
@@ -575,7 +660,9 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
             previous = -np.inf
             for it in range(max_iter):
                 if family == 0:
-                    h = _pf_update(tokens_m, L, theta, present, n_present, symbol_count, counts, pf_scratch)
+                    h = _pf_update(
+                        tokens_m, L, theta, present, n_present, symbol_count, counts, pf_scratch, shifted
+                    )
                 else:
                     first = initialize and it == 0
                     h = _ff_update(tokens_m, L, theta, present, n_present, phi, first, counts, ff_scratch)
@@ -584,20 +671,23 @@ def _fused_e_step(settings, data, prior, terms, fixed, state, results, sums):  #
                     break
                 # Per-sequence groups: log B(prior + counts) - log B(prior) (collapsed form);
                 # database-level groups: counts . E log theta (their E log theta is fixed).
-                collapsed = _sequence_terms(
-                    groups,
-                    prior,
-                    prior_B_terms,
-                    tables,
-                    counts,
-                    present,
-                    n_present,
-                    sym_map,
-                    theta,
-                    psi_rowsum_B,
-                    staged,
-                    True,
-                )
+                # Without per-sequence groups the first part is 0: nothing to evaluate.
+                collapsed = 0.0
+                if any_sequence:
+                    collapsed = _sequence_terms(
+                        groups,
+                        prior,
+                        prior_B_terms,
+                        tables,
+                        counts,
+                        present,
+                        n_present,
+                        sym_map,
+                        theta,
+                        psi_rowsum_B,
+                        staged,
+                        True,
+                    )
                 collapsed -= prior_log_beta_piA
                 database = 0.0
                 if not seq_pi:
@@ -654,7 +744,8 @@ FAMILIES = {"pf": (0, False), "ff": (1, True)}
 
 
 class PriorTerms(NamedTuple):
-    """Quantities of the priors the kernel needs, computed once per E-step by the caller.
+    """Quantities of the priors (and of the database-level groups' fixed E log theta) the
+    kernel needs, computed once per E-step by the caller.
 
     Attributes
     ----------
@@ -675,8 +766,15 @@ class PriorTerms(NamedTuple):
         whose total equals the prior's).
     rows_B : ndarray (2, K)
         lgamma and psi of ``rowsum_B``.
+    initial_pi, shift_pi : ndarray (K,), float
+        ``exp(E log pi - shift_pi)`` of a database-level pi, ``shift_pi`` its largest entry.
+    exp_A, shift_A : ndarray (K, K), float
+        The same for a database-level A (``shift_A``: the largest entry of the matrix).
+    table_B, shift_B : ndarray (V, K), (V,)
+        The same for a database-level B, one row and one shift per symbol.
 
-    See :func:`prior_special_values` for the last six.
+    See :func:`prior_special_values` for ``values_pi`` ... ``rows_B``, and
+    :func:`shifted_potentials` for the last six (placeholders for per-sequence groups).
     """
 
     prior_log_beta_piA: float
@@ -693,6 +791,12 @@ class PriorTerms(NamedTuple):
     rows_A: np.ndarray
     values_B: np.ndarray
     rows_B: np.ndarray
+    initial_pi: np.ndarray
+    shift_pi: float
+    exp_A: np.ndarray
+    shift_A: float
+    table_B: np.ndarray
+    shift_B: np.ndarray
 
 
 # The kernel's other argument groups. numba takes named tuples in nopython mode (and caches the
