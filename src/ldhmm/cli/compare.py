@@ -14,7 +14,7 @@ from .common import (
     print_files,
     report_failures,
 )
-from .options import add_command
+from .options import add_command, add_options
 
 __all__ = ["register", "run_compare"]
 
@@ -39,6 +39,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         default=100,
         help="importance samples per test sequence for heldout_is (0: skip; default 100)",
     )
+    add_options(p, "--is-min-ess", "--is-max-samples")
     return p
 
 
@@ -48,7 +49,14 @@ def run_compare(args: argparse.Namespace) -> int:
     if note:
         print(note, flush=True)
     data = experiment_data(args, data)
-    result = compare(args.models, data, is_samples=args.is_samples, **common_options(args, data_dir))
+    result = compare(
+        args.models,
+        data,
+        is_samples=args.is_samples,
+        is_min_ess=args.is_min_ess,
+        is_max_samples=args.is_max_samples,
+        **common_options(args, data_dir),
+    )
     print(f"data: {result.data}")
     if result.config.get("resumed_tasks"):
         n = len(result.config["models"]) * len(result.config["states"]) * args.folds

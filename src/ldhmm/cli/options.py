@@ -102,6 +102,20 @@ SHARED_OPTIONS = {
         "help": "restart budget of every model (default 3)",
     },
     "--force": {"action": "store_true", "help": "reuse an --out of another configuration"},
+    # importance sampling's documented rule for more draws (ldhmm.models.base.importance_estimate)
+    "--is-min-ess": {
+        "type": finite_nonneg_float,
+        "default": 0.0,
+        "metavar": "ESS",
+        "help": "draw again (as many as it has, seeded) for a sequence with fewer effective importance "
+        "samples than ESS, up to --is-max-samples (default 0: off)",
+    },
+    "--is-max-samples": {
+        "type": positive_int,
+        "default": None,
+        "metavar": "N",
+        "help": "importance samples per sequence at most with --is-min-ess (default 8 x --is-samples)",
+    },
     "--max-memory": {
         "type": memory_size,
         "default": None,

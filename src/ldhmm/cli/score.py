@@ -41,6 +41,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         default=0,
         help="importance samples per sequence (0: no estimate; default)",
     )
+    add_options(p, "--is-min-ess", "--is-max-samples")
     add_options(p, "--seed", seed={"help": "seed of the importance samples (default 0)"})
     return p
 
@@ -80,6 +81,10 @@ def _score_partitioned(args: argparse.Namespace) -> int:
         elbo = model.score_samples(args.data, **where)
         table = pd.DataFrame({"sequence_id": elbo.index.astype(str), "elbo": elbo.to_numpy()})
         if args.is_samples:
+            if args.is_min_ess:
+                raise ValueError(
+                    "--is-min-ess applies to a data file scored in this process, not to partitions"
+                )
             found = model.log_marginal_is(args.data, args.is_samples, args.seed, **where)
             table["log_marginal_is"] = found.loc[elbo.index].to_numpy()
     impossible = np.flatnonzero(np.isneginf(table["elbo"].to_numpy()))
@@ -102,7 +107,11 @@ def _score_table(model, db, args, where: dict) -> tuple[pd.DataFrame, str]:
     seqs = db.sequences
     # importance sampling first: its memory check (which grows with --is-samples) refuses
     # before any scoring is done
-    found = importance_estimate(model, seqs, args.is_samples, args.seed, **where) if args.is_samples else None
+    found = None
+    if args.is_samples:
+        found = importance_estimate(
+            model, seqs, args.is_samples, args.seed, args.is_min_ess, args.is_max_samples, **where
+        )
     elbo = model.score_samples(seqs, **where)
     lengths = db.lengths
     table = pd.DataFrame(
@@ -117,6 +126,8 @@ def _score_table(model, db, args, where: dict) -> tuple[pd.DataFrame, str]:
         table["log_marginal_is"] = found.log_marginal
         table["log_marginal_is_se"] = found.std_error  # its standard error
         table["log_marginal_is_ess"] = found.ess  # effective draws of the is_samples
+        if args.is_min_ess:
+            table["log_marginal_is_samples"] = found.n_samples  # draws, with the rule's extra ones
     total = float(np.sum(elbo))
     return table, (
         f"scored {len(db)} sequences ({db.n_tokens} tokens): held-out ELBO {total:.2f} nats "
