@@ -30,7 +30,8 @@ def fitted(tmp_path_factory):
 def test_score_draws_more_where_the_ess_is_low_as_the_api_does(fitted):
     d, model, seqs = fitted
     argv = ["score", str(d / "model.json"), str(d / "log.txt"), "--is-samples", "4", "--seed", "3"]
-    assert main([*argv, "--is-min-ess", "3", "--is-max-samples", "32", "--quiet", "--out", str(d / "s.csv")]) == 0
+    rule = ["--is-min-ess", "3", "--is-max-samples", "32"]
+    assert main([*argv, *rule, "--quiet", "--out", str(d / "s.csv")]) == 0
     table = pd.read_csv(d / "s.csv")
     found = importance_estimate(model, seqs, 4, 3, 3.0, 32)
     np.testing.assert_allclose(table["log_marginal_is"], found.log_marginal, rtol=0, atol=1e-9)
