@@ -404,13 +404,13 @@ def test_a_second_run_on_the_same_out_is_refused_with_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_ends_the_run_with_one_line_and_it_resumes(tmp_path, references):
+def test_ctrl_c_ends_the_run_with_one_line_and_it_resumes(tmp_path, references, forks):
     out = tmp_path / "run"
     total = COMPARE_TASKS
     # 1. --jobs 2, Ctrl-C in a terminal: SIGINT to the whole process group, workers included
     log = tmp_path / "jobs2.err"
     args2 = [*COMPARE, "--jobs", "2"]
-    proc = _start(args2, out, log, new_session=True)
+    proc = forks(args2, out, log, new_session=True)
     try:
         assert _wait_until(proc, lambda: len(_task_files(out)) > 0), log.read_text()
         os.killpg(proc.pid, signal.SIGINT)
@@ -431,7 +431,7 @@ def test_ctrl_c_ends_the_run_with_one_line_and_it_resumes(tmp_path, references):
     # 2. --jobs 1, SIGINT to the process just after a task is saved
     log = tmp_path / "jobs1.err"
     before = len(_task_files(out))
-    proc = _start(COMPARE, out, log)
+    proc = forks(COMPARE, out, log)
     try:
         _wait_until(proc, lambda: len(_task_files(out)) > before)
         proc.send_signal(signal.SIGINT)
@@ -445,7 +445,7 @@ def test_ctrl_c_ends_the_run_with_one_line_and_it_resumes(tmp_path, references):
     assert f"ldhmm compare: interrupted; {saved} of {total} tasks are saved in {out}" in line
     assert "resume" in line
     # 3. the same command again finishes with the uninterrupted run's numbers
-    assert _finish(COMPARE, out, log) == 0, log.read_text()
+    assert _finish(COMPARE, out, log, start=forks) == 0, log.read_text()
     assert_frame_equal(_scores(out), _scores(references("compare")), check_exact=True)
 
 
