@@ -382,12 +382,12 @@ def test_classify_killed_resumes_to_the_same_results(tmp_path, references, forks
     assert_frame_equal(_scores(out), _scores(references("classify")), check_exact=True)
 
 
-def test_a_second_run_on_the_same_out_is_refused_with_one_line(tmp_path):
+def test_a_second_run_on_the_same_out_is_refused_with_one_line(tmp_path, forks):
     out, log = tmp_path / "run", tmp_path / "run.err"
     out.mkdir()
     with lock_out_dir(out):  # this process holds it, as a running ldhmm would
         assert (out / LOCK_NAME).read_text().startswith(f"{os.getpid()}\n")
-        proc = _start(COMPARE, out, log)
+        proc = forks(COMPARE, out, log)
         assert proc.wait(STARTUP_TIMEOUT) == 1
         line = _one_line(log)
         assert line.startswith("ldhmm compare: error: ")
@@ -395,7 +395,7 @@ def test_a_second_run_on_the_same_out_is_refused_with_one_line(tmp_path):
         assert "use another --out" in line
         assert not (out / "config.json").exists()  # refused before writing anything
     assert (out / LOCK_NAME).read_text() == ""  # released: emptied, no stale pid
-    proc = _start(COMPARE, out, log)  # now it starts normally
+    proc = forks(COMPARE, out, log)  # now it starts normally
     try:
         assert _wait_until(proc, _holds_lock(proc, out)), log.read_text()
     finally:
