@@ -5,6 +5,11 @@ gives SIGINT Python's default handler even where the test runner was started wit
 ignored, as a background job is). A killed run is restarted with the same command line until
 it finishes; its ``folds.csv`` must equal that of one uninterrupted run exactly (the timing
 columns aside), and after every kill every file of the run must be whole.
+
+The uninterrupted reference runs are fresh interpreters; the runs that are killed, stopped and
+resumed are forked by a fork server (``ZYGOTE``) that has already imported what a run imports,
+so that the restarts do not each pay the imports (about 4 s of CPU a start): each is still a
+process of its own, killed by a real signal at the same moments (after it takes the lock).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -62,6 +68,63 @@ CLASSIFY_TASKS = 2 * 3 * 2 + 3  # (models x folds x classes) + LDHMM-PF+LR x fol
 STARTUP_TIMEOUT = 120.0  # imports (torch, numba) on a loaded machine
 
 
+#: The fork server: imports the modules named on its command line, then forks one run per line
+#: of JSON on its stdin (argv, stderr file, new session or not), answers "PID started" at once
+#: and "PID CODE" when that run ends (a pidfd per run: no polling). A run is what WRAPPER runs,
+#: in a child that exits through the interpreter's own ending (threads joined, atexit run).
+ZYGOTE = r"""
+import importlib, json, os, runpy, select, signal, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+children, pending = {}, b""
+while True:
+    ready, _, _ = select.select([0, *children], [], [])
+    for fd in ready:
+        if fd in children:
+            pid = children.pop(fd)
+            os.close(fd)
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            os.write(1, f"{pid} {code}\n".encode())
+            continue
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            sys.exit(0)
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            request = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                for inherited in children:
+                    os.close(inherited)
+                if request["new_session"]:
+                    os.setsid()
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)
+                os.dup2(os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                sys.argv[:] = ["-c", *request["argv"]]
+                runpy.run_module("ldhmm.cli", run_name="__main__", alter_sys=True)
+                sys.exit(0)
+            children[os.pidfd_open(pid)] = pid
+            os.write(1, f"{pid} started\n".encode())
+"""
+#: What a compare or classify run imports (ldhmm's own modules pull torch, numba, pandas, ...).
+RUN_MODULES = [
+    "ldhmm.cli.main",
+    "ldhmm.cli.running",
+    "ldhmm.cli.interrupts",
+    "ldhmm.cli.compare",
+    "ldhmm.cli.classify",
+    "ldhmm.experiments.compare",
+    "ldhmm.experiments.classify",
+    "ldhmm.baselines.hmm",
+    "ldhmm.baselines.vbhmm",
+    "ldhmm.baselines.lda",
+]
+
+
 def _env():
     env = dict(os.environ, NUMBA_NUM_THREADS="1", LDHMM_OFFLINE="1")
     env.pop("LDHMM_DEBUG", None)
@@ -79,8 +142,91 @@ def _start(args, out: Path, log: Path, new_session: bool = False) -> subprocess.
         )
 
 
-def _finish(args, out: Path, log: Path, timeout: float = 300.0) -> int:
-    proc = _start(args, out, log)
+class _ForkServer:
+    """The ZYGOTE process, and the exit codes of its runs as they are reported."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", ZYGOTE, *RUN_MODULES],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=_env(),
+        )
+        self.codes: dict[int, int] = {}
+        self.pending = b""
+
+    def _read_line(self, timeout: float) -> list[str] | None:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = max(deadline - time.monotonic(), 0.0)  # 0: a poll, which still reads
+            if not select.select([self.proc.stdout], [], [], left)[0]:
+                return None
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            assert chunk, "the fork server ended"
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode().split()
+
+    def start(self, args, out: Path, log: Path, new_session: bool = False) -> _Forked:
+        request = {"argv": [*args, "--out", str(out)], "stderr": str(log), "new_session": new_session}
+        self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+        self.proc.stdin.flush()
+        while True:  # the imports come first: as long as a start
+            words = self._read_line(STARTUP_TIMEOUT)
+            assert words is not None, "the fork server did not answer"
+            if words[1] == "started":
+                return _Forked(self, int(words[0]))
+            self.codes[int(words[0])] = int(words[1])
+
+    def exit_code(self, pid: int, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while pid not in self.codes:
+            words = self._read_line(max(deadline - time.monotonic(), 0.0))
+            if words is None:
+                return None
+            self.codes[int(words[0])] = int(words[1])
+        return self.codes[pid]
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(60)
+
+
+class _Forked:
+    """A run of the fork server, with the methods of ``subprocess.Popen`` the tests use."""
+
+    def __init__(self, server: _ForkServer, pid: int):
+        self.server, self.pid = server, pid
+
+    def poll(self) -> int | None:
+        return self.server.exit_code(self.pid, 0.0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self.server.exit_code(self.pid, 1e9 if timeout is None else timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"run {self.pid}", timeout)
+        return code
+
+    def send_signal(self, sig: int):
+        if self.poll() is None:  # not reported as ended: the pid is still this run's
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:  # it ended (and was reaped) just now, as Popen allows
+                pass
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def forks():
+    server = _ForkServer()
+    yield server.start
+    server.close()
+
+
+def _finish(args, out: Path, log: Path, timeout: float = 300.0, start=_start) -> int:
+    proc = start(args, out, log)
     try:
         return proc.wait(timeout)
     finally:
@@ -189,14 +335,14 @@ def references(tmp_path_factory):
             proc.wait()
 
 
-def _kill_loop(args, out: Path, log: Path, n_tasks: int, kills: int, seed: int) -> list[int]:
-    """SIGKILL the run ``kills`` times at random moments, restarting it each time; returns
-    the number of saved tasks after each kill."""
+def _kill_loop(start, args, out: Path, log: Path, n_tasks: int, kills: int, seed: int) -> list[int]:
+    """SIGKILL the run ``kills`` times at random moments, restarting it (``start``) each time;
+    returns the number of saved tasks after each kill."""
     rng = random.Random(seed)
     saved = []
     for i in range(kills):
         before = len(_task_files(out))
-        proc = _start(args, out, log)
+        proc = start(args, out, log)
         try:
             # every restart takes the lock: the one of the killed run is not stale
             assert _wait_until(proc, _holds_lock(proc, out)), log.read_text()
@@ -215,11 +361,11 @@ def _kill_loop(args, out: Path, log: Path, n_tasks: int, kills: int, seed: int) 
 
 
 @pytest.mark.slow
-def test_compare_killed_ten_times_resumes_to_the_same_results(tmp_path, references):
+def test_compare_killed_ten_times_resumes_to_the_same_results(tmp_path, references, forks):
     out, log = tmp_path / "run", tmp_path / "run.err"
-    saved = _kill_loop(COMPARE, out, log, COMPARE_TASKS, kills=10, seed=20240611)
+    saved = _kill_loop(forks, COMPARE, out, log, COMPARE_TASKS, kills=10, seed=20240611)
     assert any(0 < n < COMPARE_TASKS for n in saved), saved  # some kills landed mid-run
-    assert _finish(COMPARE, out, log) == 0, log.read_text()
+    assert _finish(COMPARE, out, log, start=forks) == 0, log.read_text()
     assert _assert_whole(out, COMPARE_TASKS) == COMPARE_TASKS
     assert not [p for p in out.rglob("*.tmp")]  # the last run's lock removed the leftovers
     ref = references("compare")
@@ -228,20 +374,20 @@ def test_compare_killed_ten_times_resumes_to_the_same_results(tmp_path, referenc
 
 
 @pytest.mark.slow
-def test_classify_killed_resumes_to_the_same_results(tmp_path, references):
+def test_classify_killed_resumes_to_the_same_results(tmp_path, references, forks):
     out, log = tmp_path / "run", tmp_path / "run.err"
-    _kill_loop(CLASSIFY, out, log, CLASSIFY_TASKS, kills=3, seed=7)
-    assert _finish(CLASSIFY, out, log) == 0, log.read_text()
+    _kill_loop(forks, CLASSIFY, out, log, CLASSIFY_TASKS, kills=3, seed=7)
+    assert _finish(CLASSIFY, out, log, start=forks) == 0, log.read_text()
     assert _assert_whole(out, CLASSIFY_TASKS) == CLASSIFY_TASKS
     assert_frame_equal(_scores(out), _scores(references("classify")), check_exact=True)
 
 
-def test_a_second_run_on_the_same_out_is_refused_with_one_line(tmp_path):
+def test_a_second_run_on_the_same_out_is_refused_with_one_line(tmp_path, forks):
     out, log = tmp_path / "run", tmp_path / "run.err"
     out.mkdir()
     with lock_out_dir(out):  # this process holds it, as a running ldhmm would
         assert (out / LOCK_NAME).read_text().startswith(f"{os.getpid()}\n")
-        proc = _start(COMPARE, out, log)
+        proc = forks(COMPARE, out, log)
         assert proc.wait(STARTUP_TIMEOUT) == 1
         line = _one_line(log)
         assert line.startswith("ldhmm compare: error: ")
@@ -249,7 +395,7 @@ def test_a_second_run_on_the_same_out_is_refused_with_one_line(tmp_path):
         assert "use another --out" in line
         assert not (out / "config.json").exists()  # refused before writing anything
     assert (out / LOCK_NAME).read_text() == ""  # released: emptied, no stale pid
-    proc = _start(COMPARE, out, log)  # now it starts normally
+    proc = forks(COMPARE, out, log)  # now it starts normally
     try:
         assert _wait_until(proc, _holds_lock(proc, out)), log.read_text()
     finally:
@@ -258,13 +404,13 @@ def test_a_second_run_on_the_same_out_is_refused_with_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_ends_the_run_with_one_line_and_it_resumes(tmp_path, references):
+def test_ctrl_c_ends_the_run_with_one_line_and_it_resumes(tmp_path, references, forks):
     out = tmp_path / "run"
     total = COMPARE_TASKS
     # 1. --jobs 2, Ctrl-C in a terminal: SIGINT to the whole process group, workers included
     log = tmp_path / "jobs2.err"
     args2 = [*COMPARE, "--jobs", "2"]
-    proc = _start(args2, out, log, new_session=True)
+    proc = forks(args2, out, log, new_session=True)
     try:
         assert _wait_until(proc, lambda: len(_task_files(out)) > 0), log.read_text()
         os.killpg(proc.pid, signal.SIGINT)
@@ -285,7 +431,7 @@ def test_ctrl_c_ends_the_run_with_one_line_and_it_resumes(tmp_path, references):
     # 2. --jobs 1, SIGINT to the process just after a task is saved
     log = tmp_path / "jobs1.err"
     before = len(_task_files(out))
-    proc = _start(COMPARE, out, log)
+    proc = forks(COMPARE, out, log)
     try:
         _wait_until(proc, lambda: len(_task_files(out)) > before)
         proc.send_signal(signal.SIGINT)
@@ -299,7 +445,7 @@ def test_ctrl_c_ends_the_run_with_one_line_and_it_resumes(tmp_path, references):
     assert f"ldhmm compare: interrupted; {saved} of {total} tasks are saved in {out}" in line
     assert "resume" in line
     # 3. the same command again finishes with the uninterrupted run's numbers
-    assert _finish(COMPARE, out, log) == 0, log.read_text()
+    assert _finish(COMPARE, out, log, start=forks) == 0, log.read_text()
     assert_frame_equal(_scores(out), _scores(references("compare")), check_exact=True)
 
 
