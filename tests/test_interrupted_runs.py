@@ -40,6 +40,8 @@ from ldhmm.experiments.tasks import (
 )
 
 fcntl = pytest.importorskip("fcntl")
+if not hasattr(os, "pidfd_open"):  # the fork server waits on its runs through pidfds (Linux)
+    pytest.skip("no os.pidfd_open on this platform", allow_module_level=True)
 
 WRAPPER = (
     "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
