@@ -517,9 +517,8 @@ def _sequence_labels(path, column, group, uniques, where):
     :class:`DataFormatError` naming the line where a sequence's label changes): ``labels``
     (int64, one per sequence, indices into ``label_names``) and ``label_names`` (sorted)."""
     values = column.astype(str).to_numpy()
-    first_row = np.full(len(uniques), -1, dtype=np.int64)
-    rows = np.arange(len(values), dtype=np.int64)
-    first_row[group[::-1]] = rows[::-1]  # the lowest row of each group wins the last write
+    # group codes are 0..n-1 (pd.factorize): the first row of each, in code order
+    _, first_row = np.unique(group, return_index=True)
     per_row = values[first_row[group]]
     differs = np.flatnonzero(per_row != values)
     if differs.size:
@@ -533,10 +532,8 @@ def _sequence_labels(path, column, group, uniques, where):
             f"{prefix}sequence {str(uniques[group[bad]])!r} has label {values[bad]!r} here and "
             f"{per_row[bad]!r} on {at}: a sequence has one label",
         )
-    label_names = sorted(set(values.tolist()))
-    index = {name: i for i, name in enumerate(label_names)}
-    labels = np.array([index[values[r]] for r in first_row], dtype=np.int64)
-    return labels, label_names
+    label_names, codes = np.unique(values, return_inverse=True)
+    return codes[first_row].astype(np.int64), label_names.tolist()
 
 
 def _warn_out_of_order(path, frame, used, group, order, where) -> None:
