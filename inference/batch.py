@@ -80,14 +80,15 @@ def _symbol_range(sequences: list[np.ndarray]) -> tuple[int, int]:
     return low, high
 
 
-def _already_valid(sequences: list) -> bool:
-    """Whether every sequence is a non-empty 1-D int64 ndarray with no negative symbol (what
-    :func:`_as_int_array` returns unchanged, the same object): the common case, checked without
-    a numpy call per sequence."""
+def _valid_range(sequences: list) -> tuple[int, int] | None:
+    """The symbol range (:func:`_symbol_range`) when every sequence is a non-empty 1-D int64
+    ndarray with no negative symbol (what :func:`_as_int_array` returns unchanged, the same
+    object): the common case, checked without a numpy call per sequence; else None."""
     for s in sequences:
         if type(s) is not np.ndarray or s.dtype != np.int64 or s.ndim != 1 or s.size == 0:
-            return False
-    return bool(sequences) and _symbol_range(sequences)[0] >= 0
+            return None
+    found = _symbol_range(sequences) if sequences else None
+    return found if found is not None and found[0] >= 0 else None
 
 
 def validate_sequences(sequences, n_symbols: int | None = None) -> list[np.ndarray]:
@@ -123,7 +124,8 @@ def validate_sequences(sequences, n_symbols: int | None = None) -> list[np.ndarr
     elif isinstance(sequences, np.ndarray) and sequences.ndim == 2:
         sequences = list(sequences)
     sequences = list(sequences)
-    if _already_valid(sequences):
+    found = _valid_range(sequences)
+    if found is not None:
         out = sequences
     else:  # sequence by sequence: the message names the first bad one
         out = [_as_int_array(s, i) for i, s in enumerate(sequences)]
@@ -132,7 +134,7 @@ def validate_sequences(sequences, n_symbols: int | None = None) -> list[np.ndarr
     if n_symbols is not None:
         if int(n_symbols) < 1:
             raise ValueError(f"n_symbols must be >= 1, got {n_symbols}")
-        if _symbol_range(out)[1] < n_symbols:
+        if (found or _symbol_range(out))[1] < n_symbols:
             return out
         for i, s in enumerate(out):  # which sequence: the message names it
             top = int(s.max())
