@@ -64,6 +64,8 @@ def _score_partitioned(args: argparse.Namespace) -> int:
         raise ValueError(
             f"{args.data}: --unknown map recodes a data file; a partitioned data set's codes are fixed"
         )
+    if args.is_samples and args.is_min_ess:
+        raise ValueError("--is-min-ess applies to a data file scored in this process, not to partitions")
     model = read_model(args, "score_samples")
     manifest = read_manifest(args.data)
     theirs = manifest["vocabulary"] or [str(v) for v in range(manifest["n_symbols"])]
@@ -81,10 +83,6 @@ def _score_partitioned(args: argparse.Namespace) -> int:
         elbo = model.score_samples(args.data, **where)
         table = pd.DataFrame({"sequence_id": elbo.index.astype(str), "elbo": elbo.to_numpy()})
         if args.is_samples:
-            if args.is_min_ess:
-                raise ValueError(
-                    "--is-min-ess applies to a data file scored in this process, not to partitions"
-                )
             found = model.log_marginal_is(args.data, args.is_samples, args.seed, **where)
             table["log_marginal_is"] = found.loc[elbo.index].to_numpy()
     impossible = np.flatnonzero(np.isneginf(table["elbo"].to_numpy()))
