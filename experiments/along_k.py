@@ -33,8 +33,11 @@ path at K = 5 from the saved K = 4 fit (``previous=``) and fits an FF row whose 
 from the saved PF model. The rows of a path carry the K values of the path up to theirs
 (``path_states``): a run whose K values start elsewhere recomputes them rather than mixing
 paths. Resumed rows equal uninterrupted ones when ``fit_path`` from a saved fit read back
-continues as the uninterrupted path does (it depends on the saved fit's parameters and its
-options only); the global random generators are re-seeded at every K to keep that so.
+continues as the uninterrupted path does: it depends on the saved fit's parameters, its options
+and, where every start of the next K falls below it, its per-sequence state
+(:func:`ldhmm.models.path.continue_previous`), which is saved beside the newest K's model file
+(``.state.npz``); a saved fit whose state file cannot be read resumes the path from its first
+K. The global random generators are re-seeded at every K to keep that so.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from pathlib import Path
 from .. import baselines
 from ..models import VariantHMM
 from ..models.file_format import named_side_file, read_model_file, write_model_file
+from ..models.path import load_path_state, save_path_state
 from ..models.registry import get_spec
 from .lineup import model_names, options_from_settings
 from .tables import NO_K
@@ -296,12 +300,36 @@ class FitStore:
         except (OSError, ValueError):
             return None
 
+    def state_path(self, K: int) -> Path:
+        """Where the per-sequence state of ``K``'s fit is kept for the next K of its path
+        (:func:`ldhmm.models.path.save_path_state`), beside its model file."""
+        return self.path(K).with_suffix(".state.npz")
+
+    def load_state(self, K: int, model) -> bool:
+        """Read ``K``'s per-sequence state into ``model`` (its saved fit) where it was saved;
+        False where it is unreadable (the path is then refitted from its first K: resumed
+        without it, it could differ from the uninterrupted one). None was saved for a path's
+        last K and by a ``fit_path`` that keeps none (a plug-in's): True, nothing read."""
+        path = self.state_path(K)
+        if not path.is_file():
+            return True
+        try:
+            load_path_state(model, path)
+        except (OSError, ValueError):
+            return False
+        return True
+
     def save(self, K: int, model) -> None:
         if not self.enabled:
             return
         path = self.path(K)
         self.folder.mkdir(parents=True, exist_ok=True)
         write_model_file(path, model)
+        # only the newest K's state is needed to go on: the others' go
+        save_path_state(model, self.state_path(K))
+        for k in self.keys:
+            if k != K:
+                self.state_path(k).unlink(missing_ok=True)
         prefix = f"{self.keys[K]}."
         for name in os.listdir(self.folder):
             old = self.folder / name
@@ -441,6 +469,8 @@ def _along_path(base, states, refit, fitter, store, at_k, reseed) -> None:
     previous = None
     if i > 0 and states[i - 1] == first - 1 and store is not None:
         previous = store.load(states[i - 1])
+        if previous is not None and not store.load_state(states[i - 1], previous):
+            previous = None  # without its per-sequence state the path could go otherwise
     if previous is None:
         i = 0
     run = [K for K in states[i:] if K <= last]

@@ -217,7 +217,9 @@ class VariationalEM:
         """
         return self.fit_backend(LocalBackend([self.worker(buckets, params.n_symbols)]), params, callback)
 
-    def fit_backend(self, backend, params: VariantParameters, callback=None, label: str = "") -> FitResult:
+    def fit_backend(
+        self, backend, params: VariantParameters, callback=None, label: str = "", warm_states=None
+    ) -> FitResult:
         """The driver: :meth:`fit` over the partitions of ``backend``.
 
         Every E-step is one round (``backend.call("e_step", params, starts)``: each partition
@@ -228,6 +230,12 @@ class VariationalEM:
         A backend that lost a worker rebuilds its partitions exactly (``backend.recoveries``):
         the fit is the one without the loss. ``label`` names this run in the progress bar
         (``"restart 2 of 3"``).
+
+        ``warm_states`` (one list of per-sequence states per partition, shaped for ``params``)
+        continues each sequence from that state instead of the first E-step's cold starts: the
+        run then begins at that state's bound under ``params``, and no step of EM lowers it
+        (a fit grown by an unused state, :func:`ldhmm.models.path.continue_previous`). Not with
+        a checkpoint.
         """
         run = self.checkpoint.next_run() if self.checkpoint is not None else None
         if run is not None and run.done:
@@ -235,6 +243,8 @@ class VariationalEM:
                 run.params, None, list(run.history), list(run.e_history), list(run.trace), run.capped,
                 run.report,
             )  # fmt: skip
+        if warm_states is not None and self.checkpoint is not None:
+            raise ValueError("warm_states cannot be checkpointed: give one or the other")
         backend.call("set_guide", self.guide)
         backend.call("reset")
         rule = RelativeChange(self.tol, self.refresh_max)
@@ -245,6 +255,9 @@ class VariationalEM:
         # The first E-step and every refresh the rule asks for run all the starts (best per
         # sequence); the others continue each sequence from where it stopped.
         use_starts = starts
+        if warm_states is not None:
+            backend.call_each("set_states", [[part] for part in warm_states])
+            use_starts = ()
         if run is not None and run.history:
             params, use_starts = _resume(backend, run, monitor, starts)
             e_history, trace, capped = list(run.e_history), list(run.trace), run.capped

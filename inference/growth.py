@@ -20,17 +20,77 @@ settings, not something EM learned.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from .parameters import VariantParameters
 from .sharing import GROUPS, POINT, SEQUENCE, SHARED
 
-__all__ = ["SPLIT_WEIGHT", "SPLIT_JITTER", "split_state", "expected_occupancy"]
+__all__ = [
+    "SPLIT_WEIGHT",
+    "SPLIT_JITTER",
+    "UNUSED_WEIGHT",
+    "split_state",
+    "pad_states",
+    "expected_occupancy",
+]
 
 #: Share ``w`` of the new copy in the columns of the split state (``1 - w`` stays).
 SPLIT_WEIGHT = 0.5
 #: Size ``delta`` of the antisymmetric perturbation of the copied rows (log scale).
 SPLIT_JITTER = 0.1
+#: Share of the copy in a split that adds an unused state (:func:`pad_states`): its column
+#: concentrations end at the M-step's lower bound.
+UNUSED_WEIGHT = 1e-12
+
+
+def _pad(t: torch.Tensor, dims: tuple[int, ...], n_new: int) -> torch.Tensor:
+    """``t`` with ``n_new`` zero entries appended along each of ``dims``."""
+    for dim in dims:
+        shape = list(t.shape)
+        shape[dim] = n_new
+        t = torch.cat([t, torch.zeros(shape, dtype=t.dtype)], dim=dim)
+    return t
+
+
+def pad_states(states: list, n_states: int, n_new: int = 1) -> list | None:
+    """Per-sequence states of a ``n_states``-state fit with ``n_new`` unused states appended
+    (the last ones): no expected visits, counts or state marginals there.
+
+    Under parameters split from that fit with a vanishing copy (:data:`UNUSED_WEIGHT`), each
+    sequence's bound from this state is the fit's, up to the copy's vanishing prior mass: EM
+    continued from here cannot end below the fit (docs/math.md, "Growing K by splitting a
+    state").
+
+    Parameters
+    ----------
+    states : list of BucketState
+        Counts ``pi`` (M_b, K), ``A`` (M_b, K, K), ``B`` (M_b, K, W); the guide's state None or
+        a tensor of state marginals (..., K) (the FF guide's ``phi`` (M_b, T, K)).
+    n_states : int
+        ``K``.
+    n_new : int
+
+    Returns
+    -------
+    list of BucketState (new tensors; ``states`` is not changed), or None where a guide's state
+    is of another kind (it cannot be padded).
+    """
+    out = []
+    for st in states:
+        guide_state = st.guide_state
+        if guide_state is not None:
+            if not isinstance(guide_state, torch.Tensor) or guide_state.shape[-1] != n_states:
+                return None
+            guide_state = _pad(guide_state, (guide_state.dim() - 1,), n_new)
+        counts = {
+            "pi": _pad(st.counts["pi"], (1,), n_new),
+            "A": _pad(st.counts["A"], (1, 2), n_new),
+            "B": _pad(st.counts["B"], (1,), n_new),
+        }
+        out.append(dataclasses.replace(st, counts=counts, guide_state=guide_state, sum_expected_log={}))
+    return out
 
 
 def _split_columns(x: torch.Tensor, k: int, weight: float) -> torch.Tensor:

@@ -193,6 +193,7 @@ def fit_bytes(
     sparse: bool = False,
     largest_bucket: tuple | None = None,
     partitions: int = 1,
+    path_states: int = 0,
 ) -> int:
     """Peak bytes of a variational EM fit (or an E-step) of M sequences, T tokens, beyond the
     interpreter and its libraries (torch, numba's kernels: ``docs/performance.md``, "Memory
@@ -215,7 +216,9 @@ def fit_bytes(
       and :data:`COMMAND_BYTES`;
     - ``partitions`` > 1 held in this process (``--partitions`` in process): each partition's
       own K x V arrays (its sums by symbol and expectations of B), four per partition beyond
-      the first (measured 1.6-2.5: ``docs/performance.md``, "Memory estimates").
+      the first (measured 1.6-2.5: ``docs/performance.md``, "Memory estimates");
+    - ``path_states``: fits along K hold the per-sequence state of the fit with ``path_states``
+      states (K - 1) while K is fitted (:func:`ldhmm.models.path.continue_previous`); 0: none.
     """
     M, T, L = int(n_sequences), int(n_tokens), int(max_length)
     if largest_bucket is None:
@@ -230,6 +233,7 @@ def fit_bytes(
         + 3 * T * K
         + 12 * K * V
         + PARTITION_KV_ARRAYS * (max(1, int(partitions)) - 1) * K * V
+        + (_state_values(int(path_states), V, M, T, L, sparse) if path_states else 0)
     )
     data = INPUT_BYTES_PER_TOKEN * T + INPUT_BYTES_PER_SEQUENCE * M
     # a start's scratch is let go before its run's recursion allocates: one or the other

@@ -21,8 +21,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from ..inference.growth import expected_occupancy, split_state
+from ..data.atomic import write_atomically
+from ..data.fingerprint import content_sha256
+from ..data.regular_files import open_regular
+from ..inference.cavi.expectation import BucketState
+from ..inference.growth import UNUSED_WEIGHT, expected_occupancy, pad_states, split_state
 from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
 
 __all__ = [
@@ -33,6 +38,10 @@ __all__ = [
     "grown_starts",
     "probe",
     "continue_grown",
+    "continue_previous",
+    "STATE_FORMAT",
+    "save_path_state",
+    "load_path_state",
     "fit_path",
 ]
 
@@ -117,10 +126,20 @@ class GrownStarts:
     floor : float
         The final training ELBO of the fit they were grown from: while the best run so far
         ends at or below it, the next start is run (:func:`continue_grown`).
+    previous : VariantParameters, optional
+        That fit's parameters, and ``previous_states`` its kept run's final per-sequence state
+        (one list of BucketState per partition): where every run ends at or below ``floor``,
+        that fit is continued with an unused state added (:func:`continue_previous`).
+    keep_states : bool
+        Whether the fit keeps its own kept run's final per-sequence state for the next K
+        (``_path_states``).
     """
 
     starts: tuple
     floor: float = -math.inf
+    previous: object = None
+    previous_states: object = None
+    keep_states: bool = False
 
     def __bool__(self) -> bool:
         return bool(self.starts)
@@ -170,6 +189,131 @@ def continue_grown(engine, runner, grown: GrownStarts, best):
     return best, kind
 
 
+def continue_previous(engine, runner, grown: GrownStarts):
+    """The fit that ``grown`` was grown from, continued with one unused state more: its kept
+    run's final per-sequence state padded with an empty state (:func:`pad_states`), its
+    parameters split with a vanishing copy (:data:`UNUSED_WEIGHT`, no perturbation), EM run
+    warm from there (no cold starts at the first E-step; refreshes as every run's).
+
+    Its first E-step begins at that fit's final bound (the copy's prior mass is at the M-step's
+    lower bound and nothing visits it), and no step of EM lowers the bound, so it ends at or
+    above ``grown.floor`` up to that vanishing mass: the guarantee behind a path whose training
+    ELBO does not fall with K, where the split starts and the restarts all end below it.
+
+    Returns
+    -------
+    FitResult, or None where it cannot be run (no kept state, K grows by more than one, a
+    guide's state that cannot be padded).
+    """
+    if grown.previous is None or grown.previous_states is None or not grown.starts:
+        return None
+    K = grown.previous.n_states
+    if grown.starts[0][1].n_states != K + 1:
+        return None
+    padded = [pad_states(part, K) for part in grown.previous_states]
+    if any(part is None for part in padded):
+        return None
+    params = split_state(
+        grown.previous,
+        0,
+        weight=UNUSED_WEIGHT,
+        jitter=0.0,
+        min_value=MIN_CONCENTRATION,
+        max_value=MAX_CONCENTRATION,
+    )
+    label = "the previous fit with an unused state"
+    return engine.fit_backend(runner, params, label=label, warm_states=padded)
+
+
+#: The ``format`` entry of a path's per-sequence state file (:func:`save_path_state`).
+STATE_FORMAT = "ldhmm-path-state"
+_STATE_VERSION = 1
+
+
+def save_path_state(model, path) -> bool:
+    """Write the per-sequence state a path keeps of ``model`` (its kept run's final expected
+    counts, and the guide's state marginals where it has them) to ``path``, an NPZ file beside
+    its model file, atomically; a path resumed from that model (``previous=``) then continues it
+    as the uninterrupted path would (:func:`continue_previous`). Returns False, writing nothing,
+    where the model keeps none (the last K of a path, a fit outside a path).
+
+    Format (numpy NPZ, no pickles): ``format`` = :data:`STATE_FORMAT`, ``version`` = 1,
+    ``n_states``, ``n_buckets``, ``sha256`` (the model's ``training_data_["sha256"]``: the data
+    it belongs to), and per bucket ``b`` of the training data's layout ``pi_b`` (M_b, K),
+    ``A_b`` (M_b, K, K), ``B_b`` (M_b, K, W) and, for a guide with state marginals, ``phi_b``
+    (M_b, T_b, K), all float.
+    """
+    states = getattr(model, "_path_states", None)
+    if not states or len(states) != 1:  # one in-process partition
+        return False
+    arrays = {
+        "format": np.array(STATE_FORMAT),
+        "version": np.array(_STATE_VERSION),
+        "n_states": np.array(model.n_states),
+        "n_buckets": np.array(len(states[0])),
+        "sha256": np.array(str((getattr(model, "training_data_", None) or {}).get("sha256"))),
+    }
+    for b, st in enumerate(states[0]):
+        for g in ("pi", "A", "B"):
+            arrays[f"{g}_{b}"] = st.counts[g].detach().cpu().numpy()
+        if isinstance(st.guide_state, torch.Tensor):
+            arrays[f"phi_{b}"] = st.guide_state.detach().cpu().numpy()
+    write_atomically(path, lambda f: np.savez(f, **arrays), binary=True)
+    return True
+
+
+def _state_error(path, what: str) -> ValueError:
+    return ValueError(f"{path}: not a path state file of this model ({what}); remove it to refit from that K")
+
+
+def load_path_state(model, path) -> None:
+    """Read a file of :func:`save_path_state` into ``model`` (the model it was written with,
+    read back from its model file), checked: its format, K, the training data's hash, and every
+    array's shape, dtype and values (finite, non-negative). A one-line ``ValueError`` names the
+    file and what is wrong; the partition's layout is checked when the path uses it."""
+    with open_regular(path, "path state file") as f:
+        try:
+            with np.load(f, allow_pickle=False) as npz:
+                data = {k: npz[k] for k in npz.files}
+        except (ValueError, OSError, EOFError) as err:
+            raise _state_error(path, f"unreadable: {err}") from None
+    if str(data.get("format")) != STATE_FORMAT or data.get("version") != _STATE_VERSION:
+        raise _state_error(path, "format or version")
+    K = model.n_states
+    if data.get("n_states") != K:
+        raise _state_error(path, f"K = {data.get('n_states')}, the model's {K}")
+    sha = (getattr(model, "training_data_", None) or {}).get("sha256")
+    if str(data.get("sha256")) != str(sha):
+        raise _state_error(path, "fitted on other data")
+    n_buckets = int(data.get("n_buckets", -1))
+    if n_buckets < 0:
+        raise _state_error(path, "n_buckets")
+    out = []
+    for b in range(n_buckets):
+        arrays = {}
+        for g, ndim in (("pi", 2), ("A", 3), ("B", 3), ("phi", 3)):
+            a = data.get(f"{g}_{b}")
+            if a is None:
+                if g == "phi":
+                    continue
+                raise _state_error(path, f"no {g}_{b}")
+            if a.dtype.kind != "f" or a.ndim != ndim or not np.all(np.isfinite(a)) or np.any(a < 0):
+                raise _state_error(path, f"{g}_{b}: a {a.ndim}-D {a.dtype} array with bad values")
+            arrays[g] = torch.from_numpy(np.ascontiguousarray(a))
+        M = arrays["pi"].shape[0]
+        want = {"pi": (M, K), "A": (M, K, K)}
+        for g, shape in want.items():
+            if tuple(arrays[g].shape) != shape:
+                raise _state_error(path, f"{g}_{b} of shape {tuple(arrays[g].shape)}")
+        if arrays["B"].shape[:2] != (M, K) or (
+            "phi" in arrays and (arrays["phi"].shape[0], arrays["phi"].shape[2]) != (M, K)
+        ):
+            raise _state_error(path, f"B_{b} or phi_{b} of another shape")
+        counts = {g: arrays[g] for g in ("pi", "A", "B")}
+        out.append(BucketState(counts, None, arrays.get("phi"), None, None, {}, 0))
+    model._path_states = [out]
+
+
 def fit_path(cls, sequences, states, previous=None, callback=None, **options) -> dict:
     """Fit ``cls(K, **options)`` at every K of ``states``, each K grown from the one before
     (see the module docstring and :meth:`ldhmm.models.variant_hmm.VariantHMM.fit_path`)."""
@@ -186,18 +330,34 @@ def fit_path(cls, sequences, states, previous=None, callback=None, **options) ->
     first = cls(states[0], **options)
     if getattr(first, "optimizer", "cavi") != "cavi":
         raise ValueError("fit_path needs optimizer='cavi'")
-    mean_length = float(np.mean([len(s) for s in first._validate_for_fit(sequences)]))
+    validated = first._validate_for_fit(sequences)
+    mean_length = float(np.mean([len(s) for s in validated]))
+    if getattr(previous, "_path_states", None) is not None:
+        fitted_on = (getattr(previous, "training_data_", None) or {}).get("sha256")
+        if fitted_on != content_sha256(validated):
+            raise ValueError(
+                "previous carries the per-sequence state of other training data: "
+                "give the sequences it was fitted on"
+            )
     if previous is not None and previous.n_symbols_ != first.n_symbols_:
         raise ValueError(
             f"previous has V = {previous.n_symbols_} symbols, the data {first.n_symbols_}: give n_symbols"
         )
     models = {}
-    for K in states:
+    for i, K in enumerate(states):
         model = cls(K, **options)
-        grown = GrownStarts(())
+        keep = i + 1 < len(states)  # a next K continues from this fit's per-sequence state
+        grown = GrownStarts((), keep_states=keep)
         if previous is not None:
             starts = grown_starts(previous.params_, K, model.seed, mean_length)
-            grown = GrownStarts(tuple(starts), float(previous.elbo_history_[-1]))
+            grown = GrownStarts(
+                tuple(starts),
+                float(previous.elbo_history_[-1]),
+                previous.params_,
+                getattr(previous, "_path_states", None),
+                keep,
+            )
+            previous._path_states = None  # used once: the memory of a whole fit's state
         model.fit(sequences, grown=grown)
         model.path_start_ = model.start_kind_
         models[K] = model

@@ -18,6 +18,7 @@ import importlib
 import json
 import os
 import zlib
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,7 @@ from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .fit_settings import DTYPES as _DTYPES
 from .fit_settings import TakesFitSettings
 from .memory import check_memory, fit_bytes, importance_sampling_bytes, posterior_bytes, score_bytes
-from .path import continue_grown, fit_path
+from .path import continue_grown, continue_previous, fit_path
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
 
@@ -383,7 +384,9 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         grown: tuple = (),
         checkpoint=None,
     ):
-        self._check_memory(seqs, "fitting", "fewer states (n_states / --states) or fewer sequences")
+        kept = getattr(grown, "previous_states", None) is not None  # the K - 1 fit's state, held
+        estimate = partial(fit_bytes, path_states=self.n_states - 1) if kept else fit_bytes
+        self._check_memory(seqs, "fitting", "fewer states (n_states / --states) or fewer sequences", estimate)
         try:
             self._fit_em(seqs, init_params, grown, checkpoint)
         except NonFiniteELBOError as err:
@@ -430,6 +433,16 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             )
         else:
             result, self.start_kind_ = self._best_start(engine, runner, symbol_counts, grown)
+        if grown and result.elbo_history[-1] <= grown.floor:
+            # every run ends at or below the fit it was grown from: continue that fit
+            continued = continue_previous(engine, runner, grown)
+            if continued is not None and continued.elbo_history[-1] > result.elbo_history[-1]:
+                result, self.start_kind_, self.kept_restart_ = continued, "continued", None
+                self.init_elbo_history_ = np.asarray([])  # it started from no PF fit
+        # a path's next K continues from this run (in process: its partition's state)
+        self._path_states = (
+            [result.states] if getattr(grown, "keep_states", False) and result.states is not None else None
+        )
         self.recoveries_ = list(result.recoveries)
         self._set_params(result.params)
         self.elbo_history_ = np.asarray(result.elbo_history)

@@ -21,9 +21,9 @@ from ldhmm.cli import main
 from ldhmm.data import load_paper_subset
 from ldhmm.experiments.fit_quality import truth_hyperparameters
 from ldhmm.inference import HMMV_SHARING, LDHMM_SHARING, VBHMM_SHARING, VariantParameters
-from ldhmm.inference.growth import expected_occupancy, split_state
+from ldhmm.inference.growth import UNUSED_WEIGHT, expected_occupancy, pad_states, split_state
 from ldhmm.models import LDHMM, variant_hmm
-from ldhmm.models.path import check_states, grown_starts
+from ldhmm.models.path import check_states, grown_starts, load_path_state, save_path_state
 
 RTOL = 1e-6
 K_TRUE = 3
@@ -144,7 +144,10 @@ def test_path_does_not_fall_and_recovers_the_truth(synthetic, path):
     assert [K for K, _ in calls] == [2, 3, 4] and all(models[K] is m for K, m in calls)
     assert_not_falling(models)
     assert models[2].path_start_ == "restart"
-    assert all(m.path_start_ == "restart" or m.path_start_.startswith("split:") for m in models.values())
+    assert all(
+        m.path_start_ in ("restart", "continued") or m.path_start_.startswith("split:")
+        for m in models.values()
+    )
     n_held = sum(len(s) for s in held)
     gap = (models[K_TRUE].score_samples(held).sum() - truth.score_samples(held).sum()) / n_held
     assert gap >= -0.02, f"the K* fit is {-gap:.4f} nats/token below the truth's held-out bound"
@@ -189,6 +192,106 @@ def test_path_does_not_fall_on_real_data(name, n, data_dir):
     seqs = [s for s in db.sequences if len(s) >= 2][:n]
     models = LDHMM.fit_path(seqs, range(2, 5), n_symbols=db.n_symbols, seed=0, n_init=1)
     assert_not_falling(models)
+
+
+def falling_case(n_sequences=140):
+    """Drawn from K* = 4 states over 3 symbols with sparse priors (concentrations 0.3, A's
+    diagonal 1.2): at K = 3 every restart and every split start of the K = 2 fit ends below it
+    (found by an audit; docs/math.md, "Growing K by splitting a state")."""
+    rng = np.random.default_rng(3)
+    K, V, conc = int(rng.integers(2, 5)), int(rng.integers(3, 12)), float(rng.choice([0.3, 1.0, 5.0]))
+    a_pi = np.full(K, conc)
+    a_A = np.full((K, K), conc) + np.eye(K) * conc * 3
+    beta = rng.gamma(conc, 1.0, size=(K, V)) + 0.05
+    truth = LDHMM.from_hyperparameters(a_pi, a_A, beta)
+    seqs = truth.sample(180, lengths=rng.integers(5, 40, size=180), seed=0)
+    return seqs[:n_sequences], V
+
+
+@pytest.fixture(scope="module", params=["pf", "ff"])
+def falling_path(request, tmp_path_factory):
+    """The falling case's path K = 2, 3, every K's model and per-sequence state saved as the
+    command saves them."""
+    train, V = falling_case()
+    folder = tmp_path_factory.mktemp(f"falling-{request.param}")
+    saved = []
+
+    def save(K, model):
+        model.save(folder / f"K{K}.json")
+        saved.append((K, save_path_state(model, folder / f"K{K}.state.npz")))
+
+    options = {"n_symbols": V, "seed": 0, "guide": request.param}
+    models = LDHMM.fit_path(train, range(2, 4), callback=save, **options)
+    return train, options, models, folder, saved
+
+
+def test_path_continues_the_previous_fit_where_every_start_falls(falling_path):
+    _, _, models, _, saved = falling_path
+    assert_not_falling(models)
+    # the restarts and split starts all end below K = 2 here: the continued fit is what holds
+    assert models[3].path_start_ == "continued"
+    assert max(h[-1] for h in models[3].restart_elbo_histories_) < models[2].elbo_history_[-1]
+    history = models[3].elbo_history_
+    assert np.all(np.diff(history) >= -1e-9 * np.abs(history[1:])), "EM lowered the bound"
+    # a path's per-sequence state is kept for the next K only, and let go once used
+    assert saved == [(2, True), (3, False)]
+    assert models[2]._path_states is None and models[3]._path_states is None
+
+
+def test_path_resumed_with_its_state_continues_as_the_uninterrupted_one(falling_path):
+    train, options, models, folder, _ = falling_path
+    previous = LDHMM.load(folder / "K2.json")
+    load_path_state(previous, folder / "K2.state.npz")
+    resumed = LDHMM.fit_path(train, [3], previous=previous, **options)[3]
+    assert resumed.path_start_ == "continued"
+    assert np.array_equal(resumed.elbo_history_, models[3].elbo_history_)
+    for g in ("pi", "A", "B"):
+        assert torch.equal(resumed.params_.prior[g], models[3].params_.prior[g])
+
+
+def test_path_state_file_is_checked(falling_path, tmp_path):
+    train, options, _, folder, _ = falling_path
+    previous = LDHMM.load(folder / "K2.json")
+    with pytest.raises(ValueError, match="K = 2, the model's 3"):
+        load_path_state(LDHMM.load(folder / "K3.json"), folder / "K2.state.npz")
+    with np.load(folder / "K2.state.npz") as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    bad = tmp_path / "bad.state.npz"
+    np.savez(bad, **{**arrays, "A_0": -arrays["A_0"] - 1.0})
+    with pytest.raises(ValueError, match=r"bad\.state\.npz: .*A_0"):
+        load_path_state(previous, bad)
+    np.savez(bad, **{**arrays, "sha256": np.array("0" * 64)})
+    with pytest.raises(ValueError, match="fitted on other data"):
+        load_path_state(previous, bad)
+    bad.write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match="unreadable"):
+        load_path_state(previous, bad)
+    # a state of other data (another bucket layout) is refused where the path would use it
+    load_path_state(previous, folder / "K2.state.npz")
+    with pytest.raises(ValueError, match="state of other training data"):
+        LDHMM.fit_path(train[:50], [3], previous=previous, **options)
+
+
+def test_continued_fit_begins_at_the_previous_bound():
+    train, V = falling_case(60)
+    m2 = LDHMM(2, n_symbols=V, seed=0, n_init=1).fit(train)
+    engine = m2._engine()
+    runner = variant_hmm.LocalBackend([engine.worker(m2._buckets(train), V)])
+    kept = engine.fit_backend(runner, m2.params_)  # warm states of a fit at its own optimum
+    padded = pad_states(kept.states, 2)
+    for st, old in zip(padded, kept.states):
+        assert st.counts["A"].shape[1:] == (3, 3) and st.counts["pi"].shape[1] == 3
+        assert torch.equal(st.counts["A"][:, :2, :2], old.counts["A"])
+        assert float(st.counts["A"][:, 2].abs().sum() + st.counts["A"][:, :, 2].abs().sum()) == 0.0
+        assert float(st.counts["B"][:, 2].abs().sum()) == 0.0
+    params = split_state(kept.params, 0, weight=UNUSED_WEIGHT, jitter=0.0, min_value=1e-6)
+    grown = engine.fit_backend(runner, params, warm_states=[padded])
+    floor = kept.elbo_history[-1]
+    # the first E-step starts from the kept bound (the unused state's prior mass is ~1e-6)
+    assert grown.e_step_elbo_history[0] >= floor - 1e-3
+    assert grown.elbo_history[-1] >= floor - RTOL * abs(floor)
+    with pytest.raises(ValueError, match="do not match"):
+        runner.workers[0].set_states(padded[:-1] if len(padded) > 1 else [])
 
 
 # ---- the command ---------------------------------------------------------------------------
@@ -274,6 +377,8 @@ def test_cli_interrupted_path_says_how_to_resume(log_file, tmp_path, capsys, mon
         code, _, err = fit_cli(capsys, *argv)
     assert code == 130 and "1 of 2 tasks are saved" in err and "run the same command again" in err
     assert sorted(p.name for p in out.glob("K*.json")) == ["K2.json"]
+    assert (out / "K2.state.npz").is_file()  # what K = 3 may continue from
     code, text, err = fit_cli(capsys, *argv)
     assert code == 0, err
     assert text.splitlines()[0] == "resuming at K = 3" and (out / "K3.json").is_file()
+    assert not list(out.glob("*.state.npz"))  # the path's last K keeps none, and K = 2's went

@@ -23,7 +23,7 @@ from ldhmm.experiments.along_k import FitPlan, fit_plans
 from ldhmm.experiments.compare import compare_groups
 from ldhmm.experiments.datasets import synthetic_database
 from ldhmm.experiments.tasks import run_task_groups
-from ldhmm.models import LDHMM
+from ldhmm.models import LDHMM, variant_hmm
 from ldhmm.models.registry import EM_SETTINGS, register, unregister
 
 SMALL = dict(folds=2, n_sequences=30, max_iter=2, restarts=1, quiet=True, seed=0)
@@ -273,3 +273,24 @@ def test_ldhmm_tasks_stopped_after_a_k_resume_to_the_uninterrupted_numbers(tmp_p
     resumed = ldhmm.compare(models, "synthetic", states=states, out=out, is_samples=2, **SMALL)
     assert resumed.ok and fits == []  # the FF rows of K = 3 start from the saved PF fits
     pd.testing.assert_frame_equal(_scores(resumed.folds), _scores(ref.folds), check_exact=True)
+
+
+def test_a_path_stopped_while_growing_resumes_from_the_saved_fit_and_its_state(tmp_path, monkeypatch):
+    models, states = ["LDHMM-PF"], [2, 3, 4]
+    ref = ldhmm.compare(models, "synthetic", states=states, out=tmp_path / "ref", is_samples=2, **SMALL)
+    assert not list((tmp_path / "ref").rglob("*.state.npz"))  # a finished path keeps no state
+
+    def interrupt(*args):
+        raise RuntimeError("injected failure while growing K = 3")
+
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        m.setattr(variant_hmm, "continue_grown", interrupt)
+        first = ldhmm.compare(models, "synthetic", states=states, out=out, is_samples=2, **SMALL)
+    assert not first.ok and len(first.folds) == 2  # K = 2 of each fold
+    kept = sorted(out.rglob("*.state.npz"))
+    assert len(kept) == 2  # each fold's K = 2 state, beside its model file
+    resumed = ldhmm.compare(models, "synthetic", states=states, out=out, is_samples=2, **SMALL)
+    assert resumed.ok
+    pd.testing.assert_frame_equal(_scores(resumed.folds), _scores(ref.folds), check_exact=True)
+    assert not list(out.rglob("*.state.npz"))

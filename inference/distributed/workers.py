@@ -152,6 +152,23 @@ class PartitionWorker:
         self.states = None
         self._count_table = None
 
+    def set_states(self, states: list) -> None:
+        """Continue from ``states`` (one BucketState per bucket, e.g. a kept fit's padded with
+        an unused state) instead of cold starts at the next E-step."""
+
+        def fits(st, b) -> bool:
+            phi = st.guide_state
+            return (
+                st.counts["pi"].shape[0] == b.n_sequences
+                and st.counts["B"].shape[2] == b.emission_width(self.n_symbols)
+                and (not isinstance(phi, torch.Tensor) or tuple(phi.shape[:2]) == tuple(b.tokens.shape))
+            )
+
+        if len(states) != len(self.buckets) or not all(fits(st, b) for st, b in zip(states, self.buckets)):
+            raise ValueError("set_states: the states do not match this partition's buckets")
+        self.states = list(states)
+        self._count_table = None
+
     def e_step(
         self, params: VariantParameters, starts: tuple = (), iteration: int | None = None
     ) -> EStepTotals:

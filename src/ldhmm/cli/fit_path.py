@@ -2,7 +2,9 @@
 
 Run by :func:`ldhmm.cli.fit.run_fit` when ``--states`` names more than one K. ``--out`` is a
 directory: ``K<k>.json`` per K (the model-file writer of :mod:`ldhmm.models.file_format`),
-``path.csv`` (the table, also printed) and ``path.json`` (the run's settings). The models come
+``path.csv`` (the table, also printed) and ``path.json`` (the run's settings); beside the last
+saved K, ``K<k>.state.npz`` (:func:`ldhmm.models.path.save_path_state`: its per-sequence state,
+which the next K may continue). The models come
 from :meth:`ldhmm.models.variant_hmm.VariantHMM.fit_path`: each K after the first is grown from
 the one before. A run that stopped resumes at the first K without a model file, grown from the
 last one saved (the same models as an uninterrupted run); one with other settings in ``--out``
@@ -24,6 +26,7 @@ from ..data.atomic import write_atomically
 from ..experiments.resume import RunInterrupted
 from ..modelfiles import load_model
 from ..models import LDHMM
+from ..models.path import GrownStarts, load_path_state, save_path_state
 from .data_options import DATA_OPTIONS, read_data
 from .outputs import with_unknown, write_table
 
@@ -207,6 +210,10 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _state_file(out: Path, K: int) -> Path:
+    return out / f"K{K}.state.npz"
+
+
 def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
     """``ldhmm fit DATA --states K1..Kn``: see the module docstring."""
     if args.backend != "local" or args.partitions is not None or args.scheduler or args.workers:
@@ -253,6 +260,11 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
     def finished(K, model):
         seconds = time.perf_counter() - clock[0]
         model.save(out / f"K{K}.json", vocabulary=db.vocabulary)
+        # the next K may continue this fit: its per-sequence state, and only the newest one
+        save_path_state(model, _state_file(out, K))
+        for k in states:
+            if k < K:
+                _state_file(out, k).unlink(missing_ok=True)
         rows.append(_row(K, model, n_train, held, n_held, seconds, model.path_start_))
         write_table(pd.DataFrame(rows, columns=list(COLUMNS)), out / "path.csv")
         if not args.quiet:
@@ -260,9 +272,12 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
         clock[0] = time.perf_counter()
 
     previous = saved[max(saved)] if saved else None
+    if previous is not None and todo and _state_file(out, max(saved)).is_file():
+        load_path_state(previous, _state_file(out, max(saved)))
     try:
         if todo and previous is None and start is not None:
-            first = LDHMM(todo[0], **options).fit(train, init_params=start.params_)
+            keep = GrownStarts((), keep_states=len(todo) > 1)
+            first = LDHMM(todo[0], **options).fit(train, init_params=start.params_, grown=keep)
             first.path_start_ = "init"
             finished(todo[0], first)
             previous, todo = first, todo[1:]
