@@ -382,3 +382,17 @@ def test_cli_interrupted_path_says_how_to_resume(log_file, tmp_path, capsys, mon
     assert code == 0, err
     assert text.splitlines()[0] == "resuming at K = 3" and (out / "K3.json").is_file()
     assert not list(out.glob("*.state.npz"))  # the path's last K keeps none, and K = 2's went
+
+
+@pytest.mark.parametrize("config", range(3))
+def test_path_does_not_fall_across_random_configurations(config):
+    """Data drawn from random models (K* 2..5, V 3..20, concentrations 0.2..20, lengths 5..100):
+    the best training ELBO of the default path never falls, whatever the restarts do."""
+    rng = np.random.default_rng(500 + config)
+    K, V = int(rng.integers(2, 6)), int(rng.integers(3, 21))
+    conc = float(np.exp(rng.uniform(np.log(0.2), np.log(20.0))))
+    beta = rng.gamma(conc, 1.0, size=(K, V)) + 0.05
+    truth = LDHMM.from_hyperparameters(np.full(K, conc), np.full((K, K), conc) + 3 * conc * np.eye(K), beta)
+    train = truth.sample(40, lengths=rng.integers(5, 100, size=40), seed=config)
+    models = LDHMM.fit_path(train, range(2, 5), n_symbols=V, seed=config, n_init=1)
+    assert_not_falling(models)
