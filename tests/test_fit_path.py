@@ -220,7 +220,7 @@ def falling_path(request, tmp_path_factory):
         model.save(folder / f"K{K}.json")
         saved.append((K, save_path_state(model, folder / f"K{K}.state.npz")))
 
-    options = {"n_symbols": V, "seed": 0, "guide": request.param}
+    options = {"n_symbols": V, "seed": 0, "guide": request.param, "n_init": 1}
     models = LDHMM.fit_path(train, range(2, 4), callback=save, **options)
     return train, options, models, folder, saved
 

@@ -288,6 +288,7 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
         raise RunInterrupted(out, len(rows), len(states)) from None
     write_table(pd.DataFrame(rows, columns=list(COLUMNS)), out / "path.csv")
     if not args.quiet:
-        print(format_table(rows))
+        if saved:  # the whole table: the loaded K's rows were not printed as they were fitted
+            print(format_table(rows))
         print(f"models and path.csv written to {out}")
     return 0
