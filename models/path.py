@@ -285,9 +285,10 @@ def load_path_state(model, path) -> None:
     sha = (getattr(model, "training_data_", None) or {}).get("sha256")
     if str(data.get("sha256")) != str(sha):
         raise _state_error(path, "fitted on other data")
-    n_buckets = int(data.get("n_buckets", -1))
-    if n_buckets < 0:
+    n_buckets = data.get("n_buckets")
+    if n_buckets is None or n_buckets.shape != () or n_buckets.dtype.kind not in "iu" or n_buckets < 0:
         raise _state_error(path, "n_buckets")
+    n_buckets = int(n_buckets)
     out = []
     for b in range(n_buckets):
         arrays = {}

@@ -260,6 +260,9 @@ def test_path_state_file_is_checked(falling_path, tmp_path):
     np.savez(bad, **{**arrays, "A_0": -arrays["A_0"] - 1.0})
     with pytest.raises(ValueError, match=r"bad\.state\.npz: .*A_0"):
         load_path_state(previous, bad)
+    np.savez(bad, **{**arrays, "n_buckets": np.array("two")})
+    with pytest.raises(ValueError, match=r"\(n_buckets\)"):
+        load_path_state(previous, bad)
     np.savez(bad, **{**arrays, "sha256": np.array("0" * 64)})
     with pytest.raises(ValueError, match="fitted on other data"):
         load_path_state(previous, bad)
