@@ -63,7 +63,14 @@ from hmmlearn.base import ConvergenceMonitor as HmmlearnMonitor
 from hmmlearn.hmm import CategoricalHMM
 from scipy.special import xlogy
 
-from ..inference import forward_backward, make_buckets, unpad_paths, viterbi_log
+from ..inference import (
+    ParameterSharing,
+    forward_backward,
+    make_buckets,
+    symbol_seeded_parameters,
+    unpad_paths,
+    viterbi_log,
+)
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..models.base import SequenceModel, check_seed
 from ..models.registry import register
@@ -325,6 +332,13 @@ class HMM(SequenceModel):
         Number of EM runs from different random initializations; the run with the highest
         final MAP objective is kept. Run 0 uses ``seed`` itself as hmmlearn's
         ``random_state``; the others use seeds drawn from ``seed``.
+    seeded_start : {"symbols", "none"}
+        ``"symbols"`` (default): one more EM run beside the ``n_init`` restarts, from emission
+        rows seeded on the K most frequent symbols and flat start and transition probabilities
+        (the means of :func:`ldhmm.inference.symbol_seeded_parameters`, the start every
+        LDHMM-family model adds, so that the comparison gives every model the same starts),
+        kept where its final MAP objective is highest (``start_kind_``: ``"restart"`` or
+        ``"seeded"``); skipped where fewer than K symbols occur. ``"none"``: the restarts alone.
     emission_pseudocount : float >= 0
         Added to every expected emission count in the M-step (Dirichlet prior
         ``1 + emission_pseudocount``, hmmlearn's ``emissionprob_prior``). Default 0.01:
@@ -381,6 +395,7 @@ class HMM(SequenceModel):
         max_iter: int = 500,
         tol: float = 1e-6,
         n_init: int = 5,
+        seeded_start: str = "symbols",
         emission_pseudocount: float = 1e-2,
         transition_pseudocount: float = 1e-2,
         implementation: str = "scaling",
@@ -402,11 +417,14 @@ class HMM(SequenceModel):
         ):
             if not np.isfinite(v) or v < 0:
                 raise ValueError(f"{nm} must be a finite number >= 0, got {v!r}")
+        if seeded_start not in ("symbols", "none"):
+            raise ValueError(f"seeded_start must be one of ('symbols', 'none'), got {seeded_start!r}")
         if implementation not in ("scaling", "log"):
             raise ValueError(f"implementation must be 'scaling' or 'log', got {implementation!r}")
         self.max_iter = int(max_iter)
         self.tol = float(tol)
         self.n_init = int(n_init)
+        self.seeded_start = seeded_start
         self.emission_pseudocount = float(emission_pseudocount)
         self.transition_pseudocount = float(transition_pseudocount)
         self.implementation = implementation
@@ -439,15 +457,34 @@ class HMM(SequenceModel):
         model.monitor_ = _ProjectMonitor(model.monitor_.tol, model.monitor_.n_iter, model.monitor_.verbose)
         return model
 
+    def _seeded_probabilities(self, X) -> tuple | None:
+        """(startprob, transmat, emissionprob) of the symbol-seeded start, or None (see
+        ``seeded_start``)."""
+        if self.seeded_start == "none":
+            return None
+        counts = np.bincount(X.reshape(-1), minlength=self.n_symbols_)
+        sharing = ParameterSharing(pi="point", A="point", B="point")
+        start = symbol_seeded_parameters(sharing, self.n_states, counts)
+        if start is None:
+            return None
+        return tuple(start.log_point[g].exp().numpy() for g in ("pi", "A", "B"))
+
     def _fit(self, sequences, n_symbols):
         lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
         X = np.concatenate(sequences).reshape(-1, 1)
         training = training_buckets(sequences) if self.fast_estep else None
+        runs = [(run_seed, None) for run_seed in self._run_seeds()]
+        seeded = self._seeded_probabilities(X)
+        if seeded is not None:
+            runs.append((self._run_seeds()[0], seeded))
         best = None
         with _quiet_hmmlearn(self.verbose):
-            for run_seed in self._run_seeds():
+            for run_seed, start in runs:
                 model = self._make_hmmlearn(int(lengths.sum()), run_seed)
-                model.training = training  # the same buckets for every restart
+                model.training = training  # the same buckets for every run
+                if start is not None:  # hmmlearn keeps what init_params does not name
+                    model.init_params = ""
+                    model.startprob_, model.transmat_, model.emissionprob_ = start
                 model.fit(X, lengths)
                 ll = float(
                     forward_log_likelihood(
@@ -457,6 +494,7 @@ class HMM(SequenceModel):
                 objective = ll + model._log_prior()
                 if best is None or objective > best[0]:
                     best = (objective, ll, model)
+                    self.start_kind_ = "restart" if start is None else "seeded"
         _, ll, model = best
         self.model_ = model
         self.startprob_ = np.array(model.startprob_, dtype=np.float64)

@@ -43,6 +43,7 @@ K. The global random generators are re-seeded at every K to keep that so.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -217,12 +218,13 @@ def budget_rules(plans: Iterable[FitPlan], settings: dict, states, suffix: str =
         elif plan.along_k:
             cls = get_spec(plan.base).cls.__name__
             base_rule = (
-                f"fitted along {ks} by {cls}.fit_path (each K from {_starts(base_restarts)} and from "
+                f"fitted along {ks} by {cls}.fit_path (each K from {_starts(base_restarts, plan.base)} "
+                "and from "
                 f"starts grown from the K - 1 fit); resumed from the saved K - 1 fit"
             )
             fit = "along K"
         elif _registered(plan.base):
-            tail = _starts(base_restarts)
+            tail = _starts(base_restarts, plan.base)
             base_rule, fit = f"each K fitted on its own, {tail}", "each K on its own"
         else:
             base_rule = "each K fitted on its own by the plug-in factory (n_init = the restart budget "
@@ -241,10 +243,23 @@ def budget_rules(plans: Iterable[FitPlan], settings: dict, states, suffix: str =
     return out
 
 
-def _starts(restarts) -> str:
+def _starts(restarts, name: str) -> str:
     if not restarts:
         return "the model's own start (no restarts)"
-    return "one start (n_init = 1)" if restarts == 1 else f"the best of {restarts} restarts (n_init)"
+    starts = "one start (n_init = 1)" if restarts == 1 else f"the best of {restarts} restarts (n_init)"
+    if _seeded(name):
+        starts += " and the symbol-seeded start (seeded_start)"
+    return starts
+
+
+def _seeded(name: str) -> bool:
+    """Whether the registered model ``name`` adds the symbol-seeded start to its restarts by default."""
+    if not _registered(name):
+        return False
+    spec = get_spec(name)
+    param = inspect.signature(spec.cls).parameters.get("seeded_start")
+    default = "none" if param is None or param.default is param.empty else param.default
+    return spec.options.get("seeded_start", default) != "none"
 
 
 def _restarts_of(name: str, restarts) -> int | None:

@@ -26,6 +26,7 @@ from ..data import (
 from ..data.uci import ENTREE_ARCHIVE, ENTREE_SESSION_DIR
 from ..inference.cavi.emissions import emission_layout
 from ..models import LDHMM
+from ..models.fit_settings import DEFAULTS_VERSION
 from ..models.memory import WORKER_PROCESS_BYTES, check_memory, fit_bytes, importance_sampling_bytes
 
 __all__ = [
@@ -289,7 +290,9 @@ def run_settings(
     db, what: str, states, folds, jobs, seed, max_iter, tol, m_step, restarts, labelled=False, **more
 ) -> dict:
     """The settings of a cross-validated run (``config.json``, part of its hash): the data
-    (:func:`data_settings`), folds, seed and EM options, then ``more`` in its order; once the
+    (:func:`data_settings`), folds, seed and EM options, then ``more`` in its order, and the
+    version of the models' defaults (:data:`ldhmm.models.fit_settings.DEFAULTS_VERSION`: a run
+    directory of other defaults is not resumed); once the
     run's memory estimate is checked (:func:`check_run_memory`, with the most importance samples
     a test sequence may get: ``is_samples``, or ``is_max_samples`` where more are drawn)."""
     samples = max(int(more.get("is_samples") or 0), int(more.get("is_max_samples") or 0))
@@ -303,6 +306,7 @@ def run_settings(
         "m_step": m_step,
         "restarts": restarts,
         **more,
+        "defaults": DEFAULTS_VERSION,
     }
 
 

@@ -12,9 +12,10 @@ hyper-parameters, fit LDHMM with the defaults (PF and FF), and report per token:
 - with ``--from-truth``, ``held - truth`` of the same fit started from the true hyper-parameters
   (``init_params``): where it reaches the truth and the default does not, the default stopped
   in a poorer optimum (an optimizer failure, not too little data);
-- with ``--seeded-start``, the same of one fit started from :func:`symbol_seeded_start` (each
-  state's emission row seeded on one of the K most frequent symbols): a candidate start
-  measured, not one the estimator uses.
+- with ``--seeded-start``, the same of one fit from the symbol-seeded start alone
+  (:func:`symbol_seeded_start`: each state's emission row seeded on one of the K most frequent
+  symbols), the start the defaults add beside the restarts since v4 (``seeded_start``);
+  ``--options '{"seeded_start": "none"}'`` fits with the restarts alone (v3.1).
 
 Run ``python -m ldhmm.experiments.fit_quality`` (about two minutes; ``--quick`` for a subset).
 The sparse priors an audit found the defaults failing on (``--shapes sparse --n-symbols 18
@@ -25,10 +26,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import time
 
 import numpy as np
 
+from ..inference import symbol_seeded_parameters
 from ..models import LDHMM
 
 __all__ = [
@@ -79,15 +82,11 @@ def truth_hyperparameters(n_states: int, n_symbols: int, shape: str, seed: int):
 
 
 def symbol_seeded_start(sequences, n_states: int, n_symbols: int):
-    """Hyper-parameters that seed state k's emission row on the k-th most frequent symbol:
-    ``beta[k] = V/2 * frequency + 5 * onehot(top_k)``, ``alpha_pi`` and ``alpha_A`` all 1.
-
-    Returns the LDHMM of those hyper-parameters (its ``params_`` are a start for ``fit``)."""
-    freq = np.bincount(np.concatenate(sequences), minlength=n_symbols).astype(np.float64)
-    top = np.argsort(-freq, kind="stable")[:n_states]
-    beta = np.tile(freq / freq.sum() * n_symbols * 0.5, (n_states, 1))
-    beta[np.arange(len(top)), top] += 5.0
-    return LDHMM.from_hyperparameters(np.ones(n_states), np.ones((n_states, n_states)), beta)
+    """The symbol-seeded start of LDHMM for ``sequences`` alone
+    (:func:`ldhmm.inference.parameters.symbol_seeded_parameters`, the start the estimator adds
+    beside its restarts): VariantParameters, or None where fewer than K symbols occur."""
+    counts = np.bincount(np.concatenate(sequences), minlength=n_symbols)
+    return symbol_seeded_parameters(LDHMM(n_states, n_symbols=n_symbols).sharing, n_states, counts)
 
 
 def evaluate(
@@ -137,7 +136,7 @@ def evaluate(
         row["truth_start_held"] = started.score_samples(held).sum() / n_held_tokens
     if seeded_start:
         seeded = LDHMM(n_states, n_symbols=n_symbols, guide=guide, seed=seed, **fit_options)
-        seeded.fit(train, init_params=symbol_seeded_start(train, n_states, n_symbols).params_)
+        seeded.fit(train, init_params=symbol_seeded_start(train, n_states, n_symbols))
         row["seeded_train"] = seeded.elbo_history_[-1] / n_train_tokens
         row["seeded_held"] = seeded.score_samples(held).sum() / n_held_tokens
     return row
@@ -152,6 +151,12 @@ def main(argv=None) -> int:
     parser.add_argument("--guides", nargs="+", default=["pf", "ff"], choices=["pf", "ff"])
     parser.add_argument("--quick", action="store_true", help="one seed, K = 3 only")
     parser.add_argument("--n-init", type=int, default=None, help="restarts (default: the estimator's)")
+    parser.add_argument(
+        "--options",
+        type=json.loads,
+        default={},
+        help="further estimator settings, as JSON (e.g. seeded_start)",
+    )
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=ALL_SHAPES)
     parser.add_argument("--lengths", nargs="+", default=["short", "long"], choices=list(LENGTHS))
     parser.add_argument("--n-symbols", type=int, default=6)
@@ -166,7 +171,7 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     seeds, states = ([0], [3]) if args.quick else (args.seeds, args.states)
-    options = {} if args.n_init is None else {"n_init": args.n_init}
+    options = dict(args.options) if args.n_init is None else {**args.options, "n_init": args.n_init}
     sizes = {
         "n_symbols": args.n_symbols,
         "n_train": args.n_train,

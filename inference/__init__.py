@@ -47,7 +47,7 @@ from .ops.potentials import (
     expected_complete_log_lik,
 )
 from .ops.viterbi import ViterbiPaths, unpad_paths, viterbi_log
-from .parameters import VariantParameters, init_parameters
+from .parameters import VariantParameters, init_parameters, symbol_seeded_parameters
 from .sharing import (
     GROUPS,
     HMM_SHARING,
@@ -102,6 +102,7 @@ __all__ = [
     "sample_dirichlet",
     "VariantParameters",
     "init_parameters",
+    "symbol_seeded_parameters",
     "GuideProtocol",
     "HiddenUpdate",
     "SVIResult",

@@ -16,7 +16,7 @@ import torch
 from .ops.dirichlet import expected_log_dirichlet
 from .sharing import GROUPS, POINT, SEQUENCE, SHARED, ParameterSharing
 
-__all__ = ["EVENT_DIMS", "group_shape", "VariantParameters", "init_parameters"]
+__all__ = ["EVENT_DIMS", "group_shape", "VariantParameters", "init_parameters", "symbol_seeded_parameters"]
 
 #: The Dirichlet event dimensions of each group's arrays.
 EVENT_DIMS = {"pi": (-1,), "A": (-1, -2), "B": (-1, -2)}
@@ -147,21 +147,85 @@ def init_parameters(
         rows = base * noise
         return rows / rows.sum(-1, keepdim=True)
 
+    # one group at a time, in GROUPS' order: the generator's draws stay those of every release
+    rows = {}
+    for group in GROUPS:
+        rows[group] = random_rows(group)
+    # Mean entry ~1: neither sparse nor so concentrated that sequences cannot differ.
+    learned = {group: r * r.shape[-1] for group, r in rows.items()}
+    return _parameters_from_rows(sharing, rows, learned, K, prior_concentration, n_tokens)
+
+
+def symbol_seeded_parameters(
+    sharing: ParameterSharing,
+    n_states: int,
+    symbol_counts: np.ndarray,
+    prior_concentration: float = 1.0,
+    dtype=torch.float64,
+) -> VariantParameters | None:
+    """The symbol-seeded starting point: state k's emission row seeded on the k-th most frequent
+    symbol, every initial and transition entry equal (docs/math.md, "Restarts and
+    initialization").
+
+    Learned emission priors ``beta[k] = V / 2 * frequency + 5 * onehot(k-th most frequent)``
+    (frequencies smoothed by 1e-3 as in :func:`init_parameters`),
+    ``alpha_pi`` and ``alpha_A`` all 1; database-level and point groups take the same rows'
+    means. Random starts spread every state over the frequent symbols, and under sparse priors
+    (each sequence uses a few states) EM then keeps a state that mixes several symbols; this
+    start gives each state a symbol of its own.
+
+    Parameters
+    ----------
+    sharing : ParameterSharing
+    n_states : int
+        K.
+    symbol_counts : array of shape (V,)
+        How often each symbol occurs in the training data.
+    prior_concentration : float
+        As in :func:`init_parameters`.
+    dtype : torch.dtype
+
+    Returns
+    -------
+    VariantParameters, or None where fewer than K symbols occur (two states would start alike,
+    and identical states stay identical).
+    """
+    K = n_states
+    counts = np.asarray(symbol_counts, dtype=np.float64)
+    V = counts.shape[0]
+    if np.count_nonzero(counts) < K:
+        return None
+    top = np.argsort(-counts, kind="stable")[:K]
+    # smoothed as init_parameters smooths: a symbol absent from the data keeps a positive concentration
+    freq = counts / counts.sum() + 1e-3
+    beta = np.tile(freq / freq.sum() * V * 0.5, (K, 1))
+    beta[np.arange(K), top] += 5.0
+    learned = {
+        "pi": torch.ones(group_shape("pi", K, V), dtype=dtype),
+        "A": torch.ones(group_shape("A", K, V), dtype=dtype),
+        "B": torch.as_tensor(beta, dtype=dtype),
+    }
+    rows = {group: c / c.sum(-1, keepdim=True) for group, c in learned.items()}
+    return _parameters_from_rows(sharing, rows, learned, K, prior_concentration, float(counts.sum()))
+
+
+def _parameters_from_rows(
+    sharing: ParameterSharing, rows: dict, learned: dict, K: int, prior_concentration: float, n_tokens: float
+) -> VariantParameters:
+    """Starting parameters from each group's mean rows (``rows``) and, for groups whose prior
+    is learned per sequence, its starting concentrations (``learned``)."""
     params = VariantParameters(sharing)
     for group in GROUPS:
         kind = sharing.kind(group)
-        rows = random_rows(group)
-        D = rows.shape[-1]
         if kind == SEQUENCE:
             if sharing.learn_prior:
-                # Mean entry ~1: neither sparse nor so concentrated that sequences cannot differ.
-                params.prior[group] = rows * D
+                params.prior[group] = learned[group]
             else:
-                params.prior[group] = torch.full_like(rows, prior_concentration)
+                params.prior[group] = torch.full_like(rows[group], prior_concentration)
         elif kind == SHARED:
-            params.prior[group] = torch.full_like(rows, prior_concentration)
+            params.prior[group] = torch.full_like(rows[group], prior_concentration)
             scale = n_tokens / (K if group != "pi" else max(n_tokens, 1.0))
-            params.posterior[group] = params.prior[group] + rows * max(scale, 1.0)
+            params.posterior[group] = params.prior[group] + rows[group] * max(scale, 1.0)
         else:
-            params.log_point[group] = torch.log(rows)
+            params.log_point[group] = torch.log(rows[group])
     return params

@@ -37,12 +37,27 @@ from ..inference import M_STEP_METHODS, RANDOM_STARTS, VariationalEM
 from ..inference.cavi.emissions import EMISSION_LAYOUTS
 from ..inference.distributed.workers import PartitionWorker
 
-__all__ = ["DTYPES", "INIT_METHODS", "SETTING_NAMES", "FitSettings", "TakesFitSettings", "settings_doc"]
+__all__ = [
+    "DEFAULTS_VERSION",
+    "DTYPES",
+    "INIT_METHODS",
+    "SEEDED_STARTS",
+    "SETTING_NAMES",
+    "FitSettings",
+    "TakesFitSettings",
+    "settings_doc",
+]
 
 #: The floating-point types an estimator computes in, by name.
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 #: How a fit starts (see :class:`FitSettings`' ``init``).
 INIT_METHODS = ("auto", "random", "pf")
+#: The version of the fitting defaults that the experiments' tables name (experiments/README.md,
+#: "Defaults behind the tables"); part of every harness run's configuration hash, so that a run
+#: directory of other defaults is never resumed into a mix. Raised when a default moves numbers.
+DEFAULTS_VERSION = "v4"
+#: The starts a fit may add beside its random restarts (see :class:`FitSettings`' ``seeded_start``).
+SEEDED_STARTS = ("symbols", "none")
 #: The docstring line that :class:`TakesFitSettings` replaces with the settings' entries.
 PLACEHOLDER = "{fit_settings}"
 
@@ -154,6 +169,16 @@ class FitSettings:
         _Integer(1),
         "Random restarts (seeds: ``restart_seeds()``); the fit with the highest final training "
         'ELBO is kept (docs/math.md, "Restarts and initialization").',
+    )
+    seeded_start: str = _setting(
+        "symbols",
+        _OneOf(SEEDED_STARTS),
+        '``"symbols"``: one more start beside the ``n_init`` restarts, each state\'s emission row '
+        "seeded on one of the K most frequent symbols, initial and transition priors flat "
+        "(:func:`ldhmm.inference.parameters.symbol_seeded_parameters`; skipped where fewer than K "
+        "symbols occur); it is kept where its final training ELBO is highest (``start_kind_`` "
+        '``"seeded"``). Random starts miss the optimum under sparse priors (docs/math.md, '
+        '"Restarts and initialization"). ``"none"``: the restarts only (ldhmm 0.2.0 before v4).',
     )
     m_step: str = _setting(
         "collapsed",

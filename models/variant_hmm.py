@@ -38,6 +38,7 @@ from ..inference import (
     init_parameters,
     make_buckets,
     resolve_guide,
+    symbol_seeded_parameters,
 )
 from ..inference.batch import bucket_cells
 from ..inference.cavi.emissions import LOCAL_CHUNK
@@ -482,9 +483,12 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             return self.init
         return "pf" if "chain" in guide_starts(self.guide) else "random"
 
-    def _best_of_restarts(self, engine: VariationalEM, runner, symbol_counts) -> FitResult:
-        """Every restart's seed (:meth:`restart_seeds`); the run with the highest final ELBO is kept."""
-        result = None
+    def _best_of_restarts(self, engine: VariationalEM, runner, symbol_counts) -> tuple[FitResult, str]:
+        """Every restart's seed (:meth:`restart_seeds`), then the symbol-seeded start where
+        ``seeded_start`` asks for it (:func:`ldhmm.inference.parameters.symbol_seeded_parameters`):
+        the run with the highest final ELBO (the earlier run on a tie) and how it started
+        (``"restart"`` or ``"seeded"``)."""
+        result, kind = None, "restart"
         seeds = self.restart_seeds()
         self.restart_elbo_histories_ = []
         for r, seed in enumerate(seeds):
@@ -493,19 +497,37 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             self.restart_elbo_histories_.append(np.asarray(run.elbo_history, dtype=np.float64))
             if result is None or run.elbo_history[-1] > result.elbo_history[-1]:
                 result, self.kept_restart_ = run, r
-        return result
+        start = self._seeded_start(symbol_counts)
+        if start is not None:
+            run = engine.fit_backend(runner, start, label="symbol-seeded start")
+            if run.elbo_history[-1] > result.elbo_history[-1]:
+                result, kind, self.kept_restart_ = run, "seeded", None
+        return result, kind
+
+    def _seeded_start(self, symbol_counts) -> VariantParameters | None:
+        """The symbol-seeded start of this fit, or None (``seeded_start="none"``, or fewer than
+        K distinct symbols in the data)."""
+        if self.seeded_start == "none":
+            return None
+        return symbol_seeded_parameters(
+            self.sharing,
+            self.n_states,
+            symbol_counts,
+            prior_concentration=self.prior_concentration,
+            dtype=self._torch_dtype,
+        )
 
     def _best_start(self, engine: VariationalEM, runner, symbol_counts, grown=()) -> tuple[FitResult, str]:
-        """The restarts (:meth:`_best_of_restarts`), then the ``grown`` starts
-        (:class:`ldhmm.models.path.GrownStarts`, raced by :func:`ldhmm.models.path.continue_grown`):
-        the run with the highest final ELBO and how it started (``"restart"`` or the grown
-        start's label)."""
-        result = self._best_of_restarts(engine, runner, symbol_counts)
+        """The restarts and the symbol-seeded start (:meth:`_best_of_restarts`), then the
+        ``grown`` starts (:class:`ldhmm.models.path.GrownStarts`, raced by
+        :func:`ldhmm.models.path.continue_grown`): the run with the highest final ELBO and how
+        it started (``"restart"``, ``"seeded"`` or the grown start's label)."""
+        result, kind = self._best_of_restarts(engine, runner, symbol_counts)
         if not grown:
-            return result, "restart"
-        result, kind = continue_grown(engine, runner, grown, result)
-        if kind != "restart":  # a grown start won: no restart was kept
-            self.kept_restart_ = None
+            return result, kind
+        result, grown_kind = continue_grown(engine, runner, grown, result)
+        if grown_kind != "restart":  # a grown start won: no restart was kept
+            self.kept_restart_, kind = None, grown_kind
         return result, kind
 
     # ---- partitions ----------------------------------------------------------------------

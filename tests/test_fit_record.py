@@ -170,6 +170,8 @@ def test_the_command_line_records_the_file(tmp_path, capsys):
                 "2",
                 "--restarts",
                 "2",
+                "--seeded-start",
+                "none",
                 "--max-iter",
                 "3",
                 "--quiet",

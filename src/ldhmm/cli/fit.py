@@ -75,6 +75,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--max-iter",
         "--tol",
         "--m-step",
+        "--seeded-start",
         restarts={"help": "random restarts n_init (default 3)"},
         max_iter={"default": 100, "help": "EM iterations at most (default 100)"},
         tol={"default": 1e-4, "help": "EM relative tolerance (default 1e-4)"},
@@ -191,6 +192,7 @@ def _model(args, n_states: int, guide: str, n_symbols: int) -> LDHMM:
         tol=args.tol,
         m_step=args.m_step,
         n_init=args.restarts,
+        seeded_start=args.seeded_start,
         seed=args.seed,
         verbose=not args.quiet,
     )

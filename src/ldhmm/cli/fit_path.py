@@ -44,6 +44,7 @@ _SETTINGS = (
     "max_iter",
     "tol",
     "m_step",
+    "seeded_start",
     "holdout",
     "unknown",
     "init",
@@ -76,6 +77,7 @@ def _settings(args, guide: str) -> dict:
         "max_iter": args.max_iter,
         "tol": args.tol,
         "m_step": args.m_step,
+        "seeded_start": args.seeded_start,
         "holdout": args.holdout,
         "unknown": args.unknown,
         "init": None if args.init is None else str(Path(args.init).resolve()),
@@ -142,6 +144,7 @@ def _options(args, guide: str, n_symbols: int) -> dict:
         "tol": args.tol,
         "m_step": args.m_step,
         "n_init": args.restarts,
+        "seeded_start": args.seeded_start,
         "seed": args.seed,
     }
 

@@ -101,6 +101,12 @@ SHARED_OPTIONS = {
         "default": 3,
         "help": "restart budget of every model (default 3)",
     },
+    "--seeded-start": {
+        "choices": ["symbols", "none"],
+        "default": "symbols",
+        "help": "'symbols' (default): one more start beside the restarts, each state's emissions "
+        "seeded on one of the K most frequent symbols; 'none': the restarts alone (before v4)",
+    },
     "--force": {"action": "store_true", "help": "reuse an --out of another configuration"},
     # importance sampling's documented rule for more draws (ldhmm.models.base.importance_estimate)
     "--is-min-ess": {
