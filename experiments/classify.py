@@ -624,7 +624,8 @@ def summary_markdown(df, what, settings, task_names, states, col_models, db_name
         f"Data: {what}.  ",
         f"{settings['folds']}-fold stratified cross-validation (seed {settings['seed']}), EM max_iter "
         f"{settings['max_iter'] or 'model default'}, tol {settings['tol'] or 'model default'}, "
-        f"{settings.get('restarts') or 'model default'} restarts for every model (n_init), "
+        f"{settings.get('restarts') or 'model default'} restarts for every model (n_init) and the "
+        f"symbol-seeded start where the model has one, defaults {settings.get('defaults') or 'before v4'}, "
         f"M-step {settings.get('m_step') or 'collapsed'}.",
         "",
         "## AUC (mean ± std over folds), best of each row in bold",

@@ -573,7 +573,8 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
         f"{settings['folds']}-fold cross-validation, seed {settings['seed']}, EM max_iter "
         f"{settings['max_iter'] or 'model default'}, tol {settings['tol'] or 'model default'}, "
         f"{settings.get('restarts') or 'model default'} restarts for every model that takes restarts "
-        "(n_init), "
+        "(n_init) and the symbol-seeded start where the model has one (`config.json`, budget), "
+        f"defaults {settings.get('defaults') or 'before v4'}, "
         f"M-step {settings.get('m_step') or 'collapsed'}, "
         f"{settings['is_samples']} importance samples per test sequence.",
         "",

@@ -248,7 +248,9 @@ def _summary(df, what, settings, names, states, errors) -> str:
         f"Data: {what}.  ",
         f"{settings['folds']}-fold cross-validation (seed {settings['seed']}); each test sequence's "
         f"last event predicted from its prefix; {settings['restarts']} restarts for every model that "
-        f"takes restarts (n_init), EM max_iter {settings['max_iter'] or 'model default'}. Models marked "
+        f"takes restarts (n_init) and the symbol-seeded start where the model has one, defaults "
+        f"{settings.get('defaults') or 'before v4'}, EM max_iter {settings['max_iter'] or 'model default'}. "
+        "Models marked "
         f"{NO_K} (the Markov chains) are fitted once per fold; their value fills every K column.",
         "",
     ]

@@ -332,6 +332,11 @@ def test_config_states_every_models_budget_rule(compare_run):
     along = callable(getattr(H.make_model("LDHMM-PF", 2, 3), "fit_path", None))
     assert budget["LDHMM-PF"]["fit"] == ("along K" if along else "each K on its own")
     assert budget["LDHMM-PF"]["restarts"] == 3
+    # every model with hidden states but LDA gets the same seeded start beside its restarts (v4)
+    for name in ("HMM", "VBHMM", "HMMV", "LDHMM-PF"):
+        assert "and the symbol-seeded start" in budget[name]["rule"], budget[name]
+    assert "seeded" not in budget["LDA"]["rule"]
+    assert json.loads((compare_run / "config.json").read_text())["settings"]["defaults"] == "v4"
 
 
 def test_a_lost_ff_row_is_refitted_from_the_saved_pf_fit(compare_run, capsys, monkeypatch):
