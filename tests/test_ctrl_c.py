@@ -16,7 +16,13 @@ import pytest
 # KeyboardInterrupt until it returns (about a minute), the watchdog ends the process instead.
 SCRIPT = textwrap.dedent(
     """
+    import signal
     import sys
+    # as a terminal starts a command: SIGINT neither ignored nor blocked, whatever the test
+    # process that started this one had (both are inherited across exec, and either would make
+    # the Ctrl-C below never arrive)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from numba import njit
     import importlib
     from ldhmm.cli import interrupts, next_event, running
@@ -55,7 +61,16 @@ def test_ctrl_c_inside_compiled_code_ends_the_command(tmp_path):
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(60)  # the spin alone runs for minutes
+        try:
+            code = proc.wait(60)  # the spin alone runs for minutes
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            # what to look at if it ever hangs again: the child's words and the parent's SIGINT
+            blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            pytest.fail(
+                f"still running 60 s after SIGINT; stderr: {proc.communicate()[1]!r}; the test "
+                f"process's SIGINT handler {signal.getsignal(signal.SIGINT)!r}, blocked {blocked}"
+            )
     finally:
         if proc.poll() is None:
             proc.kill()
