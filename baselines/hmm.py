@@ -73,6 +73,7 @@ from ..inference import (
 )
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..models.base import SequenceModel, check_seed
+from ..models.fit_settings import SEEDED_STARTS
 from ..models.registry import register
 
 __all__ = [
@@ -417,8 +418,8 @@ class HMM(SequenceModel):
         ):
             if not np.isfinite(v) or v < 0:
                 raise ValueError(f"{nm} must be a finite number >= 0, got {v!r}")
-        if seeded_start not in ("symbols", "none"):
-            raise ValueError(f"seeded_start must be one of ('symbols', 'none'), got {seeded_start!r}")
+        if seeded_start not in SEEDED_STARTS:
+            raise ValueError(f"seeded_start must be one of {SEEDED_STARTS}, got {seeded_start!r}")
         if implementation not in ("scaling", "log"):
             raise ValueError(f"implementation must be 'scaling' or 'log', got {implementation!r}")
         self.max_iter = int(max_iter)
@@ -473,10 +474,11 @@ class HMM(SequenceModel):
         lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
         X = np.concatenate(sequences).reshape(-1, 1)
         training = training_buckets(sequences) if self.fast_estep else None
-        runs = [(run_seed, None) for run_seed in self._run_seeds()]
+        seeds = self._run_seeds()
+        runs = [(run_seed, None) for run_seed in seeds]
         seeded = self._seeded_probabilities(X)
-        if seeded is not None:
-            runs.append((self._run_seeds()[0], seeded))
+        if seeded is not None:  # hmmlearn's random_state does not matter for a given start
+            runs.append((seeds[0], seeded))
         best = None
         with _quiet_hmmlearn(self.verbose):
             for run_seed, start in runs:
