@@ -99,7 +99,7 @@ def evaluate(
     n_held=200,
     n_symbols=6,
     from_truth=False,
-    seeded_start=False,
+    seeded_alone=False,
     **fit_options,
 ):
     """One row of the table (see the module docstring)."""
@@ -134,7 +134,7 @@ def evaluate(
         started.fit(train, init_params=truth.params_)
         row["truth_start_train"] = started.elbo_history_[-1] / n_train_tokens
         row["truth_start_held"] = started.score_samples(held).sum() / n_held_tokens
-    if seeded_start:
+    if seeded_alone:
         seeded = LDHMM(n_states, n_symbols=n_symbols, guide=guide, seed=seed, **fit_options)
         seeded.fit(train, init_params=symbol_seeded_start(train, n_states, n_symbols))
         row["seeded_train"] = seeded.elbo_history_[-1] / n_train_tokens
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
         "n_symbols": args.n_symbols,
         "n_train": args.n_train,
         "from_truth": args.from_truth,
-        "seeded_start": args.seeded_start,
+        "seeded_alone": args.seeded_start,
     }
     truth_columns = f" {'truth-start: train':>18} {'held-truth':>10}" if args.from_truth else ""
     truth_columns += f" {'seeded: train':>13} {'held-truth':>10}" if args.seeded_start else ""

@@ -102,6 +102,7 @@ SHARED_OPTIONS = {
         "help": "restart budget of every model (default 3)",
     },
     "--seeded-start": {
+        # models.fit_settings.SEEDED_STARTS, written out: that module loads torch, --help must not
         "choices": ["symbols", "none"],
         "default": "symbols",
         "help": "'symbols' (default): one more start beside the restarts, each state's emissions "
