@@ -30,7 +30,11 @@ A model file is JSON (never pickle) written by :func:`write_model_file` (what
     fit_history   (optional, ldhmm 0.2.0 on) {"restarts": [[number, ...], ...], "kept": int or
                   null}: the training ELBO per EM iteration of every restart (finite numbers;
                   ``restart_elbo_histories_``) and the index of the restart the fit kept
-                  (``kept_restart_``; null: none, a fit from a given start)
+                  (``kept_restart_``; null: none, a fit from a given start); optionally
+                  "start": how the kept run started (``start_kind_``): "restart", "seeded"
+                  (the symbol-seeded start), "init" (given parameters), "continued" (the
+                  K - 1 fit continued along a path) or "split:k" (state k of the K - 1 fit
+                  split); files written before it have none
     training_data (optional, ldhmm 0.2.0 on) {"source": str, "n_sequences": int >= 0,
                   "n_tokens": int >= 0, "sha256": 64 hex digits or null}: the file the model was
                   fitted on (or "Python data"), its size and the SHA-256 of its coded sequences
@@ -478,6 +482,10 @@ _FIT_RECORD = {
     "fit_history": ("restarts", "kept"),
     "training_data": ("source", "n_sequences", "n_tokens", "sha256"),
 }
+#: Keys of a fit record's field that a file may leave out (written by later versions).
+_FIT_RECORD_OPTIONAL = {"fit_history": ("start",)}
+#: How a kept run may have started (``start_kind_``), besides ``"split:k"``.
+START_KINDS = ("restart", "seeded", "init", "continued")
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -496,7 +504,8 @@ def check_fit_record(doc: dict, path) -> None:
         value = doc[name]
         if not isinstance(value, dict):
             raise ModelFileError(path, name, f"expected an object, got {type(value).__name__}")
-        extra, missing = sorted(set(value) - set(keys)), [k for k in keys if k not in value]
+        allowed = set(keys) | set(_FIT_RECORD_OPTIONAL.get(name, ()))
+        extra, missing = sorted(set(value) - allowed), [k for k in keys if k not in value]
         if extra:
             raise ModelFileError(path, f"{name}.{extra[0]}", "unknown field")
         if missing:
@@ -512,6 +521,12 @@ def check_fit_record(doc: dict, path) -> None:
         if kept is not None and not (_is_int(kept) and 0 <= kept < len(runs)):
             raise ModelFileError(
                 path, "fit_history.kept", f"expected null or a restart in [0, {len(runs)}), got {kept!r}"
+            )
+        if "start" in history and not is_start_kind(history["start"]):
+            raise ModelFileError(
+                path,
+                "fit_history.start",
+                f"expected one of {', '.join(START_KINDS)} or split:k (k a state), got {history['start']!r}",
             )
     data = doc.get("training_data")
     if data is not None:
@@ -529,6 +544,16 @@ def check_fit_record(doc: dict, path) -> None:
             )
 
 
+def is_start_kind(value) -> bool:
+    """Whether ``value`` names how a kept run started (:data:`START_KINDS` or ``"split:k"``)."""
+    if not isinstance(value, str):
+        return False
+    if value in START_KINDS:
+        return True
+    head, _, k = value.partition(":")
+    return head == "split" and k.isascii() and k.isdigit() and str(int(k)) == k
+
+
 def fit_record(model) -> dict:
     """The optional fields ``fit_history`` and ``training_data`` of a fitted model (those it has)."""
     doc = {}
@@ -538,6 +563,9 @@ def fit_record(model) -> dict:
             "restarts": [[float(x) for x in run] for run in model.restart_elbo_histories_],
             "kept": None if kept is None else int(kept),
         }
+        start = getattr(model, "start_kind_", None)
+        if start is not None:
+            doc["fit_history"]["start"] = str(start)
     if hasattr(model, "training_data_"):
         doc["training_data"] = dict(model.training_data_)
     return doc
@@ -549,6 +577,8 @@ def set_fit_record(model, doc: dict) -> None:
         history = doc["fit_history"]
         model.restart_elbo_histories_ = [np.asarray(run, dtype=np.float64) for run in history["restarts"]]
         model.kept_restart_ = history["kept"]
+        if "start" in history:
+            model.start_kind_ = history["start"]
     if "training_data" in doc:
         model.training_data_ = dict(doc["training_data"])
 
@@ -566,7 +596,7 @@ def write_model_file(path, model, vocabulary=None) -> None:
          "log_point": {...},                                     # point groups, log-probs
          "elbo_history": [...],
          "vocabulary": ["symbol 0", ...] or null,                 # V names (version 2)
-         "fit_history": {"restarts": [[...], ...], "kept": 0},    # when the model has them
+         "fit_history": {"restarts": [[...], ...], "kept": 0, "start": "restart"},  # when set
          "training_data": {"source": ..., "n_sequences": ..., "n_tokens": ..., "sha256": ...}}
 
     Arrays are nested lists of float64 (exact round trip: Python's float repr). An array of at
@@ -583,7 +613,7 @@ def write_model_file(path, model, vocabulary=None) -> None:
     model : fitted estimator
         Its class name, ``get_config()``, ``sharing``, ``params_``, ``n_symbols_``,
         ``elbo_history_`` and, when set, ``vocabulary_``, ``restart_elbo_histories_`` with
-        ``kept_restart_``, and ``training_data_`` are written.
+        ``kept_restart_`` and ``start_kind_``, and ``training_data_`` are written.
     vocabulary : sequence of str, optional
         The names of the V training symbols (default: ``model.vocabulary_`` when set).
 

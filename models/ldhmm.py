@@ -10,13 +10,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..inference import LDHMM_SHARING, VariantParameters, fit_svi
+from ..data.lazy_modules import LazyModule
+from ..inference import LDHMM_SHARING, VariantParameters
 from ..inference.monitor import SmoothedPatience
-from ..inference.svi.dirichlet_guide import SVI_MIN_CONCENTRATION, DirichletMeanField
-from ..inference.svi.minibatch import auto_batch_size
-from .pyro_model import ldhmm_pf_offsets, ldhmm_sequence_model, sample_database
 from .registry import EM_SETTINGS, register
 from .variant_hmm import VariantHMM
+
+# The SVI route and sampling need Pyro; fitting in closed form and scoring do not, and a command
+# that only scores does not load it (docs/performance.md, start-up).
+svi_fit = LazyModule("..inference.svi.svi_fit", __package__)
+dirichlet_guide = LazyModule("..inference.svi.dirichlet_guide", __package__)
+minibatch = LazyModule("..inference.svi.minibatch", __package__)
+pyro_model = LazyModule(".pyro_model", __package__)
 
 __all__ = ["LDHMM", "SVI_BATCH_SIZE", "SVI_PATIENCE"]
 
@@ -134,17 +139,19 @@ class LDHMM(VariantHMM):
 
     def _fit_svi(self, seqs, n_symbols, init_params: VariantParameters | None):
         params = init_params if init_params is not None else self.initial_parameters(seqs)
-        result = fit_svi(
-            ldhmm_sequence_model,
-            DirichletMeanField(ldhmm_sequence_model, init_offsets=ldhmm_pf_offsets),
+        model = pyro_model.ldhmm_sequence_model
+        floor = 2 * dirichlet_guide.SVI_MIN_CONCENTRATION
+        result = svi_fit.fit_svi(
+            model,
+            dirichlet_guide.DirichletMeanField(model, init_offsets=pyro_model.ldhmm_pf_offsets),
             seqs,
             self.n_states,
             n_symbols,
             init={
-                name: params.prior[g].clamp_min(2 * SVI_MIN_CONCENTRATION)
+                name: params.prior[g].clamp_min(floor)
                 for name, g in (("alpha_pi", "pi"), ("alpha_A", "A"), ("beta", "B"))
             },
-            batch_size=auto_batch_size(len(seqs)) if SVI_BATCH_SIZE == "auto" else SVI_BATCH_SIZE,
+            batch_size=minibatch.auto_batch_size(len(seqs)) if SVI_BATCH_SIZE == "auto" else SVI_BATCH_SIZE,
             lr=self.svi_lr,
             rule=SmoothedPatience(tol=self.tol, patience=SVI_PATIENCE),
             max_epochs=self.svi_steps,
@@ -253,7 +260,7 @@ class LDHMM(VariantHMM):
         if lengths.shape != (n_sequences,):
             raise ValueError(f"lengths has shape {lengths.shape}, expected ({n_sequences},)")
         p = self.params_.prior
-        return sample_database(
+        return pyro_model.sample_database(
             p["pi"].double(),
             p["A"].double(),
             p["B"].double(),

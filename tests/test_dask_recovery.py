@@ -9,6 +9,7 @@ again."""
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -65,6 +66,21 @@ class KillingBackend(DaskBackend):
             self.victim, self.held = address, [j for j, at in enumerate(self._where) if at == address]
             _kill(self.client, address)
         return super()._submit_start(i, address)
+
+    def _submit_starts(self, where):
+        futures = super()._submit_starts(where)
+        if self.target == "started" and self.victim is None:
+            # every actor of the victim started (its future finished) before the worker dies:
+            # the scheduler then errs those futures ("Worker holding Actor was lost")
+            self.victim = where[len(self.partitions) - 1]
+            self.held = [j for j, at in enumerate(self._where) if at == self.victim]
+            distributed.wait([futures[j] for j in self.held], timeout=60)
+            assert all(futures[j].status == "finished" for j in self.held)
+            _kill(self.client, self.victim)
+            deadline = time.monotonic() + 60
+            while any(futures[j].status == "finished" for j in self.held) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return futures
 
     def _round(self, method, arguments, iteration, step):
         self.rounds[method] = self.rounds.get(method, 0) + 1
@@ -136,12 +152,15 @@ def test_a_lost_worker_changes_nothing(client, unkilled, method, nth, step):
     assert f"EM iteration {iteration} " in backend.lines[0] and "replaying" in backend.lines[0]
 
 
-def test_a_worker_lost_while_the_partitions_start(client, unkilled):
-    """Killed while the partitions are being started (before any round): its partitions, started
-    or not, are started again on live workers; reported once, and the fit is the unkilled one."""
+@pytest.mark.parametrize("moment", ["start", "started"], ids=["while-starting", "once-started"])
+def test_a_worker_lost_while_the_partitions_start(client, unkilled, moment):
+    """Killed while the partitions are being started (before any round): before the last
+    partition's actor is submitted, or once the victim's actors have all started (their futures
+    finished, then erred by the scheduler when the worker goes: not a start that raised): its
+    partitions are started again on live workers; reported once, and the fit is the unkilled one."""
     client.wait_for_workers(2, timeout=120)
     partitions, options, params = _problem()
-    backend = KillingBackend(client, partitions, options, method="start")
+    backend = KillingBackend(client, partitions, options, method=moment)
     assert backend.victim and backend.held and backend.held[-1] == len(partitions) - 1
     assert all(a._address != backend.victim for a in backend.actors)
     assert [(r.iteration, r.step, r.partition) for r in backend.recoveries] == [

@@ -27,9 +27,21 @@ NOT_AT_START = (
     "pandas",
     "sklearn",
 )
-#: What the model commands on an LDHMM file do not load (they need torch, numba and pandas; Pyro
-#: comes with the PF/FF guides): none of the baselines' libraries.
-NOT_FOR_SCORE = ("matplotlib", "dask", "distributed", "gensim", "hmmlearn", "sklearn", "ldhmm.baselines")
+#: What the model commands on an LDHMM file do not load (they need torch, numba and pandas): none
+#: of the baselines' libraries, and not Pyro (the guides' Pyro half and LDHMM's SVI route import
+#: it on first use, :class:`ldhmm.data.lazy_modules.LazyModule`).
+NOT_FOR_SCORE = (
+    "pyro",
+    "matplotlib",
+    "dask",
+    "distributed",
+    "gensim",
+    "hmmlearn",
+    "sklearn",
+    "ldhmm.baselines",
+    "ldhmm.inference.svi",
+    "ldhmm.models.pyro_model",
+)
 
 
 def loaded_after(*argvs) -> tuple[int, set[str]]:
@@ -139,3 +151,44 @@ def test_every_command_parses_through_the_table():
     choices = parser._subparsers._group_actions[0].choices
     assert list(choices) == list(COMMANDS)
     assert all(choices[name].description for name in COMMANDS)  # a module's parser, not a placeholder
+
+
+def test_the_report_and_a_fit_in_closed_form_load_no_pyro(tiny):
+    """``ldhmm report`` and ``ldhmm fit`` (closed form) never run a Pyro guide or the SVI route."""
+    code, loaded = loaded_after(
+        ["report", tiny / "model.json", tiny / "log.txt", "--out", tiny / "report.html"],
+        ["fit", tiny / "log.txt", "--states", "2", "--quiet", "--out", tiny / "fitted.json"],
+    )
+    assert code == 0 and (tiny / "report.html").is_file() and (tiny / "fitted.json").is_file()
+    assert not heavy(loaded, ("pyro", "ldhmm.inference.svi", "ldhmm.models.pyro_model"))
+
+
+def test_a_lazy_module_is_imported_on_first_use_only():
+    code = (
+        "import sys\nfrom ldhmm.data.lazy_modules import LazyModule\n"
+        "lazy = LazyModule('.tool', 'json')\n"
+        "print('json.tool' in sys.modules, repr(lazy))\n"
+        "print(callable(lazy.main), 'json.tool' in sys.modules, lazy.module is sys.modules['json.tool'])\n"
+        "try:\n    LazyModule('.tool')\nexcept ValueError as err:\n    print(err)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [
+        "False <LazyModule '.tool' (not imported yet)>",
+        "True True True",
+        "the relative module name '.tool' needs its package",
+    ]
+
+
+def test_the_lazily_imported_names_are_the_modules_own():
+    """The SVI route's names of ``ldhmm.inference`` and the Pyro model's of ``ldhmm.models``."""
+    import ldhmm.inference as inference
+    import ldhmm.models as models
+    from ldhmm.inference.svi import svi_fit
+    from ldhmm.models import pyro_model
+
+    assert inference.fit_svi is svi_fit.fit_svi and inference.pad_database is svi_fit.pad_database
+    assert models.sample_database is pyro_model.sample_database
+    assert models.ldhmm_model is pyro_model.ldhmm_model
+    assert {"fit_svi", "SVIResult"} <= set(dir(inference)) and "sample_database" in dir(models)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        inference.nothing  # noqa: B018

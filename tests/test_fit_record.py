@@ -71,6 +71,7 @@ def test_save_load_and_describe(fitted):
     model, _, path = fitted
     loaded = LDHMM.load(path)
     assert loaded.kept_restart_ == model.kept_restart_ and loaded.training_data_ == model.training_data_
+    assert loaded.start_kind_ == model.start_kind_ in ("restart", "seeded")
     for mine, theirs in zip(model.restart_elbo_histories_, loaded.restart_elbo_histories_, strict=True):
         np.testing.assert_array_equal(mine, theirs)
     d = loaded.describe()
@@ -87,6 +88,7 @@ def test_save_load_and_describe(fitted):
     assert summary["kept restart"] == f"{model.kept_restart_ + 1} of {RESTARTS}"
     assert summary["training data"] == PYTHON_DATA and summary["training sequences"] == "30"
     assert summary["training data SHA-256"] == model.training_data_["sha256"]
+    assert summary["start of the kept run"] == model.start_kind_
     page = render_report(d, "model")
     fit = page[page.index("<h2>The fit</h2>") :]
     # the kept run's chart, then one line per restart in the restarts' chart, and their table
@@ -105,6 +107,20 @@ def test_a_file_without_the_record_still_loads(fitted, tmp_path):
     d = model.describe()
     summary = dict(zip(d.summary["field"], d.summary["value"]))
     assert d.restarts is None and summary["training data"] == "not recorded in the model file"
+    assert not hasattr(model, "start_kind_")
+    assert summary["start of the kept run"] == "not recorded in the model file"
+
+
+def test_a_fit_history_without_its_start_still_loads(fitted, tmp_path):
+    """Files written before ``fit_history.start``: the restarts load, the start is not recorded."""
+    model, _, path = fitted
+    doc = json.loads(path.read_text())
+    assert doc["fit_history"]["start"] == model.start_kind_
+    del doc["fit_history"]["start"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    loaded = LDHMM.load(old)
+    assert loaded.kept_restart_ == model.kept_restart_ and not hasattr(loaded, "start_kind_")
 
 
 @pytest.mark.parametrize(
@@ -116,6 +132,10 @@ def test_a_file_without_the_record_still_loads(fitted, tmp_path):
         ("fit_history", {"restarts": [[1.0, "x"]], "kept": 0}, "fit_history.restarts"),
         ("fit_history", {"restarts": [[1.0]], "kept": 1}, "fit_history.kept"),
         ("fit_history", {"restarts": [[1.0]], "kept": True}, "fit_history.kept"),
+        ("fit_history", {"restarts": [[1.0]], "kept": 0, "start": "split:x"}, "fit_history.start"),
+        ("fit_history", {"restarts": [[1.0]], "kept": 0, "start": "split:01"}, "fit_history.start"),
+        ("fit_history", {"restarts": [[1.0]], "kept": 0, "start": 3}, "fit_history.start"),
+        ("fit_history", {"restarts": [[1.0]], "kept": 0, "start": "best"}, "fit_history.start"),
         ("training_data", {"source": "a", "n_sequences": 1, "n_tokens": 2}, "training_data.sha256"),
         (
             "training_data",

@@ -99,7 +99,7 @@ def test_seeded_start_setting_is_checked_and_saved(tmp_path, small_data):
 
 
 @pytest.mark.parametrize("guide", ["pf", "ff"])
-def test_sparse_priors_default_fit_reaches_the_truth(guide):
+def test_sparse_priors_default_fit_reaches_the_truth(guide, tmp_path):
     """Sparse priors (initial and transition concentrations 0.3, each state's emissions peaked on
     a symbol of its own): the restarts alone end in a poor optimum far below the truth's
     held-out bound; with the seeded start the default fit comes within 0.02 nats/token of it."""
@@ -112,7 +112,12 @@ def test_sparse_priors_default_fit_reaches_the_truth(guide):
     at_truth = truth.score_samples(held).sum() / tokens
     fit = LDHMM(K, n_symbols=V, seed=0, guide=guide).fit(train)
     assert fit.score_samples(held).sum() / tokens >= at_truth - 0.02
-    assert fit.start_kind_ == "seeded"
+    assert fit.start_kind_ == "seeded" and fit.kept_restart_ is None
+    fit.save(tmp_path / "m.json")  # the model file says where the kept run started
+    loaded = LDHMM.load(tmp_path / "m.json")
+    assert loaded.start_kind_ == "seeded" and loaded.kept_restart_ is None
+    summary = loaded.describe().summary
+    assert summary.set_index("field").loc["start of the kept run", "value"] == "seeded"
     if guide == "pf":  # what the seeded start fixes (measured: 0.078 nats/token below the truth)
         restarts = LDHMM(K, n_symbols=V, seed=0, seeded_start="none").fit(train)
         assert restarts.score_samples(held).sum() / tokens < at_truth - 0.02

@@ -26,16 +26,20 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyro
-import pyro.distributions as dist
 import torch
-from pyro import poutine
 from torch.distributions import constraints
 
+from ...data.lazy_modules import LazyModule
 from ..ops.mean_field import mean_field_stats, mean_field_sweep
 from ..ops.potentials import backward_log_messages
 from .exact_chain import ExactChain, chain_update, forward_backward
 from .protocol import GuideProtocol, HiddenUpdate
+
+# Pyro only where a guide runs as a Pyro guide (``__call__``): the E-step, scoring and the
+# commands that only use the closed form do not load it (docs/performance.md, start-up).
+pyro = LazyModule("pyro")
+dist = LazyModule("pyro.distributions")
+poutine = LazyModule("pyro.poutine")
 
 __all__ = ["ChainGuide", "PFGuide", "FFGuide", "KERNEL_UPDATES", "check_compiled_update", "resolve_guide"]
 

@@ -200,8 +200,11 @@ class DaskBackend:
                     raise
                 except Exception as err:  # noqa: BLE001 - only a lost worker is recovered, below
                     # A start that raised (bad data: a missing file) ran on a live worker: its
-                    # error at once, without waiting to see whether the worker is gone.
-                    if future.status == "error" or not self._lost(self._where[i]):
+                    # error at once, without waiting to see whether the worker is gone. An erred
+                    # future whose worker has left is no such error: the scheduler errs an actor
+                    # that had started ("Worker holding Actor was lost") when its worker goes.
+                    errored_on_live_worker = future.status == "error" and self._where[i] in self._alive()
+                    if errored_on_live_worker or not self._lost(self._where[i]):
                         raise
                     self._recover(self._where[i], 0, START_UP, err)
 

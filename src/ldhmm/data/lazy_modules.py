@@ -1,0 +1,48 @@
+"""A module imported on the first use of one of its attributes.
+
+What a command loads before it works is what its user waits for (docs/performance.md, "Start-up
+of the ``ldhmm`` command"). A module that needs a heavy library for one of its routes only (the
+PF/FF guides are also Pyro guides; ``LDHMM`` also fits by SVI) names it at its top as a
+:class:`LazyModule`: the import is declared where the other imports are, and runs when that
+route runs. Unlike :class:`importlib.util.LazyLoader`, nothing enters ``sys.modules`` before the
+first use, so that a check of ``sys.modules`` says what a start really loaded.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+
+class LazyModule:
+    """The module ``name`` (relative to ``package`` where it starts with a dot), imported on the
+    first attribute read and then read from: ``pyro = LazyModule("pyro")``; ``pyro.param(...)``.
+
+    Parameters
+    ----------
+    name : str
+        The module's name, absolute or relative (``".pyro_model"``).
+    package : str, optional
+        The package a relative ``name`` is resolved in (the caller's ``__package__``).
+    """
+
+    __slots__ = ("_name", "_package", "_module")
+
+    def __init__(self, name: str, package: str | None = None):
+        if name.startswith(".") and not package:
+            raise ValueError(f"the relative module name {name!r} needs its package")
+        self._name, self._package, self._module = name, package, None
+
+    def __getattr__(self, attribute: str):
+        return getattr(self.module, attribute)
+
+    @property
+    def module(self) -> ModuleType:
+        """The module itself, imported now if it was not yet."""
+        if self._module is None:
+            self._module = importlib.import_module(self._name, self._package)
+        return self._module
+
+    def __repr__(self) -> str:
+        state = "imported" if self._module is not None else "not imported yet"
+        return f"<LazyModule {self._name!r} ({state})>"
