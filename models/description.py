@@ -297,8 +297,27 @@ def _kept(model) -> str:
     kept = getattr(model, "kept_restart_", None)
     runs = len(model.restart_elbo_histories_)
     if kept is None:
-        return "none (the kept run started from given parameters, a grown start or the SVI route)"
+        start = kept_start_words(getattr(model, "start_kind_", None))
+        if start is None:
+            return "none (the kept run started from given parameters, a grown start or the SVI route)"
+        return f"none of {runs}: the kept run started from {start}"
     return f"{kept + 1} of {runs}"
+
+
+#: What the summary says of a kept run that was no restart, by its ``start_kind_``.
+_START_WORDS = {
+    "seeded": "the symbol-seeded start, which ended above every restart",
+    "init": "given parameters",
+    "continued": "the K - 1 fit of its path, continued with an unused state",
+}
+
+
+def kept_start_words(kind) -> str | None:
+    """How a kept run that was no restart started, in words (None: a restart, or not recorded);
+    ``"split:k"``: state k of the path's K - 1 fit split in two."""
+    if isinstance(kind, str) and kind.startswith("split:"):
+        return f"state {kind.partition(':')[2]} of the K - 1 fit of its path, split in two"
+    return _START_WORDS.get(kind)
 
 
 def _training_rows(record) -> dict:

@@ -15,6 +15,7 @@ from ldhmm.baselines import HMM, HMMV, VBHMM
 from ldhmm.experiments.fit_quality import truth_hyperparameters
 from ldhmm.inference import symbol_seeded_parameters
 from ldhmm.inference.sharing import POINT, SEQUENCE, SHARED
+from ldhmm.report_html import render_report
 
 COUNTS = np.array([3, 40, 0, 7, 12, 25])  # most frequent: 1, 5, 4, 3
 
@@ -116,8 +117,13 @@ def test_sparse_priors_default_fit_reaches_the_truth(guide, tmp_path):
     fit.save(tmp_path / "m.json")  # the model file says where the kept run started
     loaded = LDHMM.load(tmp_path / "m.json")
     assert loaded.start_kind_ == "seeded" and loaded.kept_restart_ is None
-    summary = loaded.describe().summary
-    assert summary.set_index("field").loc["start of the kept run", "value"] == "seeded"
+    d = loaded.describe()
+    summary = d.summary.set_index("field")["value"]
+    assert summary["start of the kept run"] == "seeded"
+    kept = f"none of {fit.n_init}: the kept run started from the symbol-seeded start, which ended above every"
+    kept += " restart"
+    assert summary["kept restart"] == kept
+    assert f'<p class="note">No restart was kept: {kept}.</p>' in render_report(d, "model")
     if guide == "pf":  # what the seeded start fixes (measured: 0.078 nats/token below the truth)
         restarts = LDHMM(K, n_symbols=V, seed=0, seeded_start="none").fit(train)
         assert restarts.score_samples(held).sum() / tokens < at_truth - 0.02

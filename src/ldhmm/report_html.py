@@ -217,15 +217,21 @@ def render_report(description, title: str) -> str:
             svg.line_chart(history, "training ELBO", "EM iteration", "ELBO (nats)"),
             "Training ELBO per EM iteration of the kept run.",
         ),
-        *_restarts_section(d.restarts),
+        *_restarts_section(d.restarts, _summary_value(d.summary, "kept restart")),
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
 
 
-def _restarts_section(restarts: pd.DataFrame | None) -> list[str]:
+def _summary_value(summary: pd.DataFrame, field: str) -> str | None:
+    rows = summary.loc[summary["field"] == field, "value"]
+    return str(rows.iloc[0]) if len(rows) else None
+
+
+def _restarts_section(restarts: pd.DataFrame | None, kept: str | None = None) -> list[str]:
     """Every restart: a table of each one's seed, iterations and final ELBO, and with several
-    restarts their ELBO per iteration in one chart (the kept one thick)."""
+    restarts their ELBO per iteration in one chart (the kept one thick); where no restart was
+    kept, what was (``kept``: the summary's "kept restart")."""
     if restarts is None:
         return ['<p class="note">The restarts are not recorded in this model file.</p>']
     if restarts.empty:
@@ -241,6 +247,8 @@ def _restarts_section(restarts: pd.DataFrame | None) -> list[str]:
         }
     )
     parts = [html_table(table, caption="Restarts (the fit keeps the highest final ELBO)")]
+    if not restarts["kept"].any() and kept:
+        parts.append(f'<p class="note">No restart was kept: {html.escape(kept)}.</p>')
     if len(table) > 1:
         kept = np.flatnonzero(table["kept"] == "yes")
         parts.append(
