@@ -170,12 +170,16 @@ def test_a_lazy_module_is_imported_on_first_use_only():
         "print('json.tool' in sys.modules, repr(lazy))\n"
         "print(callable(lazy.main), 'json.tool' in sys.modules, lazy.module is sys.modules['json.tool'])\n"
         "try:\n    LazyModule('.tool')\nexcept ValueError as err:\n    print(err)\n"
+        "import copy, pickle\nother = LazyModule('.minidom', 'xml.dom')\n"
+        "twin = pickle.loads(pickle.dumps(copy.deepcopy(other)))\n"
+        "print('xml.dom.minidom' in sys.modules, repr(twin), twin.Document.__name__)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == [
         "False <LazyModule '.tool' (not imported yet)>",
         "True True True",
         "the relative module name '.tool' needs its package",
+        "False <LazyModule '.minidom' (not imported yet)> Document",
     ]
 
 

@@ -34,6 +34,10 @@ class LazyModule:
         self._name, self._package, self._module = name, package, None
 
     def __getattr__(self, attribute: str):
+        # Only the module's own names: not the protocol lookups of copy and pickle (which would
+        # import it, and recurse on an instance whose slots are not set yet).
+        if attribute.startswith("__") or attribute in LazyModule.__slots__:
+            raise AttributeError(attribute)
         return getattr(self.module, attribute)
 
     @property
