@@ -15,7 +15,7 @@ imports only the layers before it:
 6. :mod:`.svi`: Pyro's route, ``fit_svi(model, guide, ...)``.
 """
 
-from ..data.lazy_modules import LazyModule
+from ..data.lazy_modules import LazyModule, lazy_attributes
 from .batch import Bucket, infer_n_symbols, make_buckets, validate_sequences
 from .cavi.exact_chain import forward_backward, forward_log_normalizer
 from .cavi.expectation import (
@@ -64,17 +64,7 @@ from .sharing import (
 #: The SVI route's names, imported from :mod:`.svi.svi_fit` on first use (PEP 562): the route
 #: needs Pyro, which the closed form, its scoring and the commands built on it do not load.
 _SVI_NAMES = ("SVIResult", "fit_svi", "guide_init_from_state", "pad_database")
-_svi_fit = LazyModule(".svi.svi_fit", __name__)
-
-
-def __getattr__(name: str):
-    if name in _SVI_NAMES:
-        return getattr(_svi_fit, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_SVI_NAMES))
+__getattr__, __dir__ = lazy_attributes(LazyModule(".svi.svi_fit", __name__), _SVI_NAMES, globals())
 
 
 __all__ = [

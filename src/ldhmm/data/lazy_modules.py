@@ -50,3 +50,23 @@ class LazyModule:
     def __repr__(self) -> str:
         state = "imported" if self._module is not None else "not imported yet"
         return f"<LazyModule {self._name!r} ({state})>"
+
+
+def lazy_attributes(source: LazyModule, names: tuple[str, ...], namespace: dict):
+    """A package's PEP 562 hooks that give ``names`` of ``source``, imported on first use:
+    ``__getattr__, __dir__ = lazy_attributes(LazyModule(".svi", __name__), ("fit_svi",), globals())``.
+
+    Returns
+    -------
+    (__getattr__, __dir__) : the two module-level functions
+    """
+
+    def __getattr__(name: str):
+        if name in names:
+            return getattr(source, name)
+        raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+
+    def __dir__():
+        return sorted(set(namespace) | set(names))
+
+    return __getattr__, __dir__
