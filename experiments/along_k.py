@@ -217,10 +217,12 @@ def budget_rules(plans: Iterable[FitPlan], settings: dict, states, suffix: str =
             base_rule, fit = "no hidden states (no K): fitted once per training set", "once, no K"
         elif plan.along_k:
             cls = get_spec(plan.base).cls.__name__
+            later, setting = _path_restarts(plan.base, base_restarts)
             base_rule = (
-                f"fitted along {ks} by {cls}.fit_path (each K from {_starts(base_restarts, plan.base)} "
-                "and from "
-                f"starts grown from the K - 1 fit); resumed from the saved K - 1 fit"
+                f"fitted along {ks} by {cls}.fit_path (K = {min(states)} from "
+                f"{_starts(base_restarts, plan.base)}; each later K from "
+                f"{_starts(later, plan.base, setting)} and from starts grown from the K - 1 fit); "
+                "resumed from the saved K - 1 fit"
             )
             fit = "along K"
         elif _registered(plan.base):
@@ -243,10 +245,10 @@ def budget_rules(plans: Iterable[FitPlan], settings: dict, states, suffix: str =
     return out
 
 
-def _starts(restarts, name: str) -> str:
+def _starts(restarts, name: str, setting: str = "n_init") -> str:
     if not restarts:
         return "the model's own start (no restarts)"
-    starts = "one start (n_init = 1)" if restarts == 1 else f"the best of {restarts} restarts (n_init)"
+    starts = f"one start ({setting} = 1)" if restarts == 1 else f"the best of {restarts} restarts ({setting})"
     if _seeded(name):
         starts += " and the symbol-seeded start (seeded_start)"
     return starts
@@ -260,6 +262,17 @@ def _seeded(name: str) -> bool:
     param = inspect.signature(spec.cls).parameters.get("seeded_start")
     default = "none" if param is None or param.default is param.empty else param.default
     return spec.options.get("seeded_start", default) != "none"
+
+
+def _path_restarts(name: str, restarts) -> tuple:
+    """The restarts the registered ``name`` runs at a path's K after the first and the setting
+    that says so: ``min(restarts, path_n_init)`` where its entry or class sets ``path_n_init``,
+    else ``restarts`` (``n_init``)."""
+    param = inspect.signature(get_spec(name).cls).parameters.get("path_n_init")
+    given = None if param is None else get_spec(name).options.get("path_n_init", param.default)
+    if not restarts or given is None:
+        return restarts, "n_init"
+    return min(restarts, given), "path_n_init"
 
 
 def _restarts_of(name: str, restarts) -> int | None:

@@ -277,7 +277,7 @@ def _summary_rows(model, extra: dict) -> pd.DataFrame:
         "V (events)": model.n_symbols_,
         "guide": getattr(model.guide, "name", "custom"),
         "sharing (pi, A, B)": ", ".join(model.sharing.kind(g) for g in GROUPS),
-        "restarts (n_init)": getattr(model, "n_init", 1),
+        "restarts (n_init)": _restarts(model),
         "restart seeds (the kept run: highest final ELBO)": ", ".join(map(str, model.restart_seeds())),
         "kept restart": _kept(model),
         "start of the kept run": getattr(model, "start_kind_", "not recorded in the model file"),
@@ -289,6 +289,16 @@ def _summary_rows(model, extra: dict) -> pd.DataFrame:
         **extra,
     }
     return pd.DataFrame({"field": list(rows), "value": [str(v) for v in rows.values()]})
+
+
+def _restarts(model) -> str:
+    """``n_init``, or how many restarts ran where the fit ran fewer (a path's K after the first:
+    ``path_n_init``)."""
+    n_init = getattr(model, "n_init", 1)
+    ran = getattr(model, "restart_elbo_histories_", None)
+    if ran and len(ran) < n_init:
+        return f"{len(ran)} (n_init = {n_init}; path_n_init at a K grown from the K - 1 fit)"
+    return str(n_init)
 
 
 def _kept(model) -> str:

@@ -258,8 +258,9 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     def fit_path(cls, sequences, states, *, previous=None, callback=None, **options) -> dict:
         """Fit a model at every K of ``states``, each K after the first grown from the fit before it.
 
-        The first K is fitted as :meth:`fit` fits it (its restarts). Every later K fits its
-        restarts and, beside them, starts grown from the previous K's fit by splitting one of
+        The first K is fitted as :meth:`fit` fits it (its ``n_init`` restarts). Every later K
+        fits its restarts (``n_init``, or ``path_n_init`` where given), the symbol-seeded start
+        and, beside them, starts grown from the previous K's fit by splitting one of
         its states in two (:func:`ldhmm.inference.growth.split_state`), each probed by one EM
         iteration, the best run to convergence, the next ones only while the path would fall
         (:func:`ldhmm.models.path.continue_grown`: together about one restart); the run with the
@@ -279,8 +280,8 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             ``callback(K, model)`` after each K is fitted (to save it, and resume later).
         **options
             Constructor arguments of every model (``n_symbols``, ``seed``, ``n_init``,
-            ``guide``, ...). The split perturbations are seeded from ``seed``, K and the state
-            (:func:`ldhmm.models.path.split_seed`): results are reproducible.
+            ``path_n_init``, ``guide``, ...). The split perturbations are seeded from ``seed``,
+            K and the state (:func:`ldhmm.models.path.split_seed`): results are reproducible.
 
         Returns
         -------
@@ -473,23 +474,35 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         }
 
     def restart_seeds(self) -> list[int]:
-        """The seeds of the ``n_init`` starting points: ``seed`` itself, then seeds derived from
-        ``(seed, r)`` (so that models with neighbouring seeds share no restart;
-        :func:`ldhmm.data.seeds.derived_seeds`)."""
-        return derived_seeds(self.seed, self.n_init)
+        """The seeds of the restarts: ``seed`` itself, then seeds derived from ``(seed, r)`` (so
+        that models with neighbouring seeds share no restart; :func:`ldhmm.data.seeds.derived_seeds`).
+
+        ``n_init`` of them, or as many as the fit ran where it recorded its restarts (a path's K
+        after the first runs ``min(n_init, path_n_init)``: the first of these seeds)."""
+        ran = getattr(self, "restart_elbo_histories_", None)
+        return derived_seeds(self.seed, len(ran) if ran else self.n_init)
+
+    def _n_restarts(self, grown) -> int:
+        """How many restarts a fit runs: ``n_init``, or ``min(n_init, path_n_init)`` where
+        ``grown`` starts race beside them (a path's K after the first) and ``path_n_init`` is set."""
+        if not grown or self.path_n_init is None:
+            return self.n_init
+        return min(self.n_init, self.path_n_init)
 
     def _init_method(self) -> str:
         if self.init != "auto":
             return self.init
         return "pf" if "chain" in guide_starts(self.guide) else "random"
 
-    def _best_of_restarts(self, engine: VariationalEM, runner, symbol_counts) -> tuple[FitResult, str]:
-        """Every restart's seed (:meth:`restart_seeds`), then the symbol-seeded start where
-        ``seeded_start`` asks for it (:func:`ldhmm.inference.parameters.symbol_seeded_parameters`):
-        the run with the highest final ELBO (the earlier run on a tie) and how it started
-        (``"restart"`` or ``"seeded"``)."""
+    def _best_of_restarts(
+        self, engine: VariationalEM, runner, symbol_counts, n_restarts: int
+    ) -> tuple[FitResult, str]:
+        """``n_restarts`` restarts (the first seeds of :meth:`restart_seeds`), then the
+        symbol-seeded start where ``seeded_start`` asks for it
+        (:func:`ldhmm.inference.parameters.symbol_seeded_parameters`): the run with the highest
+        final ELBO (the earlier run on a tie) and how it started (``"restart"`` or ``"seeded"``)."""
         result, kind = None, "restart"
-        seeds = self.restart_seeds()
+        seeds = derived_seeds(self.seed, n_restarts)
         self.restart_elbo_histories_ = []
         for r, seed in enumerate(seeds):
             label = f"restart {r + 1} of {len(seeds)}" if len(seeds) > 1 else ""
@@ -522,7 +535,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         ``grown`` starts (:class:`ldhmm.models.path.GrownStarts`, raced by
         :func:`ldhmm.models.path.continue_grown`): the run with the highest final ELBO and how
         it started (``"restart"``, ``"seeded"`` or the grown start's label)."""
-        result, kind = self._best_of_restarts(engine, runner, symbol_counts)
+        result, kind = self._best_of_restarts(engine, runner, symbol_counts, self._n_restarts(grown))
         if not grown:
             return result, kind
         result, grown_kind = continue_grown(engine, runner, grown, result)

@@ -177,6 +177,30 @@ def test_path_refuses_bad_previous_and_svi(synthetic, path):
         LDHMM.fit_path(train, [2], optimizer="svi")
 
 
+def test_path_runs_path_n_init_restarts_after_the_first_k(synthetic):
+    """A path's K after the first runs min(n_init, path_n_init) restarts, the first seeds of
+    restart_seeds(): the same runs as the first restarts of a fit of that K on its own."""
+    _, train, _ = synthetic
+    options = dict(n_symbols=6, seed=3, max_iter=15, seeded_start="none")
+    models = LDHMM.fit_path(train[:60], range(2, 4), n_init=3, path_n_init=1, **options)
+    assert [len(m.restart_elbo_histories_) for m in models.values()] == [3, 1]
+    alone = LDHMM(3, n_init=3, **options).fit(train[:60])
+    assert models[3].restart_seeds() == alone.restart_seeds()[:1]
+    assert np.array_equal(models[3].restart_elbo_histories_[0], alone.restart_elbo_histories_[0])
+    rows = dict(zip(*models[3].describe().summary[["field", "value"]].T.values))
+    assert rows["restarts (n_init)"].startswith("1 (n_init = 3; path_n_init")
+    assert rows["restart seeds (the kept run: highest final ELBO)"] == str(alone.restart_seeds()[0])
+    # path_n_init above n_init: n_init restarts at every K
+    more = LDHMM.fit_path(train[:60], range(2, 4), n_init=2, path_n_init=3, **options)
+    assert [len(m.restart_elbo_histories_) for m in more.values()] == [2, 2]
+    # None (default): n_init at every K
+    same = LDHMM.fit_path(train[:60], range(2, 4), n_init=2, **options)
+    assert [len(m.restart_elbo_histories_) for m in same.values()] == [2, 2]
+    assert np.array_equal(same[3].elbo_history_, more[3].elbo_history_)
+    with pytest.raises(ValueError, match="path_n_init must be None or an integer >= 1"):
+        LDHMM(2, path_n_init=0)
+
+
 @pytest.mark.parametrize("cls", [VBHMM, HMMV])
 def test_path_of_other_variants(cls, synthetic):
     _, train, _ = synthetic
@@ -336,6 +360,9 @@ def test_cli_path_writes_models_and_table_and_resumes(log_file, tmp_path, capsys
         capsys, log_file, "--states", "2..4", "--seed", "1", "--holdout", "0.25", "--out", out
     )
     assert code == 1 and err.count("\n") == 1 and "other settings (seed 0 there, 1 here)" in err
+    assert json.loads((out / "path.json").read_text())["path_restarts"] is None
+    code, _, err = fit_cli(capsys, *argv, "--path-restarts", "1")
+    assert code == 1 and "other settings (path_restarts None there, 1 here)" in err
 
 
 def test_cli_path_lists_and_init(log_file, tmp_path, capsys):

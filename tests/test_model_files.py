@@ -144,14 +144,15 @@ def test_a_loaded_model_is_written_back_unchanged(tmp_path):
     """fixtures/model_format2.json (an HMMV with a vocabulary) was written by the save code as it
     was before it moved to models/file_format.py: loaded and saved again, the same document
     (every value exactly; the config's keys now follow the settings table's order; settings
-    added since, ``seeded_start``, at the default the file was loaded with), and a second round
-    trip gives the same bytes."""
+    added since, ``seeded_start`` and ``path_n_init``, at the defaults the file was loaded
+    with), and a second round trip gives the same bytes."""
     model = load_model(FIXTURES / "model_format2.json")
     assert model.vocabulary_ == [f"s{i}" for i in range(6)]
     model.save(tmp_path / "again.json")
     written = (tmp_path / "again.json").read_text()
     expected = json.loads((FIXTURES / "model_format2.json").read_text())
     expected["config"]["seeded_start"] = "symbols"
+    expected["config"]["path_n_init"] = None
     assert json.loads(written) == expected
     load_model(tmp_path / "again.json").save(tmp_path / "twice.json")
     assert (tmp_path / "twice.json").read_text() == written

@@ -72,6 +72,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     add_options(
         p,
         "--restarts",
+        "--path-restarts",
         "--max-iter",
         "--tol",
         "--m-step",

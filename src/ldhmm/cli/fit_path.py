@@ -41,6 +41,7 @@ _SETTINGS = (
     "guide",
     "seed",
     "restarts",
+    "path_restarts",
     "max_iter",
     "tol",
     "m_step",
@@ -74,6 +75,7 @@ def _settings(args, guide: str) -> dict:
         "guide": guide,
         "seed": args.seed,
         "restarts": args.restarts,
+        "path_restarts": args.path_restarts,
         "max_iter": args.max_iter,
         "tol": args.tol,
         "m_step": args.m_step,
@@ -144,6 +146,7 @@ def _options(args, guide: str, n_symbols: int) -> dict:
         "tol": args.tol,
         "m_step": args.m_step,
         "n_init": args.restarts,
+        "path_n_init": args.path_restarts,
         "seeded_start": args.seeded_start,
         "seed": args.seed,
     }

@@ -101,6 +101,13 @@ SHARED_OPTIONS = {
         "default": 3,
         "help": "restart budget of every model (default 3)",
     },
+    "--path-restarts": {
+        "type": positive_int,
+        "default": None,
+        "help": "with several K: random restarts at each K after the first, beside the starts grown "
+        "from the K - 1 fit (path_n_init, at most --restarts; default: --restarts; 1 costs about 0.6x, "
+        "docs/performance.md)",
+    },
     "--seeded-start": {
         # models.fit_settings.SEEDED_STARTS, written out: that module loads torch, --help must not
         "choices": ["symbols", "none"],
