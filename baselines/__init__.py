@@ -14,29 +14,20 @@ add-0.5 first-order chain that ``next-event`` names MARKOV) is exported but not 
 
 from __future__ import annotations
 
-import importlib
+from ..data.lazy_modules import LazyModule, lazy_attributes
 
 __all__ = ["HMM", "LDA", "VBHMM", "HMMV", "SmoothedMarkovChain", "MarkovChain"]
 
-#: ``{class: module of this package}``: what ``from ldhmm.baselines import X`` imports.
-_MODULES = {
-    "HMM": ".hmm",
-    "LDA": ".lda",
-    "VBHMM": ".vbhmm",
-    "HMMV": ".hmmv",
-    "SmoothedMarkovChain": ".markov_smoothed",
-    "MarkovChain": ".markov",
-}
-
-
-def __getattr__(name):
-    # PEP 562: a baseline's module (and its library) is imported on first use of its class.
-    try:
-        module = _MODULES[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    return getattr(importlib.import_module(module, __name__), name)
-
-
-def __dir__():
-    return sorted([*globals(), *__all__])
+#: What ``from ldhmm.baselines import X`` imports: each class from its module of this package,
+#: on first use (PEP 562), so that a baseline's library is loaded only by what uses it.
+__getattr__, __dir__ = lazy_attributes(
+    {
+        LazyModule(".hmm", __name__): ("HMM",),
+        LazyModule(".lda", __name__): ("LDA",),
+        LazyModule(".vbhmm", __name__): ("VBHMM",),
+        LazyModule(".hmmv", __name__): ("HMMV",),
+        LazyModule(".markov_smoothed", __name__): ("SmoothedMarkovChain",),
+        LazyModule(".markov", __name__): ("MarkovChain",),
+    },
+    globals(),
+)

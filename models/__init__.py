@@ -13,7 +13,7 @@ from .variant_hmm import VariantHMM
 #: The Pyro model's names, imported from :mod:`.pyro_model` on first use (PEP 562): scoring with
 #: a fitted model does not load Pyro.
 _PYRO_NAMES = ("ldhmm_model", "sample_database")
-__getattr__, __dir__ = lazy_attributes(LazyModule(".pyro_model", __name__), _PYRO_NAMES, globals())
+__getattr__, __dir__ = lazy_attributes({LazyModule(".pyro_model", __name__): _PYRO_NAMES}, globals())
 
 
 __all__ = [

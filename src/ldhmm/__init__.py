@@ -22,7 +22,9 @@ __version__ = "0.2.0"
 #: The front door's names and the modules that define them. They are imported on first use
 #: (PEP 562), so that ``import ldhmm`` stays cheap and importing a sub-package such as
 #: ``ldhmm.inference`` (or starting a Dask worker) loads neither the experiments nor the libraries
-#: only they need (gensim, hmmlearn, scikit-learn, matplotlib).
+#: only they need (gensim, hmmlearn, scikit-learn, matplotlib). The hook is this module's own, not
+#: :func:`ldhmm.data.lazy_modules.lazy_attributes` (the sub-packages' one): importing ``ldhmm.data``
+#: loads numpy and the loaders, about half a second that ``import ldhmm`` and ``ldhmm --help`` skip.
 _EXPORTS = {
     "LDHMM": "models.ldhmm",
     "VariantHMM": "models.variant_hmm",

@@ -52,21 +52,33 @@ class LazyModule:
         return f"<LazyModule {self._name!r} ({state})>"
 
 
-def lazy_attributes(source: LazyModule, names: tuple[str, ...], namespace: dict):
-    """A package's PEP 562 hooks that give ``names`` of ``source``, imported on first use:
-    ``__getattr__, __dir__ = lazy_attributes(LazyModule(".svi", __name__), ("fit_svi",), globals())``.
+def lazy_attributes(exports: dict, namespace: dict):
+    """A package's PEP 562 hooks that give the names of each :class:`LazyModule`, imported on
+    first use and then kept in the package's ``namespace`` (later reads skip the hook)::
+
+        __getattr__, __dir__ = lazy_attributes({LazyModule(".svi", __name__): ("fit_svi",)}, globals())
+
+    Parameters
+    ----------
+    exports : dict {LazyModule: tuple of str}
+        The names each module gives the package.
+    namespace : dict
+        The package's ``globals()``.
 
     Returns
     -------
     (__getattr__, __dir__) : the two module-level functions
     """
+    sources = {name: source for source, names in exports.items() for name in names}
 
     def __getattr__(name: str):
-        if name in names:
-            return getattr(source, name)
-        raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+        if name not in sources:
+            raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+        value = getattr(sources[name], name)
+        namespace[name] = value
+        return value
 
     def __dir__():
-        return sorted(set(namespace) | set(names))
+        return sorted(set(namespace) | set(sources))
 
     return __getattr__, __dir__
