@@ -658,6 +658,7 @@ def write_model_file(path, model, vocabulary=None) -> None:
         "vocabulary": vocabulary,
         **fit_record(model),
     }
+    check_fit_record(doc, path)  # what a load would refuse is not written
     remove_stale_temporaries(path)  # of a save killed before its rename (the side file's too)
     previous = named_side_file(path)  # of a model file being replaced
     if side:
@@ -830,6 +831,7 @@ def write_pyro_model_file(path, model, factory: str) -> None:
         "vocabulary": None if vocabulary is None else [str(v) for v in vocabulary],
         **fit_record(model),
     }
+    check_fit_record(doc, path)  # what a load would refuse is not written
     write_atomically(Path(path), lambda f: f.write(json.dumps(doc)))
 
 

@@ -14,7 +14,8 @@ from ldhmm import LDHMM
 from ldhmm.cli.main import main
 from ldhmm.data import DataOptions
 from ldhmm.data.fingerprint import PYTHON_DATA, content_sha256
-from ldhmm.models.file_format import ModelFileError
+from ldhmm.models.description import kept_start_words
+from ldhmm.models.file_format import START_KINDS, ModelFileError
 from ldhmm.report_html import render_report
 
 RESTARTS = 3
@@ -121,6 +122,33 @@ def test_a_fit_history_without_its_start_still_loads(fitted, tmp_path):
     old.write_text(json.dumps(doc))
     loaded = LDHMM.load(old)
     assert loaded.kept_restart_ == model.kept_restart_ and not hasattr(loaded, "start_kind_")
+
+
+def test_a_record_a_load_would_refuse_is_not_written(fitted, tmp_path):
+    """The save checks the fit record as a load does: a bad ``start_kind_`` is refused, naming
+    the field, and the file already there stays as it was."""
+    model, _, path = fitted
+    target = tmp_path / "kept.json"
+    model.save(target)
+    before = target.read_bytes()
+    saved = model.start_kind_
+    try:
+        model.start_kind_ = "split:x"
+        with pytest.raises(ModelFileError, match="field 'fit_history.start'"):
+            model.save(target)
+    finally:
+        model.start_kind_ = saved
+    assert target.read_bytes() == before
+
+
+def test_every_start_kind_has_its_words():
+    """The summary's words for how a kept run started cover every kind a file may record."""
+    assert kept_start_words("restart") is None  # a restart is named by its number
+    assert START_KINDS[0] == "restart"
+    for kind in START_KINDS[1:]:
+        assert kept_start_words(kind), kind
+    assert kept_start_words("split:3").startswith("state 3 ")
+    assert kept_start_words("other") is None
 
 
 @pytest.mark.parametrize(
