@@ -251,7 +251,7 @@ class VariationalEM:
         monitor = ConvergenceMonitor(rule, self.max_iter, "EM iteration")
         e_history, trace = [], []
         capped = False
-        starts = default_starts(self.guide, self.random_starts)
+        starts = self.fit_starts()
         # The first E-step and every refresh the rule asks for run all the starts (best per
         # sequence); the others continue each sequence from where it stopped.
         use_starts = starts
@@ -329,9 +329,12 @@ class VariationalEM:
             params, states, monitor.history, e_history, trace, capped, monitor.report(), recoveries
         )
 
-    def score(self, buckets, params: VariantParameters) -> list[BucketState]:
+    def score(self, buckets, params: VariantParameters, starts: tuple | None = None) -> list[BucketState]:
         """E-step with fixed parameters: the per-sequence held-out ELBO of new sequences, the
-        best of the guide's starts for each (:data:`ldhmm.inference.cavi.expectation.STARTS`)."""
+        best of the guide's starts for each (:data:`ldhmm.inference.cavi.expectation.STARTS`).
+
+        ``starts``: default the held-out E-step's (:func:`held_out_starts`); the SVI route's
+        local start gives a fit's (:meth:`fit_starts`)."""
         states, _ = e_step(
             buckets,
             params,
@@ -339,6 +342,12 @@ class VariationalEM:
             None,
             max_iter=self.e_step_max_iter,
             tol=self.e_step_tol,
-            starts=held_out_starts(self.guide, self.random_starts),
+            starts=held_out_starts(self.guide, self.random_starts) if starts is None else starts,
         )
         return states
+
+    def fit_starts(self) -> tuple:
+        """The starts of a fit's first E-step and its refreshes: the guide's deterministic starts
+        and ``random_starts`` random draws (:func:`default_starts`), without the held-out
+        E-step's extra ones."""
+        return default_starts(self.guide, self.random_starts)

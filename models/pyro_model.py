@@ -58,6 +58,7 @@ __all__ = [
     "ldhmm_sequence_model",
     "ldhmm_init",
     "ldhmm_pf_offsets",
+    "ldhmm_pf_held_out_offsets",
     "sample_database",
 ]
 
@@ -248,14 +249,24 @@ def ldhmm_init(sequences, n_states: int, n_symbols: int, seed: int = 0, dtype=to
     }
 
 
-def ldhmm_pf_offsets(batch: SequenceBatch, priors: dict) -> dict:
+def ldhmm_pf_offsets(batch: SequenceBatch, priors: dict, held_out: bool = False) -> dict:
     """Offsets of :class:`~ldhmm.inference.svi.dirichlet_guide.DirichletMeanField` at the PF optimum.
 
-    The held-out E-step of the closed form (PF family, best of its starts) under the priors of
-    the sites ``pi``, ``A``, ``B``; its ``q(theta_m) = Dir(prior + expected counts)``, so the
-    offsets are the expected counts. Started there, the route's bound of each sequence is at
-    least its PF bound (hidden states summed out instead of a factorized ``q(Z)``), before any
-    SVI step.
+    The E-step of the closed form (PF family) from the starts a fit's E-step runs (the prior,
+    the means and the random draws: :meth:`~ldhmm.inference.VariationalEM.fit_starts`, best per
+    sequence) under the priors of the sites ``pi``, ``A``, ``B``; its ``q(theta_m) = Dir(prior +
+    expected counts)``, so the offsets are the expected counts. Started there, the route's bound
+    of each sequence is at least its PF bound (hidden states summed out instead of a factorized
+    ``q(Z)``), before any SVI step.
+
+    Not the held-out E-step's extra starts (``factorized``, ``constant``, ``smoothed``: made for
+    re-scoring at learned priors' caps): at the route's first priors they win sequences with
+    corner solutions (one state, FF's peaked counts) that the SVI steps do not leave, and the
+    fit stops lower: sticky LDHMM on Entree, fold 0, K = 2, held-out bound -697.23 with them
+    against -688.67 without, training ELBO -6246.0 against -6181.8 (docs/writing-a-variant.md).
+    ``held_out=True`` (:func:`ldhmm_pf_held_out_offsets`, this function's attribute
+    ``held_out``): the held-out E-step, where a held-out local fit starts, so that the route's
+    held-out bound of each sequence starts at or above the closed form's.
 
     It needs LDHMM's sites, ``pi`` (K,), ``A`` (K, K), ``B`` (K, V), declared as its attribute
     ``sites`` (checked by :class:`~ldhmm.inference.svi.dirichlet_guide.DirichletMeanField`,
@@ -270,6 +281,8 @@ def ldhmm_pf_offsets(batch: SequenceBatch, priors: dict) -> dict:
     priors : dict
         ``pi`` (B or 1, K), ``A`` (B or 1, K, K), ``B`` (B or 1, K, V); the first row is used
         (the prior is the same for every sequence).
+    held_out : bool
+        The held-out E-step's starts (False: a fit's).
 
     Returns
     -------
@@ -277,8 +290,18 @@ def ldhmm_pf_offsets(batch: SequenceBatch, priors: dict) -> dict:
     """
     prior = {g: priors[g][0].detach().double().contiguous() for g in ("pi", "A", "B")}
     bucket = Bucket(torch.arange(batch.batch_size), batch.tokens, batch.lengths, batch.mask)
-    (state,) = VariationalEM(PFGuide()).score([bucket], VariantParameters(LDHMM_SHARING, prior=prior))
+    engine = VariationalEM(PFGuide())
+    params = VariantParameters(LDHMM_SHARING, prior=prior)
+    (state,) = engine.score([bucket], params, starts=None if held_out else engine.fit_starts())
     return {g: state.counts[g].to(batch.dtype) for g in ("pi", "A", "B")}
+
+
+def ldhmm_pf_held_out_offsets(batch: SequenceBatch, priors: dict) -> dict:
+    """:func:`ldhmm_pf_offsets` from the held-out E-step (its extra starts too): where a
+    held-out local fit starts (``ldhmm_pf_offsets.held_out``, used by
+    :func:`ldhmm.inference.svi.dirichlet_guide.held_out_offsets`), so that the route's held-out
+    bound of each sequence starts at or above the closed form's held-out PF bound."""
+    return ldhmm_pf_offsets(batch, priors, held_out=True)
 
 
 def _ldhmm_sites(batch: SequenceBatch) -> dict:
@@ -288,6 +311,9 @@ def _ldhmm_sites(batch: SequenceBatch) -> dict:
 
 #: The sites the PF start needs (checked by the guide before it runs, naming a missing one).
 ldhmm_pf_offsets.sites = _ldhmm_sites
+ldhmm_pf_held_out_offsets.sites = _ldhmm_sites
+#: The start of a held-out local fit (:func:`ldhmm.inference.svi.dirichlet_guide.held_out_offsets`).
+ldhmm_pf_offsets.held_out = ldhmm_pf_held_out_offsets
 
 
 def sample_database(alpha_pi, alpha_A, beta, lengths, seed: int = 0, return_latents: bool = False):

@@ -38,7 +38,7 @@ from ..inference.ops.importance import ImportanceEstimate, importance_diagnostic
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from ..inference.svi.chain_draws import ChainSummary, chain_summary
 from ..inference.svi.device import as_device, on_device
-from ..inference.svi.dirichlet_guide import DirichletMeanField
+from ..inference.svi.dirichlet_guide import DirichletMeanField, held_out_offsets
 from ..inference.svi.log_weights import sequence_log_weights
 from ..inference.svi.minibatch import auto_batch_size, length_batches, pad_batch
 from ..inference.svi.svi_fit import copy_param_state, fit_svi, set_param_values
@@ -413,7 +413,16 @@ class PyroSequenceModel(SequenceModel):
         seed = self.seed if seed is None else int(seed)
         guide = self._make_guide()
         globals_ = [n for n in self.param_state_["params"] if n not in self.local_params_]
-        result = fit_svi(
+        with held_out_offsets(guide):
+            result = self._fit_local_rows(guide, seqs, globals_, seed)
+        batches = length_batches(
+            seqs, self.score_batch_size, self.n_states, self.n_symbols_, self._torch_dtype, self._torch_device
+        )
+        return guide, result.param_state, batches
+
+    def _fit_local_rows(self, guide, seqs, globals_, seed: int):
+        """:meth:`fit_local`'s SVI run: the local rows of ``seqs`` with ``globals_`` frozen."""
+        return fit_svi(
             self.model,
             guide,
             seqs,
@@ -433,10 +442,6 @@ class PyroSequenceModel(SequenceModel):
             desc="SVI local fit",
             device=self._torch_device,
         )
-        batches = length_batches(
-            seqs, self.score_batch_size, self.n_states, self.n_symbols_, self._torch_dtype, self._torch_device
-        )
-        return guide, result.param_state, batches
 
     def _over_batches(self, sequences, seed: int, *passes) -> list:
         """Each of ``passes`` (``f(guide, batch)``) over every scoring batch of ``sequences``,

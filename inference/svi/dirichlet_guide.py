@@ -37,6 +37,8 @@ it (use an autoguide such as ``AutoNormal`` or a hand-written guide there).
 
 from __future__ import annotations
 
+import contextlib
+
 import pyro
 import pyro.distributions as dist
 import torch
@@ -49,6 +51,7 @@ from .model_check import ModelCheckError, in_sequence_plate, is_enumerated, samp
 
 __all__ = [
     "check_offset_sites",
+    "held_out_offsets",
     "SVI_MIN_CONCENTRATION",
     "CONCENTRATION",
     "DirichletMeanField",
@@ -142,6 +145,24 @@ def _site_prior(trace, name: str, event_shape: tuple) -> torch.Tensor:
 def _name_of(function) -> str:
     target = getattr(function, "func", function)  # a functools.partial names its function
     return getattr(target, "__qualname__", None) or type(target).__qualname__
+
+
+@contextlib.contextmanager
+def held_out_offsets(guide):
+    """Within the block, ``guide``'s ``init_offsets`` is its held-out variant, where it has one
+    (the function's attribute ``held_out``, e.g. :func:`ldhmm.models.pyro_model.ldhmm_pf_offsets`:
+    a fit starts the rows from a fit's E-step, the held-out local fit from the held-out E-step,
+    which reaches the closed form's held-out bound); restored afterwards."""
+    start = getattr(guide, "init_offsets", None)
+    held_out = getattr(start, "held_out", None)
+    if held_out is None:
+        yield guide
+        return
+    guide.init_offsets = held_out
+    try:
+        yield guide
+    finally:
+        guide.init_offsets = start
 
 
 def check_offset_sites(init_offsets, batch, sites: dict) -> None:
