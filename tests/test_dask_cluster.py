@@ -5,6 +5,9 @@ partitioned paths."""
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 
 import numba
 import numpy as np
@@ -16,7 +19,7 @@ from ldhmm import LDHMM  # noqa: E402
 from ldhmm.cli import main  # noqa: E402
 from ldhmm.data import SequenceDatabase, write_partitioned  # noqa: E402
 from ldhmm.inference import PFGuide  # noqa: E402
-from ldhmm.inference.distributed import dask_backend  # noqa: E402
+from ldhmm.inference.distributed import arithmetic, dask_backend  # noqa: E402
 from ldhmm.inference.distributed.dask_backend import ClusterLostError, DaskBackend  # noqa: E402
 from ldhmm.models.memory import MemoryEstimateError  # noqa: E402
 
@@ -112,3 +115,88 @@ def test_a_lost_scheduler_is_one_line():
         with contextlib.suppress(Exception):  # closing what lost its scheduler may time out
             client.close(timeout=2)
             cluster.close(timeout=2)
+
+
+class _Identities:
+    """What ``Client.run(arithmetic_identity)`` answers, per worker."""
+
+    def __init__(self, identities):
+        self.identities = identities
+
+    def run(self, function, workers=None, on_error="raise"):
+        assert function is arithmetic.arithmetic_identity and on_error == "return"
+        return {a: v for a, v in self.identities.items() if workers is None or a in workers}
+
+
+def test_workers_that_compute_other_bits_are_refused_in_one_line():
+    mine = arithmetic.arithmetic_identity()
+    avx512 = dict(mine, torch_kernels="AVX512", numba_cpu="znver5")
+    assert dask_backend.check_arithmetic(_Identities({"tcp://a:1": mine, "tcp://b:2": mine})) == mine
+    with pytest.raises(RuntimeError) as refused:
+        dask_backend.check_arithmetic(
+            _Identities({"tcp://a:1": mine, "tcp://b:2": avx512, "tcp://c:3": mine})
+        )
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("Dask worker tcp://b:2 computes with other kernels than tcp://a:1: ")
+    assert "numba's target CPU (znver5, not " in message and "torch's CPU kernels (AVX512, not " in message
+    assert "(1 of 3 workers differ)" in message
+    # a worker lost while it is asked answers with an exception: left out, not a difference
+    lost = {"tcp://a:1": mine, "tcp://b:2": OSError("connection closed")}
+    assert dask_backend.check_arithmetic(_Identities(lost)) == mine
+    assert dask_backend.check_arithmetic(_Identities({})) is None
+
+
+def test_a_worker_that_joins_with_other_kernels_is_not_used_to_rebuild():
+    """Recovery places a lost worker's partitions only on workers with the fit's identity."""
+    mine = arithmetic.arithmetic_identity()
+    lines = []
+    backend = object.__new__(DaskBackend)
+    backend.client = _Identities({"tcp://a:1": mine, "tcp://new:9": dict(mine, numba_cpu="generic")})
+    backend.notify, backend._identity, backend._identities, backend._excluded = lines.append, mine, {}, set()
+    backend._capacities = lambda: {"tcp://a:1": 1.0, "tcp://new:9": 1.0}
+    assert backend._live_workers(gone=set()) == {"tcp://a:1": 1.0}
+    assert backend._live_workers(gone=set()) == {"tcp://a:1": 1.0}  # asked once, said once
+    assert lines == [
+        "ldhmm: Dask worker tcp://new:9 computes with other kernels than the fit's workers "
+        "(numba's target CPU (generic, not " + mine["numba_cpu"] + ")): not used"
+    ]
+    assert backend._live_workers(gone={"tcp://a:1"}, wait=0.0) == {}
+
+
+def test_a_cluster_of_mixed_kernels_is_refused_before_any_partition_starts(tmp_path):
+    """A real cluster: one worker as started here, one compiling numba for a generic CPU (what
+    an older or newer machine's worker is to this one)."""
+    cluster = distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+    )
+    client = distributed.Client(cluster)
+    env = {**os.environ, "NUMBA_CPU_NAME": "generic"}
+    command = [
+        sys.executable,
+        "-m",
+        "distributed.cli.dask_worker",
+        cluster.scheduler_address,
+        "--nthreads",
+        "1",
+    ]
+    other = subprocess.Popen(
+        command + ["--no-nanny", "--local-directory", str(tmp_path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        client.wait_for_workers(2, timeout=60)
+        seqs = _data(n=8)
+        partitions = [([s], [i]) for i, s in enumerate(seqs)]
+        with pytest.raises(
+            RuntimeError, match=r"^Dask worker .* computes with other kernels than .*numba's target CPU"
+        ):
+            DaskBackend(client, partitions, {"guide": PFGuide(), "n_symbols": 6})
+        assert not client.has_what() or not any(client.has_what().values())  # nothing was started
+    finally:
+        other.terminate()
+        other.wait(timeout=30)
+        client.close()
+        cluster.close()

@@ -4,7 +4,10 @@ Each partition lives in one :class:`ldhmm.inference.distributed.workers.Partitio
 Dask actor on a worker of the cluster and kept there for the whole fit: its sequences (read there
 from their Parquet files when the input is a partitioned directory) and its per-sequence
 variational state never travel. Every worker must run the driver's version of ldhmm (checked
-first, :func:`check_versions`). The partitions are placed by size (the largest first, each on
+first, :func:`check_versions`), and all workers must compute the same bits: the same numerical
+libraries with the same CPU kernels (:func:`check_arithmetic`; an AVX2 and an AVX-512 worker
+differ in the last bits, which EM grows, so the fit's numbers would depend on where each
+partition lands). The partitions are placed by size (the largest first, each on
 the worker with the least tokens per byte of memory limit so far) and started at once. A round
 sends the same small arguments to every actor (the parameters: O(K V) numbers) and gathers each
 partition's sums; the driver (:meth:`ldhmm.inference.em.VariationalEM.fit_backend`) reduces them in
@@ -15,7 +18,8 @@ of Dask workers or threads.
 A lost worker (its process died) is recovered exactly. The backend keeps a journal of the calls
 that changed the partitions' state since the last ``reset`` (the guide, and each E-step's
 parameters and starts: O(K V) numbers per iteration). Each partition the lost worker held is
-rebuilt on a live worker from its data, the journal is replayed on it (its E-steps are
+rebuilt on a live worker that computes the same bits (a worker that joins with other kernels
+is not used, and said so once) from its data, the journal is replayed on it (its E-steps are
 deterministic functions of the parameters, the starts and the previous state), and the call of
 the interrupted round is redone there. The partition then holds the state it held before the
 loss, bit for bit, and the round's results are those of the unkilled run: the fit ends where
@@ -36,11 +40,13 @@ import uuid
 
 from distributed import Client, LocalCluster
 
+from .arithmetic import arithmetic_identity, identity_differences
 from .workers import PartitionWorker, Recovery
 
 __all__ = [
     "ClusterLostError",
     "DaskBackend",
+    "check_arithmetic",
     "check_versions",
     "cluster_shape",
     "connect",
@@ -137,6 +143,9 @@ class DaskBackend:
 
     #: The class of each partition's actor (a benchmark may subclass it, e.g. to slow a worker).
     worker_class = PartitionWorker
+    #: Refuse workers that compute other bits (:func:`check_arithmetic`). Set False on a cluster
+    #: of mixed machines to fit anyway: the numbers then depend on the placement of partitions.
+    same_arithmetic = True
 
     def __init__(self, client: Client, partitions: list, worker_options: dict, notify=None):
         self.client = client
@@ -151,6 +160,10 @@ class DaskBackend:
         if not capacities:
             raise RuntimeError("the Dask cluster has no workers")
         check_versions(client)
+        # The workers' common identity: a worker joining later with another is not used.
+        self._identity = check_arithmetic(client) if self.same_arithmetic else None
+        self._identities: dict[str, object] = {}
+        self._excluded: set[str] = set()
         # Where each partition lives (its actor's worker), kept beside the actors so that a loss
         # before a partition's actor has answered names its partitions too.
         self._where = placement([_partition_tokens(p) for p in self.partitions], capacities)
@@ -337,6 +350,12 @@ class DaskBackend:
         for _ in range(_MAX_RECOVERIES_PER_ROUND):
             capacities = self._live_workers(gone)
             if not capacities:
+                others = sorted(self._excluded & set(self._alive()))
+                if others:
+                    raise RuntimeError(
+                        f"every Dask worker that computes the fit's bits is gone (partitions {lost}); "
+                        f"{len(others)} live worker(s) compute with other kernels ({others[0]}): {err}"
+                    ) from err
                 raise RuntimeError(f"every Dask worker is gone (partitions {lost}): {err}") from err
             where = placement([_partition_tokens(self.partitions[i]) for i in lost], capacities)
             self.notify(
@@ -362,9 +381,29 @@ class DaskBackend:
         deadline = time.monotonic() + wait
         while True:
             capacities = {a: c for a, c in self._capacities().items() if a not in gone}
+            capacities = {a: c for a, c in capacities.items() if self._computes_the_same_bits(a)}
             if capacities or time.monotonic() > deadline:
                 return capacities
             time.sleep(0.5)
+
+    def _computes_the_same_bits(self, address: str) -> bool:
+        """Whether the worker at ``address`` has the workers' identity (:func:`check_arithmetic`),
+        asked once per worker; one that does not is reported once and left out."""
+        if self._identity is None:
+            return True
+        if address not in self._identities:
+            answer = self.client.run(arithmetic_identity, workers=[address], on_error="return").get(address)
+            if answer is None or isinstance(answer, BaseException):
+                return False  # gone while asked: the next poll will not list it
+            self._identities[address] = answer
+            if answer != self._identity:
+                self._excluded.add(address)
+                differences = "; ".join(identity_differences(answer, self._identity))
+                self.notify(
+                    f"ldhmm: Dask worker {address} computes with other kernels than the fit's workers "
+                    f"({differences}): not used"
+                )
+        return address not in self._excluded
 
     def _rebuild(self, lost: list[int], where: list[str]) -> None:
         """Partitions ``lost`` started anew on ``where`` and the journal replayed on them; they
@@ -419,6 +458,30 @@ def check_versions(client: Client) -> None:
             f"Dask worker {address} runs ldhmm {version}, this driver {mine} ({len(other)} of {len(theirs)} "
             f"workers differ): install the same version everywhere"
         )
+
+
+def check_arithmetic(client: Client) -> dict | None:
+    """Every worker computes the same bits (the same :func:`arithmetic_identity`), or a one-line
+    RuntimeError naming a worker that differs from the most common identity, and how. Returns
+    that identity (None if no worker answered). A worker lost while it is asked is left out."""
+    answers = client.run(arithmetic_identity, on_error="return")
+    theirs = {a: v for a, v in sorted(answers.items()) if not isinstance(v, BaseException)}
+    if not theirs:
+        return None
+    keys = {a: tuple(sorted(v.items())) for a, v in theirs.items()}
+    counts = {k: list(keys.values()).count(k) for k in keys.values()}
+    common = max(counts, key=counts.get)  # the first of the most common, by worker address
+    other = [a for a in theirs if keys[a] != common]
+    if other:
+        reference = next(a for a in theirs if keys[a] == common)
+        differences = "; ".join(identity_differences(theirs[other[0]], theirs[reference]))
+        raise RuntimeError(
+            f"Dask worker {other[0]} computes with other kernels than {reference}: {differences} "
+            f"({len(other)} of {len(theirs)} workers differ): the fit's numbers would depend on which "
+            f"worker holds which partition; start every worker with the same libraries and CPU kernels "
+            f"(docs/performance.md, 'The same bits on another machine')"
+        )
+    return dict(common)
 
 
 def connect(
