@@ -131,7 +131,8 @@ class _Identities:
 def test_workers_that_compute_other_bits_are_refused_in_one_line():
     mine = arithmetic.arithmetic_identity()
     avx512 = dict(mine, torch_kernels="AVX512", numba_cpu="znver5")
-    assert dask_backend.check_arithmetic(_Identities({"tcp://a:1": mine, "tcp://b:2": mine})) == mine
+    same = {"tcp://a:1": mine, "tcp://b:2": mine}
+    assert dask_backend.check_arithmetic(_Identities(same)) == same
     with pytest.raises(RuntimeError) as refused:
         dask_backend.check_arithmetic(
             _Identities({"tcp://a:1": mine, "tcp://b:2": avx512, "tcp://c:3": mine})
@@ -143,25 +144,63 @@ def test_workers_that_compute_other_bits_are_refused_in_one_line():
     assert "(1 of 3 workers differ)" in message
     # a worker lost while it is asked answers with an exception: left out, not a difference
     lost = {"tcp://a:1": mine, "tcp://b:2": OSError("connection closed")}
-    assert dask_backend.check_arithmetic(_Identities(lost)) == mine
-    assert dask_backend.check_arithmetic(_Identities({})) is None
+    assert dask_backend.check_arithmetic(_Identities(lost)) == {"tcp://a:1": mine}
+    assert dask_backend.check_arithmetic(_Identities({})) == {}
+
+
+def test_the_identity_is_the_same_whatever_else_a_worker_loaded():
+    """No false refusal: another BLAS loaded by something else, or host features that change no
+    instruction of arithmetic, do not change the identity."""
+    before = arithmetic.arithmetic_identity()
+    import sklearn.utils.extmath  # noqa: F401, PLC0415 - what a worker's earlier task may load
+
+    assert arithmetic.arithmetic_identity() == before
+    assert all(
+        f[1:].startswith(("sse", "ssse", "avx", "fma", "f16c", "amx"))
+        for f in before["numba_features"].split(",")
+        if f
+    )
+
+
+def _backend(identities, known, notify):
+    """A DaskBackend's recovery state alone: the fit's workers ``known``, a cluster answering
+    ``identities``."""
+    backend = object.__new__(DaskBackend)
+    backend.client, backend.notify = _Identities(identities), notify
+    backend._identities = dict(known)
+    backend._identity, backend._excluded = next(iter(known.values())), set()
+    backend._capacities = lambda: {a: 1.0 for a in identities}
+    return backend
 
 
 def test_a_worker_that_joins_with_other_kernels_is_not_used_to_rebuild():
     """Recovery places a lost worker's partitions only on workers with the fit's identity."""
     mine = arithmetic.arithmetic_identity()
     lines = []
-    backend = object.__new__(DaskBackend)
-    backend.client = _Identities({"tcp://a:1": mine, "tcp://new:9": dict(mine, numba_cpu="generic")})
-    backend.notify, backend._identity, backend._identities, backend._excluded = lines.append, mine, {}, set()
-    backend._capacities = lambda: {"tcp://a:1": 1.0, "tcp://new:9": 1.0}
-    assert backend._live_workers(gone=set()) == {"tcp://a:1": 1.0}
-    assert backend._live_workers(gone=set()) == {"tcp://a:1": 1.0}  # asked once, said once
+    generic = dict(mine, numba_cpu="generic")
+    cluster = {
+        "tcp://a:1": mine,
+        "tcp://new:9": generic,
+        "tcp://odd:7": OSError("no such module"),
+        "tcp://c:3": mine,
+    }
+    backend = _backend(cluster, {"tcp://a:1": mine, "tcp://gone:5": mine}, lines.append)
+    assert backend._live_workers(gone=set()) == {"tcp://a:1": 1.0, "tcp://c:3": 1.0}
+    assert backend._live_workers(gone=set()) == {"tcp://a:1": 1.0, "tcp://c:3": 1.0}  # asked once, said once
     assert lines == [
-        "ldhmm: Dask worker tcp://new:9 computes with other kernels than the fit's workers "
-        "(numba's target CPU (generic, not " + mine["numba_cpu"] + ")): not used"
+        "ldhmm: Dask worker tcp://new:9 not used for the fit's partitions: it computes with other kernels "
+        f"(numba's target CPU (generic, not {mine['numba_cpu']}))",
+        "ldhmm: Dask worker tcp://odd:7 not used for the fit's partitions: its identity could not be read "
+        "(OSError: no such module)",
     ]
-    assert backend._live_workers(gone={"tcp://a:1"}, wait=0.0) == {}
+    assert "tcp://gone:5" not in backend._identities  # left the cluster: forgotten
+    assert backend._live_workers(gone={"tcp://a:1", "tcp://c:3"}, wait=0.0) == {}
+    # a worker restarted at the same address with the fit's kernels is asked again, and used
+    backend.client.identities["tcp://new:9"] = mine
+    backend._capacities = lambda: {"tcp://a:1": 1.0}
+    assert backend._live_workers(gone=set()) == {"tcp://a:1": 1.0}
+    backend._capacities = lambda: {"tcp://a:1": 1.0, "tcp://new:9": 1.0}
+    assert backend._live_workers(gone=set()) == {"tcp://a:1": 1.0, "tcp://new:9": 1.0}
 
 
 def test_a_cluster_of_mixed_kernels_is_refused_before_any_partition_starts(tmp_path):

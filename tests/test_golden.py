@@ -8,7 +8,9 @@ that means to alter results regenerates it in the same commit and says why.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +27,13 @@ HERE = Path(__file__).resolve().parent / "golden"
 CPU_DEPENDENT_RTOL = {"log_marginal_is": 1e-10}
 
 
+def _load_maker():
+    spec = importlib.util.spec_from_file_location("make_golden", HERE / "make_golden.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def recomputed(data_dir_or_none, tmp_path_factory):
     """The records, computed by make_golden.py in a process of its own under its portable
@@ -33,7 +42,8 @@ def recomputed(data_dir_or_none, tmp_path_factory):
     out = tmp_path_factory.mktemp("golden") / "records.json"
     where = ["--synthetic-only"] if data_dir_or_none is None else ["--data-dir", str(data_dir_or_none)]
     command = [sys.executable, str(HERE / "make_golden.py"), "--out", str(out), *where]
-    done = subprocess.run(command, capture_output=True, text=True)
+    env = {**os.environ, **_load_maker().PORTABLE_ARITHMETIC}  # else it starts itself again
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())
 

@@ -12,13 +12,17 @@ count and on which worker was lost).
 The identity is read, not chosen: numba compiles for the CPU named by ``NUMBA_CPU_NAME`` (else
 the host's), torch's ATen picks its kernels by ``ATEN_CPU_CAPABILITY`` (else the host's best),
 numpy by ``NPY_DISABLE_CPU_FEATURES``, OpenBLAS by ``OPENBLAS_CORETYPE``, MKL by ``MKL_CBWR``;
-all of them when the library is loaded.
+each when the library is first imported. :func:`portable_environment` holds all of them to
+their baseline x86-64 kernels (``python -m ldhmm.inference.distributed.arithmetic`` prints it
+as a shell line); :func:`portable` says whether this process runs under it.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import shlex
+from pathlib import Path
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -35,12 +39,17 @@ try:  # numpy >= 2
 except ImportError:  # pragma: no cover - numpy 1.x
     from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
 
-__all__ = ["FIELDS", "arithmetic_identity", "identity_differences"]
+__all__ = ["FIELDS", "arithmetic_identity", "identity_differences", "portable", "portable_environment"]
+
+#: LLVM features that change the instructions numba emits for arithmetic (others, e.g. sgx or
+#: rtm, differ between hosts of one CPU model and change no result).
+_ARITHMETIC_FEATURES = ("sse", "ssse", "avx", "fma", "f16c", "amx")
 
 #: The fields of an identity, in the order a difference is reported, with their names in words.
 FIELDS = {
     "numba_cpu": "numba's target CPU",
     "numba_features": "numba's target CPU features",
+    "numba_svml": "numba's use of Intel SVML",
     "torch_kernels": "torch's CPU kernels",
     "numpy_dispatch": "numpy's SIMD kernels",
     "blas": "the BLAS kernels",
@@ -55,10 +64,14 @@ def arithmetic_identity() -> dict[str, str]:
     features = numba_config.CPU_FEATURES
     if features is None:
         features = llvm.get_host_cpu_features().flatten()
+    features = [f for f in features.split(",") if f[1:].startswith(_ARITHMETIC_FEATURES)]
+    # Only the BLAS libraries of numpy, scipy and torch: a process may have loaded others (a
+    # worker's preloads, earlier tasks) that no computation of ldhmm calls.
+    ours = tuple(str(Path(m.__file__).resolve().parent) for m in (np, scipy, torch))
     blas = sorted(
         f"{lib.get('internal_api')} {lib.get('architecture') or ''}".strip()
         for lib in threadpoolctl.threadpool_info()
-        if lib.get("user_api") == "blas"
+        if lib.get("user_api") == "blas" and _under(lib.get("filepath", ""), ours)
     )
     versions = {
         "numpy": np.__version__,
@@ -69,7 +82,8 @@ def arithmetic_identity() -> dict[str, str]:
     }
     return {
         "numba_cpu": numba_config.CPU_NAME or llvm.get_host_cpu_name(),
-        "numba_features": ",".join(sorted(f for f in features.split(",") if f)),
+        "numba_features": ",".join(sorted(features)),
+        "numba_svml": str(bool(numba_config.USING_SVML)),
         "torch_kernels": torch.backends.cpu.get_cpu_capability(),
         "numpy_dispatch": ",".join(t for t in __cpu_dispatch__ if __cpu_features__.get(t)),
         "blas": "; ".join(sorted(set(blas))),
@@ -77,6 +91,41 @@ def arithmetic_identity() -> dict[str, str]:
         "libc": " ".join(platform.libc_ver()),
         "versions": " ".join(f"{k} {v}" for k, v in versions.items()),
     }
+
+
+def _under(path: str, folders: tuple[str, ...]) -> bool:
+    """Whether ``path`` lies in one of ``folders`` or in a ``.libs`` folder beside one (where
+    wheels put their bundled libraries: numpy.libs, scipy.libs)."""
+    real = str(Path(path).resolve()) if path else ""
+    return any(real.startswith(f + os.sep) or real.startswith(f + ".libs" + os.sep) for f in folders)
+
+
+def portable_environment() -> dict[str, str]:
+    """The environment that holds numba, torch, numpy, MKL and OpenBLAS to their baseline x86-64
+    kernels, so that processes on any x86-64 machine compute the same bits (with the same
+    library versions and C library). numpy's part names the SIMD targets this numpy build
+    dispatches to (their names changed in numpy 2.4). Set it before those libraries are first
+    imported: they read it then."""
+    return {
+        "NUMBA_CPU_NAME": "generic",
+        "ATEN_CPU_CAPABILITY": "default",
+        "NPY_DISABLE_CPU_FEATURES": ",".join(__cpu_dispatch__),
+        "MKL_CBWR": "COMPATIBLE",
+        "OPENBLAS_CORETYPE": "Prescott",
+    }
+
+
+def portable() -> bool:
+    """Whether this process computes with the baseline kernels of :func:`portable_environment`
+    (read from the libraries, not from the environment)."""
+    identity = arithmetic_identity()
+    return (
+        identity["numba_cpu"] == "generic"
+        and identity["numba_svml"] == "False"
+        and identity["torch_kernels"] == "DEFAULT"
+        and identity["numpy_dispatch"] == ""
+        and identity["mkl_cbwr"] == "COMPATIBLE"
+    )
 
 
 def identity_differences(theirs: dict, mine: dict) -> list[str]:
@@ -92,3 +141,7 @@ def identity_differences(theirs: dict, mine: dict) -> list[str]:
             a, b = ",".join(sorted(other - ours)[:4]) or "-", ",".join(sorted(ours - other)[:4]) or "-"
         out.append(f"{words} ({a}, not {b})")
     return out
+
+
+if __name__ == "__main__":
+    print("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in portable_environment().items()))

@@ -18,16 +18,16 @@ of Dask workers or threads.
 A lost worker (its process died) is recovered exactly. The backend keeps a journal of the calls
 that changed the partitions' state since the last ``reset`` (the guide, and each E-step's
 parameters and starts: O(K V) numbers per iteration). Each partition the lost worker held is
-rebuilt on a live worker that computes the same bits (a worker that joins with other kernels
-is not used, and said so once) from its data, the journal is replayed on it (its E-steps are
-deterministic functions of the parameters, the starts and the previous state), and the call of
-the interrupted round is redone there. The partition then holds the state it held before the
-loss, bit for bit, and the round's results are those of the unkilled run: the fit ends where
-the unkilled run ends. A worker lost while the partitions are being started (before the
-first round) is recovered the same way, with nothing to replay: its partitions, started or not,
-are started again on live workers. The loss is reported when it happens (one line: the worker, its
-partitions, what is replayed) and recorded in ``recoveries``. A lost scheduler is a
-:class:`ClusterLostError` (one line).
+rebuilt on a live worker that computes the same bits (a worker that joins with other kernels,
+or whose kernels cannot be read, is not used, said once) from its data, the journal is replayed
+on it (its E-steps are deterministic functions of the parameters, the starts and the previous
+state), and the call of the interrupted round is redone there. The partition then holds the
+state it held before the loss, bit for bit, and the round's results are those of the unkilled
+run: the fit ends where the unkilled run ends. A worker lost while the partitions are being
+started (before the first round) is recovered the same way, with nothing to replay: its
+partitions, started or not, are started again on live workers. The loss is reported when it
+happens (one line: the worker, its partitions, what is replayed) and recorded in
+``recoveries``. A lost scheduler is a :class:`ClusterLostError` (one line).
 """
 
 from __future__ import annotations
@@ -160,10 +160,12 @@ class DaskBackend:
         if not capacities:
             raise RuntimeError("the Dask cluster has no workers")
         check_versions(client)
-        # The workers' common identity: a worker joining later with another is not used.
-        self._identity = check_arithmetic(client) if self.same_arithmetic else None
-        self._identities: dict[str, object] = {}
+        # Each worker's identity, all the same: a worker joining later with another is not used.
+        self._identities: dict[str, dict] = check_arithmetic(client) if self.same_arithmetic else {}
+        self._identity = next(iter(self._identities.values()), None)
         self._excluded: set[str] = set()
+        if self._identity is not None:  # a worker that did not answer is not placed on
+            capacities = {a: c for a, c in capacities.items() if a in self._identities}
         # Where each partition lives (its actor's worker), kept beside the actors so that a loss
         # before a partition's actor has answered names its partitions too.
         self._where = placement([_partition_tokens(p) for p in self.partitions], capacities)
@@ -381,29 +383,40 @@ class DaskBackend:
         deadline = time.monotonic() + wait
         while True:
             capacities = {a: c for a, c in self._capacities().items() if a not in gone}
-            capacities = {a: c for a, c in capacities.items() if self._computes_the_same_bits(a)}
+            same = self._same_bits(list(capacities))
+            capacities = {a: c for a, c in capacities.items() if a in same}
             if capacities or time.monotonic() > deadline:
                 return capacities
             time.sleep(0.5)
 
-    def _computes_the_same_bits(self, address: str) -> bool:
-        """Whether the worker at ``address`` has the workers' identity (:func:`check_arithmetic`),
-        asked once per worker; one that does not is reported once and left out."""
+    def _same_bits(self, addresses: list[str]) -> set[str]:
+        """Those of the live workers ``addresses`` that have the fit's identity
+        (:func:`check_arithmetic`). Workers not seen before are asked, together; one with another
+        identity, or whose answer is an error, is reported once and left out. Workers that have
+        left are forgotten (one may come back at the same address, restarted)."""
         if self._identity is None:
-            return True
-        if address not in self._identities:
-            answer = self.client.run(arithmetic_identity, workers=[address], on_error="return").get(address)
-            if answer is None or isinstance(answer, BaseException):
-                return False  # gone while asked: the next poll will not list it
-            self._identities[address] = answer
-            if answer != self._identity:
+            return set(addresses)
+        for address in set(self._identities) - set(addresses):
+            del self._identities[address]
+        self._excluded &= set(addresses)
+        unknown = [a for a in addresses if a not in self._identities and a not in self._excluded]
+        answers = self.client.run(arithmetic_identity, workers=unknown, on_error="return") if unknown else {}
+        for address in unknown:
+            answer = answers.get(address)
+            if answer is None:  # not reached this time: asked again at the next poll
+                continue
+            if isinstance(answer, BaseException):
+                self._excluded.add(address)
+                why = f"its identity could not be read ({type(answer).__name__}: {answer})"[:200]
+            elif answer != self._identity:
                 self._excluded.add(address)
                 differences = "; ".join(identity_differences(answer, self._identity))
-                self.notify(
-                    f"ldhmm: Dask worker {address} computes with other kernels than the fit's workers "
-                    f"({differences}): not used"
-                )
-        return address not in self._excluded
+                why = f"it computes with other kernels ({differences})"
+            else:
+                self._identities[address] = answer
+                continue
+            self.notify(f"ldhmm: Dask worker {address} not used for the fit's partitions: {why}")
+        return {a for a in addresses if a in self._identities}
 
     def _rebuild(self, lost: list[int], where: list[str]) -> None:
         """Partitions ``lost`` started anew on ``where`` and the journal replayed on them; they
@@ -460,17 +473,16 @@ def check_versions(client: Client) -> None:
         )
 
 
-def check_arithmetic(client: Client) -> dict | None:
+def check_arithmetic(client: Client) -> dict[str, dict]:
     """Every worker computes the same bits (the same :func:`arithmetic_identity`), or a one-line
     RuntimeError naming a worker that differs from the most common identity, and how. Returns
-    that identity (None if no worker answered). A worker lost while it is asked is left out."""
+    each worker's identity (all the same; empty if none answered). A worker whose answer is an
+    error (lost while it is asked) is left out: the backend places nothing on it."""
     answers = client.run(arithmetic_identity, on_error="return")
     theirs = {a: v for a, v in sorted(answers.items()) if not isinstance(v, BaseException)}
-    if not theirs:
-        return None
     keys = {a: tuple(sorted(v.items())) for a, v in theirs.items()}
     counts = {k: list(keys.values()).count(k) for k in keys.values()}
-    common = max(counts, key=counts.get)  # the first of the most common, by worker address
+    common = max(counts, key=counts.get, default=None)  # the first of the most common, by address
     other = [a for a in theirs if keys[a] != common]
     if other:
         reference = next(a for a in theirs if keys[a] == common)
@@ -481,7 +493,7 @@ def check_arithmetic(client: Client) -> dict | None:
             f"worker holds which partition; start every worker with the same libraries and CPU kernels "
             f"(docs/performance.md, 'The same bits on another machine')"
         )
-    return dict(common)
+    return theirs
 
 
 def connect(

@@ -36,6 +36,7 @@ from ldhmm.baselines.hmmv import HMMV
 from ldhmm.baselines.lda import LDA
 from ldhmm.baselines.vbhmm import VBHMM
 from ldhmm.data import kfold_indices, load_paper_subset
+from ldhmm.inference.distributed.arithmetic import arithmetic_identity, portable, portable_environment
 
 GOLDEN = Path(__file__).with_name("golden.json")
 
@@ -43,13 +44,7 @@ GOLDEN = Path(__file__).with_name("golden.json")
 #: kernels by the CPU it runs on is held to its baseline x86-64 kernels (numba compiles for a
 #: generic CPU, torch's ATen and numpy use no SIMD dispatch above their baseline, MKL and
 #: OpenBLAS use their compatible kernels). Slower, and the same bits on any x86-64 machine.
-PORTABLE_ARITHMETIC = {
-    "NUMBA_CPU_NAME": "generic",
-    "ATEN_CPU_CAPABILITY": "default",
-    "NPY_DISABLE_CPU_FEATURES": "X86_V3,X86_V4,AVX512_ICL,AVX512_SPR",
-    "MKL_CBWR": "COMPATIBLE",
-    "OPENBLAS_CORETYPE": "Prescott",
-}
+PORTABLE_ARITHMETIC = portable_environment()
 
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -150,11 +145,6 @@ def compute(data_dir=None) -> dict:
     return records
 
 
-def portable() -> bool:
-    """Whether this process runs under ``PORTABLE_ARITHMETIC``."""
-    return all(os.environ.get(k) == v for k, v in PORTABLE_ARITHMETIC.items())
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write tests/golden/golden.json")
@@ -162,7 +152,7 @@ def main(argv=None):
     parser.add_argument("--data-dir", help="the UCI data (default: $LDHMM_DATA, else ../shared/data)")
     parser.add_argument("--synthetic-only", action="store_true", help="leave out the Entree records")
     args = parser.parse_args(argv)
-    if not portable():
+    if not all(os.environ.get(k) == v for k, v in PORTABLE_ARITHMETIC.items()):
         # Too late for this process: numba, torch and numpy read their CPU settings on import.
         argv = sys.argv[1:] if argv is None else list(argv)
         env = {**os.environ, **PORTABLE_ARITHMETIC}
@@ -170,6 +160,8 @@ def main(argv=None):
     data_dir = args.data_dir or os.environ.get(
         "LDHMM_DATA", str(Path(__file__).resolve().parents[3] / "shared" / "data")
     )
+    if not portable():  # the environment was set, and a library did not follow it
+        raise SystemExit(f"make_golden: not computing with portable kernels: {arithmetic_identity()}")
     records = compute(None if args.synthetic_only else data_dir)
     if args.out:
         Path(args.out).write_text(json.dumps(records))
