@@ -67,6 +67,8 @@ class _Integer:
     """An integer (not a bool) of at least ``low``, returned as ``int``."""
 
     low: int
+    #: What the error message asks for (a subclass widens it).
+    _wanted = "an integer"
 
     @property
     def kind(self) -> str:
@@ -74,7 +76,7 @@ class _Integer:
 
     def __call__(self, name: str, value) -> int:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < self.low:
-            raise ValueError(f"{name} must be an integer >= {self.low}, got {value!r}")
+            raise ValueError(f"{name} must be {self._wanted} >= {self.low}, got {value!r}")
         return int(value)
 
 
@@ -82,16 +84,14 @@ class _Integer:
 class _IntegerOrNone(_Integer):
     """None, or an integer (not a bool) of at least ``low``."""
 
+    _wanted = "None or an integer"
+
     @property
     def kind(self) -> str:
         return f"int >= {self.low} or None"
 
     def __call__(self, name: str, value) -> int | None:
-        if value is None:
-            return None
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < self.low:
-            raise ValueError(f"{name} must be None or an integer >= {self.low}, got {value!r}")
-        return int(value)
+        return None if value is None else super().__call__(name, value)
 
 
 @dataclass(frozen=True)
