@@ -37,6 +37,7 @@ import os
 import sys
 import time
 import uuid
+from collections import Counter
 
 from distributed import Client, LocalCluster
 
@@ -481,7 +482,7 @@ def check_arithmetic(client: Client) -> dict[str, dict]:
     answers = client.run(arithmetic_identity, on_error="return")
     theirs = {a: v for a, v in sorted(answers.items()) if not isinstance(v, BaseException)}
     keys = {a: tuple(sorted(v.items())) for a, v in theirs.items()}
-    counts = {k: list(keys.values()).count(k) for k in keys.values()}
+    counts = Counter(keys.values())
     common = max(counts, key=counts.get, default=None)  # the first of the most common, by address
     other = [a for a in theirs if keys[a] != common]
     if other:
