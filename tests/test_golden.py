@@ -8,7 +8,6 @@ that means to alter results regenerates it in the same commit and says why.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,20 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ldhmm.inference.distributed.arithmetic import portable_environment
+
 HERE = Path(__file__).resolve().parent / "golden"
 
 #: Fields computed by torch's vectorized special functions (exp, log, logsumexp over sampled
 #: parameters): 2.5e-12 relative between an AVX-512 machine and an AVX2 one when each ran its
-#: own kernels. The records are now computed under ``make_golden.PORTABLE_ARITHMETIC`` (the
+#: own kernels. The records are now computed under ``portable_environment()`` (the
 #: same kernels on every machine); this allowance stays until that is seen on an AVX-512 machine.
 CPU_DEPENDENT_RTOL = {"log_marginal_is": 1e-10}
-
-
-def _load_maker():
-    spec = importlib.util.spec_from_file_location("make_golden", HERE / "make_golden.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +36,7 @@ def recomputed(data_dir_or_none, tmp_path_factory):
     out = tmp_path_factory.mktemp("golden") / "records.json"
     where = ["--synthetic-only"] if data_dir_or_none is None else ["--data-dir", str(data_dir_or_none)]
     command = [sys.executable, str(HERE / "make_golden.py"), "--out", str(out), *where]
-    env = {**os.environ, **_load_maker().PORTABLE_ARITHMETIC}  # else it starts itself again
+    env = {**os.environ, **portable_environment()}  # else it starts itself again
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())
