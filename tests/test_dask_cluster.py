@@ -148,6 +148,45 @@ def test_workers_that_compute_other_bits_are_refused_in_one_line():
     assert dask_backend.check_arithmetic(_Identities({})) == {}
 
 
+def test_a_driver_unlike_its_workers_is_said_in_one_line():
+    """Workers that agree with each other but not with the driver are used (their numbers are
+    reproducible), and the difference is said: the driver's M-steps make them differ from a fit on
+    the driver alone. A real cluster whose one worker compiles numba for a generic CPU."""
+    mine = arithmetic.arithmetic_identity()
+    assert dask_backend.driver_differences(mine) == []
+    assert dask_backend.driver_differences(None) == []  # no worker answered: nothing to compare
+    assert dask_backend.driver_differences(dict(mine, torch_kernels="AVX512")) == [
+        f"torch's CPU kernels (AVX512, not {mine['torch_kernels']})"
+    ]
+    if mine["numba_cpu"] == "generic":  # pragma: no cover - a driver already held to generic
+        pytest.skip("this driver compiles numba for a generic CPU itself")
+    cluster = distributed.LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=50,
+        env={"NUMBA_CPU_NAME": "generic", "NUMBA_NUM_THREADS": "1"},
+    )
+    client = distributed.Client(cluster)
+    try:
+        seqs, lines = _data(n=4), []
+        partitions = [([s], [i]) for i, s in enumerate(seqs)]
+        backend = DaskBackend(client, partitions, {"guide": PFGuide(), "n_symbols": 6}, notify=lines.append)
+        assert len(lines) == 1 and "\n" not in lines[0]
+        assert lines[0].startswith(
+            "ldhmm: the Dask workers compute with other kernels than this driver (numba's target CPU "
+            f"(generic, not {mine['numba_cpu']})"
+        )
+        assert lines[0].endswith(
+            "the fit's numbers will differ in the last bits from a fit on this machine alone"
+        )
+        assert np.sum(backend.call("symbol_counts")) == sum(len(s) for s in seqs)  # and it is used
+    finally:
+        client.close()
+        cluster.close()
+
+
 def test_the_identity_is_the_same_whatever_else_a_worker_loaded():
     """No false refusal: another BLAS loaded by something else, or host features that change no
     instruction of arithmetic, do not change the identity."""

@@ -7,7 +7,9 @@ variational state never travel. Every worker must run the driver's version of ld
 first, :func:`check_versions`), and all workers must compute the same bits: the same numerical
 libraries with the same CPU kernels (:func:`check_arithmetic`; an AVX2 and an AVX-512 worker
 differ in the last bits, which EM grows, so the fit's numbers would depend on where each
-partition lands). The partitions are placed by size (the largest first, each on
+partition lands); a driver unlike its workers is said in one line (it computes the M-steps, so
+the numbers are those of any such cluster, not of a fit on the driver alone:
+:func:`driver_differences`). The partitions are placed by size (the largest first, each on
 the worker with the least tokens per byte of memory limit so far) and started at once. A round
 sends the same small arguments to every actor (the parameters: O(K V) numbers) and gathers each
 partition's sums; the driver (:meth:`ldhmm.inference.em.VariationalEM.fit_backend`) reduces them in
@@ -52,6 +54,7 @@ __all__ = [
     "cluster_shape",
     "connect",
     "cpu_cores",
+    "driver_differences",
     "installed_version",
     "placement",
     "scheduler_workers",
@@ -139,7 +142,8 @@ class DaskBackend:
         Keyword arguments of :class:`PartitionWorker` (guide, n_symbols, sparse, bucket_cells,
         e_step_max_iter, e_step_tol).
     notify : callable, optional
-        ``notify(line)`` when a worker is lost (default: the line on stderr).
+        ``notify(line)`` when a worker is lost or left out, and when the workers compute with
+        other kernels than this driver (default: the line on stderr).
     """
 
     #: The class of each partition's actor (a benchmark may subclass it, e.g. to slow a worker).
@@ -164,6 +168,13 @@ class DaskBackend:
         # Each worker's identity, all the same: a worker joining later with another is not used.
         self._identities: dict[str, dict] = check_arithmetic(client) if self.same_arithmetic else {}
         self._identity = next(iter(self._identities.values()), None)
+        differences = driver_differences(self._identity)
+        if differences:  # reproducible on the cluster, but not the bits of a fit on this machine
+            how = "; ".join(differences)
+            self.notify(
+                f"ldhmm: the Dask workers compute with other kernels than this driver ({how}): the fit's "
+                f"numbers will differ in the last bits from a fit on this machine alone"
+            )
         self._excluded: set[str] = set()
         if self._identity is not None:  # a worker that did not answer is not placed on
             capacities = {a: c for a, c in capacities.items() if a in self._identities}
@@ -458,29 +469,34 @@ def installed_version() -> str:
         return "not installed"
 
 
+def _answers(client: Client, function) -> dict:
+    """Each worker's answer to ``function()`` (run on it), by address in order. A worker whose
+    answer is an exception (lost while it was asked) is left out: the backend places nothing on
+    it, and the partitions placed on it are started again elsewhere, as for any worker lost at
+    start-up."""
+    answers = client.run(function, on_error="return")
+    return {a: v for a, v in sorted(answers.items()) if not isinstance(v, BaseException)}
+
+
 def check_versions(client: Client) -> None:
     """Every worker runs the driver's version of ldhmm, or a one-line RuntimeError naming one
-    that does not. A worker lost while it is asked is left out (its answer is an exception): the
-    partitions placed on it are started again elsewhere, as for any worker lost at start-up."""
+    that does not (a worker lost while it is asked is left out: :func:`_answers`)."""
     mine = installed_version()
-    answers = client.run(installed_version, on_error="return")
-    theirs = {address: v for address, v in answers.items() if not isinstance(v, BaseException)}
-    other = {address: v for address, v in sorted(theirs.items()) if v != mine}
+    theirs = _answers(client, installed_version)
+    other = [a for a in theirs if theirs[a] != mine]
     if other:
-        address, version = next(iter(other.items()))
         raise RuntimeError(
-            f"Dask worker {address} runs ldhmm {version}, this driver {mine} ({len(other)} of {len(theirs)} "
-            f"workers differ): install the same version everywhere"
+            f"Dask worker {other[0]} runs ldhmm {theirs[other[0]]}, this driver {mine} ({len(other)} of "
+            f"{len(theirs)} workers differ): install the same version everywhere"
         )
 
 
 def check_arithmetic(client: Client) -> dict[str, dict]:
     """Every worker computes the same bits (the same :func:`arithmetic_identity`), or a one-line
     RuntimeError naming a worker that differs from the most common identity, and how. Returns
-    each worker's identity (all the same; empty if none answered). A worker whose answer is an
-    error (lost while it is asked) is left out: the backend places nothing on it."""
-    answers = client.run(arithmetic_identity, on_error="return")
-    theirs = {a: v for a, v in sorted(answers.items()) if not isinstance(v, BaseException)}
+    each worker's identity (all the same; empty if none answered; a worker lost while it is
+    asked is left out: :func:`_answers`)."""
+    theirs = _answers(client, arithmetic_identity)
     keys = {a: tuple(sorted(v.items())) for a, v in theirs.items()}
     counts = Counter(keys.values())
     common = max(counts, key=counts.get, default=None)  # the first of the most common, by address
@@ -495,6 +511,16 @@ def check_arithmetic(client: Client) -> dict[str, dict]:
             f"(docs/performance.md, 'The same bits on another machine')"
         )
     return theirs
+
+
+def driver_differences(workers_identity: dict | None) -> list[str]:
+    """How the workers' common identity differs from this process's (the driver's), in words;
+    empty when it does not or is unknown. The driver computes each M-step from the workers'
+    sums, so a driver unlike its workers gives numbers that are the same on every such cluster
+    but differ in the last bits (and, through EM, beyond) from a fit on the driver alone."""
+    if workers_identity is None:
+        return []
+    return identity_differences(workers_identity, arithmetic_identity())
 
 
 def connect(
