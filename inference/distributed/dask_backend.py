@@ -173,7 +173,7 @@ class DaskBackend:
             how = "; ".join(differences)
             self.notify(
                 f"ldhmm: the Dask workers compute with other kernels than this driver ({how}): the fit's "
-                f"numbers will differ in the last bits from a fit on this machine alone"
+                f"numbers may differ in the last bits from a fit on this machine alone"
             )
         self._excluded: set[str] = set()
         if self._identity is not None:  # a worker that did not answer is not placed on
