@@ -3,8 +3,8 @@ restart replayed on them, so the fit ends where the unkilled run ends (the same 
 history and hyper-parameters, bit for bit), whenever the worker dies: while the partitions are
 being started, while an E-step round is in flight, while a Newton round of the M-step is, between
 iterations, or in a later restart of a fit seeded by a PF fit. A LocalCluster of 2 worker
-processes with 1 thread each; the nanny restarts the killed process, so each test has 2 workers
-again."""
+processes with 1 thread each; the nanny restarts the killed process, and each test waits for
+2 workers again (``TwoWorkers``: the cluster started anew where the restart does not come)."""
 
 from __future__ import annotations
 
@@ -26,15 +26,49 @@ from ldhmm.inference.distributed.workers import LocalBackend, PartitionWorker  #
 V = 9
 
 
-@pytest.fixture(scope="module")
-def client():
-    with (
-        distributed.LocalCluster(
+class TwoWorkers:
+    """A LocalCluster of 2 worker processes, 1 thread each, brought back to 2 workers before each
+    test. The nanny restarts a killed worker process; where the restarted worker has not arrived
+    within ``patience`` seconds (seen once in a loaded CI run on 2 cores: "Only 1/2 workers arrived
+    after 120", and every later test then waited on the same missing worker), the cluster is
+    closed and started anew, so one slow restart fails no test."""
+
+    def __init__(self, patience=90):
+        self.patience, self.rebuilt = patience, 0
+        self._start()
+
+    def _start(self):
+        self.cluster = distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
+        )
+        self.client = distributed.Client(self.cluster)
+
+    def ready(self):
+        try:
+            self.client.wait_for_workers(2, timeout=self.patience)
+        except TimeoutError:
+            self.close()
+            self.rebuilt += 1
+            self._start()
+            self.client.wait_for_workers(2, timeout=self.patience)
+        return self.client
+
+    def close(self):
+        self.client.close()
+        self.cluster.close()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    two = TwoWorkers()
+    yield two
+    two.close()
+
+
+@pytest.fixture
+def client(cluster):
+    """The module's cluster with its 2 workers, whatever an earlier test killed."""
+    return cluster.ready()
 
 
 def _data(seed=4, n=200):
@@ -128,7 +162,6 @@ def unkilled():
     ids=["during-E-round", "during-Newton-round", "between-iterations"],
 )
 def test_a_lost_worker_changes_nothing(client, unkilled, method, nth, step):
-    client.wait_for_workers(2, timeout=120)
     partitions, options, params = _problem()
     engine = VariationalEM(PFGuide(), max_iter=30)
     target = None if method == "between" else method
@@ -158,7 +191,6 @@ def test_a_worker_lost_while_the_partitions_start(client, unkilled, moment):
     partition's actor is submitted, or once the victim's actors have all started (their futures
     finished, then erred by the scheduler when the worker goes: not a start that raised): its
     partitions are started again on live workers; reported once, and the fit is the unkilled one."""
-    client.wait_for_workers(2, timeout=120)
     partitions, options, params = _problem()
     backend = KillingBackend(client, partitions, options, method=moment)
     assert backend.victim and backend.held and backend.held[-1] == len(partitions) - 1
@@ -179,7 +211,6 @@ def test_a_loss_in_a_later_restart_of_a_pf_seeded_fit(client, monkeypatch):
     """``LDHMM(guide="ff", n_init=2)`` on the cluster: PF restarts, then the FF fit from the
     best (set_guide, reset); the worker is lost in the 6th E-step round (the second restart):
     the model equals the unkilled model."""
-    client.wait_for_workers(2, timeout=120)
     seqs = _data(5, n=160)
     make = lambda: LDHMM(3, guide="ff", seed=1, max_iter=4, n_init=2)  # noqa: E731
     expected = make().fit(seqs, n_partitions=4)
