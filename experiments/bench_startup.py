@@ -12,6 +12,13 @@ read 5 sequences of a K = 2 model, so nearly all of their time is imports too.
 With ``--before REF`` every run of this checkout alternates with a run of the commit ``REF``
 (its files laid out for ``PYTHONPATH`` by :func:`ldhmm.experiments.earlier_commit.earlier_tree`,
 under ``--cache``), so that both columns see the same load.
+
+``--floor`` prints a second table first: what any command costs that runs a compiled kernel,
+whatever ldhmm itself imports. Each row is a fresh interpreter: an empty one, ``import numpy``,
+numpy and numba, numpy and numba calling one ``@njit(cache=True)`` function already in numba's
+cache (numba sets up its compilation target on the first such call, whether it compiles or
+loads: that is where scipy is imported, and most of the row's cost), and torch and pandas
+alone, for scale.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import numpy as np
 from ..models import LDHMM
 from .earlier_commit import earlier_tree
 
-__all__ = ["COMMANDS", "HEAVY", "run_once", "main"]
+__all__ = ["COMMANDS", "FLOOR", "HEAVY", "print_floor", "run_code", "run_once", "main"]
 
 #: The heavy libraries a row names when the command's interpreter holds them.
 HEAVY = (
@@ -74,6 +81,51 @@ def _write_inputs(d: Path) -> None:
     model.save(d / "model.json", vocabulary=["a", "b", "c"])
     rng = np.random.default_rng(0)
     (d / "log.txt").write_text("\n".join(" ".join(rng.choice(list("abc"), 6)) for _ in range(5)) + "\n")
+
+
+#: The floor's rows: a label and the code a fresh interpreter runs (in the directory of
+#: ``floor_kernel.py``, written by :func:`_write_inputs`).
+FLOOR = {
+    "an empty interpreter": "pass",
+    "import numpy": "import numpy",
+    "import numpy, numba": "import numpy, numba",
+    "numpy, numba, one cached kernel called": "import floor_kernel; floor_kernel.twice(1.0)",
+    "import torch": "import torch",
+    "import pandas": "import pandas",
+}
+
+
+def _write_floor_kernel(d: Path) -> None:
+    """A module with one cached kernel, called once here so that numba's cache holds it."""
+    (d / "floor_kernel.py").write_text(
+        "from numba import njit\n\n\n@njit(cache=True)\ndef twice(x):\n    return 2.0 * x\n"
+    )
+    subprocess.run([sys.executable, "-c", "import floor_kernel; floor_kernel.twice(1.0)"], cwd=d, check=True)
+
+
+def run_code(code: str, cwd: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of ``python -c CODE`` in a fresh interpreter in ``cwd``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, check=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def print_floor(d: Path, repeats: int) -> None:
+    """The floor's table: each row's median wall and CPU seconds over ``repeats`` rounds, the rows
+    interleaved within a round so that the machine's drift hits them alike."""
+    _write_floor_kernel(d)
+    runs: dict[str, list[tuple[float, float]]] = {label: [] for label in FLOOR}
+    for _ in range(repeats):
+        for label, code in FLOOR.items():
+            runs[label].append(run_code(code, d))
+    print("| fresh interpreter | wall s | CPU s |\n|---|---|---|")
+    for label, r in runs.items():
+        wall, cpu = _medians(r)
+        print(f"| {label} | {wall:.2f} | {cpu:.2f} |", flush=True)
+    print()
 
 
 def _env(pythonpath: Path | None) -> dict[str, str]:
@@ -122,12 +174,18 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--cache", type=Path, default=Path(tempfile.gettempdir()) / "ldhmm-bench-trees", help="REF's tree"
     )
+    parser.add_argument(
+        "--floor", action="store_true", help="first the floor: numpy, numba and a cached kernel, alone"
+    )
     args = parser.parse_args(argv)
     earlier = None
     if args.before:
         args.cache.mkdir(parents=True, exist_ok=True)
         earlier = earlier_tree(args.before, args.cache, Path(__file__))
     print(f"load average {os.getloadavg()[0]:.1f}; {args.repeats} runs per command, medians")
+    if args.floor:
+        with tempfile.TemporaryDirectory() as tmp:
+            print_floor(Path(tmp), args.repeats)
     if earlier is None:
         print("| command | wall s | CPU s | heavy libraries loaded |\n|---|---|---|---|")
     else:
