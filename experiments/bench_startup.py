@@ -38,7 +38,7 @@ import numpy as np
 from ..models import LDHMM
 from .earlier_commit import earlier_tree
 
-__all__ = ["COMMANDS", "FLOOR", "HEAVY", "print_floor", "run_code", "run_once", "main"]
+__all__ = ["COMMANDS", "FLOOR", "HEAVY", "print_floor", "run_once", "timed", "main"]
 
 #: The heavy libraries a row names when the command's interpreter holds them.
 HEAVY = (
@@ -103,11 +103,12 @@ def _write_floor_kernel(d: Path) -> None:
     subprocess.run([sys.executable, "-c", "import floor_kernel; floor_kernel.twice(1.0)"], cwd=d, check=True)
 
 
-def run_code(code: str, cwd: Path) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of ``python -c CODE`` in a fresh interpreter in ``cwd``."""
+def timed(args: list[str], **run_options) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of the child process ``args`` (``subprocess.run`` options:
+    ``cwd``, ``env``, ``check``); its output is captured and dropped."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, check=True)
+    subprocess.run(args, capture_output=True, **run_options)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -120,7 +121,7 @@ def print_floor(d: Path, repeats: int) -> None:
     runs: dict[str, list[tuple[float, float]]] = {label: [] for label in FLOOR}
     for _ in range(repeats):
         for label, code in FLOOR.items():
-            runs[label].append(run_code(code, d))
+            runs[label].append(timed([sys.executable, "-c", code], cwd=d, check=True))
     print("| fresh interpreter | wall s | CPU s |\n|---|---|---|")
     for label, r in runs.items():
         wall, cpu = _medians(r)
@@ -139,14 +140,7 @@ def _env(pythonpath: Path | None) -> dict[str, str]:
 def run_once(argv: list[str], pythonpath: Path | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of ``python -m ldhmm.cli ARGV`` in a fresh interpreter
     (``pythonpath`` first on its path: an earlier commit's package)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "ldhmm.cli", *argv], capture_output=True, check=False, env=_env(pythonpath)
-    )
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return timed([sys.executable, "-m", "ldhmm.cli", *argv], check=False, env=_env(pythonpath))
 
 
 def _loaded(argv: list[str], pythonpath: Path | None = None) -> list[str]:
