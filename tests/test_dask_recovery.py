@@ -34,7 +34,7 @@ class TwoWorkers:
     closed and started anew, so one slow restart fails no test."""
 
     def __init__(self, patience=90):
-        self.patience, self.rebuilt = patience, 0
+        self.patience = patience
         self._start()
 
     def _start(self):
@@ -48,7 +48,6 @@ class TwoWorkers:
             self.client.wait_for_workers(2, timeout=self.patience)
         except TimeoutError:
             self.close()
-            self.rebuilt += 1
             self._start()
             self.client.wait_for_workers(2, timeout=self.patience)
         return self.client
