@@ -83,13 +83,15 @@ def _write_inputs(d: Path) -> None:
     (d / "log.txt").write_text("\n".join(" ".join(rng.choice(list("abc"), 6)) for _ in range(5)) + "\n")
 
 
+#: What the floor's kernel row runs: one call of the cached kernel of ``floor_kernel.py``.
+KERNEL_CALL = "import floor_kernel; floor_kernel.twice(1.0)"
 #: The floor's rows: a label and the code a fresh interpreter runs (in the directory of
-#: ``floor_kernel.py``, written by :func:`_write_inputs`).
+#: ``floor_kernel.py``, written by :func:`_write_floor_kernel`).
 FLOOR = {
     "an empty interpreter": "pass",
     "import numpy": "import numpy",
     "import numpy, numba": "import numpy, numba",
-    "numpy, numba, one cached kernel called": "import floor_kernel; floor_kernel.twice(1.0)",
+    "numpy, numba, one cached kernel called": KERNEL_CALL,
     "import torch": "import torch",
     "import pandas": "import pandas",
 }
@@ -100,7 +102,7 @@ def _write_floor_kernel(d: Path) -> None:
     (d / "floor_kernel.py").write_text(
         "from numba import njit\n\n\n@njit(cache=True)\ndef twice(x):\n    return 2.0 * x\n"
     )
-    subprocess.run([sys.executable, "-c", "import floor_kernel; floor_kernel.twice(1.0)"], cwd=d, check=True)
+    subprocess.run([sys.executable, "-c", KERNEL_CALL], cwd=d, check=True)
 
 
 def timed(args: list[str], **run_options) -> tuple[float, float]:

@@ -14,6 +14,7 @@ import pytest
 
 from ldhmm import LDHMM
 from ldhmm.cli.commands import COMMANDS
+from ldhmm.experiments import bench_startup
 
 #: Loaded by no command's start: only by the commands that use them.
 NOT_AT_START = (
@@ -203,8 +204,6 @@ def test_the_start_up_floor_table_names_its_rows_and_loads_the_kernel_from_the_c
 ):
     """``bench_startup --floor``: its kernel row calls a kernel that numba loads from its cache (the
     floor of a command that runs compiled code, not a compilation), and the table has a row each."""
-    from ldhmm.experiments import bench_startup
-
     rows = {label: bench_startup.FLOOR[label] for label in ("an empty interpreter", "import numpy")}
     rows["numpy, numba, one cached kernel called"] = (
         "import floor_kernel; assert floor_kernel.twice(1.5) == 3.0; "
