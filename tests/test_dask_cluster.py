@@ -128,19 +128,25 @@ class _Identities:
         return {a: v for a, v in self.identities.items() if workers is None or a in workers}
 
 
+def _other(value):
+    """A kernel name unlike ``value`` (this machine's), whatever the CPU the test runs on."""
+    return next(name for name in ("AVX512", "AVX2", "DEFAULT", "generic", "znver5") if name != value)
+
+
 def test_workers_that_compute_other_bits_are_refused_in_one_line():
     mine = arithmetic.arithmetic_identity()
-    avx512 = dict(mine, torch_kernels="AVX512", numba_cpu="znver5")
+    # "another" worker's kernels, derived from this machine's own so that they differ on any CPU
+    other_torch, other_numba = _other(mine["torch_kernels"]), _other(mine["numba_cpu"])
+    other = dict(mine, torch_kernels=other_torch, numba_cpu=other_numba)
     same = {"tcp://a:1": mine, "tcp://b:2": mine}
     assert dask_backend.check_arithmetic(_Identities(same)) == same
     with pytest.raises(RuntimeError) as refused:
-        dask_backend.check_arithmetic(
-            _Identities({"tcp://a:1": mine, "tcp://b:2": avx512, "tcp://c:3": mine})
-        )
+        dask_backend.check_arithmetic(_Identities({"tcp://a:1": mine, "tcp://b:2": other, "tcp://c:3": mine}))
     message = str(refused.value)
     assert "\n" not in message
     assert message.startswith("Dask worker tcp://b:2 computes with other kernels than tcp://a:1: ")
-    assert "numba's target CPU (znver5, not " in message and "torch's CPU kernels (AVX512, not " in message
+    assert f"numba's target CPU ({other_numba}, not {mine['numba_cpu']})" in message
+    assert f"torch's CPU kernels ({other_torch}, not {mine['torch_kernels']})" in message
     assert "(1 of 3 workers differ)" in message
     # a worker lost while it is asked answers with an exception: left out, not a difference
     lost = {"tcp://a:1": mine, "tcp://b:2": OSError("connection closed")}
@@ -155,8 +161,9 @@ def test_a_driver_unlike_its_workers_is_said_in_one_line():
     mine = arithmetic.arithmetic_identity()
     assert dask_backend.driver_differences(mine) == []
     assert dask_backend.driver_differences(None) == []  # no worker answered: nothing to compare
-    assert dask_backend.driver_differences(dict(mine, torch_kernels="AVX512")) == [
-        f"torch's CPU kernels (AVX512, not {mine['torch_kernels']})"
+    other_torch = _other(mine["torch_kernels"])
+    assert dask_backend.driver_differences(dict(mine, torch_kernels=other_torch)) == [
+        f"torch's CPU kernels ({other_torch}, not {mine['torch_kernels']})"
     ]
     if mine["numba_cpu"] == "generic":  # pragma: no cover - a driver already held to generic
         pytest.skip("this driver compiles numba for a generic CPU itself")
