@@ -1,5 +1,9 @@
 """The databases of the experiment commands: the built-in synthetic ones, and which one a command uses.
 
+:func:`click_log` is a synthetic click log (Zipf-distributed symbols over any vocabulary, each
+sequence drawing mostly from its own few favourites): the heterogeneity study's
+``favourites`` log and the data of ``benchmarks/vocabulary_size.py``.
+
 :func:`select_database` turns the ``--dataset``/``--file``/``--data-dir`` arguments of an
 experiment command into a :class:`ldhmm.data.SequenceDatabase` and a sentence saying which
 database it is (printed, and recorded in the output's ``config.json``);
@@ -21,6 +25,7 @@ from ..data import (
     load_dataset,
     load_paper_subset,
     load_path,
+    read_msnbc,
     resolve_data_dir,
 )
 from ..data.uci import ENTREE_ARCHIVE, ENTREE_SESSION_DIR
@@ -33,6 +38,8 @@ __all__ = [
     "SYNTHETIC_HYPERPARAMETERS",
     "synthetic_database",
     "labelled_synthetic_database",
+    "click_log",
+    "msnbc_lengths",
     "select_database",
     "resolve_data",
     "data_files_present",
@@ -107,6 +114,50 @@ def labelled_synthetic_database(
         name="synthetic-labelled",
         meta={"source": "built-in two-class synthetic LDHMM", "seed": seed},
     )
+
+
+#: The MSNBC sequence file that :func:`msnbc_lengths` draws its lengths from.
+MSNBC_FILE = "msnbc990928.seq.gz"
+
+
+def msnbc_lengths(n: int, seed: int = 0, data_dir=None) -> np.ndarray:
+    """``n`` sequence lengths drawn from the MSNBC length distribution (capped at 100): from
+    the data directory's MSNBC file when it is there, else a geometric law with MSNBC's mean
+    (4.7)."""
+    rng = np.random.default_rng(seed)
+    directory = resolve_data_dir(data_dir, default=".", must_exist=False)
+    path = directory / MSNBC_FILE
+    if path.is_file():
+        pool = np.minimum(read_msnbc(path).lengths, 100)
+    else:
+        pool = np.minimum(rng.geometric(1 / 4.7, size=100_000), 100)
+    return rng.choice(pool, size=n)
+
+
+def click_log(
+    n_sequences: int, n_symbols: int, seed: int = 0, data_dir=None, lengths: str = "msnbc"
+) -> list[np.ndarray]:
+    """A synthetic click log: Zipf(1.1) symbols, per-sequence favourites; lengths from MSNBC
+    (``lengths="msnbc"``, :func:`msnbc_lengths`) or uniform on A..B (``"uniform:A:B"``)."""
+    rng = np.random.default_rng(seed)
+    if lengths == "msnbc":
+        lengths = msnbc_lengths(n_sequences, seed, data_dir)
+    else:
+        _, low, high = lengths.split(":")
+        lengths = rng.integers(int(low), int(high) + 1, size=n_sequences)
+    ranks = np.arange(1, n_symbols + 1, dtype=np.float64)
+    p = ranks**-1.1
+    p /= p.sum()
+    # All draws at once (a draw from p costs O(V) set-up: per sequence it would dominate at
+    # V = 10^6): 3 favourites per sequence, then each token its own favourite (60%) or a draw.
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    favourites = rng.choice(n_symbols, size=(lengths.size, 3), p=p)
+    draws = rng.choice(n_symbols, size=total, p=p)
+    owner = np.repeat(np.arange(lengths.size), lengths)
+    own = rng.random(total) < 0.6
+    draws[own] = favourites[owner[own], rng.integers(0, 3, size=int(own.sum()))]
+    return [a.astype(np.int64) for a in np.split(draws, np.cumsum(lengths)[:-1])]
 
 
 def data_files_present(name: str, data_dir) -> bool:

@@ -5,7 +5,7 @@ The synthetic logs are drawn from one LDHMM (K = 3, V = 6) whose Dirichlet prior
 priors :data:`PI_PRIOR`, :data:`A_PRIOR`, :data:`B_PRIOR` times a scale ``c``: with a large
 ``c`` every sequence has nearly the same pi, A and B (one shared HMM); with a small ``c`` every
 sequence has its own. Beside them: the per-sequence-favourites log of
-:func:`ldhmm.experiments.bench_vocab.click_log` and seeded samples of the paper's data sets
+:func:`ldhmm.experiments.datasets.click_log` and seeded samples of the paper's data sets
 (Entree, MSNBC, splice; their labels unused).
 
 Each log is one :func:`ldhmm.experiments.compare.compare` run (folds, K, restarts and
@@ -43,8 +43,8 @@ from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
 from ..models import LDHMM
 from ..models.file_format import read_model_file
 from .along_k import row_key
-from .bench_vocab import click_log
 from .compare import compare
+from .datasets import click_log
 from .measures import LOG_PX, with_log_px
 from .tasks import MODELS_DIR, atomic_write_text
 

@@ -1,7 +1,9 @@
 """Peak resident memory of a region of code, measured in this process (Linux).
 
-Used by the benchmarks (``experiments/bench.py``, ``experiments/bench_memory.py``) and the test
-that the memory estimates of :mod:`ldhmm.models.memory` bound what a command needs.
+Used by the benchmarks (``benchmarks/estep_vs_hmmlearn.py``, ``benchmarks/memory_estimates.py``),
+the test that the memory estimates of :mod:`ldhmm.models.memory` bound what a command needs
+(``tests/test_memory_bound.py``, through ``benchmarks/memory_estimates.py``) and the command-line
+fuzzer (``tests/fuzz_cli.py``).
 """
 
 from __future__ import annotations

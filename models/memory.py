@@ -8,7 +8,7 @@ sampling draws theta for a batch of sequences at once. The estimates below count
 allocates it (:mod:`ldhmm.inference.cavi.expectation`). They are upper bounds on the peak
 resident memory a command adds to the interpreter and its libraries (torch, numba's kernels;
 about 0.6 GB, not counted), within a small factor of it: ``tests/test_memory_bound.py`` and
-``experiments/bench_memory.py`` measure both (``docs/performance.md``, "Memory estimates").
+``benchmarks/memory_estimates.py`` measure both (``docs/performance.md``, "Memory estimates").
 Not counted: the torch route of the E-step (float32, other devices, chains whose scaled
 recursion underflows), which forms per-position K x K arrays.
 
@@ -57,7 +57,7 @@ __all__ = [
 
 MAX_MEMORY_ENV_VAR = "LDHMM_MAX_MEMORY"
 #: Every check logs its estimate here at DEBUG level (``what``, bytes, limit): the benchmark
-#: ``experiments/bench_memory.py`` compares them with measured peaks.
+#: ``benchmarks/memory_estimates.py`` compares them with measured peaks.
 LOGGER = logging.getLogger("ldhmm.memory")
 _OVERRIDE: int | None = None
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}

@@ -4,17 +4,13 @@ in-process tables."""
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pytest
 
 distributed = pytest.importorskip("distributed")
 
 from ldhmm.cli import main  # noqa: E402
-from ldhmm.cli.main import build_parser  # noqa: E402
 from ldhmm.cli.outputs import read_table  # noqa: E402
-from ldhmm.experiments import bench_dask_cli  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -69,17 +65,3 @@ def test_cluster_options_are_refused_without_the_dask_backend(saved, capsys):
     assert "--scheduler, --workers and --worker-threads need --backend dask" in capsys.readouterr().err
     assert main(args + ["--backend", "dask", "--scheduler", "tcp://h:1", "--workers", "2"]) == 1
     assert "not with --scheduler" in capsys.readouterr().err
-
-
-def test_the_cli_benchmark_runs_two_commands_that_differ_only_in_the_backend(tmp_path):
-    """experiments/bench_dask_cli.py times two ``ldhmm fit`` command lines: both parse, on the same
-    partitions, and differ only in where the partitions live (and the model file)."""
-    args = argparse.Namespace(states=8, max_iter=100, partitions=4, workers=2)
-    commands = bench_dask_cli.command_lines(tmp_path / "log.txt", tmp_path, args)
-    local, remote = commands.values()
-    parser = build_parser()
-    a, b = (parser.parse_args(c[3:]) for c in (local, remote))
-    assert (a.backend, b.backend, b.workers, a.partitions, b.partitions) == ("local", "dask", 2, 4, 4)
-    assert {k: v for k, v in vars(a).items() if k not in ("backend", "workers", "out")} == {
-        k: v for k, v in vars(b).items() if k not in ("backend", "workers", "out")
-    }

@@ -14,7 +14,6 @@ import pytest
 
 from ldhmm import LDHMM
 from ldhmm.cli.commands import COMMANDS
-from ldhmm.experiments import bench_startup
 
 #: Loaded by no command's start: only by the commands that use them.
 NOT_AT_START = (
@@ -197,20 +196,3 @@ def test_the_lazily_imported_names_are_the_modules_own():
     assert {"fit_svi", "SVIResult"} <= set(dir(inference)) and "sample_database" in dir(models)
     with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
         inference.nothing  # noqa: B018
-
-
-def test_the_start_up_floor_table_names_its_rows_and_loads_the_kernel_from_the_cache(
-    tmp_path, monkeypatch, capsys
-):
-    """``bench_startup --floor``: its kernel row calls a kernel that numba loads from its cache (the
-    floor of a command that runs compiled code, not a compilation), and the table has a row each."""
-    rows = {label: bench_startup.FLOOR[label] for label in ("an empty interpreter", "import numpy")}
-    rows["numpy, numba, one cached kernel called"] = (
-        "import floor_kernel; assert floor_kernel.twice(1.5) == 3.0; "
-        "s = floor_kernel.twice.stats; assert sum(s.cache_hits.values()) == 1 and not s.cache_misses"
-    )
-    monkeypatch.setattr(bench_startup, "FLOOR", rows)
-    bench_startup.print_floor(tmp_path, repeats=1)
-    lines = capsys.readouterr().out.splitlines()
-    assert [line.split(" | ")[0].lstrip("| ") for line in lines[2:5]] == list(rows)
-    assert all(float(line.split(" | ")[1]) > 0 for line in lines[2:5])

@@ -2,23 +2,33 @@
 
 Each command runs through ``ldhmm.cli.main`` in one child interpreter (after a warm-up run of
 the same command on a few sequences), which reports its peak RSS growth and the estimates the
-command checked (``experiments/bench_memory.py``; large sizes there, small ones here).
+command checked: the measuring of ``benchmarks/memory_estimates.py`` (not installed; loaded from
+its file), large sizes there, small ones here.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ldhmm import LDHMM
-from ldhmm.experiments.bench_memory import command_steps, measure_steps, write_sequences
 from ldhmm.inference.batch import bucket_cells, make_buckets
 from ldhmm.inference.cavi.expectation import independent_pair_counts
 from ldhmm.models.memory import MemoryEstimateError, max_memory_limit
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak RSS from /proc")
+
+_SPEC = importlib.util.spec_from_file_location(
+    "memory_estimates", Path(__file__).resolve().parents[1] / "benchmarks" / "memory_estimates.py"
+)
+memory_estimates = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(memory_estimates)
+command_steps, measure_steps = memory_estimates.command_steps, memory_estimates.measure_steps
+write_sequences = memory_estimates.write_sequences
 
 #: (K, V, M, mean length): small, a larger K, a larger V.
 CASES = [(2, 5, 60, 5), (16, 40, 300, 8)]

@@ -58,7 +58,7 @@ EMISSION_LAYOUTS = ("auto", "dense", "sparse")
 
 #: ``"auto"`` stores emission counts sparsely from this many symbols on. Below it the dense
 #: block (K x V per sequence) is at most a few KB and the dense layout runs the same kernel
-#: without the slot indirection (experiments/bench_vocab.py measures both).
+#: without the slot indirection (benchmarks/vocabulary_size.py measures both).
 SPARSE_MIN_SYMBOLS = 512
 
 

@@ -11,7 +11,7 @@ The front door::
 Sub-packages (see ``docs/architecture.md``): :mod:`ldhmm.inference` (math, kernels,
 variational EM, guides), :mod:`ldhmm.models` (the Pyro model and the estimators),
 :mod:`ldhmm.baselines` (HMM, LDA, VBHMM, HMMV), :mod:`ldhmm.data` (loading and encoding
-sequences), :mod:`ldhmm.experiments` (the paper's experiments, the harness, benchmarks) and
+sequences), :mod:`ldhmm.experiments` (the paper's experiments and the harness) and
 :mod:`ldhmm.cli` (the ``ldhmm`` command).
 """
 

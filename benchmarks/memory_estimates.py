@@ -1,7 +1,8 @@
 """Benchmark: the memory estimates of :mod:`ldhmm.models.memory` against measured peaks.
 
-Run ``python -m ldhmm.experiments.bench_memory --help``; ``docs/performance.md`` ("Memory
-estimates") records a table.
+Run ``python benchmarks/memory_estimates.py --help``; ``docs/performance.md`` ("Memory
+estimates") records a table. ``tests/test_memory_bound.py`` loads this file and measures the
+same commands at small sizes (the contract: measured <= estimate).
 
 Each command (``ldhmm fit``, ``score``, ``score --is-samples``, ``posterior``, the partitioned
 fit, ``compare --jobs J``) runs through :func:`ldhmm.cli.main` in a child interpreter, after a
@@ -58,9 +59,8 @@ def write_sequences(path, n_sequences: int, n_symbols: int, mean_length: float, 
 def _child(plan_path: str) -> None:
     """Run the plan's steps in this process, measuring each one's peak; write the results."""
     from ldhmm.cli import main as cli_main
+    from ldhmm.experiments.peak_rss import ChildrenPeak, PeakRSS
     from ldhmm.models.memory import LOGGER
-
-    from .peak_rss import ChildrenPeak, PeakRSS
 
     estimates = []
 
@@ -114,14 +114,16 @@ def measure_steps(steps: list, workdir, timeout: float = 3600) -> list:
     env = {**os.environ, **_MALLOC_ENV}
     try:
         subprocess.run(
-            [sys.executable, "-m", "ldhmm.experiments.bench_memory", "--child", str(plan_path)],
+            [sys.executable, str(Path(__file__).resolve()), "--child", str(plan_path)],
             check=True,
             env=env,
             timeout=timeout,
             cwd=workdir,
         )
     except subprocess.TimeoutExpired:
-        print(f"bench_memory: stopped after {timeout} s; the steps measured so far follow", file=sys.stderr)
+        print(
+            f"memory_estimates: stopped after {timeout} s; the steps measured so far follow", file=sys.stderr
+        )
     results = Path(plan["results"])
     return json.loads(results.read_text()) if results.exists() else []
 

@@ -6,8 +6,8 @@ settings and fold split, but only the tasks of the folds given by ``--run-folds`
 the full run's task: same training set, seeds and budget), then prints each model's task
 seconds per fold and the projection to all folds::
 
-    python -m ldhmm.experiments.bench_folds --dataset msnbc --data-dir ../shared/data --jobs 2 \\
-        --run-folds 0 --out results/bench-folds-msnbc
+    python benchmarks/fold_projection.py --dataset msnbc --data-dir ../shared/data --jobs 2 \\
+        --run-folds 0 --out results/fold-projection-msnbc
 
 The projection is ``sum over models of (task seconds per fold) x folds / jobs``: it assumes
 the other folds cost what the run ones did and the jobs stay busy to the end, so the full
@@ -21,7 +21,7 @@ import time
 
 import pandas as pd
 
-from . import compare as compare_module
+from ldhmm.experiments import compare as compare_module
 
 __all__ = ["main", "only_folds", "projection"]
 

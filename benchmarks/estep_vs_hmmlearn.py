@@ -1,6 +1,6 @@
 """Benchmark: LDHMM's batched E-step side by side with hmmlearn on the same data.
 
-Run ``python -m ldhmm.experiments.bench --help`` for the options; ``docs/performance.md`` explains
+Run ``python benchmarks/estep_vs_hmmlearn.py --help`` for the options; ``docs/performance.md`` explains
 the columns and records measured numbers.
 
 What is timed (same process, same data, same K):
@@ -56,14 +56,14 @@ from hmmlearn.hmm import CategoricalHMM  # noqa: E402
 from threadpoolctl import threadpool_info  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from ..data import load_paper_subset, resolve_data_dir  # noqa: E402
-from ..inference import VariantParameters, e_step_bucket, init_parameters  # noqa: E402
-from ..inference.batch import Bucket, make_buckets  # noqa: E402
-from ..inference.cavi import kernels  # noqa: E402
-from ..inference.cavi.guides import FFGuide, PFGuide  # noqa: E402
-from ..inference.sharing import LDHMM_SHARING  # noqa: E402
-from ..models import LDHMM  # noqa: E402
-from .peak_rss import PeakRSS  # noqa: E402
+from ldhmm.data import load_paper_subset, resolve_data_dir  # noqa: E402
+from ldhmm.experiments.peak_rss import PeakRSS  # noqa: E402
+from ldhmm.inference import VariantParameters, e_step_bucket, init_parameters  # noqa: E402
+from ldhmm.inference.batch import Bucket, make_buckets  # noqa: E402
+from ldhmm.inference.cavi import kernels  # noqa: E402
+from ldhmm.inference.cavi.guides import FFGuide, PFGuide  # noqa: E402
+from ldhmm.inference.sharing import LDHMM_SHARING  # noqa: E402
+from ldhmm.models import LDHMM  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE_K = 8
@@ -287,7 +287,7 @@ def subprocess_peak(row: Row, cache: Path, V: int, threads: int | None, pf_kerne
         "pf_kernel": pf_kernel,
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "ldhmm.experiments.bench", "--_worker", json.dumps(spec)],
+        [sys.executable, str(Path(__file__).resolve()), "--_worker", json.dumps(spec)],
         cwd=str(REPO),
         capture_output=True,
         text=True,
@@ -565,7 +565,6 @@ def run_full_fit(seqs, V, tol, max_iter, log):
 # ----------------------------------------------------------------------------- main
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
-        prog="python -m ldhmm.experiments.bench",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -13,7 +13,7 @@ start of the E-step) is reported apart from the median of the others. Peak RSS: 
 printed: a projection to 100 M sequences from the measured numbers (memory per worker, rounds
 and bytes per round). Run::
 
-    python -m ldhmm.experiments.bench_distributed --data-dir DIR     # or with $LDHMM_DATA set
+    python benchmarks/dask_iteration.py --data-dir DIR     # or with $LDHMM_DATA set
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import time
 
 import numpy as np
 
-from ..data import balanced_partitions, load_msnbc, plan_partitions, write_partitioned
-from ..inference import PFGuide, VariationalEM, make_buckets
-from ..inference.distributed.workers import LocalBackend, as_numpy_params
-from ..models import LDHMM
-from ..models.variant_hmm import dask_backend_module
+from ldhmm.data import balanced_partitions, load_msnbc, plan_partitions, write_partitioned
+from ldhmm.inference import PFGuide, VariationalEM, make_buckets
+from ldhmm.inference.distributed.workers import LocalBackend, as_numpy_params
+from ldhmm.models import LDHMM
+from ldhmm.models.variant_hmm import dask_backend_module
 
 __all__ = ["CountedRounds", "main", "timed_fit"]
 

@@ -1,17 +1,17 @@
 """How long ``ldhmm`` takes to start: each command run in a fresh interpreter, its wall and CPU time.
 
-``python -m ldhmm.experiments.bench_startup [--repeats 5] [--commands help score ...]
-[--before REF]`` writes a tiny model and log into a temporary directory, runs
-``python -m ldhmm.cli ...`` for each command ``--repeats`` times, and prints one Markdown row per
-command: the median wall seconds, the median CPU seconds (user + system of the child process,
-the better measure on a loaded machine), and the heavy libraries the command's interpreter
-holds at its end (from a separate run of the same command in process). ``--help`` of a command
+``python benchmarks/startup.py [--repeats 5] [--commands help score ...] [--before REF]``
+writes a tiny model and log into a temporary directory, runs ``python -m ldhmm.cli ...`` for
+each command ``--repeats`` times, and prints one Markdown row per command: the median wall
+seconds, the median CPU seconds (user + system of the child process, the better measure on a
+loaded machine), and the heavy libraries the command's interpreter holds at its end (from a
+separate run of the same command in process). ``--help`` of a command
 measures its imports alone; ``score``, ``posterior``, ``predict``, ``decode`` and ``report``
 read 5 sequences of a K = 2 model, so nearly all of their time is imports too.
 
 With ``--before REF`` every run of this checkout alternates with a run of the commit ``REF``
-(its files laid out for ``PYTHONPATH`` by :func:`ldhmm.experiments.earlier_commit.earlier_tree`,
-under ``--cache``), so that both columns see the same load.
+(its files laid out for ``PYTHONPATH`` by :func:`earlier_tree`, under ``--cache``), so that
+both columns see the same load.
 
 ``--floor`` prints a second table first: what any command costs that runs a compiled kernel,
 whatever ldhmm itself imports. Each row is a fresh interpreter: an empty one, ``import numpy``,
@@ -35,10 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..models import LDHMM
-from .earlier_commit import earlier_tree
+from ldhmm.models import LDHMM
 
-__all__ = ["COMMANDS", "FLOOR", "HEAVY", "print_floor", "run_once", "timed", "main"]
+__all__ = ["COMMANDS", "FLOOR", "HEAVY", "earlier_tree", "print_floor", "run_once", "timed", "main"]
+
+REPO = Path(__file__).resolve().parents[1]
+#: The repository's top-level folders that are installed as ``ldhmm.<name>``.
+SUBPACKAGES = ("models", "inference", "baselines", "experiments")
 
 #: The heavy libraries a row names when the command's interpreter holds them.
 HEAVY = (
@@ -131,6 +134,24 @@ def print_floor(d: Path, repeats: int) -> None:
     print()
 
 
+def earlier_tree(ref: str, cache: Path) -> Path:
+    """``ref``'s files laid out as the installed package under ``cache/<commit>/src`` (made
+    once); returns the directory to put on ``PYTHONPATH``."""
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", ref], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    root = cache / commit
+    if not (root / "src" / "ldhmm").is_dir():
+        tmp = Path(tempfile.mkdtemp(dir=cache))
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
+        for sub in SUBPACKAGES:
+            if (tmp / sub).is_dir():
+                (tmp / sub).rename(tmp / "src" / "ldhmm" / sub)
+        tmp.rename(root)
+    return root / "src"
+
+
 def _env(pythonpath: Path | None) -> dict[str, str]:
     """This process's environment, with ``pythonpath`` (an earlier commit's package) first."""
     env = dict(os.environ)
@@ -177,7 +198,7 @@ def main(argv=None) -> int:
     earlier = None
     if args.before:
         args.cache.mkdir(parents=True, exist_ok=True)
-        earlier = earlier_tree(args.before, args.cache, Path(__file__))
+        earlier = earlier_tree(args.before, args.cache)
     print(f"load average {os.getloadavg()[0]:.1f}; {args.repeats} runs per command, medians")
     if args.floor:
         with tempfile.TemporaryDirectory() as tmp:

@@ -15,7 +15,7 @@ fit's rounds - median in the in-process fit's) / rounds, and the rest of the dif
 cluster's start, the workers' imports, the partitions' start). Seconds are wall clock: run it
 on a quiet machine::
 
-    python -m ldhmm.experiments.bench_dask_cli --data-dir DIR     # or with $LDHMM_DATA set
+    python benchmarks/dask_cli.py --data-dir DIR     # or with $LDHMM_DATA set
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..data import load_msnbc
+from ldhmm.data import load_msnbc
 
 __all__ = ["COUNTING", "command_lines", "main", "rounds_counted"]
 

@@ -12,9 +12,9 @@ change of its total log-likelihood falls below the EM tolerance (1e-4), in the s
 and reports each LDHMM fit's CPU time as a multiple of it. Run with ``NUMBA_NUM_THREADS=1`` for
 a CPU-time comparison with the single-threaded hmmlearn::
 
-    NUMBA_NUM_THREADS=1 python -m ldhmm.experiments.bench_fit_cost --data-dir ../shared/data \\
+    NUMBA_NUM_THREADS=1 python benchmarks/fit_cost.py --data-dir ../shared/data \\
         --dataset entree --states 2 4 6 --seeds 0 1 2 3
-    NUMBA_NUM_THREADS=1 python -m ldhmm.experiments.bench_fit_cost --data-dir ../shared/data \\
+    NUMBA_NUM_THREADS=1 python benchmarks/fit_cost.py --data-dir ../shared/data \\
         --dataset msnbc --states 8 --hmmlearn
 """
 
@@ -28,13 +28,36 @@ import numpy as np
 from hmmlearn import base
 from hmmlearn.hmm import CategoricalHMM
 
-from ..data import resolve_data_dir
-from ..inference.cavi import expectation
-from ..inference.distributed import workers
-from ..models import LDHMM
-from .earlier_commit import bench_sequences
+from ldhmm.data import load_dataset, load_paper_subset, resolve_data_dir
+from ldhmm.experiments.datasets import synthetic_database
+from ldhmm.inference.cavi import expectation
+from ldhmm.inference.distributed import workers
+from ldhmm.models import LDHMM
 
-__all__ = ["main", "instrument", "hmmlearn_fit"]
+__all__ = ["DATASETS", "main", "instrument", "hmmlearn_fit", "sequences"]
+
+#: ``--dataset`` name -> what :func:`sequences` loads (``--n-sequences N``: its first N sequences).
+DATASETS = {
+    "synthetic": "1,000 sequences of the built-in synthetic LDHMM (seed 0)",
+    "entree": "the Entree paper subset (422 sessions)",
+    "msnbc": "the MSNBC paper subset (20..100 page views)",
+    "msnbc-short": "the MSNBC sequences of length >= 2",
+}
+
+
+def sequences(name: str, data_dir, n: int | None) -> tuple[list, int]:
+    """(sequences, vocabulary size) of a data set of :data:`DATASETS`: its first ``n``
+    sequences (all of them for None)."""
+    if name == "synthetic":
+        db = synthetic_database(1000, seed=0)
+        return db.sequences[:n], len(db.vocabulary)
+    if name in ("entree", "msnbc"):
+        db = load_paper_subset(name, data_dir)
+    elif name == "msnbc-short":
+        db = load_dataset("msnbc", data_dir, min_length=2)
+    else:
+        raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATASETS)}")
+    return db.sequences[:n], len(db.vocabulary)
 
 
 def instrument() -> collections.Counter:
@@ -82,7 +105,7 @@ def hmmlearn_fit(seqs, K: int, V: int, tol: float = 1e-4) -> tuple[float, int]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--dataset", default="entree")
+    p.add_argument("--dataset", default="entree", choices=DATASETS, help="default: entree")
     p.add_argument("--n-sequences", type=int, default=None, help="the first N sequences only")
     p.add_argument("--states", type=int, nargs="+", default=[4])
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -90,7 +113,7 @@ def main(argv=None) -> int:
     p.add_argument("--guide", default="pf")
     p.add_argument("--hmmlearn", action="store_true")
     args = p.parse_args(argv)
-    seqs, V = bench_sequences(args.dataset, resolve_data_dir(args.data_dir), args.n_sequences)
+    seqs, V = sequences(args.dataset, resolve_data_dir(args.data_dir), args.n_sequences)
     n_tokens = sum(map(len, seqs))
     LDHMM(2, n_symbols=V, seed=0, n_init=1, max_iter=2).fit(seqs[:50])  # numba's caches loaded
     work = instrument()

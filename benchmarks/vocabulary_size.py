@@ -1,10 +1,10 @@
 """Benchmark: real vocabularies. Seconds per EM iteration and peak memory against V.
 
-A synthetic click log: ``--n-sequences`` sequences whose lengths follow the MSNBC length
-distribution (read from the data directory when it holds ``msnbc990928.seq.gz``, else a
-geometric law with MSNBC's mean, 4.7) and whose symbols are Zipf-distributed (exponent 1.1)
-over V symbols, each sequence drawing mostly from its own few favourites. For each V, in a
-fresh subprocess (so that its peak RSS is its own):
+A synthetic click log (:func:`ldhmm.experiments.datasets.click_log`): ``--n-sequences``
+sequences whose lengths follow the MSNBC length distribution (read from the data directory when
+it holds ``msnbc990928.seq.gz``, else a geometric law with MSNBC's mean, 4.7) and whose symbols
+are Zipf-distributed (exponent 1.1) over V symbols, each sequence drawing mostly from its own
+few favourites. For each V, in a fresh subprocess (so that its peak RSS is its own):
 
 * ``ldhmm``: ``LDHMM(K, n_symbols=V, n_init=1, max_iter=ITERS).fit(seqs)``; seconds per EM
   iteration and the process's peak RSS. When the memory estimate refuses the fit (it is about
@@ -12,7 +12,7 @@ fresh subprocess (so that its peak RSS is its own):
   says so with the estimate;
 * ``hmmlearn``: ``CategoricalHMM(K, n_iter=ITERS)`` on the same data, where it runs.
 
-Run: ``python -m ldhmm.experiments.bench_vocab --vocab 1000 50000 1000000 --n-sequences 100000``
+Run: ``python benchmarks/vocabulary_size.py --vocab 1000 50000 1000000 --n-sequences 100000``
 """
 
 from __future__ import annotations
@@ -23,55 +23,16 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from hmmlearn.hmm import CategoricalHMM
 
-from ..data import read_msnbc, resolve_data_dir
-from ..models import LDHMM
-from ..models.memory import MemoryEstimateError
+from ldhmm.experiments.datasets import click_log
+from ldhmm.models import LDHMM
+from ldhmm.models.memory import MemoryEstimateError
 
-__all__ = ["click_log", "msnbc_lengths", "main"]
-
-MSNBC_FILE = "msnbc990928.seq.gz"
-
-
-def msnbc_lengths(n: int, seed: int = 0, data_dir=None) -> np.ndarray:
-    """``n`` sequence lengths drawn from the MSNBC length distribution (capped at 100)."""
-    rng = np.random.default_rng(seed)
-    directory = resolve_data_dir(data_dir, default=".", must_exist=False)
-    path = directory / MSNBC_FILE
-    if path.is_file():
-        pool = np.minimum(read_msnbc(path).lengths, 100)
-    else:
-        pool = np.minimum(rng.geometric(1 / 4.7, size=100_000), 100)
-    return rng.choice(pool, size=n)
-
-
-def click_log(
-    n_sequences: int, n_symbols: int, seed: int = 0, data_dir=None, lengths: str = "msnbc"
-) -> list[np.ndarray]:
-    """A synthetic click log: Zipf(1.1) symbols, per-sequence favourites; lengths from MSNBC
-    (``lengths="msnbc"``) or uniform on A..B (``"uniform:A:B"``)."""
-    rng = np.random.default_rng(seed)
-    if lengths == "msnbc":
-        lengths = msnbc_lengths(n_sequences, seed, data_dir)
-    else:
-        _, low, high = lengths.split(":")
-        lengths = rng.integers(int(low), int(high) + 1, size=n_sequences)
-    ranks = np.arange(1, n_symbols + 1, dtype=np.float64)
-    p = ranks**-1.1
-    p /= p.sum()
-    # All draws at once (a draw from p costs O(V) set-up: per sequence it would dominate at
-    # V = 10^6): 3 favourites per sequence, then each token its own favourite (60%) or a draw.
-    lengths = np.asarray(lengths, dtype=np.int64)
-    total = int(lengths.sum())
-    favourites = rng.choice(n_symbols, size=(lengths.size, 3), p=p)
-    draws = rng.choice(n_symbols, size=total, p=p)
-    owner = np.repeat(np.arange(lengths.size), lengths)
-    own = rng.random(total) < 0.6
-    draws[own] = favourites[owner[own], rng.integers(0, 3, size=int(own.sum()))]
-    return [a.astype(np.int64) for a in np.split(draws, np.cumsum(lengths)[:-1])]
+__all__ = ["main"]
 
 
 def _one(args) -> dict:
@@ -127,7 +88,7 @@ def main(argv=None) -> list[dict]:
     print("|---|---|---|---|---|---|---|")
     for V in args.vocab:
         for model in args.models:
-            cmd = [sys.executable, "-m", "ldhmm.experiments.bench_vocab", "--one-vocab", str(V)]
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--one-vocab", str(V)]
             cmd += [
                 "--one-model",
                 model,

@@ -28,7 +28,7 @@ through the sizes (seconds of a round against tokens per worker). Seconds are wa
 loaded machine they are rough (the load average is printed beside them); the rounds are not.
 Run::
 
-    python -m ldhmm.experiments.bench_dask_scale --data-dir DIR     # or with $LDHMM_DATA set
+    python benchmarks/dask_scale.py --data-dir DIR     # or with $LDHMM_DATA set
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from dask_iteration import timed_fit  # benchmarks/dask_iteration.py (the script's folder is on sys.path)
 
-from ..data import load_msnbc, plan_partitions, write_partitioned
-from ..inference import PFGuide, VariationalEM
-from ..inference.distributed import dask_backend
-from ..inference.distributed.workers import PartitionWorker
-from ..models import LDHMM
-from .bench_distributed import timed_fit
+from ldhmm.data import load_msnbc, plan_partitions, write_partitioned
+from ldhmm.inference import PFGuide, VariationalEM
+from ldhmm.inference.distributed import dask_backend
+from ldhmm.inference.distributed.workers import PartitionWorker
+from ldhmm.models import LDHMM
 
 __all__ = ["TimedPartitionWorker", "line_fit", "main", "round_overhead"]
 

@@ -12,7 +12,7 @@ collapsed ELBO terms, M-step sums), which does not depend on the sequence length
 
 Usage::
 
-    python -m ldhmm.experiments.bench_kernel [--states 8] [--threads 2]
+    python benchmarks/kernel_profile.py [--states 8] [--threads 2]
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ def main(argv=None) -> int:
     import numba
     from numba import njit
 
-    from ..inference import HMM_SHARING, LDHMM_SHARING, VariantParameters
-    from ..inference.cavi.expectation import prior_terms
-    from ..inference.cavi.kernels.fused_sweeps import fused_e_step
-    from ..inference.cavi.kernels.special import lgamma_digamma
+    from ldhmm.inference import HMM_SHARING, LDHMM_SHARING, VariantParameters
+    from ldhmm.inference.cavi.expectation import prior_terms
+    from ldhmm.inference.cavi.kernels.fused_sweeps import fused_e_step
+    from ldhmm.inference.cavi.kernels.special import lgamma_digamma
 
     if args.threads:
         numba.set_num_threads(args.threads)

@@ -1,0 +1,241 @@
+"""The maintainers' benchmarks (``benchmarks/``, not installed): each one's ``--help`` runs as
+``python benchmarks/NAME.py --help`` runs it, and the helpers of some of them, with no timing
+asserted: the E-step benchmark's timing protocol, the Dask benchmarks' round overhead, line fit,
+timed partition worker and command lines, the start-up floor's table."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import importlib.util
+import runpy
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ldhmm.inference import PFGuide, VariationalEM
+from ldhmm.inference.distributed.workers import LocalBackend, PartitionWorker
+from ldhmm.models import LDHMM
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+#: Every benchmark script; those that need Dask's ``distributed`` to load.
+SCRIPTS = (
+    "dask_cli",
+    "dask_iteration",
+    "dask_scale",
+    "estep_vs_hmmlearn",
+    "fit_cost",
+    "fold_projection",
+    "kernel_profile",
+    "memory_estimates",
+    "startup",
+    "vocabulary_size",
+)
+NEED_DASK = ("dask_iteration", "dask_scale")
+
+
+@functools.cache
+def benchmark(name: str):
+    """The module of ``benchmarks/NAME.py``, loaded with its folder first on ``sys.path`` (as
+    ``python benchmarks/NAME.py`` has it, for the benchmarks it imports)."""
+    if name in NEED_DASK:
+        pytest.importorskip("distributed")
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass looks its module up there
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return module
+
+
+def test_the_folder_holds_the_listed_benchmarks_only():
+    assert sorted(p.stem for p in BENCHMARKS.glob("*.py")) == sorted(SCRIPTS)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_benchmark_prints_its_help(name, monkeypatch, capsys):
+    """Run as a script (``__main__``, its folder on ``sys.path``, ``--help`` in ``sys.argv``):
+    its options are printed and nothing else runs."""
+    if name in NEED_DASK:
+        pytest.importorskip("distributed")
+    path = BENCHMARKS / f"{name}.py"
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    monkeypatch.setattr(sys, "argv", [str(path), "--help"])
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_path(str(path), run_name="__main__")
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: {path.name} ") and "--help" in out
+
+
+# ------------------------------------------------------------------ estep_vs_hmmlearn.py
+
+
+def test_timed_runs_are_interleaved_round_by_round():
+    bench = benchmark("estep_vs_hmmlearn")
+    calls = []
+    configs = []
+    for name in ("a", "b", "c"):
+        row = bench.Row(name, "", "", 2)
+        row.warmup_s = 0.0
+        configs.append((row, lambda name=name: calls.append(name)))
+    bench.time_interleaved(configs, repeats=3, budget=1e9)
+    assert calls == ["a", "b", "c"] * 3
+    assert all(len(row.times) == 3 for row, _ in configs)
+
+
+def test_a_configuration_over_budget_leaves_the_rounds_after_one_run():
+    bench = benchmark("estep_vs_hmmlearn")
+    calls = []
+    slow = bench.Row("slow", "", "", 2)
+    slow.warmup_s = 10.0  # already past the budget
+    fast = bench.Row("fast", "", "", 2)
+    fast.warmup_s = 0.0
+    configs = [(slow, lambda: calls.append("slow")), (fast, lambda: calls.append("fast"))]
+    bench.time_interleaved(configs, repeats=4, budget=5.0)
+    assert calls.count("slow") == 1 and calls.count("fast") == 4
+
+
+def test_the_estep_benchmark_writes_cold_and_warm_rows_for_both_guides(tmp_path):
+    out = tmp_path / "bench"
+    argv = ["--synthetic", "--n-sequences", "120", "--states", "2", "--guides", "pf", "ff"]
+    argv += ["--dtypes", "float64", "--repeats", "2", "--memory", "off", "--warm", "--quiet"]
+    assert benchmark("estep_vs_hmmlearn").main(argv + ["--out", str(out)]) == 0
+    rows = list(csv.DictReader(open(out / "bench.csv")))
+    kinds = {(r["implementation"], r["guide"]) for r in rows}
+    for guide in ("pf", "ff"):
+        assert ("ldhmm/e-step", guide) in kinds
+        assert ("ldhmm/e-step-warm", guide) in kinds
+    for r in rows:
+        if r["implementation"].startswith("ldhmm/e-step"):
+            assert int(r["runs"]) == 2
+            assert float(r["seconds_median"]) > 0
+
+
+# ------------------------------------------------------------------ dask_scale.py, dask_cli.py
+
+V = 6
+
+
+def _sequences(n=60, seed=3):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, V, size=rng.integers(1, 12)) for _ in range(n)]
+
+
+def test_round_overhead_is_the_driver_seconds_beyond_the_busiest_worker():
+    # two rounds; partitions 0 and 2 on worker a (one after the other), 1 on worker b
+    per_partition = [[1.0, 0.5], [1.5, 2.0], [0.25, 0.25]]
+    got = benchmark("dask_scale").round_overhead([2.0, 2.5], per_partition, ["a", "b", "a"])
+    # round 1: a busy 1.25 s, b 1.5 s -> 0.5 s beyond b; round 2: a 0.75 s, b 2.0 s -> 0.5 s
+    np.testing.assert_allclose(got, [0.5, 0.5], rtol=0, atol=1e-15)
+
+
+def test_line_fit_recovers_a_line():
+    line_fit = benchmark("dask_scale").line_fit
+    x = [1e4, 3e4, 1e5]
+    a, b = line_fit(x, [0.2 + 3e-6 * v for v in x])
+    np.testing.assert_allclose([a, b], [0.2, 3e-6], rtol=1e-9)
+    assert line_fit([2.0], [5.0]) == (0.0, 2.5)
+    assert line_fit([1.0, 2.0, 3.0], [0.3, 0.2, 0.25]) == (0.25, 0.0)  # falling: no slope
+
+
+def test_the_timed_worker_changes_no_number_and_times_every_call():
+    timed_worker = benchmark("dask_scale").TimedPartitionWorker
+    seqs = _sequences()
+    parts = [seqs[:30], seqs[30:]]
+    model = LDHMM(2, seed=0, n_symbols=V)
+    model.n_symbols_ = V
+    params = model.initial_parameters(seqs)
+    options = {"guide": PFGuide(), "n_symbols": V}
+
+    def fit(worker_class):
+        workers = [
+            worker_class(p, index=np.arange(i * 30, i * 30 + 30), **options) for i, p in enumerate(parts)
+        ]
+        result = VariationalEM(PFGuide(), max_iter=4).fit_backend(LocalBackend(workers), params)
+        return result, workers
+
+    plain, _ = fit(PartitionWorker)
+    timed, workers = fit(timed_worker)
+    np.testing.assert_array_equal(timed.elbo_history, plain.elbo_history)
+    for worker in workers:
+        seconds = worker.timings()
+        assert len(seconds["e_step"]) == timed.n_iter and len(seconds["count_sums"]) >= timed.n_iter
+        assert all(s >= 0 for s in seconds["e_step"] + seconds["count_sums"])
+
+
+def test_the_in_process_command_counts_its_rounds(tmp_path, monkeypatch, capsys):
+    """COUNTING run here (as ``python -c`` runs it, without the interpreter's start): the rounds
+    of an ``ldhmm fit`` of 3 EM iterations on 2 partitions, and the model written."""
+    dask_cli = benchmark("dask_cli")
+    data = tmp_path / "log.txt"
+    data.write_text("\n".join(" ".join(f"e{t}" for t in s) for s in _sequences()) + "\n")
+    argv = ["fit", str(data), "--states", "2", "--restarts", "1", "--max-iter", "3", "--tol", "0"]
+    argv += ["--partitions", "2", "--quiet", "--out", str(tmp_path / "m.json")]
+    monkeypatch.setattr(LocalBackend, "call", LocalBackend.call)  # put back after COUNTING wraps it
+    monkeypatch.setattr(sys, "argv", ["-c", *argv])
+    with pytest.raises(SystemExit) as stop:
+        exec(compile(dask_cli.COUNTING, "COUNTING", "exec"), {"__name__": "__main__"})
+    assert stop.value.code == 0
+    rounds, seconds = dask_cli.rounds_counted(capsys.readouterr().out)
+    # symbol counts, the guide, a reset, then per EM iteration one E-step round and M-step rounds
+    assert rounds >= 3 + 3 * 2 and seconds > 0
+    assert (tmp_path / "m.json").is_file()
+    assert dask_cli.rounds_counted("fitted\n") is None
+
+
+def test_the_per_round_overhead_line():
+    per_round_overhead = benchmark("dask_cli").per_round_overhead
+    seconds = {"in process": [10.0, 12.0, 11.0], "dask": [15.0, 14.0, 16.0]}
+    rounds = {"in process": [(100, 8.0)] * 3, "dask": [(100, 9.0), (100, 10.0), (100, 11.0)]}
+    line = per_round_overhead(seconds, rounds, same=True)
+    # (10 - 8) s over 100 rounds; the rest: (15 - 11) - 2 = 2 s
+    assert "rounds of the fit (synchronous calls over the partitions): 100;" in line
+    assert "per-round overhead: 20.0 ms;" in line and "partitions' start): 2.0 s" in line
+    assert "not computed" in per_round_overhead(seconds, rounds, same=False)
+    rounds["dask"][0] = None
+    assert "not computed" in per_round_overhead(seconds, rounds, same=True)
+
+
+def test_the_cli_benchmark_runs_two_commands_that_differ_only_in_the_backend(tmp_path):
+    """benchmarks/dask_cli.py times two ``ldhmm fit`` command lines: both parse, on the same
+    partitions, and differ only in where the partitions live (and the model file)."""
+    from ldhmm.cli.main import build_parser
+
+    args = argparse.Namespace(states=8, max_iter=100, partitions=4, workers=2)
+    commands = benchmark("dask_cli").command_lines(tmp_path / "log.txt", tmp_path, args)
+    local, remote = commands.values()
+    parser = build_parser()
+    a, b = (parser.parse_args(c[3:]) for c in (local, remote))
+    assert (a.backend, b.backend, b.workers, a.partitions, b.partitions) == ("local", "dask", 2, 4, 4)
+    assert {k: v for k, v in vars(a).items() if k not in ("backend", "workers", "out")} == {
+        k: v for k, v in vars(b).items() if k not in ("backend", "workers", "out")
+    }
+
+
+# ------------------------------------------------------------------ startup.py
+
+
+def test_the_start_up_floor_table_names_its_rows_and_loads_the_kernel_from_the_cache(
+    tmp_path, monkeypatch, capsys
+):
+    """``startup.py --floor``: its kernel row calls a kernel that numba loads from its cache (the
+    floor of a command that runs compiled code, not a compilation), and the table has a row each."""
+    startup = benchmark("startup")
+    rows = {label: startup.FLOOR[label] for label in ("an empty interpreter", "import numpy")}
+    rows["numpy, numba, one cached kernel called"] = (
+        "import floor_kernel; assert floor_kernel.twice(1.5) == 3.0; "
+        "s = floor_kernel.twice.stats; assert sum(s.cache_hits.values()) == 1 and not s.cache_misses"
+    )
+    monkeypatch.setattr(startup, "FLOOR", rows)
+    startup.print_floor(tmp_path, repeats=1)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" | ")[0].lstrip("| ") for line in lines[2:5]] == list(rows)
+    assert all(float(line.split(" | ")[1]) > 0 for line in lines[2:5])
