@@ -1,4 +1,5 @@
-"""The closed-form route's compiled numba kernels; they import numpy and numba only.
+"""The closed-form route's compiled numba kernels; they import numpy, numba and the
+standard library only.
 
 :mod:`.special` (lgamma, digamma, trigamma), :mod:`.scaled_chain` (the one compiled
 forward-backward), :mod:`.fused_sweeps` (the per-sequence PF/FF updates and the whole compiled
