@@ -1,11 +1,20 @@
 import os
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
 import torch
 
 torch.set_default_dtype(torch.float64)
+
+# The suite runs on pytest-xdist's workers, one per core (pyproject.toml's addopts). Each worker
+# computes on one thread: two workers whose numba and torch thread pools each took every core
+# spin-waited on each other (the whole suite ran slower on 2 workers than on 1). The tests of
+# thread counts set their threads themselves (the fixture ``numba_threads`` below).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    numba.set_num_threads(1)
+    torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,3 +50,18 @@ def data_dir_or_none():
     """The directory of the real UCI files, or None when absent (tests then use synthetic data only)."""
     path = Path(os.environ.get("LDHMM_DATA", REPO.parent / "shared" / "data"))
     return path if path.is_dir() else None
+
+
+@pytest.fixture
+def numba_threads():
+    """``numba_threads(n)`` runs numba's kernels on ``n`` threads (at most what numba started)
+    until the test ends; returns the number set."""
+    before = numba.get_num_threads()
+
+    def set_threads(n):
+        n = min(n, numba.config.NUMBA_NUM_THREADS)
+        numba.set_num_threads(n)
+        return n
+
+    yield set_threads
+    numba.set_num_threads(before)

@@ -4,7 +4,6 @@ import importlib.util
 import itertools
 from pathlib import Path
 
-import numba
 import numpy as np
 import pytest
 import torch
@@ -301,7 +300,7 @@ def test_hashed_uniform_is_the_hash_of_the_broadcast_keys(keys):
 
 
 @pytest.mark.parametrize("guide_name", ["pf", "ff"])
-def test_e_step_is_bitwise_reproducible_across_calls_and_thread_counts(guide_name):
+def test_e_step_is_bitwise_reproducible_across_calls_and_thread_counts(guide_name, numba_threads):
     """The compiled E-step gives the same bits on every call and with 1 or 2 numba threads.
 
     Reassociated (fastmath) reductions made the results depend on where the scratch arrays
@@ -318,14 +317,11 @@ def test_e_step_is_bitwise_reproducible_across_calls_and_thread_counts(guide_nam
         _ = [np.empty(1000 + 8 * i) for i in range(64)]  # move the allocator between calls
         return np.concatenate(out)
 
-    before = numba.get_num_threads()
-    try:
-        first = run()
-        repeats = [run() for _ in range(3)]
-        numba.set_num_threads(1)
-        single = run()
-    finally:
-        numba.set_num_threads(before)
+    numba_threads(2)  # two where numba has them (the suite's workers default to one)
+    first = run()
+    repeats = [run() for _ in range(3)]
+    numba_threads(1)
+    single = run()
     for other in repeats + [single]:
         assert np.array_equal(first, other)
 
