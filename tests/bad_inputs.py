@@ -27,6 +27,7 @@ import numpy as np
 
 import ldhmm
 from ldhmm.cli import main
+from ldhmm.data import load_text, write_partitioned
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "bad-inputs.md"
 
@@ -49,6 +50,13 @@ def make_files(d: Path) -> None:
     lines = [" ".join(rng.choice(SYMBOLS, size=int(rng.integers(3, 9)))) for _ in range(40)]
     (d / "train.txt").write_text("\n".join(lines) + "\n")
     (d / "unseen.txt").write_text("home news\nhome casino\n")
+    # --overwrite targets that hold what no data set of ours lists: a foreign dataset.json
+    # beside a user's file, and a real export with a user's notes added
+    (d / "foreign").mkdir()
+    (d / "foreign" / "dataset.json").write_text("{}")
+    (d / "foreign" / "thesis.tex").write_text("keep me")
+    write_partitioned(load_text(d / "train.txt"), d / "exported", n_files=2)
+    (d / "exported" / "my-notes.txt").write_text("keep me")
     (d / "blob.bin").write_bytes(bytes(range(256)) * 4)
     (d / "empty.txt").write_text("# only a comment\n\n")
     (d / "control.txt").write_text("home news\nhome \x07 news\n")
@@ -222,6 +230,10 @@ CASES = [
     Case("interruption", "Ctrl-C while the command loads", tried_by="tests/test_interrupt_at_start.py"),
     Case("interruption", "a save killed before its rename", tried_by="tests/test_stale_temporaries.py"),
     Case("output", "posterior --out post.csv of a 600-token sequence", tried_by="tests/test_output_round_trip.py"),
+    Case("output", "data export --overwrite onto a folder whose dataset.json is not ldhmm's (a thesis beside it)",
+         ["data", "export", "{d}/train.txt", "{d}/foreign", "--overwrite", "--quiet"]),
+    Case("output", "data export --overwrite onto a data set holding a file it does not list",
+         ["data", "export", "{d}/train.txt", "{d}/exported", "--overwrite", "--quiet"]),
 ]  # fmt: skip
 
 # what the page says for the rows other tests try

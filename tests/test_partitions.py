@@ -260,6 +260,53 @@ def test_write_refuses_and_replaces(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "empty", "mine"]  # no temporaries
 
 
+@pytest.mark.parametrize("as_url", [False, True], ids=["path", "file-url"])
+def test_overwrite_deletes_nothing_the_data_set_did_not_list(tmp_path, monkeypatch, capsys, as_url):
+    """The four deletions of a hostile round: a foreign dataset.json beside a user's file, the
+    working directory holding the input, and a real export with a user's file and folder added."""
+    text = tmp_path / "seqs.txt"
+    text.write_text("a b c\nb b\nc a a a\n")
+    target = lambda path: path.as_uri() if as_url else str(path)  # noqa: E731
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "dataset.json").write_text("{}")
+    (fake / "thesis.tex").write_text("keep me")
+    real = tmp_path / "ds"
+    assert run_cli(["data", "export", str(text), target(real), "--quiet"]) == 0
+    (real / "my-notes.txt").write_text("keep me")
+    (real / "sub").mkdir()
+    (real / "sub" / "my-work.txt").write_text("keep me")
+    cases = [
+        (fake, "is not an ldhmm data set's manifest"),
+        (real, "holds 'my-notes.txt' and 1 more, which its data set's manifest does not list"),
+    ]
+    for path, needle in cases:
+        before = sorted(str(p.relative_to(tmp_path)) for p in path.rglob("*"))
+        rc = run_cli(["data", "export", str(text), target(path), "--quiet", "--overwrite"])
+        err = capsys.readouterr().err
+        assert rc == 1 and err.count("\n") == 1 and needle in err and "refusing to replace it" in err, err
+        assert sorted(str(p.relative_to(tmp_path)) for p in path.rglob("*")) == before
+    assert (fake / "thesis.tex").read_text() == "keep me"
+    assert (real / "sub" / "my-work.txt").read_text() == "keep me"
+    (real / "my-notes.txt").unlink()
+    shutil.rmtree(real / "sub")
+    assert run_cli(["data", "export", str(text), target(real), "--quiet", "--overwrite", "--files", "1"]) == 0
+    assert sorted(p.name for p in real.iterdir()) == ["dataset.json", "part-00000.parquet"]
+    if not as_url:  # `cd work && ldhmm data export seqs.txt . --overwrite`
+        work = tmp_path / "work"
+        work.mkdir()
+        assert run_cli(["data", "export", str(text), str(work / "ds"), "--quiet"]) == 0
+        for name in (work / "ds").iterdir():
+            shutil.move(str(name), work)
+        (work / "ds").rmdir()
+        (work / "analysis.py").write_text("keep me")
+        monkeypatch.chdir(work)
+        before = sorted(p.name for p in work.iterdir())
+        assert run_cli(["data", "export", "../seqs.txt", ".", "--quiet", "--overwrite"]) == 1
+        assert "the working, home or root directory" in capsys.readouterr().err
+        assert sorted(p.name for p in work.iterdir()) == before
+
+
 def test_write_is_atomic(tmp_path, monkeypatch):
     db = make_db()
     real = partitions_module._write_sequences_file

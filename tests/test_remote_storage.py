@@ -102,6 +102,27 @@ def test_export_fit_score_round_trip_through_s3(s3, log):
     assert np.isfinite(in_process["elbo"]).all()
 
 
+def test_overwrite_on_s3_replaces_only_the_listed_objects(s3, log, capsys):
+    """An object the data set's manifest does not list refuses the overwrite (nothing deleted);
+    without it the old data set's objects are replaced."""
+    url = f"{s3}/replace"
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    assert main(["data", "export", str(log / "log.txt"), url, "--files", "3", "--quiet"]) == 0
+    fs.pipe_file(f"{BUCKET}/replace/my-notes.txt", b"keep me")
+    fs.invalidate_cache()
+    before = sorted(fs.ls(f"{BUCKET}/replace", detail=False))
+    assert main(["data", "export", str(log / "log.txt"), url, "--files", "1", "--quiet", "--overwrite"]) == 1
+    err = capsys.readouterr().err
+    assert "holds 'my-notes.txt', which its data set's manifest does not list" in err and err.count("\n") == 1
+    fs.invalidate_cache()
+    assert sorted(fs.ls(f"{BUCKET}/replace", detail=False)) == before
+    fs.rm_file(f"{BUCKET}/replace/my-notes.txt")
+    assert main(["data", "export", str(log / "log.txt"), url, "--files", "1", "--quiet", "--overwrite"]) == 0
+    fs.invalidate_cache()
+    names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(f"{BUCKET}/replace", detail=False))
+    assert names == ["dataset.json", "part-00000.parquet"]
+
+
 def test_a_file_url_is_the_local_directory(tmp_path):
     """``file://`` goes through fsspec as any URL: the same plan and the same database."""
     rng = np.random.default_rng(5)

@@ -95,7 +95,11 @@ def register(subparsers) -> argparse.ArgumentParser:
         default=ROW_GROUP_TOKENS,
         help=f"sequences layout: tokens per row group, the planning unit (default {ROW_GROUP_TOKENS})",
     )
-    p_export.add_argument("--overwrite", action="store_true", help="replace an existing data set in OUT")
+    p_export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing data set in OUT (one holding nothing but the files its dataset.json lists)",
+    )
     p_export.add_argument("--quiet", action="store_true", help="print nothing on success")
     p_export.set_defaults(func=run_export)
     return data

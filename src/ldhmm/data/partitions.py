@@ -41,6 +41,7 @@ message names the file and, where there is one, the 0-based row of the Parquet f
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import heapq
 import json
@@ -154,8 +155,10 @@ def write_partitioned(
     n_files : int
         Number of Parquet files (at most M are written).
     overwrite : bool
-        Replace an existing non-empty ``directory``; it must hold a ``dataset.json``, so
-        that no other directory is ever deleted.
+        Replace an existing non-empty ``directory``: only a data set this module wrote (its
+        ``dataset.json`` of this format) holding nothing but the files that manifest lists,
+        and never the working, home or root directory, so that nothing else is ever deleted;
+        only the listed files are removed.
     row_group_tokens : int
         Sequences layout: about this many tokens per row group.
 
@@ -184,10 +187,10 @@ def write_partitioned(
         _check_ids_writable(ids, layout)
     if storage.is_url(directory):
         url = storage.location(directory)
-        storage.check_remote_target(url, overwrite, MANIFEST)  # before any work
+        storage.check_remote_target(url, overwrite, MANIFEST, replaceable_files)  # before any work
         with tempfile.TemporaryDirectory() as tmp:
             local = write_partitioned(db, Path(tmp) / "data", layout, n_files, False, row_group_tokens)
-            storage.upload_directory(local, url, MANIFEST, overwrite)
+            storage.upload_directory(local, url, MANIFEST, overwrite, replaceable_files)
         return url
     directory = Path(os.path.abspath(directory))
     _check_target(directory, overwrite)
@@ -251,8 +254,34 @@ def _check_target(directory: Path, overwrite: bool) -> None:
         raise FileExistsError(
             f"{directory}: exists and is not empty; pass overwrite=True (--overwrite) to replace it"
         )
+    if directory in (Path.cwd(), Path(os.path.expanduser("~"))) or directory == directory.parent:
+        raise ValueError(f"{directory}: the working, home or root directory; refusing to replace it")
     if not (directory / MANIFEST).is_file():
         raise ValueError(f"{directory}: not a partitioned data set (no {MANIFEST}); refusing to replace it")
+    listed = replaceable_files((directory / MANIFEST).read_bytes(), directory)
+    others = sorted(
+        p.name for p in directory.iterdir() if p.name not in listed or p.is_symlink() or not p.is_file()
+    )
+    if others:
+        raise ValueError(storage.unlisted_message(str(directory), others))
+
+
+def replaceable_files(manifest_bytes: bytes, where: str) -> set[str]:
+    """The names an ``overwrite`` may delete: those a data set's manifest lists, and itself.
+
+    Raises ValueError where ``manifest_bytes`` is not the manifest of a data set this module
+    wrote (its format name, a list of plain file names), naming ``where``."""
+    try:
+        manifest = json.loads(manifest_bytes)
+        names = [entry["path"] for entry in manifest["files"]]
+        ok = manifest.get("format") == FORMAT_NAME and all(
+            isinstance(n, str) and n and "/" not in n and n not in (".", "..") for n in names
+        )
+    except (ValueError, TypeError, KeyError, AttributeError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{where}: {MANIFEST} is not an ldhmm data set's manifest; refusing to replace it")
+    return {*names, MANIFEST}
 
 
 def _make_temporary_directory(directory: Path) -> Path:
@@ -279,7 +308,12 @@ def _move_into_place(tmp: Path, directory: Path) -> None:
             except BaseException:
                 os.rename(old, directory)
                 raise
-            shutil.rmtree(old, ignore_errors=True)
+            # only what the old manifest listed (checked by _check_target): a file that
+            # appeared since keeps the old directory, under its .old name, rather than go
+            for name in replaceable_files((old / MANIFEST).read_bytes(), str(directory)):
+                (old / name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                old.rmdir()
             return
     os.rename(tmp, directory)
 

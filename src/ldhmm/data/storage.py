@@ -130,31 +130,56 @@ def file_sizes(directory, names: list[str]) -> list[int]:
     return _remote(directory, lambda fs, inner: [int(fs.size(f"{inner}/{name}")) for name in names])
 
 
-def check_remote_target(url: str, overwrite: bool, manifest: str) -> None:
+def unlisted_message(where: str, others: list[str]) -> str:
+    """The refusal of an ``overwrite`` whose target holds ``others``, names its manifest does not list."""
+    more = f" and {len(others) - 1} more" if len(others) > 1 else ""
+    return (
+        f"{where}: holds {others[0]!r}{more}, which its data set's manifest does not list; "
+        "refusing to replace it (move that away, or export to another directory)"
+    )
+
+
+def check_remote_target(url: str, overwrite: bool, manifest: str, listed) -> set[str]:
     """Refuse to write a data set at ``url`` when it holds files, unless ``overwrite`` and it
-    is a data set (it holds ``manifest``), so that nothing else is ever deleted."""
+    is a data set whose ``manifest`` lists every file in it, so that nothing else is ever
+    deleted. ``listed(manifest_bytes, where)``: the names the manifest allows to replace (it
+    raises ValueError for a foreign manifest). Returns the names to delete (empty: none)."""
 
     def check(fs, inner):
+        fs.invalidate_cache(inner)  # what is there now, not a listing cached earlier in this process
         if not fs.exists(inner) or not fs.ls(inner, detail=False):
-            return
+            return set()
         if not overwrite:
             raise FileExistsError(
                 f"{url}: exists and is not empty; pass overwrite=True (--overwrite) to replace it"
             )
         if not fs.isfile(f"{inner}/{manifest}"):
             raise ValueError(f"{url}: not a partitioned data set (no {manifest}); refusing to replace it")
+        names = listed(fs.cat_file(f"{inner}/{manifest}"), url)
+        entries = fs.ls(inner, detail=True)
+        others = sorted(
+            e["name"].rstrip("/").rsplit("/", 1)[-1]
+            for e in entries
+            if e["name"].rstrip("/").rsplit("/", 1)[-1] not in names or e.get("type") != "file"
+        )
+        if others:
+            raise ValueError(unlisted_message(url, others))
+        return names
 
-    _remote(url, check)
+    return _remote(url, check)
 
 
-def upload_directory(local: Path, url: str, manifest: str, overwrite: bool) -> None:
+def upload_directory(local: Path, url: str, manifest: str, overwrite: bool, listed) -> None:
     """Copy the files of the finished local data set ``local`` to ``url``, ``manifest`` last:
-    a reader that finds it finds every file it lists. With ``overwrite`` the data set already
-    at ``url`` (checked by :func:`check_remote_target`) is removed first."""
+    a reader that finds it finds every file it lists. With ``overwrite`` the files of the data
+    set already at ``url`` (checked by :func:`check_remote_target`, again) are removed first,
+    and nothing else."""
+    old = check_remote_target(url, overwrite, manifest, listed)
 
     def upload(fs, inner):
-        if overwrite and fs.exists(inner) and fs.ls(inner, detail=False):
-            fs.rm(inner, recursive=True)
+        # the manifest first: a reader never finds a manifest whose files are gone
+        for name in sorted(old, key=lambda n: n != manifest):
+            fs.rm_file(f"{inner}/{name}")
         protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
         if "file" in protocols:
             # a local directory must exist before its files (an object store has no
@@ -164,5 +189,4 @@ def upload_directory(local: Path, url: str, manifest: str, overwrite: bool) -> N
         for name in names + [manifest]:
             fs.put_file(str(local / name), f"{inner}/{name}")
 
-    check_remote_target(url, overwrite, manifest)
     _remote(url, upload)
