@@ -153,7 +153,7 @@ def test_m_step_methods_validate_and_collapsed_climbs_faster(small_db):
     assert final["collapsed"] > final["paper"]
 
 
-def test_sums_do_not_depend_on_the_thread_count(small_db):
+def test_sums_do_not_depend_on_the_thread_count(small_db, numba_threads):
     import numba
 
     if numba.config.NUMBA_NUM_THREADS < 2:
@@ -163,16 +163,12 @@ def test_sums_do_not_depend_on_the_thread_count(small_db):
     batches = _random_count_batches(rng, 3, 4, [1000, 37])
     params = init_parameters(LDHMM_SHARING, 3, 4, seed=0, n_tokens=sum(map(len, small_db)))
     buckets = make_buckets(small_db, max_cells=10**6, max_padding_ratio=100)
-    before = numba.get_num_threads()
     results = []
-    try:
-        for threads in (1, 2):
-            numba.set_num_threads(threads)
-            sums = dirichlet_multinomial_sums(alpha, batches)
-            states, totals = e_step(buckets, params, PFGuide(), None, max_iter=5, tol=0.0)
-            results.append((sums, totals.sum_expected_log, totals.local_elbo))
-    finally:
-        numba.set_num_threads(before)
+    for threads in (1, 2):
+        assert numba_threads(threads) == threads
+        sums = dirichlet_multinomial_sums(alpha, batches)
+        states, totals = e_step(buckets, params, PFGuide(), None, max_iter=5, tol=0.0)
+        results.append((sums, totals.sum_expected_log, totals.local_elbo))
     (s1, e1, l1), (s2, e2, l2) = results
     for x, y in zip(s1, s2):
         np.testing.assert_array_equal(x, y)
