@@ -52,7 +52,9 @@ class HMMV(VariantHMM):
     # learn_prior and pseudocount live in the sharing, which a model file records in its own
     # section (``_from_config`` reads them back from there)
     _not_config = ("sharing", "verbose", "learn_prior", "pseudocount")
-    fit_defaults = FitSettings(max_iter=200, tol=1e-6)
+    # "thorough" (v4's restarts and refreshes): the v5 starts were measured on LDHMM only
+    # (docs/performance.md, "Effort presets"); this baseline keeps the numbers of its tables.
+    fit_defaults = FitSettings(max_iter=200, tol=1e-6, effort="thorough")
 
     def __init__(
         self,

@@ -34,7 +34,7 @@ from ldhmm.inference.cavi import expectation
 from ldhmm.inference.distributed import workers
 from ldhmm.models import LDHMM
 
-__all__ = ["DATASETS", "main", "instrument", "hmmlearn_fit", "sequences"]
+__all__ = ["DATASETS", "main", "instrument", "hmmlearn_fit", "hmmlearn_model", "sequences"]
 
 #: ``--dataset`` name -> what :func:`sequences` loads (``--n-sequences N``: its first N sequences).
 DATASETS = {
@@ -84,8 +84,17 @@ def instrument() -> collections.Counter:
     return work
 
 
-def hmmlearn_fit(seqs, K: int, V: int, tol: float = 1e-4) -> tuple[float, int]:
+def hmmlearn_fit(
+    seqs, K: int, V: int, tol: float = 1e-4, implementation: str = "log", seed: int = 0
+) -> tuple[float, int]:
     """CPU seconds and iterations of hmmlearn's CategoricalHMM(K) to a relative tolerance."""
+    seconds, model = hmmlearn_model(seqs, K, V, tol, implementation, seed)
+    return seconds, model.monitor_.iter
+
+
+def hmmlearn_model(seqs, K: int, V: int, tol: float = 1e-4, implementation: str = "log", seed: int = 0):
+    """hmmlearn's CategoricalHMM(K, implementation=...) fitted until the relative change of its
+    total log-likelihood falls below ``tol``: (CPU seconds, the fitted model)."""
     X = np.concatenate(seqs)[:, None]
     lengths = [len(s) for s in seqs]
 
@@ -95,11 +104,11 @@ def hmmlearn_fit(seqs, K: int, V: int, tol: float = 1e-4) -> tuple[float, int]:
             h = self.history
             return self.iter == self.n_iter or (len(h) >= 2 and abs(h[-1] - h[-2]) <= tol * abs(h[-1]))
 
-    model = CategoricalHMM(K, n_iter=1000, random_state=0, n_features=V)
+    model = CategoricalHMM(K, n_iter=1000, random_state=seed, n_features=V, implementation=implementation)
     model.monitor_ = Relative(0.0, 1000, False)
     start = time.process_time()
     model.fit(X, lengths)
-    return time.process_time() - start, model.monitor_.iter
+    return time.process_time() - start, model
 
 
 def main(argv=None) -> int:

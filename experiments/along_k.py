@@ -55,6 +55,7 @@ from pathlib import Path
 from .. import baselines
 from ..models import VariantHMM
 from ..models.file_format import named_side_file, read_model_file, write_model_file
+from ..models.fit_settings import EFFORT_PRESETS
 from ..models.path import load_path_state, save_path_state
 from ..models.registry import get_spec
 from .lineup import model_names, options_from_settings
@@ -210,6 +211,7 @@ def budget_rules(plans: Iterable[FitPlan], settings: dict, states, suffix: str =
     to every rule (what the model is fitted on)."""
     out = {}
     restarts = settings.get("restarts")
+    effort = settings.get("effort")
     ks = f"K = {', '.join(str(k) for k in states)}"
     for plan in plans:
         base_restarts = _restarts_of(plan.base, restarts)
@@ -220,13 +222,13 @@ def budget_rules(plans: Iterable[FitPlan], settings: dict, states, suffix: str =
             later, setting = _path_restarts(plan.base, base_restarts)
             base_rule = (
                 f"fitted along {ks} by {cls}.fit_path (K = {min(states)} from "
-                f"{_starts(base_restarts, plan.base)}; each later K from "
-                f"{_starts(later, plan.base, setting)} and from starts grown from the K - 1 fit); "
+                f"{_starts(base_restarts, plan.base, effort=effort)}; each later K from "
+                f"{_starts(later, plan.base, setting, effort)} and from starts grown from the K - 1 fit); "
                 "resumed from the saved K - 1 fit"
             )
             fit = "along K"
         elif _registered(plan.base):
-            tail = _starts(base_restarts, plan.base)
+            tail = _starts(base_restarts, plan.base, effort=effort)
             base_rule, fit = f"each K fitted on its own, {tail}", "each K on its own"
         else:
             base_rule = "each K fitted on its own by the plug-in factory (n_init = the restart budget "
@@ -245,13 +247,33 @@ def budget_rules(plans: Iterable[FitPlan], settings: dict, states, suffix: str =
     return out
 
 
-def _starts(restarts, name: str, setting: str = "n_init") -> str:
+def _starts(restarts, name: str, setting: str = "n_init", effort: str | None = None) -> str:
     if not restarts:
         return "the model's own start (no restarts)"
     starts = f"one start ({setting} = 1)" if restarts == 1 else f"the best of {restarts} restarts ({setting})"
     if _seeded(name):
         starts += " and the symbol-seeded start (seeded_start)"
-    return starts
+    effort, policy = _start_policy(name, effort)
+    if policy == "restarts":
+        return starts
+    hmm = f"the database-level HMM ({starts.replace('restarts', 'random starts')})"
+    if policy == "hmm_and_seeded" and _seeded(name):
+        return f"two EM runs, from {hmm} and from the symbol-seeded start (effort {effort})"
+    return f"one EM run from {hmm} (effort {effort})"
+
+
+def _start_policy(name: str, effort: str | None) -> tuple:
+    """(effort, start policy) of the registered ``name`` under the run's ``effort`` (None: its
+    entry's or its class's default); ("", "restarts") for a model that takes no effort."""
+    if not _registered(name):
+        return "", "restarts"
+    spec = get_spec(name)
+    params = inspect.signature(spec.cls).parameters
+    if "effort" not in params:
+        return "", "restarts"
+    effort = effort or spec.options.get("effort", params["effort"].default)
+    policy = spec.options.get("start_policy") or EFFORT_PRESETS[effort]["start_policy"]
+    return effort, policy
 
 
 def _seeded(name: str) -> bool:

@@ -54,7 +54,7 @@ from .along_k import (
 from .datasets import resolve_data, run_settings
 from .lineup import ldhmm_names, model_names, model_order
 from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
-from .tables import failure_lines, mean_std, spread_over_k, with_k_column
+from .tables import effort_words, failure_lines, mean_std, spread_over_k, with_k_column
 from .tasks import (
     MODELS_DIR,
     atomic_write_csv,
@@ -425,6 +425,7 @@ def classify(
     max_iter: int | None = None,
     tol: float | None = None,
     m_step: str = "collapsed",
+    effort: str | None = None,
     restarts: int = 3,
     lr: bool = True,
     lr_c: float = 1.0,
@@ -439,7 +440,7 @@ def classify(
     Parameters
     ----------
     models, states, folds, jobs, out, seed, n_sequences, data_dir, sequence_col, event_col,
-    time_col, max_iter, tol, m_step, restarts, force, quiet, plugins
+    time_col, max_iter, tol, m_step, effort, restarts, force, quiet, plugins
         As for :func:`ldhmm.experiments.compare.compare` (``out`` default
         ``results/classify-<data>``).
     data : optional
@@ -457,7 +458,7 @@ def classify(
     -------
     ClassificationResult
     """
-    check_run_settings(folds, jobs, max_iter, tol, m_step, restarts)
+    check_run_settings(folds, jobs, max_iter, tol, m_step, restarts, effort=effort)
     entries = resolve_lineup(models, extra=plugins)
     check_sendable(entries, jobs)
     models = [e.name for e in entries]
@@ -490,6 +491,7 @@ def classify(
         m_step,
         restarts,
         labelled=True,
+        effort=effort,
         lr_c=lr_c,
         **plugin_settings(entries),
     )
@@ -626,7 +628,7 @@ def summary_markdown(df, what, settings, task_names, states, col_models, db_name
         f"{settings['max_iter'] or 'model default'}, tol {settings['tol'] or 'model default'}, "
         f"{settings.get('restarts') or 'model default'} restarts for every model (n_init) and the "
         f"symbol-seeded start where the model has one, defaults {settings.get('defaults') or 'before v4'}, "
-        f"M-step {settings.get('m_step') or 'collapsed'}.",
+        f"M-step {settings.get('m_step') or 'collapsed'}, {effort_words(settings)}.",
         "",
         "## AUC (mean ± std over folds), best of each row in bold",
         "",

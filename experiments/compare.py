@@ -81,7 +81,7 @@ from .measures import (
     with_log_px,
 )
 from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
-from .tables import NO_K, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
+from .tables import NO_K, effort_words, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
 from .tasks import (
     MODELS_DIR,
     atomic_savefig,
@@ -320,6 +320,7 @@ def compare(
     max_iter: int | None = None,
     tol: float | None = None,
     m_step: str = "collapsed",
+    effort: str | None = None,
     restarts: int = 3,
     is_samples: int = 100,
     is_min_ess: float = 0.0,
@@ -366,6 +367,10 @@ def compare(
         EM settings of the registered models (None: each model's own).
     m_step : {"collapsed", "paper"}
         M-step of the LDHMM models.
+    effort : {"quick", "standard", "thorough"}, optional
+        How hard each fit of the LDHMM family (LDHMM-PF, LDHMM-FF, VBHMM, HMMV, and a factory
+        that names ``effort``) searches; ``"thorough"`` is the v4 defaults bit for bit
+        (docs/performance.md, "Effort presets"). None: each model's default (``"standard"``).
     restarts : int
         Restart budget (``n_init``) of every registered model that takes restarts.
     is_samples : int
@@ -391,7 +396,7 @@ def compare(
     check_sendable(entries, jobs)
     names = [e.name for e in entries]
     states = parse_states(states)
-    check_run_settings(folds, jobs, max_iter, tol, m_step, restarts, is_samples)
+    check_run_settings(folds, jobs, max_iter, tol, m_step, restarts, is_samples, effort=effort)
     more_draws = _more_draws_settings(is_min_ess, is_max_samples, is_samples)
     db, what = resolve_data(
         data, data_dir, n_sequences, seed, sequence_col=sequence_col, event_col=event_col, time_col=time_col
@@ -408,6 +413,7 @@ def compare(
         tol,
         m_step,
         restarts,
+        effort=effort,
         is_samples=is_samples,
         **more_draws,
         **plugin_settings(entries),
@@ -575,7 +581,7 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
         f"{settings.get('restarts') or 'model default'} restarts for every model that takes restarts "
         "(n_init) and the symbol-seeded start where the model has one (`config.json`, budget), "
         f"defaults {settings.get('defaults') or 'before v4'}, "
-        f"M-step {settings.get('m_step') or 'collapsed'}, "
+        f"M-step {settings.get('m_step') or 'collapsed'}, {effort_words(settings)}, "
         f"{settings['is_samples']} importance samples per test sequence.",
         "",
         "## Held-out score, the paper's measure (nats per test fold, mean ± std over folds)",

@@ -341,11 +341,12 @@ def run_settings(
     db, what: str, states, folds, jobs, seed, max_iter, tol, m_step, restarts, labelled=False, **more
 ) -> dict:
     """The settings of a cross-validated run (``config.json``, part of its hash): the data
-    (:func:`data_settings`), folds, seed and EM options, then ``more`` in its order, and the
-    version of the models' defaults (:data:`ldhmm.models.fit_settings.DEFAULTS_VERSION`: a run
-    directory of other defaults is not resumed); once the
-    run's memory estimate is checked (:func:`check_run_memory`, with the most importance samples
-    a test sequence may get: ``is_samples``, or ``is_max_samples`` where more are drawn)."""
+    (:func:`data_settings`), folds, seed and EM options (``effort`` from ``more``: None where each
+    model's default holds), then the rest of ``more`` in its order, and the version of the models'
+    defaults (:data:`ldhmm.models.fit_settings.DEFAULTS_VERSION`: a run directory of other
+    defaults is not resumed); once the run's memory estimate is checked (:func:`check_run_memory`,
+    with the most importance samples a test sequence may get: ``is_samples``, or
+    ``is_max_samples`` where more are drawn)."""
     samples = max(int(more.get("is_samples") or 0), int(more.get("is_max_samples") or 0))
     check_run_memory(db, states, folds, jobs, samples)
     return {
@@ -355,6 +356,7 @@ def run_settings(
         "max_iter": max_iter,
         "tol": tol,
         "m_step": m_step,
+        "effort": more.pop("effort", None),
         "restarts": restarts,
         **more,
         "defaults": DEFAULTS_VERSION,

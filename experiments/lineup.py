@@ -10,11 +10,14 @@ are computed from the registry when they are read.
 :func:`make_model` adds the harness-wide EM settings ``max_iter``, ``tol`` and ``m_step`` to
 the models that take them (each registration says which: LDA keeps gensim's own schedule,
 ``passes=10``, because its ``max_iter`` means per-document inference iterations, not EM
-iterations; only the LDHMM entries take ``m_step``).
+iterations; only the LDHMM entries take ``m_step``), and ``effort`` to the models of the LDHMM
+family, those whose class takes an ``effort`` parameter (:func:`takes_effort`: LDHMM-PF,
+LDHMM-FF, VBHMM, HMMV).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
 
 from ..models import LDHMM
@@ -30,6 +33,7 @@ __all__ = [  # noqa: F822 - the first four are served by the module's __getattr_
     "is_models",
     "make_model",
     "constructor_options",
+    "takes_effort",
     "em_settings_of",
     "options_from_settings",
     "model_from_settings",
@@ -84,6 +88,7 @@ def make_model(
     tol: float | None = None,
     m_step: str | None = None,
     n_init: int | None = None,
+    effort: str | None = None,
     **options,
 ):
     """A fresh, unfitted model of the registry.
@@ -103,11 +108,14 @@ def make_model(
         M-step of the LDHMM models (None: their default, ``"collapsed"``).
     n_init : int, optional
         Restarts, for every model that takes them (None: each model's default).
+    effort : {"quick", "standard", "thorough"}, optional
+        How hard each fit of the LDHMM family searches (:func:`takes_effort`; None: the
+        model's default, ``"standard"``).
     **options
         Further constructor arguments of that model.
     """
     spec = get_spec(name)
-    options = constructor_options(name, n_symbols, seed, max_iter, tol, m_step, n_init, **options)
+    options = constructor_options(name, n_symbols, seed, max_iter, tol, m_step, n_init, effort, **options)
     return spec.cls(1 if n_states is None else int(n_states), **options)
 
 
@@ -119,12 +127,13 @@ def constructor_options(
     tol: float | None = None,
     m_step: str | None = None,
     n_init: int | None = None,
+    effort: str | None = None,
     **options,
 ) -> dict:
     """The constructor arguments of the registry's model ``name``, K aside: what
     :func:`make_model` passes after ``n_states`` (the name's fixed options, ``n_symbols``,
-    ``seed``, the EM settings it takes, ``options``), and what a fit along K
-    (``fit_path(sequences, states, **options)``) gets."""
+    ``seed``, the EM settings it takes, ``effort`` where its class takes it, ``options``),
+    and what a fit along K (``fit_path(sequences, states, **options)``) gets."""
     spec = get_spec(name)
     given = {
         "max_iter": None if max_iter is None else int(max_iter),
@@ -135,18 +144,28 @@ def constructor_options(
     for key in spec.em_settings:
         if given[key] is not None:
             options.setdefault(key, given[key])
+    if effort is not None and takes_effort(name):
+        options.setdefault("effort", effort)
     return {**spec.options, "n_symbols": int(n_symbols), "seed": int(seed), **options}
+
+
+def takes_effort(name: str) -> bool:
+    """Whether the registry's model ``name`` is of the LDHMM family: its class takes an
+    ``effort`` parameter (:class:`ldhmm.models.fit_settings.FitSettings`), which the harness's
+    ``effort`` is passed to."""
+    return "effort" in inspect.signature(get_spec(name).cls).parameters
 
 
 def em_settings_of(settings: dict) -> dict:
     """A run's harness-wide settings, as ``config.json`` records them, by their constructor names
-    (:data:`ldhmm.models.registry.EM_SETTINGS`; ``restarts`` is ``n_init``); None where the run
-    leaves one to the models."""
+    (:data:`ldhmm.models.registry.EM_SETTINGS`; ``restarts`` is ``n_init``; and ``effort``);
+    None where the run leaves one to the models."""
     return {
         "max_iter": settings.get("max_iter"),
         "tol": settings.get("tol"),
         "m_step": settings.get("m_step"),
         "n_init": settings.get("restarts"),
+        "effort": settings.get("effort"),
     }
 
 

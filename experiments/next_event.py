@@ -50,7 +50,7 @@ from .along_k import (
 )
 from .datasets import resolve_data, run_settings
 from .lineup import model_from_settings, resolve_models
-from .tables import NO_K, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
+from .tables import NO_K, effort_words, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
 from .tasks import (
     MODELS_DIR,
     atomic_savefig,
@@ -179,6 +179,7 @@ def next_event(
     max_iter: int | None = None,
     tol: float | None = None,
     restarts: int = 3,
+    effort: str | None = None,
     force: bool = False,
     quiet: bool = False,
 ) -> NextEventResult:
@@ -190,17 +191,19 @@ def next_event(
         Registered model names with ``predict_next_proba`` and/or ``"MARKOV"``.
     data
         As for :func:`ldhmm.experiments.compare.compare` (default: the MSNBC paper subset).
-    states, folds, jobs, out, seed, n_sequences, data_dir, max_iter, tol, restarts, force, quiet
+    states, folds, jobs, out, seed, n_sequences, data_dir, max_iter, tol, restarts, effort, force, quiet
         As for :func:`ldhmm.experiments.compare.compare`.
     """
-    check_run_settings(folds, jobs, max_iter, tol, None, restarts)
+    check_run_settings(folds, jobs, max_iter, tol, None, restarts, effort=effort)
     given = [str(m) for m in ([models] if isinstance(models, str) else models)]
     with_markov = any(m.upper() == MARKOV for m in given)
     others = [m for m in given if m.upper() != MARKOV]
     names = (resolve_models(others) if others else []) + ([MARKOV] if with_markov else [])
     states = parse_states(states)
     db, what = resolve_data(data, data_dir, n_sequences, seed)
-    settings = run_settings(db, what, states, folds, jobs, seed, max_iter, tol, "collapsed", restarts)
+    settings = run_settings(
+        db, what, states, folds, jobs, seed, max_iter, tol, "collapsed", restarts, effort=effort
+    )
     out = default_out("next-event", db.name, out)
     plans = fit_plans(names)
     budget = budget_rules([p for p in plans if p.base != MARKOV], settings, states)
@@ -249,7 +252,8 @@ def _summary(df, what, settings, names, states, errors) -> str:
         f"{settings['folds']}-fold cross-validation (seed {settings['seed']}); each test sequence's "
         f"last event predicted from its prefix; {settings['restarts']} restarts for every model that "
         f"takes restarts (n_init) and the symbol-seeded start where the model has one, defaults "
-        f"{settings.get('defaults') or 'before v4'}, EM max_iter {settings['max_iter'] or 'model default'}. "
+        f"{settings.get('defaults') or 'before v4'}, EM max_iter {settings['max_iter'] or 'model default'}, "
+        f"{effort_words(settings)}. "
         "Models marked "
         f"{NO_K} (the Markov chains) are fitted once per fold; their value fills every K column.",
         "",

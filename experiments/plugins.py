@@ -12,8 +12,8 @@ The comparison API (:func:`ldhmm.compare`, :func:`ldhmm.classify`) and the comma
 * installed packages: an entry point of the group :data:`ENTRY_POINT_GROUP` (``ldhmm.models``)
   named NAME whose value is ``package.module:factory`` joins ``"all"``.
 
-A factory that names ``n_init``, ``max_iter``, ``tol`` or ``m_step`` among its parameters
-gets the run's values (the restart budget is the same for every model).
+A factory that names ``n_init``, ``max_iter``, ``tol``, ``m_step`` or ``effort`` among its
+parameters gets the run's values (the restart budget is the same for every model).
 
 The model a factory returns must follow the harness protocol: ``fit(sequences)``,
 ``score_samples(sequences) -> (M,) float array`` and a ``score_kind`` attribute (one of
@@ -284,7 +284,7 @@ def build_model(entry: ModelEntry | str, n_states: int, n_symbols: int, settings
 
     A factory is called as ``factory(n_states, n_symbols, seed)``, plus the run's harness-wide
     settings it names as keyword parameters (``n_init`` = the restart budget, ``max_iter``,
-    ``tol``, ``m_step``; each only when the run sets it), so that a plug-in can take the same
+    ``tol``, ``m_step``, ``effort``; each only when the run sets it), so that a plug-in can take the same
     restart budget as every other model. Its model is checked by :func:`check_protocol`. Any
     error names the model.
     """

@@ -1,5 +1,6 @@
 """Numbers for the result tables: mean and spread over folds, how a cell prints them, the
-lines that report failed tasks, and the rows of models without a K spread over the K columns."""
+lines that report failed tasks, the rows of models without a K spread over the K columns, and
+the words of a run's settings that its summary names."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["mean_std", "fmt_pm", "failure_lines", "NO_K", "spread_over_k", "with_k_column"]
+__all__ = ["mean_std", "fmt_pm", "failure_lines", "NO_K", "spread_over_k", "with_k_column", "effort_words"]
 
 #: How the tables mark a model without hidden states: one fit per fold, its value at every K.
 NO_K = "(no K)"
@@ -39,6 +40,14 @@ def failure_lines(errors) -> list[str]:
         f"{m}: {len(r)} task(s) failed: {r[0]}" + ("" if len(set(r)) == 1 else " (and other reasons)")
         for m, r in by_model.items()
     ]
+
+
+def effort_words(settings: dict) -> str:
+    """How a run's summary names its ``effort`` (``config.json``): ``"effort thorough"``, or
+    ``"effort: each model's default"`` where the run left it to the models (None, or a run
+    recorded before the setting existed)."""
+    effort = settings.get("effort")
+    return f"effort {effort}" if effort else "effort: each model's default"
 
 
 def with_k_column(df):

@@ -89,6 +89,7 @@ from ..data.atomic import (
     write_atomically,
 )
 from ..inference.progress import progress_options
+from ..models.fit_settings import EFFORTS
 from ..models.memory import max_memory_override, set_max_memory
 from .resume import RunInterrupted, command_line, invocation, write_resume_script
 
@@ -845,7 +846,7 @@ def seed_everything(seed: int) -> None:
 
 # ------------------------------------------------------------------------ the grid
 def check_run_settings(
-    folds=None, jobs=1, max_iter=None, tol=None, m_step=None, restarts=None, is_samples=None
+    folds=None, jobs=1, max_iter=None, tol=None, m_step=None, restarts=None, is_samples=None, effort=None
 ):
     """The harness-wide settings of a run, checked before its output directory is touched (a
     bad one would otherwise fail every task after ``config.json`` is written)."""
@@ -859,6 +860,9 @@ def check_run_settings(
         raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
     if m_step is not None and m_step not in ("collapsed", "paper"):
         raise ValueError(f"m_step must be 'collapsed' or 'paper', got {m_step!r}")
+    if effort is not None and (not isinstance(effort, str) or effort not in EFFORTS):
+        choices = ", ".join(repr(e) for e in EFFORTS)
+        raise ValueError(f"effort must be None or one of {choices}, got {effort!r}")
     if restarts is not None and (isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 1):
         raise ValueError(f"restarts must be an integer >= 1, got {restarts!r}")
     if is_samples is not None and (

@@ -48,7 +48,13 @@ from .ops.potentials import (
     expected_complete_log_lik,
 )
 from .ops.viterbi import ViterbiPaths, unpad_paths, viterbi_log
-from .parameters import VariantParameters, init_parameters, symbol_seeded_parameters
+from .parameters import (
+    HMM_START_CONCENTRATION,
+    VariantParameters,
+    hmm_started_parameters,
+    init_parameters,
+    symbol_seeded_parameters,
+)
 from .sharing import (
     GROUPS,
     HMM_SHARING,
@@ -109,6 +115,8 @@ __all__ = [
     "VariantParameters",
     "init_parameters",
     "symbol_seeded_parameters",
+    "hmm_started_parameters",
+    "HMM_START_CONCENTRATION",
     "GuideProtocol",
     "HiddenUpdate",
     "SVIResult",

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from .cavi.expectation import RANDOM_STARTS, BucketState, default_starts, e_step, held_out_starts
+from .cavi.expectation import (
+    RANDOM_STARTS,
+    BucketState,
+    default_starts,
+    e_step,
+    held_out_starts,
+    rotating_start,
+)
 from .cavi.maximization import M_STEP_METHODS, m_step, total_elbo
 from .checkpoint import FitCheckpoint
 from .distributed.workers import (
@@ -98,18 +105,18 @@ def _blame(params: VariantParameters, totals) -> str:
     return "q(Z)"
 
 
-def _resume(backend, run, monitor: ConvergenceMonitor, starts: tuple):
+def _resume(backend, run, monitor: ConvergenceMonitor):
     """A checkpointed run in progress, restored on ``backend`` (just reset): its E-steps replayed
     (the per-sequence state they left, bit for bit), the rule's history and verdicts; returns
-    (the parameters after its last M-step, the starts of its next E-step)."""
+    the parameters after its last M-step."""
     for i, (sent, used) in enumerate(run.journal, start=1):
-        backend.call("e_step", as_numpy_params(sent), used, iteration=i, step="E")
+        backend.call("e_step", as_numpy_params(sent), used, i, iteration=i, step="E")
     monitor.history, monitor.verdicts = list(run.history), list(run.verdicts)
     if monitor.verdicts[-1] == "converged":  # stopped after its last save, before it was marked done
         monitor.reason = "converged"
     elif len(monitor.history) >= monitor.max_iter:
         monitor.reason = "max_iter"
-    return run.params, starts if monitor.refresh else ()
+    return run.params
 
 
 def _round_of_count_sums(backend, iteration: int):
@@ -147,6 +154,12 @@ class VariationalEM:
     random_starts : int
         Random starts per sequence beside the deterministic ones, in the held-out E-step, the
         first E-step and every refresh (see :data:`ldhmm.inference.cavi.expectation.STARTS`).
+    start_every : int
+        A rotating start every this many E-steps after the first (0: none): beside each
+        sequence's warm run, one of the first E-step's starts in turn, each random draw a new
+        one (:func:`ldhmm.inference.cavi.expectation.rotating_start`), the better run kept per
+        sequence. The search of a refresh spread over the iterations, while the priors move:
+        no E-step ends below its warm run, so the ELBO still never decreases.
     m_step_max_iter : int, optional
         Newton steps per M-step at most (default: 8 for ``"collapsed"``, which stops earlier
         once its next pass would gain little, see
@@ -170,6 +183,7 @@ class VariationalEM:
         refresh_max=10,
         random_starts=RANDOM_STARTS,
         checkpoint: FitCheckpoint | None = None,
+        start_every=0,
     ):
         if m_step not in M_STEP_METHODS:
             raise ValueError(f"m_step must be one of {M_STEP_METHODS}, got {m_step!r}")
@@ -188,6 +202,9 @@ class VariationalEM:
         if random_starts < 0:
             raise ValueError(f"random_starts must be >= 0, got {random_starts}")
         self.random_starts = random_starts
+        if isinstance(start_every, bool) or not isinstance(start_every, int) or start_every < 0:
+            raise ValueError(f"start_every must be an integer >= 0, got {start_every!r}")
+        self.start_every = start_every
         self.checkpoint = checkpoint
 
     def worker(self, data, n_symbols: int, **options) -> PartitionWorker:
@@ -247,7 +264,7 @@ class VariationalEM:
             raise ValueError("warm_states cannot be checkpointed: give one or the other")
         backend.call("set_guide", self.guide)
         backend.call("reset")
-        rule = RelativeChange(self.tol, self.refresh_max)
+        rule = RelativeChange(self.tol, self.refresh_max, max(1, self.start_every))
         monitor = ConvergenceMonitor(rule, self.max_iter, "EM iteration")
         e_history, trace = [], []
         capped = False
@@ -259,7 +276,9 @@ class VariationalEM:
             backend.call_each("set_states", [[part] for part in warm_states])
             use_starts = ()
         if run is not None and run.history:
-            params, use_starts = _resume(backend, run, monitor, starts)
+            params = _resume(backend, run, monitor)
+            n_done = len(monitor.history)
+            use_starts = starts if monitor.refresh else self.rotating_starts(n_done, starts)
             e_history, trace, capped = list(run.e_history), list(run.trace), run.capped
         bar = None
         if self.progress:
@@ -316,7 +335,7 @@ class VariationalEM:
                     bar.update(1)
                 if callback is not None:
                     callback(n_iter, m_elbo)
-                use_starts = starts if monitor.refresh else ()
+                use_starts = starts if monitor.refresh else self.rotating_starts(n_iter, starts)
         finally:
             if bar is not None:
                 bar.close()
@@ -345,6 +364,13 @@ class VariationalEM:
             starts=held_out_starts(self.guide, self.random_starts) if starts is None else starts,
         )
         return states
+
+    def rotating_starts(self, n_iter: int, starts: tuple) -> tuple:
+        """The starts of the E-step after EM iteration ``n_iter`` when it is no refresh: the
+        rotating start where ``start_every`` says one is due, else none (the warm runs alone)."""
+        if not self.start_every or not starts or n_iter % self.start_every:
+            return ()
+        return rotating_start(starts, n_iter // self.start_every, self.random_starts)
 
     def fit_starts(self) -> tuple:
         """The starts of a fit's first E-step and its refreshes: the guide's deterministic starts

@@ -103,27 +103,39 @@ class RelativeChange:
         Relative change of the monitored value (>= 0).
     refresh_max : int
         Refreshes at most (>= 0; 0: converged as soon as the test is met).
+    span : int
+        Iterations the ordinary test looks back (>= 1): ``|L_t - L_(t-span)| <= span tol |L_t|``,
+        the mean change per iteration over the last ``span``. EM with a rotating start every
+        ``span`` E-steps (``start_every``) gains in steps of that period; a one-iteration test
+        would stop it at the first iteration without a start.
     """
 
     tol: float = 1e-4
     refresh_max: int = 0
+    span: int = 1
 
     def __post_init__(self):
         _check_tol(self.tol)
         if not _is_int(self.refresh_max) or self.refresh_max < 0:
             raise ValueError(f"refresh_max must be an integer >= 0, got {self.refresh_max!r}")
+        if not _is_int(self.span) or self.span < 1:
+            raise ValueError(f"span must be an integer >= 1, got {self.span!r}")
 
     def verdict(self, history: list, verdicts: list) -> str:
         if verdicts and verdicts[-1] == "refresh":
             # history[-2] is the value before the refresh
             return "converged" if history[-1] - history[-2] <= self.tol * abs(history[-1]) else "continue"
-        if len(history) > 1 and abs(history[-1] - history[-2]) <= self.tol * abs(history[-1]):
+        span = self.span
+        if len(history) > span and abs(history[-1] - history[-1 - span]) <= span * self.tol * abs(
+            history[-1]
+        ):
             return "converged" if verdicts.count("refresh") >= self.refresh_max else "refresh"
         return "continue"
 
     def describe(self) -> str:
         refreshes = f", {self.refresh_max} refreshes at most" if self.refresh_max else ""
-        return f"relative change <= tol {self.tol:g}{refreshes}"
+        over = f" per iteration over the last {self.span}" if self.span > 1 else ""
+        return f"relative change{over} <= tol {self.tol:g}{refreshes}"
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,22 @@ import torch
 from .ops.dirichlet import expected_log_dirichlet
 from .sharing import GROUPS, POINT, SEQUENCE, SHARED, ParameterSharing
 
-__all__ = ["EVENT_DIMS", "group_shape", "VariantParameters", "init_parameters", "symbol_seeded_parameters"]
+__all__ = [
+    "EVENT_DIMS",
+    "HMM_START_CONCENTRATION",
+    "group_shape",
+    "VariantParameters",
+    "init_parameters",
+    "symbol_seeded_parameters",
+    "hmm_started_parameters",
+]
 
+#: The total concentration of each learned prior row of a start from the database-level HMM
+#: (:func:`hmm_started_parameters`): the row's probabilities times this. Large enough that
+#: every sequence starts near the HMM's own posterior, small enough that the first M-step moves
+#: the priors freely (10 and 100 end within 0.002 nats/token of it on Entree and MSNBC;
+#: docs/performance.md, "Effort presets").
+HMM_START_CONCENTRATION = 30.0
 #: The Dirichlet event dimensions of each group's arrays.
 EVENT_DIMS = {"pi": (-1,), "A": (-1, -2), "B": (-1, -2)}
 
@@ -207,6 +221,36 @@ def symbol_seeded_parameters(
     }
     rows = {group: c / c.sum(-1, keepdim=True) for group, c in learned.items()}
     return _parameters_from_rows(sharing, rows, learned, K, prior_concentration, float(counts.sum()))
+
+
+def hmm_started_parameters(
+    sharing: ParameterSharing,
+    hmm: VariantParameters,
+    concentration: float = HMM_START_CONCENTRATION,
+    prior_concentration: float = 1.0,
+    n_tokens: float = 1.0,
+) -> VariantParameters:
+    """The start from the database-level HMM: every group's rows the HMM's probabilities.
+
+    Parameters
+    ----------
+    sharing : ParameterSharing
+        The variant to start.
+    hmm : VariantParameters
+        A fitted HMM: every group a point estimate (``log_point``), rows (K,), (K, K), (K, V).
+    concentration : float
+        Total concentration of each learned prior row (the row times it).
+    prior_concentration, n_tokens : float
+        As in :func:`init_parameters` (fixed priors, shared posteriors).
+
+    Returns
+    -------
+    VariantParameters
+    """
+    rows = {g: hmm.log_point[g].exp() for g in GROUPS}
+    rows = {g: r / r.sum(-1, keepdim=True) for g, r in rows.items()}
+    learned = {g: r * concentration for g, r in rows.items()}
+    return _parameters_from_rows(sharing, rows, learned, hmm.n_states, prior_concentration, n_tokens)
 
 
 def _parameters_from_rows(

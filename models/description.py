@@ -295,6 +295,9 @@ def _restarts(model) -> str:
     """``n_init``, or how many restarts ran where the fit ran fewer (a path's K after the first:
     ``path_n_init``)."""
     n_init = getattr(model, "n_init", 1)
+    settings = getattr(model, "fit_settings", None)
+    if settings is not None and settings.resolved().start_policy != "restarts":
+        return f"{n_init} of the database-level HMM (start_policy {settings.resolved().start_policy!r})"
     ran = getattr(model, "restart_elbo_histories_", None)
     if ran and len(ran) < n_init:
         return f"{len(ran)} (n_init = {n_init}; path_n_init at a K grown from the K - 1 fit)"
@@ -310,13 +313,16 @@ def _kept(model) -> str:
         start = kept_start_words(getattr(model, "start_kind_", None))
         if start is None:
             return "none (the kept run started from given parameters, a grown start or the SVI route)"
+        if not runs:
+            return f"none (no random restart ran): the kept run started from {start}"
         return f"none of {runs}: the kept run started from {start}"
     return f"{kept + 1} of {runs}"
 
 
 #: What the summary says of a kept run that was no restart, by its ``start_kind_``.
 _START_WORDS = {
-    "seeded": "the symbol-seeded start, which ended above every restart",
+    "seeded": "the symbol-seeded start, which ended above every other start",
+    "hmm": "the database-level HMM",
     "init": "given parameters",
     "continued": "the K - 1 fit of its path, continued with an unused state",
 }

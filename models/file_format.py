@@ -32,9 +32,9 @@ A model file is JSON (never pickle) written by :func:`write_model_file` (what
                   ``restart_elbo_histories_``) and the index of the restart the fit kept
                   (``kept_restart_``; null: none, a fit from a given start); optionally
                   "start": how the kept run started (``start_kind_``): "restart", "seeded"
-                  (the symbol-seeded start), "init" (given parameters), "continued" (the
-                  K - 1 fit continued along a path) or "split:k" (state k of the K - 1 fit
-                  split); files written before it have none
+                  (the symbol-seeded start), "hmm" (the database-level HMM), "init" (given
+                  parameters), "continued" (the K - 1 fit continued along a path) or "split:k"
+                  (state k of the K - 1 fit split); files written before it have none
     training_data (optional, ldhmm 0.2.0 on) {"source": str, "n_sequences": int >= 0,
                   "n_tokens": int >= 0, "sha256": 64 hex digits or null}: the file the model was
                   fitted on (or "Python data"), its size and the SHA-256 of its coded sequences
@@ -485,7 +485,7 @@ _FIT_RECORD = {
 #: Keys of a fit record's field that a file may leave out (written by later versions).
 _FIT_RECORD_OPTIONAL = {"fit_history": ("start",)}
 #: How a kept run may have started (``start_kind_``), besides ``"split:k"``.
-START_KINDS = ("restart", "seeded", "init", "continued")
+START_KINDS = ("restart", "seeded", "hmm", "init", "continued")
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -701,6 +701,9 @@ def read_model_file(path, cls, guide=None):
     validate_model_document(doc, path)
     config = dict(doc["config"])
     check_config_types(path, cls, config)
+    if "effort" not in config and getattr(cls, "fit_defaults", None) is not None:
+        # a file written before v5 (no "effort") was fitted with v4's restarts and refreshes
+        config["effort"] = "thorough"
     saved_guide = config.pop("guide", "pf")
     if guide is None:
         if saved_guide not in ("pf", "ff"):

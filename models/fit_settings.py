@@ -40,6 +40,9 @@ from ..inference.distributed.workers import PartitionWorker
 __all__ = [
     "DEFAULTS_VERSION",
     "DTYPES",
+    "EFFORTS",
+    "EFFORT_PRESETS",
+    "START_POLICIES",
     "INIT_METHODS",
     "SEEDED_STARTS",
     "SETTING_NAMES",
@@ -55,9 +58,25 @@ INIT_METHODS = ("auto", "random", "pf")
 #: The version of the fitting defaults that the experiments' tables name (experiments/README.md,
 #: "Defaults behind the tables"); part of every harness run's configuration hash, so that a run
 #: directory of other defaults is never resumed into a mix. Raised when a default moves numbers.
-DEFAULTS_VERSION = "v4"
+DEFAULTS_VERSION = "v5"
 #: The starts a fit may add beside its random restarts (see :class:`FitSettings`' ``seeded_start``).
 SEEDED_STARTS = ("symbols", "none")
+#: The effort presets of a fit (see :class:`FitSettings`' ``effort``), fastest first.
+EFFORTS = ("quick", "standard", "thorough")
+#: Where a fit's EM starts (see :class:`FitSettings`' ``start_policy``).
+START_POLICIES = ("restarts", "hmm_and_seeded", "hmm")
+#: The settings each effort preset gives where they are left None (docs/performance.md,
+#: "Effort presets"). ``"thorough"`` is the v4 defaults bit for bit: ``n_init`` EM runs from
+#: random starts and the symbol-seeded one, every start at the first E-step and at up to ten
+#: refreshes. ``"standard"`` (v5) runs EM from the database-level HMM and from the symbol-seeded
+#: start, with one start per sequence beside the warm run at every E-step, in turn, and up to
+#: three refreshes; ``"quick"`` runs EM once, from the database-level HMM, with the rotating
+#: start and no refresh.
+EFFORT_PRESETS = {
+    "quick": {"start_policy": "hmm", "refresh_max": 0, "start_every": 1},
+    "standard": {"start_policy": "hmm_and_seeded", "refresh_max": 3, "start_every": 1},
+    "thorough": {"start_policy": "restarts", "refresh_max": 10, "start_every": 0},
+}
 #: The docstring line that :class:`TakesFitSettings` replaces with the settings' entries.
 PLACEHOLDER = "{fit_settings}"
 
@@ -128,6 +147,22 @@ class _OneOf:
     def __call__(self, name: str, value) -> str:
         if not isinstance(value, str) or value not in self.options:
             raise ValueError(f"{name} must be one of {self.options}, got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class _OneOfOrNone(_OneOf):
+    """None, or one of ``options`` (strings)."""
+
+    @property
+    def kind(self) -> str:
+        return super().kind + " or None"
+
+    def __call__(self, name: str, value) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str) or value not in self.options:
+            raise ValueError(f"{name} must be None or one of {self.options}, got {value!r}")
         return value
 
 
@@ -215,6 +250,44 @@ class FitSettings:
         ":mod:`ldhmm.inference.cavi.maximization`). Neither decreases the ELBO.",
         to=(VariationalEM,),
     )
+    effort: str = _setting(
+        "standard",
+        _OneOf(EFFORTS),
+        "How hard a fit searches: a preset of ``start_policy``, ``refresh_max`` and "
+        "``start_every`` (each one left None takes the preset's; :data:`EFFORT_PRESETS`). "
+        '``"thorough"`` reproduces the v4 defaults bit for bit (``n_init`` EM runs from random '
+        "starts and the symbol-seeded start, every start at up to ten refreshes); "
+        '``"standard"`` (the default since v5) two EM runs, from the database-level HMM and from '
+        "the symbol-seeded start, with a rotating start at every E-step and up to three "
+        'refreshes; ``"quick"`` the run from the HMM alone, no refresh (docs/performance.md, '
+        '"Effort presets").',
+    )
+    start_policy: str | None = _setting(
+        None,
+        _OneOfOrNone(START_POLICIES),
+        'Where EM starts. ``"restarts"``: ``n_init`` runs from random starting points and the '
+        'symbol-seeded one (``seeded_start``), the best kept. ``"hmm"``: one run from the '
+        "database-level HMM (fitted by Baum-Welch from ``n_init`` random starts and the "
+        "symbol-seeded one; each learned prior row its probabilities times "
+        ':data:`ldhmm.inference.parameters.HMM_START_CONCENTRATION`). ``"hmm_and_seeded"``: '
+        "that run and one from the symbol-seeded start (where ``seeded_start`` asks for it and "
+        "K symbols occur), the better kept. None: ``effort``'s.",
+    )
+    refresh_max: int | None = _setting(
+        None,
+        _IntegerOrNone(0),
+        "Refreshes at most: each time EM converges, one more E-step runs every start beside each "
+        "sequence's warm run and EM goes on where it gains more than ``tol``. None: ``effort``'s.",
+        to=(VariationalEM,),
+    )
+    start_every: int | None = _setting(
+        None,
+        _IntegerOrNone(0),
+        "A rotating start every this many E-steps: beside each sequence's warm run, one of the "
+        "fit's starts in turn (a new random draw each time), the better run kept per sequence; "
+        "0: none. None: ``effort``'s.",
+        to=(VariationalEM,),
+    )
     init: str = _setting(
         "auto",
         _OneOf(INIT_METHODS),
@@ -247,10 +320,17 @@ class FitSettings:
         for f in fields(self):
             object.__setattr__(self, f.name, f.metadata["check"](f.name, getattr(self, f.name)))
 
+    def resolved(self) -> FitSettings:
+        """These settings with every one left None that ``effort`` presets set to its value
+        (:data:`EFFORT_PRESETS`)."""
+        preset = EFFORT_PRESETS[self.effort]
+        return replace(self, **{k: v for k, v in preset.items() if getattr(self, k) is None})
+
     def arguments(self, consumer: type) -> dict:
         """The settings that ``consumer`` (:class:`VariationalEM`, :class:`PartitionWorker`)
-        takes, as its keyword arguments of the same names."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if consumer in f.metadata["to"]}
+        takes, as its keyword arguments of the same names (resolved: :meth:`resolved`)."""
+        settings = self.resolved()
+        return {f.name: getattr(settings, f.name) for f in fields(settings) if consumer in f.metadata["to"]}
 
 
 #: The names of the settings, in the table's order.

@@ -27,6 +27,8 @@ SCRIPTS = (
     "dask_cli",
     "dask_iteration",
     "dask_scale",
+    "effort_grid",
+    "effort_held_out",
     "estep_vs_hmmlearn",
     "fit_cost",
     "fold_projection",
@@ -239,3 +241,42 @@ def test_the_start_up_floor_table_names_its_rows_and_loads_the_kernel_from_the_c
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(" | ")[0].lstrip("| ") for line in lines[2:5]] == list(rows)
     assert all(float(line.split(" | ")[1]) > 0 for line in lines[2:5])
+
+
+def test_the_effort_table_takes_medians_and_judges_against_the_reference():
+    grid = benchmark("effort_grid")
+    assert grid.parse_dataset("msnbc:3000") == ("msnbc", 3000) and grid.parse_dataset("entree") == (
+        "entree",
+        None,
+    )
+    fits = [
+        {"effort": "thorough", "elbo": e, "cpu": 10.0 + i, "iters": 30, "sweeps": 900.0}
+        for i, e in enumerate([-1.0, -1.1, -0.9])
+    ] + [
+        {"effort": "standard", "elbo": e, "cpu": 2.0, "iters": 20, "sweeps": 300.0}
+        for e in [-1.0015, -1.2, -0.95]
+    ]  # fmt: skip
+    rows = {r["effort"]: r for r in grid.cell_rows(fits, "thorough", 0.002, hmmlearn_cpu=1.0)}
+    assert rows["thorough"]["median"] == -1.0 and rows["thorough"]["cpu"] == 11.0
+    assert rows["standard"]["diff"] == pytest.approx(-0.0015) and rows["standard"]["holds"]
+    assert rows["standard"]["ratio"] == 2.0 and rows["standard"]["low"] == -1.2
+    rows = {r["effort"]: r for r in grid.cell_rows(fits, "thorough", 0.001, hmmlearn_cpu=None)}
+    assert not rows["standard"]["holds"] and rows["standard"]["ratio"] is None
+
+
+def test_the_held_out_rule_compares_fold_by_fold_with_the_standard_error():
+    held = benchmark("effort_held_out")
+    per_fold = {
+        "thorough": [(-1.0, -0.9), (-1.1, -1.0), (-1.2, -1.1)],
+        "standard": [(-1.001, -0.9), (-1.1, -1.01), (-1.3, -1.1)],
+    }
+    rows = {r["effort"]: r for r in held.fold_verdicts(per_fold, "thorough")}
+    assert rows["thorough"]["diff"] == 0.0 and rows["thorough"]["logp_holds"]
+    diffs = np.array([0.0, -0.01, 0.0])
+    assert rows["standard"]["diff"] == pytest.approx(diffs.mean())
+    assert rows["standard"]["se"] == pytest.approx(diffs.std(ddof=1) / np.sqrt(3))
+    assert rows["standard"]["logp_holds"]  # -0.0033 >= -0.0033: within one standard error
+    assert rows["standard"]["bound_holds"]  # median -1.1 against -1.1
+    per_fold["standard"] = [(-1.1, -0.95), (-1.2, -1.05), (-1.3, -1.15)]
+    rows = {r["effort"]: r for r in held.fold_verdicts(per_fold, "thorough")}
+    assert not rows["standard"]["logp_holds"] and not rows["standard"]["bound_holds"]

@@ -39,12 +39,16 @@ def _same(a, b, loaded=False):
 
 
 def _interrupt_at(monkeypatch, calls: int):
-    """Make the ``calls``-th EM iteration (counted over every run of the fit) raise after its
-    checkpoint was written."""
+    """Make the ``calls``-th EM iteration (counted over every checkpointed run of the fit: not
+    the database-level HMM's, which is fitted again on resuming) raise after its checkpoint was
+    written."""
     seen = {"n": 0}
     original = VariationalEM.fit_backend
 
     def fit_backend(self, backend, params, callback=None, **options):
+        if self.checkpoint is None:
+            return original(self, backend, params, callback=callback, **options)
+
         def stop(n_iter, elbo):
             if callback is not None:
                 callback(n_iter, elbo)
@@ -60,12 +64,19 @@ def _interrupt_at(monkeypatch, calls: int):
 @pytest.mark.parametrize(
     "make, fit_kwargs, calls",
     [
-        (lambda: LDHMM(3, seed=2, n_init=2, max_iter=12), {}, 4),  # first restart, mid-run
-        (lambda: LDHMM(3, seed=2, n_init=2, max_iter=12), {}, 15),  # second restart
-        (lambda: LDHMM(2, guide="ff", seed=1, n_init=2, max_iter=6), {}, 13),  # the FF fit after PF
+        (lambda: LDHMM(3, seed=2, n_init=2, max_iter=12, effort="thorough"), {}, 4),  # first restart, mid-run
+        (lambda: LDHMM(3, seed=2, n_init=2, max_iter=12, effort="thorough"), {}, 15),  # second restart
+        (
+            lambda: LDHMM(2, guide="ff", seed=1, n_init=2, max_iter=6, effort="thorough"),
+            {},
+            13,
+        ),  # FF after PF
         (lambda: LDHMM(3, seed=3, n_init=1, max_iter=8), {"n_partitions": 3}, 5),  # partitions
+        (lambda: LDHMM(3, seed=2, max_iter=12), {}, 4),  # standard: the run from the HMM
+        (lambda: LDHMM(3, seed=2, max_iter=12), {}, 15),  # standard: the seeded run
+        (lambda: LDHMM(2, guide="ff", seed=1, max_iter=6), {}, 9),  # standard: FF after PF
     ],
-    ids=["restart-1", "restart-2", "ff-after-pf", "partitioned"],
+    ids=["restart-1", "restart-2", "ff-after-pf", "partitioned", "hmm", "seeded", "standard-ff"],
 )
 def test_an_interrupted_fit_resumes_to_the_uninterrupted_numbers(
     tmp_path, monkeypatch, make, fit_kwargs, calls

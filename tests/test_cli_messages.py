@@ -82,9 +82,13 @@ def test_progress_bars_are_labelled_and_quiet_off_a_terminal(small_db, capsys):
             return True
 
     assert "mininterval" not in progress_options(Terminal())
-    LDHMM(2, seed=0, max_iter=3, n_init=2, verbose=True).fit(small_db[:20])
+    LDHMM(2, seed=0, max_iter=3, n_init=2, verbose=True, effort="thorough").fit(small_db[:20])
     err = capsys.readouterr().err
     assert "variational EM (restart 1 of 2)" in err and "variational EM (restart 2 of 2)" in err
     # off a terminal a bar draws at its start and at most once a minute: not once per iteration
     assert err.count("restart 1 of 2") <= 2
+    LDHMM(2, seed=0, max_iter=3, n_init=2, verbose=True).fit(small_db[:20])  # v5: effort "standard"
+    err = capsys.readouterr().err
+    for label in ("database-level HMM, start 1 of 3", "from the database-level HMM", "symbol-seeded start"):
+        assert f"variational EM ({label})" in err, label
     assert np.isfinite(LDHMM(2, seed=0, max_iter=3).fit(small_db[:20]).elbo_history_).all()

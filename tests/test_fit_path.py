@@ -143,9 +143,9 @@ def test_path_does_not_fall_and_recovers_the_truth(synthetic, path):
     assert list(models) == [2, 3, 4]
     assert [K for K, _ in calls] == [2, 3, 4] and all(models[K] is m for K, m in calls)
     assert_not_falling(models)
-    assert models[2].path_start_ in ("restart", "seeded")
+    assert models[2].path_start_ in ("restart", "seeded", "hmm")
     assert all(
-        m.path_start_ in ("restart", "seeded", "continued") or m.path_start_.startswith("split:")
+        m.path_start_ in ("restart", "seeded", "hmm", "continued") or m.path_start_.startswith("split:")
         for m in models.values()
     )
     n_held = sum(len(s) for s in held)
@@ -181,7 +181,7 @@ def test_path_runs_path_n_init_restarts_after_the_first_k(synthetic):
     """A path's K after the first runs min(n_init, path_n_init) restarts, the first seeds of
     restart_seeds(): the same runs as the first restarts of a fit of that K on its own."""
     _, train, _ = synthetic
-    options = dict(n_symbols=6, seed=3, max_iter=15, seeded_start="none")
+    options = dict(n_symbols=6, seed=3, max_iter=15, seeded_start="none", effort="thorough")
     models = LDHMM.fit_path(train[:60], range(2, 4), n_init=3, path_n_init=1, **options)
     assert [len(m.restart_elbo_histories_) for m in models.values()] == [3, 1]
     alone = LDHMM(3, n_init=3, **options).fit(train[:60])
@@ -244,8 +244,16 @@ def falling_path(request, tmp_path_factory):
         model.save(folder / f"K{K}.json")
         saved.append((K, save_path_state(model, folder / f"K{K}.state.npz")))
 
-    # the restarts and split starts alone (the seeded start would hold the path here itself)
-    options = {"n_symbols": V, "seed": 0, "guide": request.param, "n_init": 1, "seeded_start": "none"}
+    # the restarts and split starts alone (the seeded start would hold the path here itself; so
+    # would the v5 starts: effort "thorough", v4's restarts)
+    options = {
+        "n_symbols": V,
+        "seed": 0,
+        "guide": request.param,
+        "n_init": 1,
+        "seeded_start": "none",
+        "effort": "thorough",
+    }
     models = LDHMM.fit_path(train, range(2, 4), callback=save, **options)
     return train, options, models, folder, saved
 

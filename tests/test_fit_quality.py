@@ -90,8 +90,10 @@ def test_best_of_starts_is_the_per_sequence_maximum_of_its_runs(fitted_and_data,
     )
     torch.testing.assert_close(best.elbo, single.max(0).values, rtol=1e-12, atol=0)
     # the state kept is the one that gives that ELBO: one more E-step from it does not fall
+    # (beyond rounding: the fit's initial concentrations sit at the 1e6 cap, where one sweep's
+    # digamma differences of numbers that size move the ELBO by ~1e-9 relative)
     again = e_step_bucket(bucket, model.params_, guide, best, max_iter=1, tol=0.0)
-    assert bool((again.elbo >= best.elbo - 1e-9 * best.elbo.abs()).all())
+    assert bool((again.elbo >= best.elbo - 1e-8 * best.elbo.abs()).all())
 
 
 def test_held_out_scores_do_not_depend_on_bucketing(fitted_and_data):

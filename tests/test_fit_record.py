@@ -27,7 +27,7 @@ def fitted(tmp_path_factory):
     truth = LDHMM.from_hyperparameters([1, 2], [[5, 1], [1, 5]], [[4, 1, 1], [1, 1, 4]])
     lengths = np.random.default_rng(0).integers(3, 15, 30)
     data = truth.sample(30, lengths=lengths, seed=1)
-    model = LDHMM(2, seed=0, max_iter=6, n_init=RESTARTS).fit(data)
+    model = LDHMM(2, seed=0, max_iter=6, n_init=RESTARTS, effort="thorough").fit(data)
     path = tmp_path_factory.mktemp("record") / "model.json"
     model.save(path)
     return model, data, path
@@ -51,7 +51,7 @@ def test_every_restart_is_recorded_and_the_best_is_kept(fitted):
     # the PF guide's kept run is the fit: its history is the model's
     np.testing.assert_array_equal(runs[model.kept_restart_], model.elbo_history_)
     # each restart is the fit of its own seed alone (n_init=1 with that seed)
-    alone = LDHMM(2, seed=model.restart_seeds()[1], max_iter=6, n_init=1).fit(data)
+    alone = LDHMM(2, seed=model.restart_seeds()[1], max_iter=6, n_init=1, effort="thorough").fit(data)
     np.testing.assert_array_equal(runs[1], alone.elbo_history_)
     assert model.training_data_ == {
         "source": PYTHON_DATA,
@@ -220,6 +220,8 @@ def test_the_command_line_records_the_file(tmp_path, capsys):
                 "2",
                 "--seeded-start",
                 "none",
+                "--effort",
+                "thorough",
                 "--max-iter",
                 "3",
                 "--quiet",

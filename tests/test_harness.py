@@ -335,8 +335,12 @@ def test_config_states_every_models_budget_rule(compare_run):
     # every model with hidden states but LDA gets the same seeded start beside its restarts (v4)
     for name in ("HMM", "VBHMM", "HMMV", "LDHMM-PF"):
         assert "and the symbol-seeded start" in budget[name]["rule"], budget[name]
+    # v5: LDHMM's effort "standard" runs from the database-level HMM and from the seeded start
+    assert "two EM runs, from the database-level HMM" in budget["LDHMM-PF"]["rule"]
+    assert "(effort standard)" in budget["LDHMM-PF"]["rule"]
+    assert "database-level" not in budget["VBHMM"]["rule"]  # the baselines keep v4's restarts
     assert "seeded" not in budget["LDA"]["rule"]
-    assert json.loads((compare_run / "config.json").read_text())["settings"]["defaults"] == "v4"
+    assert json.loads((compare_run / "config.json").read_text())["settings"]["defaults"] == "v5"
 
 
 def test_a_lost_ff_row_is_refitted_from_the_saved_pf_fit(compare_run, capsys, monkeypatch):

@@ -74,12 +74,14 @@ def test_importance_sampling_matches_exact_marginal_for_tiny_case():
     assert model.score_samples([np.array([0])])[0] <= exact + 1e-12
 
 
-def test_reproducible_given_seed(small_db):
-    a = LDHMM(2, seed=3, max_iter=5).fit(small_db)
-    b = LDHMM(2, seed=3, max_iter=5).fit(small_db)
-    c = LDHMM(2, seed=4, max_iter=5).fit(small_db)
+@pytest.mark.parametrize("effort", ["standard", "thorough"])
+def test_reproducible_given_seed(small_db, effort):
+    a = LDHMM(2, seed=3, max_iter=5, effort=effort).fit(small_db)
+    b = LDHMM(2, seed=3, max_iter=5, effort=effort).fit(small_db)
+    c = LDHMM(2, seed=4, max_iter=5, effort=effort).fit(small_db)
     assert np.array_equal(a.beta_, b.beta_) and np.array_equal(a.elbo_history_, b.elbo_history_)
-    assert not np.array_equal(a.beta_, c.beta_)
+    if effort == "thorough":  # random restarts; v5's runs from the HMM and the seeded start need
+        assert not np.array_equal(a.beta_, c.beta_)  # no seed unless an HMM restart wins
     s1 = a.sample(5, length=7, seed=9)
     s2 = a.sample(5, length=7, seed=9)
     assert all(np.array_equal(x, y) for x, y in zip(s1, s2))
@@ -171,8 +173,11 @@ def test_validation_of_int64_arrays_checks_by_chunk_and_names_the_bad_sequence()
 
 @pytest.mark.parametrize("m_step", ["collapsed", "paper"])
 def test_user_written_guide_plugs_into_estimator(small_db, tmp_path, m_step):
-    custom = LDHMM(2, guide=LogSpacePFGuide(), max_iter=6, seed=1, m_step=m_step, n_init=1).fit(small_db)
-    builtin = LDHMM(2, guide="pf", max_iter=6, seed=1, m_step=m_step, n_init=1).fit(small_db)
+    # effort "thorough": no start mid-fit, where a per-sequence tie between a start and the warm
+    # run could go either way on the two implementations' last digits
+    options = dict(max_iter=6, seed=1, m_step=m_step, n_init=1, effort="thorough")
+    custom = LDHMM(2, guide=LogSpacePFGuide(), **options).fit(small_db)
+    builtin = LDHMM(2, guide="pf", **options).fit(small_db)
     # The collapsed M-step moves some concentrations along directions where the ELBO is flat
     # to ~1e-12, so last-digit differences between the two E-step implementations shift where
     # Newton stops; the ELBOs still agree to 1e-6.

@@ -22,7 +22,7 @@ def test_the_report_of_restarts_of_different_lengths_renders():
     emissions = [[4.0, 1.0, 1.0], [1.0, 1.0, 4.0]]
     truth = LDHMM.from_hyperparameters([1.0, 2.0], [[5.0, 1.0], [1.0, 5.0]], emissions)
     data = truth.sample(40, lengths=np.random.default_rng(0).integers(5, 20, 40), seed=1)
-    model = LDHMM(2, seed=0, n_init=3, max_iter=40).fit(data)
+    model = LDHMM(2, seed=0, n_init=3, max_iter=40, effort="thorough").fit(data)
     lengths = {len(h) for h in model.restart_elbo_histories_}
     assert len(lengths) > 1  # the case this test is about: histories of different lengths
     page = render_report(model.describe(data), "restarts")

@@ -61,6 +61,7 @@ __all__ = [
     "guide_starts",
     "RANDOM_STARTS",
     "default_starts",
+    "rotating_start",
     "EXTRA_STARTS",
     "held_out_starts",
     "start_state",
@@ -126,6 +127,16 @@ RANDOM_STARTS = 3
 def default_starts(guide, n_random: int = RANDOM_STARTS) -> tuple:
     """The guide's deterministic starts (:func:`guide_starts`) and ``n_random`` random ones."""
     return guide_starts(guide) + tuple(f"random:{i}" for i in range(n_random))
+
+
+def rotating_start(starts: tuple, turn: int, n_random: int = RANDOM_STARTS) -> tuple:
+    """The one start of a fit's ``turn``-th rotating E-step (``turn`` >= 1): ``starts`` (a fit's,
+    :func:`default_starts`) in turn, a random one replaced by a new draw (``"random:<n_random +
+    turn>"``, never one of the first E-step's), so that every turn of the cycle searches anew."""
+    start = starts[turn % len(starts)]
+    if start.startswith("random:"):
+        start = f"random:{n_random + turn}"
+    return (start,)
 
 
 def held_out_starts(guide, n_random: int = RANDOM_STARTS) -> tuple:

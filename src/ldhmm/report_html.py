@@ -235,6 +235,8 @@ def _restarts_section(restarts: pd.DataFrame | None, kept: str | None = None) ->
     if restarts is None:
         return ['<p class="note">The restarts are not recorded in this model file.</p>']
     if restarts.empty:
+        if kept and kept.startswith("none (no random restart ran)"):  # a v5 fit: no random restart
+            return [f'<p class="note">No restart was kept: {html.escape(kept)}.</p>']
         return ['<p class="note">No restarts: a fit from given parameters, or the SVI route.</p>']
     runs = restarts.groupby("restart", sort=True)
     table = pd.DataFrame(

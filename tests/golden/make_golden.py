@@ -83,18 +83,25 @@ def synthetic_records():
     train = truth.sample(150, lengths=rng.integers(1, 30, 150), seed=1)
     held = truth.sample(40, lengths=rng.integers(1, 30, 40), seed=2)
     out = {}
+    # The records before v5 were fitted at the v4 defaults: effort="thorough" reproduces them
+    # bit for bit (the check that it does); the "_standard" and "_quick" records are v5's.
+    v4 = {"effort": "thorough"}
     runs = {
-        "ldhmm_pf": LDHMM(3, guide="pf", seed=0, max_iter=12),
-        "ldhmm_ff": LDHMM(3, guide="ff", seed=0, max_iter=12),
-        "ldhmm_pf_paper": LDHMM(3, guide="pf", seed=1, max_iter=10, m_step="paper"),
-        "ldhmm_ff_paper": LDHMM(3, guide="ff", seed=1, max_iter=10, m_step="paper"),
-        "ldhmm_ff_torch": LDHMM(3, guide=FFGuide(extra_sweeps=1), seed=0, max_iter=6),
-        "ldhmm_user_guide": LDHMM(2, guide=LogSpacePFGuide(), seed=1, max_iter=6, m_step="paper"),
-        "ldhmm_pf_restarts": LDHMM(2, guide="pf", seed=0, max_iter=6, n_init=2),
-        "vbhmm": VBHMM(3, max_iter=10, seed=0),
-        "hmmv": HMMV(3, max_iter=10, seed=0),
-        "hmmv_learned": HMMV(3, max_iter=8, seed=0, learn_prior=True),
-        "point_B": VariantHMM(3, sharing=ParameterSharing(B="point"), max_iter=8, seed=0),
+        "ldhmm_pf": LDHMM(3, guide="pf", seed=0, max_iter=12, **v4),
+        "ldhmm_ff": LDHMM(3, guide="ff", seed=0, max_iter=12, **v4),
+        "ldhmm_pf_paper": LDHMM(3, guide="pf", seed=1, max_iter=10, m_step="paper", **v4),
+        "ldhmm_ff_paper": LDHMM(3, guide="ff", seed=1, max_iter=10, m_step="paper", **v4),
+        "ldhmm_ff_torch": LDHMM(3, guide=FFGuide(extra_sweeps=1), seed=0, max_iter=6, **v4),
+        "ldhmm_user_guide": LDHMM(2, guide=LogSpacePFGuide(), seed=1, max_iter=6, m_step="paper", **v4),
+        "ldhmm_pf_restarts": LDHMM(2, guide="pf", seed=0, max_iter=6, n_init=2, **v4),
+        "vbhmm": VBHMM(3, max_iter=10, seed=0, **v4),
+        "hmmv": HMMV(3, max_iter=10, seed=0, **v4),
+        "hmmv_learned": HMMV(3, max_iter=8, seed=0, learn_prior=True, **v4),
+        "point_B": VariantHMM(3, sharing=ParameterSharing(B="point"), max_iter=8, seed=0, **v4),
+        "ldhmm_pf_standard": LDHMM(3, guide="pf", seed=0, max_iter=12),
+        "ldhmm_ff_standard": LDHMM(3, guide="ff", seed=0, max_iter=12),
+        "ldhmm_pf_quick": LDHMM(3, guide="pf", seed=0, max_iter=12, effort="quick"),
+        "point_B_standard": VariantHMM(3, sharing=ParameterSharing(B="point"), max_iter=8, seed=0),
     }
     for key, model in runs.items():
         model.fit(train)
@@ -106,7 +113,7 @@ def synthetic_records():
     # The user guide's whole fit runs torch's vectorized log-space recursion, whose last bits
     # depend on the CPU's instruction set (AVX2 or AVX-512 kernels); EM grows them to ~1e-8.
     out["ldhmm_user_guide"]["rtol"] = 1e-7
-    f32 = LDHMM(3, guide="pf", seed=0, max_iter=5, dtype="float32").fit(train)
+    f32 = LDHMM(3, guide="pf", seed=0, max_iter=5, dtype="float32", **v4).fit(train)
     out["ldhmm_pf_float32"] = {
         "elbo_history": _arr(f32.elbo_history_),
         "score_samples": _arr(f32.score_samples(held)),
@@ -127,8 +134,10 @@ def entree_records(data_dir):
     held = [seqs[i] for i in test_idx]
     out = {}
     for key, model in {
-        "pf": LDHMM(3, n_symbols=db.n_symbols, guide="pf", seed=0),
-        "ff": LDHMM(3, n_symbols=db.n_symbols, guide="ff", seed=0),
+        "pf": LDHMM(3, n_symbols=db.n_symbols, guide="pf", seed=0, effort="thorough"),
+        "ff": LDHMM(3, n_symbols=db.n_symbols, guide="ff", seed=0, effort="thorough"),
+        "pf_standard": LDHMM(3, n_symbols=db.n_symbols, guide="pf", seed=0),
+        "ff_standard": LDHMM(3, n_symbols=db.n_symbols, guide="ff", seed=0),
     }.items():
         model.fit(train)
         out[f"entree_ldhmm_{key}"] = _variant_record(model, held)

@@ -92,6 +92,7 @@ def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_defau
     add_run_options(
         p,
         "--m-step",
+        "--effort",
         "--restarts",
         out={"help": "output directory (default: results/<command>-<data>)"},
         seed={"help": "seed of folds, models and sampling (default 0)"},
@@ -123,6 +124,7 @@ def common_options(args: argparse.Namespace, data_dir) -> dict:
         "max_iter": args.max_iter,
         "tol": args.tol,
         "m_step": args.m_step,
+        "effort": args.effort,
         "restarts": args.restarts,
         "force": args.force,
         "quiet": args.quiet,

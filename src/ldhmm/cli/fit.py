@@ -15,7 +15,7 @@ from ..inference.checkpoint import describe_checkpoint
 from ..models import LDHMM
 from .cluster import add_backend_arguments, dask_client
 from .data_options import add_data_options, given_data_options
-from .fit_path import fit_data, load_init, run_fit_path
+from .fit_path import effort_option, fit_data, load_init, run_fit_path
 from .options import add_command, add_options
 from .outputs import check_out, stopping_report
 
@@ -76,8 +76,12 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--max-iter",
         "--tol",
         "--m-step",
+        "--effort",
         "--seeded-start",
-        restarts={"help": "random restarts n_init (default 3)"},
+        restarts={
+            "help": "random restarts n_init (default 3): of the database-level HMM the fit starts from "
+            "(--effort standard, quick), of LDHMM itself (--effort thorough)"
+        },
         max_iter={"default": 100, "help": "EM iterations at most (default 100)"},
         tol={"default": 1e-4, "help": "EM relative tolerance (default 1e-4)"},
     )
@@ -196,6 +200,7 @@ def _model(args, n_states: int, guide: str, n_symbols: int) -> LDHMM:
         seeded_start=args.seeded_start,
         seed=args.seed,
         verbose=not args.quiet,
+        **effort_option(args),
     )
 
 

@@ -30,7 +30,15 @@ from ..models.path import GrownStarts, load_path_state, save_path_state
 from .data_options import DATA_OPTIONS, read_data
 from .outputs import with_unknown, write_table
 
-__all__ = ["COLUMNS", "holdout_split", "load_init", "fit_data", "format_table", "run_fit_path"]
+__all__ = [
+    "COLUMNS",
+    "holdout_split",
+    "load_init",
+    "fit_data",
+    "effort_option",
+    "format_table",
+    "run_fit_path",
+]
 
 #: The columns of ``path.csv``, in order.
 COLUMNS = ("K", "train_elbo", "train_elbo_per_token", "heldout_per_token", "fit_seconds", "start")
@@ -45,6 +53,7 @@ _SETTINGS = (
     "max_iter",
     "tol",
     "m_step",
+    "effort",
     "seeded_start",
     "holdout",
     "unknown",
@@ -79,6 +88,7 @@ def _settings(args, guide: str) -> dict:
         "max_iter": args.max_iter,
         "tol": args.tol,
         "m_step": args.m_step,
+        "effort": args.effort,
         "seeded_start": args.seeded_start,
         "holdout": args.holdout,
         "unknown": args.unknown,
@@ -137,6 +147,11 @@ def fit_data(args, start: LDHMM | None = None):
     return read_data(args, model=start, unknown="map" if args.unknown == "map" else "error"), start
 
 
+def effort_option(args) -> dict:
+    """``{"effort": ...}`` where ``--effort`` is given; empty otherwise, so the model's default holds."""
+    return {} if args.effort is None else {"effort": args.effort}
+
+
 def _options(args, guide: str, n_symbols: int) -> dict:
     """The constructor arguments of every model of the path."""
     return {
@@ -149,6 +164,7 @@ def _options(args, guide: str, n_symbols: int) -> dict:
         "path_n_init": args.path_restarts,
         "seeded_start": args.seeded_start,
         "seed": args.seed,
+        **effort_option(args),
     }
 
 

@@ -47,6 +47,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--restarts",
         "--max-iter",
         "--tol",
+        "--effort",
         "--out",
         "--jobs",
         "--seed",
@@ -75,6 +76,7 @@ def run_next_event(args: argparse.Namespace) -> int:
         max_iter=args.max_iter,
         tol=args.tol,
         restarts=args.restarts,
+        effort=args.effort,
         force=args.force,
         quiet=args.quiet,
     )

@@ -115,6 +115,13 @@ SHARED_OPTIONS = {
         "help": "'symbols' (default): one more start beside the restarts, each state's emissions "
         "seeded on one of the K most frequent symbols; 'none': the restarts alone (before v4)",
     },
+    "--effort": {
+        # models.fit_settings.EFFORTS, written out: that module loads torch, --help must not
+        "choices": ["quick", "standard", "thorough"],
+        "default": None,
+        "help": "how hard each LDHMM-family fit searches: quick, standard (default for LDHMM), thorough "
+        "(the v4 defaults bit for bit; docs/performance.md, 'Effort presets')",
+    },
     "--force": {"action": "store_true", "help": "reuse an --out of another configuration"},
     # importance sampling's documented rule for more draws (ldhmm.models.base.importance_estimate)
     "--is-min-ess": {
@@ -157,7 +164,7 @@ def add_run_options(
 ) -> None:
     """An experiment's output and run options, in this order: ``--out``, ``--jobs`` (unless
     ``with_jobs`` is False), ``--quiet``, ``--seed``, ``--max-iter``, ``--tol``, the ``em_options``
-    (e.g. ``--m-step``), ``--force``, ``--max-memory``; ``own`` as in :func:`add_options`."""
+    (e.g. ``--m-step``, ``--effort``), ``--force``, ``--max-memory``; ``own`` as in :func:`add_options`."""
     flags = ("--out", "--jobs") if with_jobs else ("--out",)
     add_options(
         p, *flags, "--quiet", "--seed", "--max-iter", "--tol", *em_options, "--force", "--max-memory", **own
