@@ -309,8 +309,14 @@ def build_model(entry: ModelEntry | str, n_states: int, n_symbols: int, settings
     return model
 
 
+#: How far above 0 nats a plug-in's per-sequence score may round (a one-event sequence whose
+#: probability is 1 computed as exp(log(1)) summed in another order).
+POSITIVE_SCORE_SLACK = 1e-9
+
+
 def check_scores(scores, n: int, name: str, what: str = "score_samples") -> np.ndarray:
-    """``scores`` as a finite float array of length ``n``, or a :class:`PluginError`."""
+    """``scores`` as a finite float array of length ``n`` with no value above 0 nats (beyond
+    :data:`POSITIVE_SCORE_SLACK`), or a :class:`PluginError` naming the model."""
     try:
         arr = np.asarray(scores, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
@@ -320,4 +326,12 @@ def check_scores(scores, n: int, name: str, what: str = "score_samples") -> np.n
     bad = int((~np.isfinite(arr)).sum())
     if bad:
         raise PluginError(f"model {name!r}: {what} returned {bad} non-finite values of {n}")
+    # a log probability (or a bound on one) of a sequence of discrete events is at most 0 nats
+    # (an empty sequence's is 0): a positive score is a density or a bug, and would win every t-test
+    above = int((arr > POSITIVE_SCORE_SLACK).sum())
+    if above:
+        raise PluginError(
+            f"model {name!r}: {what} returned {above} values above 0 nats of {n} (largest "
+            f"{float(arr.max()):.6g}): a log probability of a sequence of discrete events cannot exceed 0"
+        )
     return arr

@@ -420,6 +420,8 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         """Restarts and initialization (docs/math.md) over a backend's partitions; ``grown``:
         further starts raced after the restarts (:meth:`_best_start`); ``checkpoint``: a
         directory the fit is checkpointed in and resumed from (:mod:`ldhmm.inference.checkpoint`)."""
+        if init_params is not None:
+            _check_start(init_params, self.n_states, len(symbol_counts), self.sharing)
         store = None
         if checkpoint is not None:
             store = FitCheckpoint(
@@ -1053,6 +1055,24 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     @classmethod
     def _from_config(cls, config, sharing, guide):
         return cls(sharing=sharing, guide=guide, **config)
+
+
+def _check_start(params: VariantParameters, n_states: int, n_symbols: int, sharing) -> None:
+    """Refuse, in one line, ``init_params`` of another shape or variant than the model's."""
+    if not isinstance(params, VariantParameters):
+        raise TypeError(
+            f"init_params must be VariantParameters (a fitted model's params_), got {type(params).__name__}"
+        )
+    if (params.n_states, params.n_symbols) != (n_states, n_symbols):
+        raise ValueError(
+            f"init_params has K = {params.n_states} states and V = {params.n_symbols} symbols; this "
+            f"model has K = {n_states} (n_states) and V = {n_symbols} (n_symbols)"
+        )
+    theirs, ours = ([sh.kind(g) for g in ("pi", "A", "B")] for sh in (params.sharing, sharing))
+    if theirs != ours:
+        raise ValueError(
+            f"init_params have pi, A, B {', '.join(theirs)}; this model's are {', '.join(ours)} (sharing)"
+        )
 
 
 def _in_memory(sequences):

@@ -153,6 +153,12 @@ def _hostile_files(d: Path, doc: dict) -> None:
     (d / "paths.txt").write_text("home news home\nhome home\n")
 
 
+def _start_of_another_k(d):
+    seqs = [np.array([0, 1, 2, 1]), np.array([2, 1, 0])] * 5
+    two = ldhmm.LDHMM(2, seed=0, max_iter=2).fit(seqs)
+    ldhmm.LDHMM(3, max_iter=2).fit(seqs, init_params=two.params_)
+
+
 def _huge_symbol_id(d):
     ldhmm.compare("HMM", [np.array([0, 1, 2**41])], out=d / "never")
 
@@ -172,6 +178,8 @@ CASES = [
          ["fit", "{d}/bomb.txt.gz", "--states", "2", "--max-memory", "64M", "--out", "{d}/o.json"]),
     Case("data file", "a symbol the model has not seen", ["score", "{d}/model.json", "{d}/unseen.txt", "--out", "{d}/o.csv"]),
     Case("data file", "a symbol id far beyond the data (Python API)", python=_huge_symbol_id),
+    Case("argument", "init_params of a model with another K (Python API)", python=_start_of_another_k),
+    Case("argument", "--effort fast", ["fit", "{d}/train.txt", "--states", "2", "--effort", "fast", "--out", "{d}/o.json"]),
     # model files
     Case("model file", "not JSON", ["score", "{d}/not-json.json", "{d}/train.txt", "--out", "{d}/o.csv"]),
     Case("model file", "NaN in a prior", ["score", "{d}/nan-prior.json", "{d}/train.txt", "--out", "{d}/o.csv"]),

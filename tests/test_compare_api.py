@@ -46,6 +46,13 @@ PLUGIN_SOURCE = textwrap.dedent(
     def nan(n_states, n_symbols, seed):
         return NaNModel()
 
+    class PositiveModel(NaNModel):
+        def score_samples(self, sequences):
+            return np.full(len(sequences), 1e6)
+
+    def positive(n_states, n_symbols, seed):
+        return PositiveModel()
+
     class NoScore:
         score_kind = "exact"
         def fit(self, sequences):
@@ -133,7 +140,7 @@ def test_plugin_factory_beside_builtins(tmp_path, plugin_module):
 
 def test_failing_plugins_fail_only_their_tasks(tmp_path, plugin_module, capsys):
     argv = ["compare", "--dataset", "synthetic", *TINY_ARGS, "--models", "HMM", "--is-samples", "0"]
-    for name in ("raises", "nan", "noscore"):
+    for name in ("raises", "nan", "noscore", "positive"):
         argv += ["--model", f"{name}={plugin_module}:{name}"]
     code, out, err = run_cli(argv + ["--out", str(tmp_path / "o")], capsys)
     assert code == 1
@@ -141,8 +148,10 @@ def test_failing_plugins_fail_only_their_tasks(tmp_path, plugin_module, capsys):
     assert set(df["model"]) == {"HMM"} and np.isfinite(df["heldout_elbo"]).all()
     summary = (tmp_path / "o" / "summary.md").read_text()
     assert "## Failed tasks" in summary
-    for reason in ("boom in the factory", "non-finite", "no score_samples"):
+    for reason in ("boom in the factory", "non-finite", "no score_samples", "values above 0 nats"):
         assert reason in summary, reason
+    # a plug-in scoring +1e6 nats per sequence fails its tasks: it is never named the best model
+    assert "positive" not in summary.split("## Failed tasks")[0]
     assert "raises: 2 task(s) failed" in err
 
 
@@ -316,3 +325,9 @@ def test_bad_settings_are_refused_before_the_out_dir(setting, tmp_path):
     with pytest.raises(ValueError):
         ldhmm.compare("HMM", "synthetic", out=tmp_path / "o", **{**TINY, **setting})
     assert not (tmp_path / "o").exists()
+
+
+def test_scores_above_zero_nats_are_refused_by_name():
+    assert plugins.check_scores([-3.0, 0.0, 1e-12], 3, "m").tolist() == [-3.0, 0.0, 1e-12]
+    with pytest.raises(PluginError, match=r"model 'm': score_samples returned 1 values above 0 nats of 2"):
+        plugins.check_scores([-3.0, 2.5], 2, "m")
