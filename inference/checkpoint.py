@@ -16,7 +16,9 @@ starts and the previous state), which rebuilds it bit for bit at the cost of tho
 (no M-step). The journal grows by the parameters (O(K V) numbers) per iteration.
 
 A checkpoint records a fingerprint of the fit (the model's settings, the data's symbol counts,
-the partitions): a directory holding another fit's checkpoint is refused in one line.
+the SHA-256 of its coded sequences where they pass through the fitting process, the partitions):
+a directory holding another fit's checkpoint is refused in one line naming the one field (the one
+setting) that differs.
 """
 
 from __future__ import annotations
@@ -173,13 +175,12 @@ class FitCheckpoint:
             raise ValueError(f"checkpoint {self.path}: unreadable ({type(err).__name__}: {err})") from err
         if meta.get("format") != _FORMAT:
             raise ValueError(f"checkpoint {self.path}: format {meta.get('format')!r}, expected {_FORMAT}")
-        stored = meta["fingerprint"]
-        for key in sorted(set(stored) | set(self.fingerprint)):
-            if stored.get(key) != self.fingerprint.get(key):
-                raise ValueError(
-                    f"checkpoint {self.directory} holds another fit ({key}: {stored.get(key)!r} there, "
-                    f"{self.fingerprint.get(key)!r} here): use another directory or remove it"
-                )
+        key, there, here = _first_difference(meta["fingerprint"], self.fingerprint)
+        if key is not None:
+            raise ValueError(
+                f"checkpoint {self.directory} holds another fit ({key}: {there!r} there, {here!r} here): "
+                "use another directory or remove it"
+            )
         for r, entry in enumerate(meta["runs"]):
             run = RunRecord()
             run.done = bool(entry["done"])
@@ -210,3 +211,16 @@ def describe_checkpoint(directory) -> str:
     last = runs[-1]
     state = "finished" if last["done"] else f"after EM iteration {len(last['history'])}"
     return f"run {len(runs)} of the fit (its restarts and seeding fit in order), {state}"
+
+
+def _first_difference(stored: dict, current: dict, prefix: str = "") -> tuple:
+    """(the dotted name of the first field where two fingerprints differ, its value in each), or
+    (None, None, None): a nested dict (the settings) is named down to the one setting that differs."""
+    for key in sorted(set(stored) | set(current)):
+        a, b = stored.get(key), current.get(key)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            return _first_difference(a, b, f"{prefix}{key}.")
+        return f"{prefix}{key}", a, b
+    return None, None, None

@@ -320,8 +320,11 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         runner = self._runner(backend, client, partitions)
         counts = np.sum(runner.call("symbol_counts"), axis=0)
         self.n_partitions_ = runner.n_partitions
+        content = None
+        if checkpoint is not None and not directory:
+            content = training_record(_in_given_order(partitions), "")["sha256"]
         try:
-            self._fit_on(runner, counts, init_params, grown, checkpoint)
+            self._fit_on(runner, counts, init_params, grown, checkpoint, content)
         except NonFiniteELBOError as err:
             self._set_params(err.last_params)
             self._set_convergence(err.convergence)
@@ -336,10 +339,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
                 "sha256": None,
             }
         else:
-            # the sequences back in the order given, for the same hash as an unpartitioned fit
-            placed = sorted((int(i), p, k) for p, (_, at) in enumerate(partitions) for k, i in enumerate(at))
-            seqs = [partitions[p][0][k] for _, p, k in placed]
-            self.training_data_ = training_record(seqs, data_source(data))
+            self.training_data_ = training_record(_in_given_order(partitions), data_source(data))
 
     def _check_memory(self, seqs, doing: str, knob: str, estimate=fit_bytes) -> None:
         """Refuse before allocating when the estimate exceeds the memory limit (models/memory.py)."""
@@ -412,21 +412,31 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         engine = self._engine(progress=self.verbose)
         runner = LocalBackend([engine.worker(self._buckets(seqs), self.n_symbols_)])
         counts = np.bincount(np.concatenate(seqs), minlength=self.n_symbols_)
-        self._fit_on(runner, counts, init_params, grown, checkpoint)
+        content = training_record(seqs, "")["sha256"] if checkpoint is not None else None
+        self._fit_on(runner, counts, init_params, grown, checkpoint, content)
 
     def _fit_on(
-        self, runner, symbol_counts, init_params: VariantParameters | None, grown: tuple = (), checkpoint=None
+        self,
+        runner,
+        symbol_counts,
+        init_params: VariantParameters | None,
+        grown: tuple = (),
+        checkpoint=None,
+        content: str | None = None,
     ):
         """Restarts and initialization (docs/math.md) over a backend's partitions; ``grown``:
         further starts raced after the restarts (:meth:`_best_start`); ``checkpoint``: a
-        directory the fit is checkpointed in and resumed from (:mod:`ldhmm.inference.checkpoint`)."""
+        directory the fit is checkpointed in and resumed from (:mod:`ldhmm.inference.checkpoint`),
+        which must hold a fit of the data whose coded sequences hash to ``content`` (SHA-256,
+        :func:`ldhmm.data.fingerprint.training_record`; None where the tokens never pass through
+        this process)."""
         if init_params is not None:
             _check_start(init_params, self.n_states, len(symbol_counts), self.sharing)
         store = None
         if checkpoint is not None:
-            store = FitCheckpoint(
-                checkpoint, self._fingerprint(symbol_counts, runner, init_params), self.sharing
-            )
+            fingerprint = self._fingerprint(symbol_counts, runner, init_params)
+            fingerprint["data_sha256"] = content
+            store = FitCheckpoint(checkpoint, fingerprint, self.sharing)
         engine = self._engine(progress=self.verbose, checkpoint=store)
         self.init_elbo_history_ = np.asarray([])
         self.restart_elbo_histories_, self.kept_restart_ = [], None  # no restarts: a given start
@@ -1055,6 +1065,13 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     @classmethod
     def _from_config(cls, config, sharing, guide):
         return cls(sharing=sharing, guide=guide, **config)
+
+
+def _in_given_order(partitions) -> list:
+    """The sequences of in-memory partitions ((sequences, positions) pairs) back in the order
+    given, for the same hash as an unpartitioned fit."""
+    placed = sorted((int(i), p, k) for p, (_, at) in enumerate(partitions) for k, i in enumerate(at))
+    return [partitions[p][0][k] for _, p, k in placed]
 
 
 def _check_start(params: VariantParameters, n_states: int, n_symbols: int, sharing) -> None:

@@ -99,9 +99,17 @@ def test_an_interrupted_fit_resumes_to_the_uninterrupted_numbers(
 def test_another_fit_is_refused(tmp_path):
     seqs = _data(1, n=40)
     LDHMM(2, seed=0, n_init=1, max_iter=3).fit(seqs, checkpoint=tmp_path)
-    with pytest.raises(ValueError, match=r"holds another fit \(config: .*use another directory"):
+    # the one setting that differs is named, not the whole configuration
+    with pytest.raises(ValueError, match=r"holds another fit \(config\.seed: 0 there, 1 here\): use another"):
         LDHMM(2, seed=1, n_init=1, max_iter=3).fit(seqs, checkpoint=tmp_path)
-    with pytest.raises(ValueError, match=r"holds another fit \((partitions|symbol_counts)"):
+    # the same symbol counts and sizes, other sequences (every one reversed): the content tells
+    with pytest.raises(ValueError, match=r"holds another fit \(data_sha256: '[0-9a-f]{64}' there"):
+        LDHMM(2, seed=0, n_init=1, max_iter=3).fit([s[::-1] for s in seqs], checkpoint=tmp_path)
+    with pytest.raises(ValueError, match=r"holds another fit \(data_sha256: "):
+        LDHMM(2, seed=0, n_init=1, max_iter=3).fit(
+            [s[::-1] for s in seqs], checkpoint=tmp_path, n_partitions=1
+        )
+    with pytest.raises(ValueError, match=r"holds another fit \((data_sha256|partitions|symbol_counts)"):
         LDHMM(2, seed=0, n_init=1, max_iter=3).fit(_data(2, n=40), checkpoint=tmp_path)
     (tmp_path / "f").write_text("x")
     with pytest.raises(ValueError, match="not a directory"):

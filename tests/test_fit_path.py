@@ -373,6 +373,30 @@ def test_cli_path_writes_models_and_table_and_resumes(log_file, tmp_path, capsys
     assert code == 1 and "other settings (path_restarts None there, 1 here)" in err
 
 
+def test_cli_path_refuses_other_data_and_a_foreign_model_file(log_file, tmp_path, capsys):
+    """Issue 49: a path's --out resumed with the data file changed in place (the same settings)
+    is refused, and so is a K file fitted on other sequences copied into it."""
+    log, out = tmp_path / "log.txt", tmp_path / "path"
+    log.write_text(log_file.read_text())
+    argv = ("--states", "2..3", "--restarts", "1", "--max-iter", "3")
+    code, _, err = fit_cli(capsys, log, *argv, "--out", out)
+    assert code == 0, err
+    original = log.read_text()
+    reversed_lines = "\n".join(" ".join(reversed(line.split())) for line in original.splitlines()) + "\n"
+    log.write_text(reversed_lines)  # the same file, other sequences (same symbol counts)
+    (out / "K3.json").unlink()
+    code, _, err = fit_cli(capsys, log, *argv, "--out", out)
+    assert code == 1 and err.count("\n") == 1 and "other settings (data_sha256 " in err, err
+    # the same data again, with a K2.json of the other sequences (same settings) copied in
+    code, _, err = fit_cli(capsys, log, *argv, "--out", tmp_path / "other")
+    assert code == 0, err
+    (out / "K2.json").write_bytes((tmp_path / "other" / "K2.json").read_bytes())
+    log.write_text(original)
+    code, _, err = fit_cli(capsys, log, *argv, "--out", out)
+    assert code == 1 and err.count("\n") == 1 and "K2.json was fitted on other data" in err, err
+    assert not (out / "K3.json").exists()
+
+
 def test_cli_path_lists_and_init(log_file, tmp_path, capsys):
     single = tmp_path / "k2.json"
     assert fit_cli(capsys, log_file, "--states", "2", "--restarts", "1", "--out", single, "--quiet")[0] == 0

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.atomic import write_atomically
+from ..data.fingerprint import training_record
 from ..experiments.resume import RunInterrupted
 from ..modelfiles import load_model
 from ..models import LDHMM
@@ -58,6 +59,7 @@ _SETTINGS = (
     "holdout",
     "unknown",
     "init",
+    "data_sha256",
 )
 
 
@@ -76,8 +78,9 @@ def holdout_split(n_sequences: int, fraction: float, seed: int) -> tuple[np.ndar
     return np.sort(order[n_held:]), np.sort(order[:n_held])
 
 
-def _settings(args, guide: str) -> dict:
-    """What ``path.json`` records: the settings a resumed run must share."""
+def _settings(args, guide: str, content: str | None = None) -> dict:
+    """What ``path.json`` records: the settings a resumed run must share (``content``: the
+    SHA-256 of the data's coded sequences, :func:`ldhmm.data.fingerprint.training_record`)."""
     return {
         "data": str(Path(args.data).resolve()),
         "data_options": _given_data_options(args),
@@ -93,6 +96,7 @@ def _settings(args, guide: str) -> dict:
         "holdout": args.holdout,
         "unknown": args.unknown,
         "init": None if args.init is None else str(Path(args.init).resolve()),
+        "data_sha256": content,
     }
 
 
@@ -117,6 +121,18 @@ def _check_out_dir(out: Path, settings: dict) -> None:
                 f"{settings[k]!r} here): choose another --out or remove it"
             )
     write_atomically(saved, lambda f: f.write(json.dumps(settings, indent=1) + "\n"))
+
+
+def _check_saved_data(out: Path, saved: dict, content: str) -> None:
+    """Refuse a saved K's model file fitted on other sequences than this run's training set (a
+    file copied in, or the data changed between runs): its recorded SHA-256 differs."""
+    for K, model in saved.items():
+        theirs = (getattr(model, "training_data_", None) or {}).get("sha256")
+        if theirs is not None and theirs != content:
+            raise ValueError(
+                f"{out / f'K{K}.json'} was fitted on other data (SHA-256 of its training sequences "
+                f"{theirs[:12]}..., this run's {content[:12]}...): remove it or choose another --out"
+            )
 
 
 def load_init(path) -> LDHMM:
@@ -253,7 +269,7 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
     if start is not None and start.n_states != states[0]:
         raise ValueError(f"--init {args.init} has K = {start.n_states}; the range starts at K = {states[0]}")
     guide = args.guide or (start.guide.name if start is not None else "pf")
-    _check_out_dir(out, _settings(args, guide))
+    _check_out_dir(out, _settings(args, guide, training_record(db.sequences, "")["sha256"]))
     train_idx, held_idx = (
         (np.arange(len(db)), np.array([], dtype=np.int64))
         if args.holdout is None
@@ -264,6 +280,7 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
     n_train, n_held = train.n_tokens, int(sum(len(s) for s in held))
     options = _options(args, guide, db.n_symbols)
     saved = _saved(out, states, options)
+    _check_saved_data(out, saved, training_record(train.sequences, "")["sha256"])
     table = _read_table(out)
     rows = []
     for K, model in saved.items():
