@@ -600,11 +600,8 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             )
             for seed in derived_seeds(self.seed, n_restarts)
         ]
-        if self.seeded_start != "none":
-            seeded = symbol_seeded_parameters(
-                START_HMM_SHARING, self.n_states, symbol_counts, dtype=self._torch_dtype
-            )
-            starts += [seeded] if seeded is not None else []
+        seeded = self._seeded_start(symbol_counts, START_HMM_SHARING)
+        starts += [seeded] if seeded is not None else []
         best, self.hmm_objective_histories_ = None, []
         for r, start in enumerate(starts):
             run = engine.fit_backend(
@@ -615,13 +612,15 @@ class VariantHMM(SequenceModel, TakesFitSettings):
                 best = run
         return best
 
-    def _seeded_start(self, symbol_counts) -> VariantParameters | None:
-        """The symbol-seeded start of this fit, or None (``seeded_start="none"``, or fewer than
-        K distinct symbols in the data)."""
+    def _seeded_start(
+        self, symbol_counts, sharing: ParameterSharing | None = None
+    ) -> VariantParameters | None:
+        """The symbol-seeded start of this fit (of the variant ``sharing``, default this model's),
+        or None (``seeded_start="none"``, or fewer than K distinct symbols in the data)."""
         if self.seeded_start == "none":
             return None
         return symbol_seeded_parameters(
-            self.sharing,
+            self.sharing if sharing is None else sharing,
             self.n_states,
             symbol_counts,
             prior_concentration=self.prior_concentration,
