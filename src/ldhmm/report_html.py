@@ -217,7 +217,11 @@ def render_report(description, title: str) -> str:
             svg.line_chart(history, "training ELBO", "EM iteration", "ELBO (nats)"),
             "Training ELBO per EM iteration of the kept run.",
         ),
-        *_restarts_section(d.restarts, _summary_value(d.summary, "kept restart")),
+        *_restarts_section(
+            d.restarts,
+            _summary_value(d.summary, "kept restart"),
+            _summary_value(d.summary, "start of the kept run"),
+        ),
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
@@ -228,14 +232,17 @@ def _summary_value(summary: pd.DataFrame, field: str) -> str | None:
     return str(rows.iloc[0]) if len(rows) else None
 
 
-def _restarts_section(restarts: pd.DataFrame | None, kept: str | None = None) -> list[str]:
+def _restarts_section(
+    restarts: pd.DataFrame | None, kept: str | None = None, start: str | None = None
+) -> list[str]:
     """Every restart: a table of each one's seed, iterations and final ELBO, and with several
     restarts their ELBO per iteration in one chart (the kept one thick); where no restart was
-    kept, what was (``kept``: the summary's "kept restart")."""
+    kept, what was (``kept``: the summary's "kept restart"; ``start``: its "start of the kept
+    run", the model's ``start_kind_``)."""
     if restarts is None:
         return ['<p class="note">The restarts are not recorded in this model file.</p>']
     if restarts.empty:
-        if kept and kept.startswith("none (no random restart ran)"):  # a v5 fit: no random restart
+        if kept and start in ("hmm", "seeded"):  # v5's runs: no random restart ran
             return [f'<p class="note">No restart was kept: {html.escape(kept)}.</p>']
         return ['<p class="note">No restarts: a fit from given parameters, or the SVI route.</p>']
     runs = restarts.groupby("restart", sort=True)
