@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..inference.cavi.emissions import dense_emission_posterior
 from ..inference.sharing import GROUPS, POINT, SEQUENCE
+from .collapse import diagnose_collapse, users_differ
 from .predictive_scores import prediction_scores
 from .registry import get_spec
 
@@ -284,6 +285,7 @@ def _summary_rows(model, extra: dict) -> pd.DataFrame:
         "EM iterations": len(history),
         "final training ELBO (nats)": f"{history[-1]:.6g}" if history.size else "not recorded",
         "stopped because": getattr(convergence, "reason", "not recorded in the model file"),
+        "per-user priors": diagnose_collapse(model.params_).line().partition(": ")[2],
         **_training_rows(getattr(model, "training_data_", None)),
         "ldhmm version": _version(),
         **extra,
@@ -373,22 +375,24 @@ def _next_event_table(model, sequences, baseline, seed: int) -> pd.DataFrame:
 
 
 def _user_posteriors(model, sequences):
-    """The users' posterior means of A and B (``(M, 0)`` when not per-user), state occupancy
+    """The users' posterior means of pi, A and B (``(M, 0)`` when not per-user), state occupancy
     (M, K) and bound (M,)."""
     post = model.posterior(sequences)
     M, K = len(sequences), model.n_states
     if "B_symbols" in post:
         post["g_B"] = dense_emission_posterior(post, model.params_.prior["B"].double().numpy())
-    means = {g: dirichlet_mean(post[f"g_{g}"]) if f"g_{g}" in post else np.zeros((M, 0)) for g in ("A", "B")}
+    means = {g: dirichlet_mean(post[f"g_{g}"]) if f"g_{g}" in post else np.zeros((M, 0)) for g in GROUPS}
     occupancy = np.stack([np.asarray(m, dtype=np.float64).mean(axis=0) for m in post["state_marginals"]])
-    return means["A"], means["B"], occupancy.reshape(M, K), np.asarray(post["elbo"], dtype=np.float64)
+    return means, occupancy.reshape(M, K), np.asarray(post["elbo"], dtype=np.float64)
 
 
 def _user_tables(model, sequences, ids, names, vocabulary, n_clusters, n_examples, seed):
-    """users, clusters, examples and the states' occupancy."""
+    """users, clusters, examples, the states' occupancy, the users' posterior means of B and
+    whether the users differ (:func:`ldhmm.models.collapse.users_differ`)."""
     lengths = np.array([len(s) for s in sequences])
-    mean_A, mean_B, occupancy, bound = _user_posteriors(model, sequences)
-    features = posterior_features(mean_A, mean_B, occupancy)
+    means, occupancy, bound = _user_posteriors(model, sequences)
+    mean_B = means["B"]
+    features = posterior_features(means["A"], mean_B, occupancy)
     k = max(1, min(n_clusters, len(sequences)))
     labels = kmeans(features, k, seed)
     per_token = bound / lengths
@@ -437,7 +441,8 @@ def _user_tables(model, sequences, ids, names, vocabulary, n_clusters, n_example
         ],
         columns=["sequence_id", "role", "rank", "position", "event", "state", "state_name"],
     )
-    return users, pd.DataFrame(clusters), examples, occupancy.mean(axis=0), mean_B
+    differ = users_differ(list(means.values()))[1]
+    return users, pd.DataFrame(clusters), examples, occupancy.mean(axis=0), mean_B, differ
 
 
 def describe_model(
@@ -507,7 +512,7 @@ def describe_model(
             raise ValueError("describe: the data hold no sequence")
         given = ids if ids is not None else getattr(data, "ids", None)
         ids = [str(i) for i in (given if given is not None else range(len(sequences)))]
-        *users, occupancy, mean_B = _user_tables(
+        *users, occupancy, mean_B, differ = _user_tables(
             model, sequences, ids, names, vocabulary, n_clusters, n_examples, seed
         )
         states["occupancy"] = occupancy
@@ -515,7 +520,11 @@ def describe_model(
             emissions["users_mean"] = mean_B.mean(axis=0).reshape(-1)
             emissions["users_spread"] = mean_B.std(axis=0).reshape(-1)
         next_event = _next_event_table(model, sequences, baseline, seed)
-        extra = {"users described": len(sequences), "their events": int(sum(len(s) for s in sequences))}
+        extra = {
+            "users described": len(sequences),
+            "their events": int(sum(len(s) for s in sequences)),
+            "do the users differ": differ,
+        }
     history = np.asarray(getattr(model, "elbo_history_", []), dtype=np.float64)
     return ModelDescription(
         summary=_summary_rows(model, extra),

@@ -33,6 +33,7 @@ th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: ta
 figure { margin: 1em 0; } figcaption { font-size: .85em; color: #555; max-width: 700px; }
 .note { color: #555; font-size: .9em; } .swatch { display: inline-block; width: .9em; height: .9em; }
 .row { display: flex; flex-wrap: wrap; gap: 2em; align-items: flex-start; }
+.finding { background: #fff8e1; border-left: 4px solid #f0b400; padding: .4em .8em; }
 """
 
 
@@ -95,6 +96,7 @@ def _states_section(d) -> list[str]:
 
 def _structure_section(d) -> list[str]:
     names = list(d.states["name"])
+    priors = (_summary_value(d.summary, "per-user priors") or "").rpartition(" (")[0]
     both = d.transitions.copy()
     for col in both.columns:
         both[col] = [f"{m:.3f} \u00b1 {s:.3f}" for m, s in zip(d.transitions[col], d.transition_spread[col])]
@@ -112,6 +114,7 @@ def _structure_section(d) -> list[str]:
         "<h3>Initial probabilities</h3>",
         html_table(d.initial),
         "<h3>Transition probabilities (row: from, column: to; mean \u00b1 spread across users)</h3>",
+        f'<p class="note">The spreads: {_e(priors)}.</p>' if priors else "",
         html_table(both, index=True),
         "</div></div>",
     ]
@@ -200,6 +203,7 @@ def render_report(description, title: str) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
+        *_findings(d.summary),
         html_table(d.summary),
     ]
     parts += _states_section(d) + _structure_section(d)
@@ -225,6 +229,22 @@ def render_report(description, title: str) -> str:
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
+
+
+#: The summary's fields said in words above it: whether the users share one HMM, whether they differ.
+FINDINGS = ("per-user priors", "do the users differ")
+
+
+def _findings(summary: pd.DataFrame) -> list[str]:
+    """The page's first paragraphs: the collapse diagnosis (:mod:`ldhmm.models.collapse`) and,
+    with data, whether the users differ; each a sentence, its numbers in the summary."""
+    out = []
+    for field in FINDINGS:
+        value = _summary_value(summary, field)
+        if value:
+            sentence = value.rpartition(" (")[0] if field == "per-user priors" else value
+            out.append(f'<p class="finding"><strong>{_e(field)}:</strong> {_e(sentence)}.</p>')
+    return out
 
 
 def _summary_value(summary: pd.DataFrame, field: str) -> str | None:

@@ -13,6 +13,7 @@ from ..data import UNKNOWN, is_partitioned, read_manifest
 from ..experiments.tasks import parse_states
 from ..inference.checkpoint import describe_checkpoint
 from ..models import LDHMM
+from ..models.collapse import diagnose_collapse
 from .cluster import add_backend_arguments, dask_client
 from .data_options import add_data_options, given_data_options
 from .fit_path import effort_option, fit_data, load_init, run_fit_path
@@ -183,6 +184,7 @@ def run_fit(args: argparse.Namespace) -> int:
             f"{elbo:.2f} nats ({elbo / db.n_tokens:.4f} per token)"
         )
         print(stopping_report(model))
+        print(diagnose_collapse(model.params_).line())
         print(f"model written to {Path(out)}")
     return 0
 
@@ -231,6 +233,7 @@ def _fit_directory(args, n_states: int, guide: str, out) -> int:
             f"({elbo / n_tokens:.4f} per token)"
         )
         print(stopping_report(model))
+        print(diagnose_collapse(model.params_).line())
         if model.recoveries_:
             print(f"recovered {len(model.recoveries_)} partitions of lost workers: {model.recoveries_}")
         print(f"model written to {Path(out)}")
