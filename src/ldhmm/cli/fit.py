@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 from ..data import UNKNOWN, is_partitioned, read_manifest
+from ..data.directory_lock import DirectoryLockedError, locked_directory
+from ..data.terminal_text import shown
 from ..experiments.tasks import parse_states
-from ..inference.checkpoint import describe_checkpoint
+from ..inference.checkpoint import CheckpointError, describe_checkpoint, discard_checkpoint
 from ..models import LDHMM
 from ..models.collapse import diagnose_collapse
 from .cluster import add_backend_arguments, dask_client
@@ -46,7 +48,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--states",
         default=None,
-        help="K, the number of hidden states; or several: a range 2..8 or a list 2,3,5 (fit along K)",
+        help="K, the number of hidden states; or several: a range 2..8 (also written 2-8 or 2:8) or a "
+        "list 2,3,5 (fit along K)",
     )
     p.add_argument(
         "--guide", choices=["pf", "ff"], default=None, help="variational family of q(Z) (default pf)"
@@ -106,8 +109,48 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="write the fit's state to DIR after every EM iteration (atomically); the same command "
         "again resumes there, to the numbers of an uninterrupted fit",
     )
+    add_options(
+        p,
+        "--force",
+        force={"help": "with --checkpoint: discard the checkpoint in DIR (another fit's) and start over"},
+    )
     add_options(p, "--quiet", "--max-memory", quiet={"help": "no progress bar, no summary"})
     return p
+
+
+@contextlib.contextmanager
+def _path_directory(args):
+    """Hold the lock of a fit along K's ``--out DIR`` (created where its parent exists) for the
+    whole command: a second fit along K into DIR is refused in one line before it reads anything."""
+    out = Path(args.out) if args.out is not None else None
+    if out is None or (out.exists() and not out.is_dir()) or not out.parent.is_dir():
+        yield  # run_fit_path names what is wrong
+        return
+    out.mkdir(exist_ok=True)
+    with locked_directory(out, "use another --out"):
+        yield
+
+
+@contextlib.contextmanager
+def _checkpoint_directory(args):
+    """Hold ``--checkpoint DIR``'s lock for the whole command (created; emptied of its checkpoint
+    with ``--force``): a second fit on DIR is refused in one line before it reads anything."""
+    if args.checkpoint is None:
+        if args.force:
+            raise ValueError("--force starts a checkpointed fit over: it needs --checkpoint DIR")
+        yield
+        return
+    directory = Path(args.checkpoint)
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"--checkpoint {shown(directory)}: not a directory; use another one")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"--checkpoint {shown(directory)}: cannot create it ({err.strerror})") from None
+    with locked_directory(directory, "use another --checkpoint directory"):
+        if args.force:
+            discard_checkpoint(directory)
+        yield
 
 
 @contextlib.contextmanager
@@ -119,6 +162,8 @@ def _resumable(args):
         if args.checkpoint is not None:
             print(f"ldhmm fit: {_resume_hint(args.checkpoint)}", file=sys.stderr, flush=True)
         raise
+    except (CheckpointError, DirectoryLockedError):
+        raise  # a checkpoint that cannot be resumed: the line says how to start over
     except Exception as err:
         if args.checkpoint is None:
             if args.backend == "dask":
@@ -129,7 +174,7 @@ def _resumable(args):
 
 def _resume_hint(directory) -> str:
     where = describe_checkpoint(directory)
-    return f"the checkpoint {directory} holds {where}: run the same command again to resume"
+    return f"the checkpoint {shown(directory)} holds {where}: the same command resumes there"
 
 
 def run_fit(args: argparse.Namespace) -> int:
@@ -141,7 +186,8 @@ def run_fit(args: argparse.Namespace) -> int:
         )
     states = parse_states(args.states) if args.states is not None else None
     if states is not None and len(states) > 1:
-        return run_fit_path(args, states)
+        with _path_directory(args):
+            return run_fit_path(args, states)
     if args.holdout is not None:
         raise ValueError("--holdout needs several K (--states 2..8)")
     n_states_arg = states[0] if states is not None else None
@@ -165,7 +211,7 @@ def run_fit(args: argparse.Namespace) -> int:
     db, _ = fit_data(args, start)
     model = _model(args, n_states, guide, db.n_symbols)
     t0 = time.perf_counter()
-    with _resumable(args), dask_client(args) as client:
+    with _checkpoint_directory(args), _resumable(args), dask_client(args) as client:
         model.fit(
             db,  # the database, not its sequences: the model records the file it was fitted on
             init_params=init_params,
@@ -213,7 +259,7 @@ def _fit_directory(args, n_states: int, guide: str, out) -> int:
     vocabulary = manifest.get("vocabulary") or [str(k) for k in range(int(manifest["n_symbols"]))]
     model = _model(args, n_states, guide, int(manifest["n_symbols"]))
     t0 = time.perf_counter()
-    with _resumable(args), dask_client(args) as client:
+    with _checkpoint_directory(args), _resumable(args), dask_client(args) as client:
         model.fit(
             str(args.data),
             backend=args.backend,

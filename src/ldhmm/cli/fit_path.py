@@ -27,6 +27,8 @@ from ..data.fingerprint import training_record
 from ..experiments.resume import RunInterrupted
 from ..modelfiles import load_model
 from ..models import LDHMM
+from ..models.choice_of_k import suggest_k
+from ..models.collapse import diagnose_collapse
 from ..models.path import GrownStarts, load_path_state, save_path_state
 from .data_options import DATA_OPTIONS, read_data
 from .outputs import with_unknown, write_table
@@ -222,9 +224,10 @@ def _read_table(out: Path) -> dict:
     return {int(r["K"]): dict(r) for r in df.to_dict("records")}
 
 
-def _row(K: int, model, n_train_tokens: int, held, n_held_tokens: int, seconds, start: str) -> dict:
+def _row(K: int, model, n_train_tokens: int, held_scores, n_held_tokens: int, seconds, start: str) -> dict:
+    """One line of ``path.csv``; ``held_scores``: the held-out sequences' scores (None: no holdout)."""
     elbo = float(model.elbo_history_[-1])
-    heldout = float(model.score_samples(held).sum()) / n_held_tokens if held else math.nan
+    heldout = float(np.sum(held_scores)) / n_held_tokens if held_scores is not None else math.nan
     return {
         "K": K,
         "train_elbo": elbo,
@@ -245,6 +248,24 @@ def format_table(rows: list[dict]) -> str:
             f"{r['K']:>3} {r['train_elbo']:>14.2f} {r['train_elbo_per_token']:>10.4f} {held:>14} "
             f"{seconds:>8}  {r['start']}"
         )
+    return "\n".join(lines)
+
+
+def _verdict_lines(states, held_scores: dict, held, out: Path, last) -> str:
+    """The closing lines: the suggested K (:mod:`ldhmm.models.choice_of_k`, from the held-out
+    sequences' scores) and the collapse diagnosis (:mod:`ldhmm.models.collapse`) of the suggested
+    K's model (without --holdout: of the largest K)."""
+    if not held:
+        lines = ["no K suggested: --holdout FRACTION scores each K on held-out sequences"]
+        K, model = last
+    else:
+        ks = [k for k in states if held_scores.get(k) is not None]
+        lengths = [len(s) for s in held]
+        choice = suggest_k(ks, np.stack([held_scores[k] for k in ks]), lengths)
+        lines = choice.lines()
+        K, model = choice.K, (last[1] if choice.K == last[0] else load_model(out / f"K{choice.K}.json"))
+    if model is not None:
+        lines.append(f"K = {K}: {diagnose_collapse(model.params_).line()}")
     return "\n".join(lines)
 
 
@@ -282,9 +303,15 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
     saved = _saved(out, states, options)
     _check_saved_data(out, saved, training_record(train.sequences, "")["sha256"])
     table = _read_table(out)
-    rows = []
+    rows, held_scores = [], {}
+
+    def score_held(K, model):
+        held_scores[K] = model.score_samples(held) if held else None
+        return held_scores[K]
+
     for K, model in saved.items():
-        row = table.get(K) or _row(K, model, n_train, held, n_held, math.nan, "loaded")
+        scores = score_held(K, model)
+        row = table.get(K) or _row(K, model, n_train, scores, n_held, math.nan, "loaded")
         rows.append(row)
     todo = [K for K in states if K not in saved]
     if not args.quiet:
@@ -304,13 +331,15 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
         for k in states:
             if k < K:
                 _state_file(out, k).unlink(missing_ok=True)
-        rows.append(_row(K, model, n_train, held, n_held, seconds, model.path_start_))
+        rows.append(_row(K, model, n_train, score_held(K, model), n_held, seconds, model.path_start_))
+        last[:] = [K, model]
         write_table(pd.DataFrame(rows, columns=list(COLUMNS)), out / "path.csv")
         if not args.quiet:
             print(format_table(rows[-1:]).split("\n")[1], flush=True)
         clock[0] = time.perf_counter()
 
     previous = saved[max(saved)] if saved else None
+    last = [max(saved), previous] if saved else [None, None]
     if previous is not None and todo and _state_file(out, max(saved)).is_file():
         load_path_state(previous, _state_file(out, max(saved)))
     try:
@@ -330,4 +359,5 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
         if saved:  # the whole table: the loaded K's rows were not printed as they were fitted
             print(format_table(rows))
         print(f"models and path.csv written to {out}")
+        print(_verdict_lines(states, held_scores, held, out, last))
     return 0
