@@ -56,6 +56,7 @@ from scipy.stats import ttest_rel
 from ..data import kfold_indices
 from ..inference.ops.importance import LOW_ESS
 from ..models.base import importance_estimate
+from ..models.choice_of_k import suggest_k
 from .along_k import (
     Fitter,
     budget_rules,
@@ -81,6 +82,7 @@ from .measures import (
     with_log_px,
 )
 from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
+from .significance import runner_up_test
 from .tables import NO_K, effort_words, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
 from .tasks import (
     MODELS_DIR,
@@ -708,19 +710,20 @@ def _best_by_measure(d, models):
         if best:
             m, K, v = best
             out.append(
-                f"Best by the held-out score, {measure.label} ({measure.note}): {_at(m, K)} "
-                f"({v:.2f} nats per test fold)."
+                f"Best by the held-out score, {measure.label} ({measure.note}): "
+                + _verdict(d, models, measure.column, m, K, v)
             )
         return out
     best = _argmax(d, models, LOG_PX)
+    with_px = _models_with_log_px(d, models)
     if best:
         m, K, v = best
         kind = d.loc[d["model"] == m, "log_px_kind"].iloc[0]
         out.append(
-            f"Best by {LOG_PX_LABEL}: {_at(m, K)} ({v:.2f} nats per test fold, {kind}). "
+            f"Best by {LOG_PX_LABEL}: {_verdict(d, with_px, LOG_PX, m, K, v, kind)} "
             f"No model is named best by a bound: {measure.note}."
         )
-    unranked = [m for m in models if m in set(d["model"]) and m not in _models_with_log_px(d, models)]
+    unranked = [m for m in models if m in set(d["model"]) and m not in with_px]
     if unranked:
         out.append(
             "Not ranked (a bound with no importance-sampled log p(x): is_samples 0, or no "
@@ -734,6 +737,36 @@ def _best_by_measure(d, models):
                 f"({v:.2f} nats per test fold)."
             )
     return out
+
+
+def _verdict(d, models, column, m, K, v, kind=None) -> str:
+    """The rest of a "Best by" line: the model with the highest mean of ``column`` named best
+    only where a paired t-test over the folds puts it above the runner-up at its K
+    (:func:`ldhmm.experiments.significance.runner_up_test`), and the K its folds suggest
+    (:func:`ldhmm.models.choice_of_k.suggest_k`, the folds as units)."""
+    what = f"{v:.2f} nats per test fold" + (f", {kind}" if kind else "")
+    test = runner_up_test(d, column, m, K, models)
+    if test is None:
+        text = f"{_at(m, K)} ({what})."
+    elif test.significant:
+        text = f"{_at(m, K)} ({what}), {test.clause(label=lambda r: _at(r, K))}."
+    else:
+        text = (
+            f"not decided: {_at(m, K)} is highest ({what}) but "
+            f"{test.clause(label=lambda r: _at(r, K))}, so no model is named best."
+        )
+    return text + _k_sentence(d, column, m)
+
+
+def _k_sentence(d, column, m) -> str:
+    """`` Along K, m's folds give: suggested K: N (rule) ...`` (with the warning), or ``""``
+    for a model without K or with one K."""
+    rows = d[d["model"] == m]
+    if not has_states(m) or rows["K"].nunique() < 2:
+        return ""
+    table = rows.pivot_table(index="K", columns="fold", values=column, aggfunc="mean")
+    choice = suggest_k(list(table.index.astype(int)), table.to_numpy(float))
+    return f" Along K, {m}'s folds give " + "; ".join(choice.lines()) + "."
 
 
 def markov_line(d, models) -> str | None:

@@ -50,6 +50,7 @@ from .along_k import (
 )
 from .datasets import resolve_data, run_settings
 from .lineup import model_from_settings, resolve_models
+from .significance import runner_up_test
 from .tables import NO_K, effort_words, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
 from .tasks import (
     MODELS_DIR,
@@ -277,12 +278,48 @@ def _summary(df, what, settings, names, states, errors) -> str:
                 cells.append(fmt_pm(mean, std, digits) if n else "n/a")
             lines.append(f"| {m}{' ' + NO_K if _stateless(m) else ''} | " + " | ".join(cells) + " |")
         lines.append("")
-    verdict = _markov_verdict(df, names)
-    if verdict:
-        lines += [verdict, ""]
+    lines += ["## Verdict", "", *verdict_lines(df, names), ""]
     if errors:
         lines += ["## Failed tasks", ""] + [f"- {f}" for f in failure_lines(errors)] + [""]
     return "\n".join(lines)
+
+
+def verdict_lines(df, names) -> list[str]:
+    """The verdict (``summary.md``'s last section, printed by ``ldhmm next-event``): the (model,
+    K) of the lowest mean log loss, named the winner only where a paired t-test over the folds
+    puts it below the runner-up at its K (:mod:`ldhmm.experiments.significance`), with both
+    models' hit@1 and hit@3; then whether a Markov chain beats the models with hidden states.
+    ``df``: the fold rows, a chain's at every K."""
+    loss = df.groupby(["model", "K"])["log_loss"].mean()
+    loss = loss[np.isfinite(loss.to_numpy(float))]
+    if not len(loss):
+        return ["No model has a finite log loss: no verdict."]
+    m, K = loss.idxmin()
+    test = runner_up_test(df, "log_loss", m, K, names, lower_is_better=True)
+    at = _named(m, K)
+    value = f"log loss {loss[(m, K)]:.4f} nats per event{_hits(df, m, K)}"
+    if test is None:
+        out = [f"Winner by log loss (the only model): {at}, {value}."]
+    elif test.significant:
+        out = [f"Winner by log loss: {at}, {value}; {test.clause(4, lambda r: _named(r, K))}."]
+    else:
+        out = [
+            f"No winner by log loss: {at} is lowest ({value}) but {test.clause(4, lambda r: _named(r, K))}."
+        ]
+    if test is not None:
+        out[0] = out[0][:-1] + f"; the runner-up's{_hits(df, test.runner_up, K)[1:]}."
+    markov = _markov_verdict(df, names)
+    return out + ([markov] if markov else [])
+
+
+def _named(model, K) -> str:
+    return f"{model} {NO_K}" if _stateless(model) else f"{model} with K={K}"
+
+
+def _hits(df, model, K) -> str:
+    """``", hit@1 0.463, hit@3 0.812"``: the model's means over folds at K."""
+    rows = df[(df["model"] == model) & (df["K"] == K)]
+    return f", hit@1 {rows['hit1'].mean():.3f}, hit@3 {rows['hit3'].mean():.3f}"
 
 
 def _markov_verdict(df, names) -> str | None:

@@ -64,7 +64,9 @@ def test_bounds_of_two_families_are_compared_by_log_px(two_families):
     assert measure.column == LOG_PX and not measure.by_bound
     best = best_lines(two_families, ["pf", "route"])
     assert best[0].startswith("Best by log p(x)") and "pf with K=2" in best[0]
-    assert not any("route with K" in line for line in best)  # its higher bound names nothing
+    # its higher bound names nothing: route is named only as the runner-up pf is tested against
+    assert all(line.count("route with K") == line.count("runner-up at K=2, route with K=2") for line in best)
+    assert "the runner-up at K=2, route with K=2" in best[0] and "paired t-test over 3 folds" in best[0]
     tt = ttests(two_families, ["pf", "route"])
     assert list(tt["measure"]) == ["log p(x)"]
     row = tt.iloc[0]

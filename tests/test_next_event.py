@@ -32,7 +32,17 @@ def test_next_event_tiny(tmp_path, capsys):
     # the command gives the same numbers
     argv = ["next-event", "--dataset", "synthetic", "--n-sequences", "40", "--states", "2", "3"]
     argv += ["--folds", "2", "--max-iter", "3", "--restarts", "1", "--models", "LDHMM-PF", "HMM", "MARKOV"]
+    capsys.readouterr()
     code = main(argv + ["--quiet", "--out", str(tmp_path / "cli")])
     assert code == 0
+    # the terminal shows every measure of the tables and ends with the summary's verdict
+    printed = capsys.readouterr().out
+    for title in ("Log loss (nats per predicted event", "hit@1 (mean", "hit@3 (mean", "Verdict"):
+        assert f"\n{title}" in printed
+    summary = (tmp_path / "cli" / "summary.md").read_text()
+    verdict = summary.split("## Verdict\n\n")[1].strip().splitlines()
+    assert printed.split("Verdict\n\n")[1].split("\n\nresults in")[0].splitlines() == verdict
+    assert verdict[0].startswith(("Winner by log loss: ", "No winner by log loss: "))
+    assert "paired t-test over 2 folds" in verdict[0] and "hit@1" in verdict[0]
     cli = pd.read_csv(tmp_path / "cli" / "folds.csv")
     assert cli["log_loss"].tolist() == df["log_loss"].tolist()

@@ -61,6 +61,17 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+#: The sections of ``summary.md`` printed in the terminal: every measure of the tables, the verdict.
+TERMINAL_SECTIONS = ("Log loss", "hit@1", "hit@3", "Verdict")
+
+
+def terminal_summary(summary: str) -> str:
+    """The sections of ``summary.md`` that the terminal shows (:data:`TERMINAL_SECTIONS`), each
+    under its title: the log loss, hit@1 and hit@3 tables, and the verdict."""
+    sections = summary.split("\n## ")[1:]
+    return "\n\n".join(s.strip() for s in sections if s.startswith(TERMINAL_SECTIONS))
+
+
 def run_next_event(args: argparse.Namespace) -> int:
     """The ``next-event`` command."""
     result = next_event(
@@ -81,7 +92,7 @@ def run_next_event(args: argparse.Namespace) -> int:
         quiet=args.quiet,
     )
     print(f"data: {result.data}\n")
-    print(result.summary.split("## hit@1")[0].split("\n## ", 1)[-1].strip())
+    print(terminal_summary(result.summary))
     print()
     print_files(result.out, ["folds.csv", "summary.md", "next_event.png"])
     for line in failure_lines(result.errors):
