@@ -25,6 +25,7 @@ import pandas as pd
 from ..inference.cavi.emissions import dense_emission_posterior
 from ..inference.sharing import GROUPS, POINT, SEQUENCE
 from .collapse import diagnose_collapse, users_differ
+from .file_format import stop_report
 from .predictive_scores import prediction_scores
 from .registry import get_spec
 
@@ -42,6 +43,9 @@ __all__ = [
 
 #: Events shown per state in the states table.
 TOP_EVENTS = 3
+#: Smallest probability of an event named in a state's name after its most likely one (0.01
+#: when rounded to two decimals, as the tables show it).
+NAME_MIN = 0.005
 #: Events of an example user shown along the decoded path (the page stays readable).
 MAX_PATH_EVENTS = 60
 
@@ -82,7 +86,9 @@ def top_events(probabilities: np.ndarray, n: int) -> np.ndarray:
 
 
 def state_names(emission_mean: np.ndarray, vocabulary: list[str], n: int = 2) -> list[str]:
-    """A name for each state: its number and its ``n`` most likely events, e.g. ``"S0: home + news"``.
+    """A name for each state: its number and its ``n`` most likely events, e.g. ``"S0: home + news"``;
+    an event after the first only where its probability is at least :data:`NAME_MIN` (it would
+    read 0.00 in the tables), so ``"S1: delivery_choice"`` rather than ``"... + cart"``.
 
     Parameters
     ----------
@@ -90,9 +96,10 @@ def state_names(emission_mean: np.ndarray, vocabulary: list[str], n: int = 2) ->
     vocabulary : list of V str
     n : int
     """
+    p = np.asarray(emission_mean, dtype=np.float64)
     return [
-        f"S{k}: " + " + ".join(vocabulary[v] for v in row)
-        for k, row in enumerate(top_events(emission_mean, n))
+        f"S{k}: " + " + ".join(vocabulary[v] for i, v in enumerate(row) if i == 0 or p[k, v] >= NAME_MIN)
+        for k, row in enumerate(top_events(p, n))
     ]
 
 
@@ -271,7 +278,6 @@ def _version() -> str:
 
 def _summary_rows(model, extra: dict) -> pd.DataFrame:
     history = np.asarray(getattr(model, "elbo_history_", []), dtype=np.float64)
-    convergence = getattr(model, "convergence_", None)
     rows = {
         "model": type(model).__name__,
         "K (states)": model.n_states,
@@ -284,7 +290,8 @@ def _summary_rows(model, extra: dict) -> pd.DataFrame:
         "start of the kept run": getattr(model, "start_kind_", "not recorded in the model file"),
         "EM iterations": len(history),
         "final training ELBO (nats)": f"{history[-1]:.6g}" if history.size else "not recorded",
-        "stopped because": getattr(convergence, "reason", "not recorded in the model file"),
+        "stopped because": stop_report(model)
+        or "not recorded in the model file (written by an earlier ldhmm)",
         "per-user priors": diagnose_collapse(model.params_).line().partition(": ")[2],
         **_training_rows(getattr(model, "training_data_", None)),
         "ldhmm version": _version(),

@@ -483,7 +483,7 @@ _FIT_RECORD = {
     "training_data": ("source", "n_sequences", "n_tokens", "sha256"),
 }
 #: Keys of a fit record's field that a file may leave out (written by later versions).
-_FIT_RECORD_OPTIONAL = {"fit_history": ("start",)}
+_FIT_RECORD_OPTIONAL = {"fit_history": ("start", "stopped")}
 #: How a kept run may have started (``start_kind_``), besides ``"split:k"``.
 START_KINDS = ("restart", "seeded", "hmm", "init", "continued")
 _HEX = frozenset("0123456789abcdef")
@@ -521,6 +521,12 @@ def check_fit_record(doc: dict, path) -> None:
         if kept is not None and not (_is_int(kept) and 0 <= kept < len(runs)):
             raise ModelFileError(
                 path, "fit_history.kept", f"expected null or a restart in [0, {len(runs)}), got {kept!r}"
+            )
+        if "stopped" in history and not isinstance(history["stopped"], str):
+            raise ModelFileError(
+                path,
+                "fit_history.stopped",
+                f"expected a string (how the fit stopped), got {history['stopped']!r}",
             )
         if "start" in history and not is_start_kind(history["start"]):
             raise ModelFileError(
@@ -566,9 +572,21 @@ def fit_record(model) -> dict:
         start = getattr(model, "start_kind_", None)
         if start is not None:
             doc["fit_history"]["start"] = str(start)
+        stopped = stop_report(model)
+        if stopped is not None:
+            doc["fit_history"]["stopped"] = stopped
     if hasattr(model, "training_data_"):
         doc["training_data"] = dict(model.training_data_)
     return doc
+
+
+def stop_report(model) -> str | None:
+    """How the model's fit stopped, one line (``str`` of its ``convergence_``, e.g. ``"converged: 5 EM
+    iterations of at most 50, ... (rule: ...)"``; a loaded model: what its file recorded), or None."""
+    convergence = getattr(model, "convergence_", None)
+    if convergence is not None:
+        return str(convergence)
+    return getattr(model, "stop_report_", None)
 
 
 def set_fit_record(model, doc: dict) -> None:
@@ -579,6 +597,8 @@ def set_fit_record(model, doc: dict) -> None:
         model.kept_restart_ = history["kept"]
         if "start" in history:
             model.start_kind_ = history["start"]
+        if "stopped" in history:
+            model.stop_report_ = history["stopped"]
     if "training_data" in doc:
         model.training_data_ = dict(doc["training_data"])
 

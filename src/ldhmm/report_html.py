@@ -21,6 +21,8 @@ __all__ = ["render_report", "write_report", "html_table"]
 
 #: Users listed as the most typical and as the most unusual.
 N_LISTED = 5
+#: Events listed per state under "the most likely events", and the decimals they are shown with.
+TOP_LISTED, TOP_DIGITS = 5, 4
 #: Events of the vocabulary shown in the emission heat map (the most likely overall).
 HEATMAP_EVENTS = 20
 
@@ -29,7 +31,9 @@ body { font-family: sans-serif; margin: 2em auto; max-width: 1100px; color: #222
 h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: .8em 0; font-size: .9em; }
 th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f3f3f3; max-width: 10em; overflow-wrap: anywhere; }
+.scroll { max-width: 100%; overflow-x: auto; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
 figure { margin: 1em 0; } figcaption { font-size: .85em; color: #555; max-width: 700px; }
 .note { color: #555; font-size: .9em; } .swatch { display: inline-block; width: .9em; height: .9em; }
 .row { display: flex; flex-wrap: wrap; gap: 2em; align-items: flex-start; }
@@ -58,11 +62,11 @@ def html_table(df: pd.DataFrame, digits: int = 3, index: bool = False, caption: 
         rows.append("<tr>" + "".join(cells) + "</tr>")
     cap = f"<caption>{_e(caption)}</caption>" if caption else ""
     return (
-        f"<table>{cap}<thead><tr>"
+        f'<div class="scroll"><table>{cap}<thead><tr>'
         + "".join(f"<th>{h}</th>" for h in head)
         + "</tr></thead><tbody>"
         + "".join(rows)
-        + "</tbody></table>"
+        + "</tbody></table></div>"
     )
 
 
@@ -77,7 +81,9 @@ def _states_section(d) -> list[str]:
     shown = B.mean(axis=0).sort_values(ascending=False, kind="stable").index[:HEATMAP_EVENTS]
     per_event = d.emissions.copy()
     per_event["rank"] = per_event.groupby("state")["mean"].rank(ascending=False, method="first")
-    top = per_event[per_event["rank"] <= 5].drop(columns=["rank", "state_name"])
+    # most likely first within each state; an event that would read 0.0000 is no "likely event"
+    top = per_event[(per_event["rank"] <= TOP_LISTED) & (per_event["mean"] >= 0.5 * 10**-TOP_DIGITS)]
+    top = top.sort_values(["state", "rank"]).drop(columns=["rank", "state_name"])
     return [
         "<h2>States</h2>",
         f"<p>Each of the K = {K} states is named by its two most likely events (the database-level "
@@ -89,8 +95,9 @@ def _states_section(d) -> list[str]:
             svg.heatmap(B[shown].to_numpy(), list(d.states["name"]), list(shown), "emission probabilities"),
             f"Mean emission probability of each event in each state (the {len(shown)} most likely events).",
         ),
-        "<h3>The five most likely events of each state</h3>",
-        html_table(top, 4),
+        f"<h3>The {TOP_LISTED} most likely events of each state, most likely first</h3>",
+        '<p class="note">Events whose mean probability rounds to 0 are left out.</p>',
+        html_table(top, TOP_DIGITS),
     ]
 
 
@@ -122,6 +129,12 @@ def _structure_section(d) -> list[str]:
 
 def _users_section(d) -> list[str]:
     users = d.users.sort_values("rank")
+    # a user of one or two events is "typical" by a per-token bound that says little: the lists
+    # hold the users of at least the median length
+    shortest = max(2, int(np.median(users["length"])))
+    listed = users[users["length"] >= shortest]
+    listed = listed if len(listed) else users
+    of_length = f"(of {shortest} events or more, the median length)"
     clusters = d.clusters
     swatches = "".join(
         f'<span class="swatch" style="background:{svg.color(c)}"></span> group {int(c)} &nbsp; '
@@ -146,11 +159,11 @@ def _users_section(d) -> list[str]:
             "Each user: number of events against held-out bound per token, coloured by group.",
         ),
         '<div class="row"><div>',
-        f"<h3>The {min(N_LISTED, len(users))} most typical users</h3>",
-        html_table(users.head(N_LISTED)),
+        f"<h3>The {min(N_LISTED, len(listed))} most typical users {of_length}</h3>",
+        html_table(listed.head(N_LISTED)),
         "</div><div>",
-        f"<h3>The {min(N_LISTED, len(users))} most unusual users</h3>",
-        html_table(users.iloc[::-1].head(N_LISTED)),
+        f"<h3>The {min(N_LISTED, len(listed))} most unusual users {of_length}</h3>",
+        html_table(listed.iloc[::-1].head(N_LISTED)),
         "</div></div>",
         "<h3>Decoded state paths</h3>",
         "<p>The most probable state of each event (Viterbi under the user's posterior mean "

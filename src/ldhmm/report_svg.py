@@ -158,6 +158,13 @@ def transition_diagram(transitions, initial, names, title: str, size=520, min_pr
         'markerHeight="6" orient="auto-start-reverse">'
         '<path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>'
     ]
+    # the boxes of the labels placed so far (the nodes' first): an arrow's label is moved along
+    # its normal until it overlaps none, or left out (its value is in the arrow's tooltip)
+    placed = []
+    for k, (x, y) in enumerate(pos):
+        below = y + node + 14 if y >= c else y - node - 20
+        width = _text_width(_short(names[k], 34), 10)
+        placed += [_box(x, y, 2 * node, 2 * node), _box(x, below + 2, width, 28)]
     for i in range(K):
         for j in range(K):
             if i == j or A[i, j] < min_probability:
@@ -176,7 +183,9 @@ def transition_diagram(transitions, initial, names, title: str, size=520, min_pr
                 f'marker-end="url(#arrow)"><title>{_e(names[i])} \u2192 {_e(names[j])}: '
                 f"{A[i, j]:.3f}</title></path>"
             )
-            body.append(_text(mx, my, f"{A[i, j]:.2f}", 10, "middle", 'fill="#333"'))
+            label = _free_spot(mx, my, nx, ny, _text_width(f"{A[i, j]:.2f}", 10), placed)
+            if label is not None:
+                body.append(_text(label[0], label[1] + 3.5, f"{A[i, j]:.2f}", 10, "middle", 'fill="#333"'))
     for k, (x, y) in enumerate(pos):
         body.append(
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{node}" fill="{color(k)}" fill-opacity="0.85">'
@@ -188,6 +197,27 @@ def transition_diagram(transitions, initial, names, title: str, size=520, min_pr
         body.append(_text(x, below, _short(names[k], 34), 10, "middle"))
         body.append(_text(x, below + 12, f"start {float(initial[k]):.2f}", 9, "middle", 'fill="#555"'))
     return _svg(size, size, title, body)
+
+
+def _text_width(text: str, size: float) -> float:
+    """A generous estimate of a label's width in pixels (sans-serif: about 0.62 em a character)."""
+    return 0.62 * size * len(text) + 4
+
+
+def _box(x, y, width, height) -> tuple:
+    """(left, top, right, bottom) of a box centred at (x, y)."""
+    return (x - width / 2, y - height / 2, x + width / 2, y + height / 2)
+
+
+def _free_spot(x, y, nx, ny, width, placed, height=14.0, tries=(0, 12, -12, 24, -24, 36)):
+    """The first point along the normal (nx, ny) from (x, y) where a label of this size overlaps
+    no box of ``placed`` (then added to it), or None."""
+    for step in tries:
+        box = _box(x + step * nx, y + step * ny, width, height)
+        if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+            placed.append(box)
+            return x + step * nx, y + step * ny
+    return None
 
 
 def bar_chart(labels, values, title: str, value_label: str, width=460) -> str:
