@@ -32,7 +32,8 @@ any moment (SIGKILL included) leaves every result file whole: the old version or
 A temporary file left by a killed run is never read as a result and is removed by the next
 run that takes the lock.
 
-The lock. :func:`prepare_out_dir` takes an exclusive lock on ``OUT/.lock`` (``fcntl.flock`` on
+The lock. :func:`prepare_out_dir` takes the lock of :mod:`ldhmm.data.directory_lock` (the one
+lock of every directory a run resumes from), an exclusive lock on ``OUT/.lock`` (``fcntl.flock`` on
 an open file descriptor, which the kernel releases when the process ends, however it ends: a
 lock is never stale) and writes the holder's pid and command line into the file. A second
 process pointed at the same ``OUT`` gets :class:`OutputLockedError` (a ``ValueError``) naming
@@ -57,7 +58,6 @@ where; ``ldhmm`` prints it as one line with the command to resume.
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import hashlib
 import json
@@ -88,15 +88,11 @@ from ..data.atomic import (
     atomic_write_text,
     write_atomically,
 )
+from ..data.directory_lock import LOCK_NAME, DirectoryLockedError, acquire, release
 from ..inference.progress import progress_options
 from ..models.fit_settings import EFFORTS
 from ..models.memory import max_memory_override, set_max_memory
 from .resume import RunInterrupted, command_line, invocation, write_resume_script
-
-try:
-    import fcntl
-except ImportError:  # not POSIX (Windows): no output-directory lock (module docstring)
-    fcntl = None
 
 __all__ = [
     "ConfigMismatchError",
@@ -194,91 +190,20 @@ def atomic_write_json(path, obj) -> None:
 
 
 # ------------------------------------------------------------------------ the lock
-#: the lock file of an output directory (module docstring)
-LOCK_NAME = ".lock"
+#: Another process is running with the same output directory (the lock of every directory a run
+#: resumes from: :mod:`ldhmm.data.directory_lock`).
+OutputLockedError = DirectoryLockedError
 
-
-class OutputLockedError(ValueError):
-    """Another process is running with the same output directory."""
-
-
-_LOCK_GUARD = threading.Lock()
-_HELD: dict[str, list] = {}  # real path of OUT -> [file descriptor, holds]
 _SCOPES = threading.local()  # .stack: one list of OUT keys per active holds_out_dir_lock call
 
 
-def _holder_of(fd: int) -> str:
-    """``pid N: COMMAND`` from an open lock file (waits a moment for a holder that has just
-    taken the lock and not yet written it)."""
-    for _ in range(10):
-        try:
-            text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
-        except OSError:
-            text = ""
-        lines = text.splitlines()
-        if len(lines) >= 2 and lines[0].strip().isdigit():
-            return f"pid {lines[0].strip()}: {' '.join(lines[1].split())}"
-        time.sleep(0.05)
-    return "pid unknown"
-
-
 def _acquire(out: Path) -> tuple[str, bool]:
-    """Take (or, held by this process already, re-enter) the lock of ``out``; returns
-    ``(key, fresh)``, ``fresh`` when this call took the ``flock``."""
-    key = os.path.realpath(out)
-    if fcntl is None:
-        return key, False
-    with _LOCK_GUARD:
-        held = _HELD.get(key)
-        if held is not None:
-            held[1] += 1
-            return key, False
-        lock_path = os.path.join(key, LOCK_NAME)
-        try:
-            # O_NOFOLLOW: a link planted at OUT/.lock must not make the lock truncate the file it
-            # points to (outside OUT, perhaps); the open is close-on-exec
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        except OSError as err:
-            if err.errno != errno.ELOOP:
-                raise
-            raise OutputLockedError(
-                f"{lock_path} is a symbolic link; remove it (the run's lock file is never followed)"
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                holder = _holder_of(fd)
-                os.close(fd)
-                raise OutputLockedError(
-                    f"{out} is in use by another ldhmm run ({holder}); wait for it or use another --out"
-                ) from None
-            os.close(fd)  # a file system without flock: run unlocked
-            return key, False
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n{' '.join(command_line().split())}\n".encode(), 0)
-        except OSError:
-            pass
-        _HELD[key] = [fd, 1]
-        return key, True
+    """Take (or re-enter) the lock of ``out``; returns ``(key, fresh)``
+    (:func:`ldhmm.data.directory_lock.acquire`, with this run's command line in the lock file)."""
+    return acquire(out, "use another --out", command_line())
 
 
-def _release(key: str) -> None:
-    with _LOCK_GUARD:
-        held = _HELD.get(key)
-        if held is None:
-            return
-        held[1] -= 1
-        if held[1] > 0:
-            return
-        del _HELD[key]
-        fd = held[0]
-        try:
-            os.ftruncate(fd, 0)  # still ours: no stale pid in the file
-        except OSError:
-            pass
-        os.close(fd)  # releases the flock
+_release = release
 
 
 def release_out_dir(out) -> None:

@@ -1,30 +1,49 @@
 """The EM driver's checkpoint: a fit that was stopped resumes where it stopped, with the numbers of
 an uninterrupted fit.
 
-One file, ``DIR/checkpoint.npz`` (numpy's NPZ, read without pickle), rewritten atomically
-(:func:`ldhmm.data.atomic.write_atomically`) after every EM iteration. It holds, for each run of
-the fit in the order the fit runs them (the restarts, the PF fit that seeds a mean-field guide,
-the fit from ``init_params``):
+``DIR/checkpoint.npz`` (numpy's NPZ, its arrays stored uncompressed, read without pickle),
+rewritten atomically (:func:`ldhmm.data.atomic.write_atomically`) after every EM iteration. It
+holds, for each run of the fit in the order the fit runs them (the restarts, the PF fit that
+seeds a mean-field guide, the fit from ``init_params``):
 
 - a finished run: its result (final parameters, ELBO histories, trace, stopping report);
 - the run in progress: the rule's history and verdicts, the parameters after its last M-step,
-  and the parameters and starts every E-step of the run was sent (the run's *journal*).
+  the per-sequence variational state after one of its E-steps (a *state file*, below), and the
+  parameters and starts of every E-step since (the run's *journal*).
 
-The per-sequence variational state is not written: on resume, the journal's E-steps are
+Every :data:`STATE_EVERY` EM iterations the run in progress writes its per-sequence state
+(each partition's expected counts and the guide's state) to ``DIR/checkpoint.state.rR.iN.npz``
+(run R after EM iteration N) and empties its journal; the checkpoint then names that file, and
+older state files are removed. On resume the state is restored and the journal's E-steps are
 replayed over the partitions (each E-step is a deterministic function of the parameters, the
-starts and the previous state), which rebuilds it bit for bit at the cost of those E-steps
-(no M-step). The journal grows by the parameters (O(K V) numbers) per iteration.
+starts and the previous state), which rebuilds the state bit for bit at the cost of fewer than
+:data:`STATE_EVERY` E-steps: a resume makes progress however often the fit is killed. A guide
+whose state is not an array (a custom guide's object) writes no state file: its resume replays
+every E-step of the run.
 
 A checkpoint records a fingerprint of the fit (the model's settings, the data's symbol counts,
-the SHA-256 of its coded sequences where they pass through the fitting process, the partitions):
-a directory holding another fit's checkpoint is refused in one line naming the one field (the one
-setting) that differs.
+the SHA-256 of its coded sequences where they pass through the fitting process, the partitions,
+the version of ldhmm): a directory holding another fit's checkpoint is refused in one line
+naming the one field (the one setting) that differs. The directory is locked while the fit runs
+(:mod:`ldhmm.data.directory_lock`, ``DIR/.lock``): a second fit on it is refused in one line.
+
+Reading trusts nothing (:func:`ldhmm.data.npz_archives.read_stored_npz`: a regular file, members
+stored, each member's header checked before its data is read; then every array's key, shape,
+dtype and values against the fit that resumes: concentrations finite and > 0, log-probabilities
+<= 0 and never NaN, counts finite and >= 0, the fit's own float dtype). Every refusal is one
+:class:`CheckpointError` line naming the file and the array or field, and how to start over:
+``--force`` (the command line's, which :func:`discard_checkpoint`\\ s it) or another directory.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import json
+import math
+import os
+import re
+import weakref
 from dataclasses import asdict
 from pathlib import Path
 
@@ -32,14 +51,47 @@ import numpy as np
 import torch
 
 from ..data.atomic import write_atomically
+from ..data.directory_lock import acquire, release
+from ..data.npz_archives import read_stored_npz
+from ..data.terminal_text import shown
 from .monitor import ConvergenceReport
 from .parameters import VariantParameters
 
-__all__ = ["FitCheckpoint", "RunRecord", "CHECKPOINT_FILE", "describe_checkpoint"]
+__all__ = [
+    "FitCheckpoint",
+    "RunRecord",
+    "CheckpointError",
+    "CHECKPOINT_FILE",
+    "STATE_EVERY",
+    "START_OVER",
+    "describe_checkpoint",
+    "discard_checkpoint",
+]
 
 CHECKPOINT_FILE = "checkpoint.npz"
-_FORMAT = 1
+#: EM iterations between two state files of the run in progress: a resume replays fewer E-steps.
+STATE_EVERY = 4
+#: What every refusal of a checkpoint says to do.
+START_OVER = "start over with --force (it discards the checkpoint) or use another --checkpoint directory"
+_FORMAT = 2
 _DICTS = ("prior", "posterior", "log_point")
+_STATE_FILE = re.compile(r"checkpoint\.state\.r(\d+)\.i(\d+)\.npz")
+_PARAMS_KEY = re.compile(r"run(\d+)/(params|sent\d+)/(prior|posterior|log_point)/(\w+)")
+_STATE_KEY = re.compile(r"p(\d+)/b(\d+)/(counts_\w+|phi|entropy|elbo|local_elbo)")
+#: the largest meta record read (its JSON: settings, histories, the journal's starts)
+_MAX_META_BYTES = 64 << 20
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be resumed: one line naming the file and what is wrong, and how
+    to start over (:data:`START_OVER`)."""
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("ldhmm")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return "unknown"
 
 
 def _params_arrays(prefix: str, params: VariantParameters) -> dict:
@@ -48,13 +100,38 @@ def _params_arrays(prefix: str, params: VariantParameters) -> dict:
     }
 
 
-def _params_from(arrays: dict, prefix: str, sharing) -> VariantParameters:
-    parts = {d: {} for d in _DICTS}
-    for key, value in arrays.items():
-        if key.startswith(prefix + "/"):
-            d, g = key[len(prefix) + 1 :].split("/")
-            parts[d][g] = torch.from_numpy(np.array(value))
-    return VariantParameters(sharing, parts["prior"], parts["posterior"], parts["log_point"])
+def _float_member(key: str, shape: tuple, dtype) -> str | None:
+    """The claim of a checkpoint member, checked before its data is read."""
+    if key == "meta":
+        if dtype != np.uint8 or len(shape) != 1 or shape[0] > _MAX_META_BYTES:
+            return f"expected at most {_MAX_META_BYTES} bytes of JSON, got shape {shape} of {dtype}"
+        return None
+    if not (_PARAMS_KEY.fullmatch(key) or _STATE_KEY.fullmatch(key)):
+        return "not an array of an ldhmm checkpoint"
+    if dtype not in (np.float32, np.float64):
+        return f"holds {dtype} values; a checkpoint's arrays are float64 (float32 for a float32 fit)"
+    if len(shape) > 3:
+        return f"has {len(shape)} dimensions"
+    return None
+
+
+def _check_values(where: str, key: str, array: np.ndarray, kind: str) -> None:
+    """``kind``: ``"concentration"`` (finite, > 0), ``"log_probability"`` (no NaN, no +inf,
+    <= 0) or ``"count"`` (finite, >= 0; ``"finite"``: finite only)."""
+    problem = None
+    if np.isnan(array).any():
+        problem = "holds NaN"
+    elif kind == "log_probability":
+        if np.isposinf(array).any() or (array > 1e-9).any():
+            problem = "holds a log-probability above 0"
+    elif not np.isfinite(array).all():
+        problem = "holds an infinite value"
+    elif kind == "concentration" and (array <= 0).any():
+        problem = f"holds a concentration <= 0 ({float(array.min()):g})"
+    elif kind == "count" and (array < 0).any():
+        problem = f"holds a negative count ({float(array.min()):g})"
+    if problem:
+        raise CheckpointError(f"checkpoint {where}: array '{key}' {problem}: {START_OVER}")
 
 
 class RunRecord:
@@ -71,7 +148,12 @@ class RunRecord:
     params : VariantParameters or None
         After the last M-step (a finished run: its result).
     journal : list of (VariantParameters, tuple)
-        What each E-step of a run in progress was sent: parameters and starts.
+        What each E-step of a run in progress since its state file was sent: parameters and starts.
+    state_file : str or None
+        The name of the run's state file (in the checkpoint's directory), or None.
+    state_after : int
+        The EM iterations whose E-steps the state file follows (0: none, the journal starts at
+        the run's first E-step).
     report : ConvergenceReport or None
         A finished run's.
     """
@@ -85,7 +167,12 @@ class RunRecord:
         self.capped = False
         self.params = None
         self.journal: list = []
+        self.state_file: str | None = None
+        self.state_after = 0
         self.report = None
+        self._stored: dict | None = None  # read, not yet checked against the fit: prefix -> arrays
+        self._starts: list = []
+        self._has_params = False
 
     @property
     def n_iter(self) -> int:
@@ -93,50 +180,77 @@ class RunRecord:
 
 
 class FitCheckpoint:
-    """The checkpoint of one fit in ``directory`` (created; an existing one is read).
+    """The checkpoint of one fit in ``directory`` (created and locked; an existing one is read).
 
     Parameters
     ----------
     directory : str or Path
     fingerprint : dict
         JSON-able: what makes two fits the same fit (settings, data). A checkpoint with
-        another fingerprint is a ValueError naming the first difference.
+        another fingerprint is a :class:`CheckpointError` naming the first difference.
     sharing : ParameterSharing
         The parameters' sharing (not stored: the model's).
+
+    Raises
+    ------
+    ldhmm.data.directory_lock.DirectoryLockedError
+        Another process fits in ``directory``.
+    CheckpointError
+        ``directory`` is not one, or holds a checkpoint of another fit or an unreadable one.
     """
 
     def __init__(self, directory, fingerprint: dict, sharing):
         self.directory = Path(directory)
         self.path = self.directory / CHECKPOINT_FILE
-        self.fingerprint = json.loads(json.dumps(fingerprint))
+        self.fingerprint = json.loads(json.dumps({**fingerprint, "ldhmm_version": _version()}))
         self.sharing = sharing
         self.runs: list[RunRecord] = []
         self._next = 0
+        where = shown(self.directory)
         if self.directory.exists() and not self.directory.is_dir():
-            raise ValueError(f"checkpoint {self.directory}: not a directory")
-        if self.path.exists():
-            self._read()
-        else:
+            raise CheckpointError(f"checkpoint {where}: not a directory; use another --checkpoint directory")
+        try:
             self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise CheckpointError(f"checkpoint {where}: cannot create it ({err.strerror})") from None
+        key, _ = acquire(self.directory, "use another --checkpoint directory")
+        self._unlock = weakref.finalize(self, release, key)
+        try:
+            if os.path.lexists(self.path):
+                self._read()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the directory's lock (also done when the checkpoint is garbage-collected)."""
+        self._unlock()
 
     @property
     def resumed(self) -> bool:
         """Whether a stored checkpoint was read."""
         return bool(self.runs)
 
-    def next_run(self) -> RunRecord:
-        """The record of the fit's next run: the stored one (finished, or to resume), or a new one."""
+    def next_run(self, start: VariantParameters | None = None) -> RunRecord:
+        """The record of the fit's next run: the stored one (finished, or to resume), or a new one.
+
+        ``start``: the run's starting parameters, the template every stored array of the run
+        is checked against (keys, shapes, dtype; values: :class:`CheckpointError`)."""
         index = self._next
         self._next += 1
         if index < len(self.runs):
-            return self.runs[index]
+            run = self.runs[index]
+            if run._stored is not None:
+                self._restore(index, run, start)
+            return run
         if index > len(self.runs):  # pragma: no cover - runs are taken in order
             raise RuntimeError("checkpoint runs taken out of order")
         self.runs.append(RunRecord())
         return self.runs[index]
 
     def save(self) -> None:
-        """Write every run atomically (the finished ones' results, the current one's state)."""
+        """Write every run atomically (the finished ones' results, the current one's state), then
+        remove the state files no run names."""
         arrays, runs = {}, []
         for r, run in enumerate(self.runs):
             runs.append(
@@ -150,6 +264,8 @@ class FitCheckpoint:
                     "starts": [list(starts) for _, starts in run.journal],
                     "report": asdict(run.report) if run.report is not None else None,
                     "has_params": run.params is not None,
+                    "state_file": run.state_file,
+                    "state_after": run.state_after,
                 }
             )
             if run.params is not None:
@@ -158,58 +274,266 @@ class FitCheckpoint:
                 arrays.update(_params_arrays(f"run{r}/sent{k}", params))
         meta = {"format": _FORMAT, "fingerprint": self.fingerprint, "runs": runs}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        _write_npz(self.path, arrays)
+        named = {run.state_file for run in self.runs if run.state_file}
+        _remove_state_files(self.directory, keep=named)
 
-        def write(f):
-            buffer = io.BytesIO()
-            np.savez(buffer, **arrays)
-            f.write(buffer.getvalue())
+    def save_state(self, run: RunRecord, parts: list, n_iter: int) -> bool:
+        """Write ``run``'s per-sequence state after EM iteration ``n_iter`` (``parts``: each
+        partition's :meth:`ldhmm.inference.distributed.workers.PartitionWorker.state_arrays`) to
+        a new state file and empty its journal; :meth:`save` then names it. False, writing
+        nothing, where a partition has no state as arrays."""
+        if not parts or any(part is None for part in parts):
+            return False
+        arrays = {
+            f"p{p}/b{b}/{name}": value
+            for p, part in enumerate(parts)
+            for b, bucket in enumerate(part)
+            for name, value in bucket.items()
+        }
+        name = f"checkpoint.state.r{self.runs.index(run)}.i{n_iter}.npz"
+        _write_npz(self.directory / name, arrays)
+        run.state_file, run.state_after, run.journal = name, int(n_iter), []
+        return True
 
-        write_atomically(self.path, write, binary=True)
+    def state_parts(self, run: RunRecord, start: VariantParameters, n_partitions: int) -> list:
+        """The per-partition state of ``run``'s state file, checked (one list of per-bucket
+        dicts of arrays per partition, for
+        :meth:`ldhmm.inference.distributed.workers.PartitionWorker.set_state_arrays`)."""
+        path = self.directory / run.state_file
+        where = shown(path)
+        try:
+            arrays = read_stored_npz(path, "checkpoint state file", _float_member, follow=False)
+        except FileNotFoundError:
+            raise CheckpointError(
+                f"checkpoint {shown(self.path)} names the state file {where}, which is missing: {START_OVER}"
+            ) from None
+        except ValueError as err:
+            raise CheckpointError(f"checkpoint {err}: {START_OVER}") from None
+        parts: list = [[] for _ in range(n_partitions)]
+        for key in sorted(arrays, key=_state_order):
+            p, b, name = _STATE_KEY.fullmatch(key).groups()
+            p, b = int(p), int(b)
+            if p >= n_partitions:
+                raise CheckpointError(
+                    f"checkpoint {where}: array '{key}': the fit has {n_partitions} partitions: {START_OVER}"
+                )
+            while len(parts[p]) <= b:
+                parts[p].append({})
+            array = arrays[key]
+            if array.dtype != _numpy_dtype(start):
+                raise CheckpointError(
+                    f"checkpoint {where}: array '{key}' holds {array.dtype} values, the fit "
+                    f"{_numpy_dtype(start)}: {START_OVER}"
+                )
+            if name == "counts_pi" and (array.ndim != 2 or array.shape[1] != start.n_states):
+                raise CheckpointError(
+                    f"checkpoint {where}: array '{key}' of shape {array.shape}: the fit has "
+                    f"K = {start.n_states} states: {START_OVER}"
+                )
+            _check_values(where, key, array, "count" if name.startswith("counts_") else "finite")
+            parts[p][b][name] = array
+        for p, part in enumerate(parts):
+            for b, bucket in enumerate(part):
+                missing = {"counts_pi", "counts_A", "counts_B", "entropy", "elbo", "local_elbo"} - set(bucket)
+                if missing:
+                    raise CheckpointError(
+                        f"checkpoint {where}: no array 'p{p}/b{b}/{sorted(missing)[0]}': {START_OVER}"
+                    )
+        return parts
+
+    def refusal(self, what: str) -> CheckpointError:
+        """A :class:`CheckpointError` about this checkpoint: ``what`` is wrong, and how to start over."""
+        return CheckpointError(f"checkpoint {shown(self.path)}: {what}: {START_OVER}")
 
     def _read(self) -> None:
         try:
-            with np.load(self.path, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
+            arrays = read_stored_npz(self.path, "checkpoint", _float_member)
+        except ValueError as err:
+            raise CheckpointError(f"checkpoint {err}: {START_OVER}") from None
+        try:
             meta = json.loads(arrays.pop("meta").tobytes().decode())
-        except (OSError, ValueError, KeyError) as err:
-            raise ValueError(f"checkpoint {self.path}: unreadable ({type(err).__name__}: {err})") from err
-        if meta.get("format") != _FORMAT:
-            raise ValueError(f"checkpoint {self.path}: format {meta.get('format')!r}, expected {_FORMAT}")
+        except KeyError:
+            raise self.refusal("no array 'meta' (not an ldhmm checkpoint)") from None
+        except (UnicodeDecodeError, ValueError) as err:
+            raise self.refusal(f"array 'meta' is not JSON ({err})") from None
+        if not isinstance(meta, dict) or meta.get("format") != _FORMAT:
+            got = meta.get("format") if isinstance(meta, dict) else None
+            raise self.refusal(f"format {got!r}, this ldhmm reads {_FORMAT}")
+        if not isinstance(meta.get("fingerprint"), dict):
+            raise self.refusal("field 'fingerprint' missing or not a record")
         key, there, here = _first_difference(meta["fingerprint"], self.fingerprint)
         if key is not None:
-            raise ValueError(
-                f"checkpoint {self.directory} holds another fit ({key}: {there!r} there, {here!r} here): "
-                "use another directory or remove it"
+            raise CheckpointError(
+                f"checkpoint {shown(self.directory)} holds another fit ({shown(key)}: {shown(repr(there))} "
+                f"there, {here!r} here): {START_OVER}"
             )
-        for r, entry in enumerate(meta["runs"]):
-            run = RunRecord()
-            run.done = bool(entry["done"])
-            run.history, run.verdicts = list(entry["history"]), list(entry["verdicts"])
-            run.e_history = list(entry["e_history"])
-            run.trace = [(step, value) for step, value in entry["trace"]]
-            run.capped = bool(entry["capped"])
-            if entry["has_params"]:
-                run.params = _params_from(arrays, f"run{r}/params", self.sharing)
-            run.journal = [
-                (_params_from(arrays, f"run{r}/sent{k}", self.sharing), tuple(starts))
-                for k, starts in enumerate(entry["starts"])
-            ]
-            run.report = ConvergenceReport(**entry["report"]) if entry["report"] is not None else None
+        runs = meta.get("runs")
+        if not isinstance(runs, list):
+            raise self.refusal("field 'runs' missing or not a list")
+        K = int(self.fingerprint.get("config", {}).get("n_states") or 0)
+        for name, array in arrays.items():
+            if _PARAMS_KEY.fullmatch(name) is None:
+                raise self.refusal(f"array '{shown(name)}' is not a parameter of a run")
+            if K and (array.ndim == 0 or array.shape[0] != K):
+                raise self.refusal(f"array '{name}' of shape {array.shape}: the fit has K = {K} states")
+        for r, entry in enumerate(runs):
+            try:
+                run = _run_record(entry)
+            except (KeyError, TypeError, ValueError, AttributeError) as err:
+                raise self.refusal(
+                    f"field 'runs[{r}]' is not as ldhmm writes it ({type(err).__name__})"
+                ) from None
+            prefix = f"run{r}/"
+            run._stored = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+            if run.state_file is not None and (
+                _STATE_FILE.fullmatch(run.state_file) is None
+                or int(_STATE_FILE.fullmatch(run.state_file).group(1)) != r
+            ):
+                raise self.refusal(f"field 'runs[{r}].state_file' is not a state file's name")
             self.runs.append(run)
+        stray = {k.split("/")[0] for k in arrays} - {f"run{r}" for r in range(len(runs))}
+        if stray:
+            raise self.refusal(f"arrays of {sorted(stray)[0]}, a run the checkpoint does not list")
+
+    def _restore(self, index: int, run: RunRecord, start: VariantParameters | None) -> None:
+        """``run``'s stored arrays checked against ``start`` and made parameters."""
+        stored, run._stored = run._stored, None
+        prefixes = (["params"] if run._has_params else []) + [f"sent{k}" for k in range(len(run._starts))]
+        made = {}
+        for prefix in prefixes:
+            made[prefix] = self._params(stored, f"run{index}/", prefix, start)
+        extra = {k.split("/")[0] for k in stored} - set(prefixes)
+        if extra:
+            raise self.refusal(f"array 'run{index}/{sorted(extra)[0]}/...' is not one the run lists")
+        run.params = made.get("params")
+        run.journal = [(made[f"sent{k}"], tuple(s)) for k, s in enumerate(run._starts)]
+
+    def _params(self, stored: dict, run_prefix: str, prefix: str, start) -> VariantParameters:
+        """The parameters ``prefix`` of a run's stored arrays, each checked (against ``start``
+        where given: the same groups, shapes and dtype)."""
+        where = shown(self.path)
+        parts = {d: {} for d in _DICTS}
+        for key, value in stored.items():
+            if key.split("/")[0] == prefix:
+                _, d, g = key.split("/")
+                parts[d][g] = value
+        for d in _DICTS:
+            want = getattr(start, d) if start is not None else None
+            if want is not None and set(parts[d]) != set(want):
+                wanted, got = sorted(want), sorted(parts[d])
+                raise self.refusal(f"the {d} groups of '{run_prefix}{prefix}' are {got}, the fit's {wanted}")
+            for g, value in parts[d].items():
+                key = f"{run_prefix}{prefix}/{d}/{g}"
+                if want is not None:
+                    shape, dtype = tuple(want[g].shape), want[g].detach().cpu().numpy().dtype
+                    if value.shape != shape or value.dtype != dtype:
+                        raise self.refusal(
+                            f"array '{key}' of shape {value.shape} and dtype {value.dtype}, "
+                            f"the fit's {shape} of {dtype}"
+                        )
+                _check_values(where, key, value, "log_probability" if d == "log_point" else "concentration")
+                parts[d][g] = torch.from_numpy(np.array(value))
+        return VariantParameters(self.sharing, parts["prior"], parts["posterior"], parts["log_point"])
+
+
+def _numpy_dtype(params: VariantParameters):
+    """The numpy dtype of ``params``' tensors."""
+    return torch.empty((), dtype=params.dtype).numpy().dtype
+
+
+def _state_order(key: str) -> tuple:
+    p, b, name = _STATE_KEY.fullmatch(key).groups()
+    return int(p), int(b), name
+
+
+def _finite_floats(values) -> list:
+    out = [float(v) for v in values]
+    if not all(math.isfinite(v) for v in out):
+        raise ValueError("a non-finite value")
+    return out
+
+
+def _run_record(entry: dict) -> RunRecord:
+    """A run of the meta record, its fields checked (a ``KeyError``, ``TypeError`` or
+    ``ValueError`` where one is not as written)."""
+    run = RunRecord()
+    run.done = bool(entry["done"])
+    run.history = _finite_floats(entry["history"])
+    run.verdicts = [str(v) for v in entry["verdicts"]]
+    if len(run.verdicts) != len(run.history):
+        raise ValueError("verdicts")
+    run.e_history = _finite_floats(entry["e_history"])
+    run.trace = [(str(step), float(value)) for step, value in entry["trace"]]
+    run.capped = bool(entry["capped"])
+    run._starts = [[str(s) for s in starts] for starts in entry["starts"]]
+    run._has_params = bool(entry["has_params"])
+    run.report = ConvergenceReport(**entry["report"]) if entry["report"] is not None else None
+    run.state_file = entry["state_file"] if entry["state_file"] is None else str(entry["state_file"])
+    run.state_after = int(entry["state_after"])
+    if not 0 <= run.state_after <= len(run.history) or (run.state_file is None) != (run.state_after == 0):
+        raise ValueError("state_after")
+    if run.history and not run._has_params or run.done and run.report is None:
+        raise ValueError("has_params")
+    if not run.done and run.history and len(run._starts) != len(run.history) - run.state_after:
+        raise ValueError("starts")
+    return run
+
+
+def _write_npz(path: Path, arrays: dict) -> None:
+    def write(f):
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)  # stored, not compressed: read back by read_stored_npz
+        f.write(buffer.getvalue())
+
+    write_atomically(path, write, binary=True)
+
+
+def _remove_state_files(directory: Path, keep: set) -> None:
+    """Remove the state files of ``directory`` (the names :meth:`FitCheckpoint.save_state`
+    writes, nothing else) except those in ``keep``."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if _STATE_FILE.fullmatch(name) and name not in keep:
+            try:
+                os.unlink(directory / name)
+            except OSError:
+                pass
+
+
+def discard_checkpoint(directory) -> None:
+    """Remove the checkpoint files of ``directory`` (``checkpoint.npz`` and its state files:
+    nothing else), to start a fit over there (``ldhmm fit --checkpoint DIR --force``)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return
+    _remove_state_files(directory, keep=set())
+    try:
+        os.unlink(directory / CHECKPOINT_FILE)
+    except FileNotFoundError:
+        pass
 
 
 def describe_checkpoint(directory) -> str:
     """Where the checkpoint in ``directory`` stands, in words (``"no checkpoint yet"`` without one)."""
     path = Path(directory) / CHECKPOINT_FILE
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            runs = json.loads(npz["meta"].tobytes().decode())["runs"]
-    except (OSError, ValueError, KeyError):
+        runs = json.loads(read_stored_npz(path, "checkpoint", _float_member)["meta"].tobytes().decode())[
+            "runs"
+        ]
+        last = runs[-1] if runs else None
+        state = (
+            None
+            if last is None
+            else ("finished" if last["done"] else f"after EM iteration {len(last['history'])}")
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return "no checkpoint yet"
-    if not runs:
+    if last is None:
         return "no EM iteration yet"
-    last = runs[-1]
-    state = "finished" if last["done"] else f"after EM iteration {len(last['history'])}"
     return f"run {len(runs)} of the fit (its restarts and seeding fit in order), {state}"
 
 

@@ -22,7 +22,7 @@ from .cavi.expectation import (
     rotating_start,
 )
 from .cavi.maximization import M_STEP_METHODS, m_step, total_elbo
-from .checkpoint import FitCheckpoint
+from .checkpoint import STATE_EVERY, FitCheckpoint
 from .distributed.workers import (
     LocalBackend,
     PartitionWorker,
@@ -105,11 +105,18 @@ def _blame(params: VariantParameters, totals) -> str:
     return "q(Z)"
 
 
-def _resume(backend, run, monitor: ConvergenceMonitor):
-    """A checkpointed run in progress, restored on ``backend`` (just reset): its E-steps replayed
-    (the per-sequence state they left, bit for bit), the rule's history and verdicts; returns
-    the parameters after its last M-step."""
-    for i, (sent, used) in enumerate(run.journal, start=1):
+def _resume(backend, checkpoint: FitCheckpoint, run, start: VariantParameters, monitor: ConvergenceMonitor):
+    """A checkpointed run in progress, restored on ``backend`` (just reset): its state file's
+    per-sequence state set and the journal's E-steps since replayed (the state they left, bit
+    for bit), the rule's history and verdicts; returns the parameters after its last M-step."""
+    if run.state_file is not None:
+        parts = checkpoint.state_parts(run, start, backend.n_partitions)
+        try:
+            backend.call_each("set_state_arrays", [[part] for part in parts])
+        except ValueError as err:
+            what = f"its state file {run.state_file} does not fit the partitions ({err})"
+            raise checkpoint.refusal(what) from None
+    for i, (sent, used) in enumerate(run.journal, start=run.state_after + 1):
         backend.call("e_step", as_numpy_params(sent), used, i, iteration=i, step="E")
     monitor.history, monitor.verdicts = list(run.history), list(run.verdicts)
     if monitor.verdicts[-1] == "converged":  # stopped after its last save, before it was marked done
@@ -165,9 +172,10 @@ class VariationalEM:
         once its next pass would gain little, see
         :func:`ldhmm.inference.cavi.maximization.maximize_collapsed`; 100 for ``"paper"``).
     checkpoint : FitCheckpoint, optional
-        Written after every EM iteration of every run (:mod:`ldhmm.inference.checkpoint`); a run
-        it holds finished is returned from it, one in progress resumed where it stopped (the
-        numbers of an uninterrupted fit).
+        Written after every EM iteration of every run, with the per-sequence state every
+        :data:`ldhmm.inference.checkpoint.STATE_EVERY` iterations (:mod:`ldhmm.inference.checkpoint`);
+        a run it holds finished is returned from it, one in progress resumed where it stopped
+        (the numbers of an uninterrupted fit, at the cost of fewer than ``STATE_EVERY`` E-steps).
     """
 
     def __init__(
@@ -254,7 +262,7 @@ class VariationalEM:
         (a fit grown by an unused state, :func:`ldhmm.models.path.continue_previous`). Not with
         a checkpoint.
         """
-        run = self.checkpoint.next_run() if self.checkpoint is not None else None
+        run = self.checkpoint.next_run(params) if self.checkpoint is not None else None
         if run is not None and run.done:
             return FitResult(
                 run.params, None, list(run.history), list(run.e_history), list(run.trace), run.capped,
@@ -276,7 +284,7 @@ class VariationalEM:
             backend.call_each("set_states", [[part] for part in warm_states])
             use_starts = ()
         if run is not None and run.history:
-            params = _resume(backend, run, monitor)
+            params = _resume(backend, self.checkpoint, run, params, monitor)
             n_done = len(monitor.history)
             use_starts = starts if monitor.refresh else self.rotating_starts(n_done, starts)
             e_history, trace, capped = list(run.e_history), list(run.trace), run.capped
@@ -328,6 +336,8 @@ class VariationalEM:
                         capped,
                         params,
                     )
+                    if n_iter - run.state_after >= STATE_EVERY:  # a resume replays fewer E-steps
+                        self.checkpoint.save_state(run, backend.call("state_arrays"), n_iter)
                     self.checkpoint.save()
                 if bar is not None:
                     # the postfix first, without its own redraw: update() redraws at its interval
@@ -343,6 +353,7 @@ class VariationalEM:
         recoveries = list(getattr(backend, "recoveries", []))
         if run is not None:
             run.done, run.report, run.journal = True, monitor.report(), []
+            run.state_file, run.state_after = None, 0  # its state file goes with the next save
             self.checkpoint.save()
         return FitResult(
             params, states, monitor.history, e_history, trace, capped, monitor.report(), recoveries

@@ -603,18 +603,22 @@ def test_interrupted_line_names_what_is_saved_and_the_command_to_resume(tmp_path
 def test_without_fcntl_the_module_imports_and_runs_unlocked(tmp_path, monkeypatch):
     import importlib.util
 
+    import ldhmm.data.directory_lock as lock_mod
     import ldhmm.experiments.tasks as tasks_mod
 
     monkeypatch.setitem(sys.modules, "fcntl", None)  # as on Windows: import fcntl fails
-    # a name inside ldhmm.experiments: the module's relative imports need its package
-    spec = importlib.util.spec_from_file_location("ldhmm.experiments.tasks_without_fcntl", tasks_mod.__file__)
+    # a name inside ldhmm.data: the module's relative imports need its package
+    spec = importlib.util.spec_from_file_location("ldhmm.data.directory_lock_without_fcntl", lock_mod.__file__)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.fcntl is None
+    monkeypatch.setattr(tasks_mod, "acquire", module.acquire)
     out = tmp_path / "out"
-    module.prepare_out_dir(out, "unit", {"a": 1})
+    tasks_mod.prepare_out_dir(out, "unit", {"a": 1})
     assert not (out / LOCK_NAME).exists()
-    with module.lock_out_dir(out):
+    with tasks_mod.lock_out_dir(out):
+        pass
+    with module.locked_directory(out):
         pass
 
 

@@ -61,7 +61,7 @@ __all__ = [
 ]
 
 # The calls that change a partition's state: replayed, in order, on a rebuilt partition.
-_JOURNALED = ("set_guide", "e_step")
+_JOURNALED = ("set_guide", "set_state_arrays", "e_step")
 # A partition rebuilt this many times within one round means the cluster cannot hold it.
 _MAX_RECOVERIES_PER_ROUND = 8
 # How long to wait for an actor's answer before asking whether its worker is still there.

@@ -29,7 +29,7 @@ import torch
 from ...data import PartitionSpec, read_partition
 from ...data.atomic import write_atomically
 from ..batch import make_buckets, validate_sequences
-from ..cavi.expectation import EStepTotals, e_step
+from ..cavi.expectation import BucketState, EStepTotals, e_step
 from ..cavi.kernels.dirichlet_multinomial import table_sums
 from ..cavi.maximization import state_count_table
 from ..cavi.posterior import (
@@ -168,6 +168,58 @@ class PartitionWorker:
             raise ValueError("set_states: the states do not match this partition's buckets")
         self.states = list(states)
         self._count_table = None
+
+    def state_arrays(self) -> list | None:
+        """The per-sequence state as numpy arrays (copies), one dict per bucket: ``counts_G``
+        per group, ``entropy``, ``elbo``, ``local_elbo`` and the guide's ``phi`` where it has
+        one (a checkpoint's state file); None without a state, or where the guide's state is
+        not an array."""
+        if self.states is None:
+            return None
+        out = []
+        for st in self.states:
+            phi = st.guide_state
+            if phi is not None and not isinstance(phi, torch.Tensor):
+                return None
+            arrays = {f"counts_{g}": c.detach().cpu().numpy().copy() for g, c in st.counts.items()}
+            for name in ("entropy", "elbo", "local_elbo"):
+                arrays[name] = getattr(st, name).detach().cpu().numpy().copy()
+            if phi is not None:
+                arrays["phi"] = phi.detach().cpu().numpy().copy()
+            out.append(arrays)
+        return out
+
+    def set_state_arrays(self, arrays: list) -> None:
+        """Continue from the state :meth:`state_arrays` gave (ValueError where it does not fit
+        this partition's buckets)."""
+        if len(arrays) != len(self.buckets):
+            raise ValueError(f"{len(arrays)} buckets of state, the partition has {len(self.buckets)}")
+        states = []
+        for index, (bucket_arrays, b) in enumerate(zip(arrays, self.buckets)):
+            M, T = b.n_sequences, int(b.tokens.shape[1])
+            pi_shape = np.shape(bucket_arrays["counts_pi"])
+            K = int(pi_shape[-1]) if len(pi_shape) == 2 else -1
+            W = b.emission_width(self.n_symbols)
+            shapes = {"counts_pi": (M, K), "counts_A": (M, K, K), "counts_B": (M, K, W), "phi": (M, T, K)}
+            shapes.update(entropy=(M,), elbo=(M,), local_elbo=(M,))
+            for name, value in bucket_arrays.items():
+                if name not in shapes or np.shape(value) != shapes[name]:
+                    raise ValueError(f"bucket {index}: '{name}' of shape {np.shape(value)}")
+            tensors = {k: torch.from_numpy(np.array(v)) for k, v in bucket_arrays.items()}
+            counts = {k[len("counts_") :]: v for k, v in tensors.items() if k.startswith("counts_")}
+            states.append(
+                BucketState(
+                    counts,
+                    tensors["entropy"],
+                    tensors.get("phi"),
+                    tensors["elbo"],
+                    tensors["local_elbo"],
+                    {},
+                    0,
+                    b.symbols,
+                )
+            )
+        self.set_states(states)
 
     def e_step(
         self, params: VariantParameters, starts: tuple = (), iteration: int | None = None
