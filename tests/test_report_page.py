@@ -10,8 +10,8 @@ failed under ``CI=true`` (as ``tests/test_tutorial.py``)."""
 
 from __future__ import annotations
 
-import os
-import shutil
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,8 +21,10 @@ from ldhmm.modelfiles import load_model
 from ldhmm.models.description import NAME_MIN
 from ldhmm.report_html import write_report
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+# the tutorial's browser check: its chromium, arguments and skip rule (one place)
+_SPEC = importlib.util.spec_from_file_location("tutorial_page", Path(__file__).with_name("test_tutorial.py"))
+tutorial_page = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(tutorial_page)
 EVENTS = ["home", "catalog", "product", "cart", "delivery", "payment", "help"]
 
 
@@ -59,22 +61,6 @@ def _funnel(n_users: int, seed: int):
     return out
 
 
-def _browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        sync_playwright = None
-    missing = [
-        w for w, ok in (("playwright", sync_playwright), ("chromium", shutil.which(CHROMIUM))) if not ok
-    ]
-    if missing:
-        message = f"the browser test needs {' and '.join(missing)}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return sync_playwright
-
-
 @pytest.fixture(scope="module")
 def page_and_model(tmp_path_factory):
     where = tmp_path_factory.mktemp("report")
@@ -97,9 +83,9 @@ def _boxes(page, selector):
 
 def test_the_report_reads_right_in_a_browser_at_1400_pixels(page_and_model):
     path, d = page_and_model
-    sync_playwright = _browser()
+    sync_playwright = tutorial_page._browser()
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=tutorial_page.CHROMIUM, args=tutorial_page.CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(path.as_uri(), wait_until="load")

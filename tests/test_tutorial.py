@@ -46,7 +46,9 @@ BLOCK = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```\n", re.DOTALL | re.MULTILINE)
 
 
 def _mask(text: str) -> str:
-    """The output without what changes from run to run: seconds."""
+    """The output without what changes from run to run: seconds (also the seconds column of
+    the table of a fit along K: K, three scores, seconds, start)."""
+    text = re.sub(r"(?m)^(\s*\d+(?:\s+-?\d+\.\d+){3})\s+\d+\.\d(\s+\S+)$", r"\1 <seconds>\2", text)
     return re.sub(r"\b\d+(\.\d+)? s\b", "<seconds> s", text).rstrip("\n")
 
 
