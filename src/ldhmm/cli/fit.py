@@ -231,7 +231,7 @@ def run_fit(args: argparse.Namespace) -> int:
         )
         print(stopping_report(model))
         print(diagnose_collapse(model.params_).line())
-        print(f"model written to {Path(out)}")
+        print(f"model written to {shown(Path(out))}")
     return 0
 
 
@@ -282,5 +282,5 @@ def _fit_directory(args, n_states: int, guide: str, out) -> int:
         print(diagnose_collapse(model.params_).line())
         if model.recoveries_:
             print(f"recovered {len(model.recoveries_)} partitions of lost workers: {model.recoveries_}")
-        print(f"model written to {Path(out)}")
+        print(f"model written to {shown(Path(out))}")
     return 0

@@ -13,6 +13,7 @@ import sys
 import warnings
 
 from ..data import EventOrderWarning
+from ..data.terminal_text import shown
 from ..experiments.resume import RunInterrupted, invocation, write_resume_script
 from ..models.memory import max_memory_limit
 from .interrupts import stop_watchdog
@@ -46,7 +47,7 @@ def run_command(args, argv: list[str], explicit: bool) -> int:
         message = str(err) or type(err).__name__
         if isinstance(err, KeyError):
             message = f"missing {message}"
-        one_line = " ".join(message.split())
+        one_line = shown(" ".join(message.split()))  # a user's string may hold terminal escapes
         print(f"{command}: error: {one_line}", file=sys.stderr)
         return 1
     return int(code or 0)
@@ -65,7 +66,7 @@ def one_line_warnings(command: str):
 
         def show(message, category, filename, lineno, file=None, line=None):
             if issubclass(category, DATA_WARNINGS):
-                print(f"{command}: warning: {' '.join(str(message).split())}", file=sys.stderr)
+                print(f"{command}: warning: {shown(' '.join(str(message).split()))}", file=sys.stderr)
             else:
                 previous(message, category, filename, lineno, file, line)
 
@@ -86,8 +87,9 @@ def interrupted_line(command: str, err: KeyboardInterrupt | None, argv, explicit
         script = write_resume_script(err.out, again) if again else None
         if script is not None:
             resume = f"run the same command again to resume ({script}): {again}"
-        return f"{command}: interrupted; {err.saved} of {err.total} tasks are saved in {err.out}: {resume}"
+        saved = f"{err.saved} of {err.total} tasks are saved in {err.out}"
+        return shown(f"{command}: interrupted; {saved}: {resume}")
     how = "interrupted" if err is not None else "interrupted (stopped inside compiled code)"
     if command.split(" ", 1)[-1] in RESUMABLE:
-        return f"{command}: {how}; finished tasks are saved: {resume}"
+        return shown(f"{command}: {how}; finished tasks are saved: {resume}")
     return f"{command}: {how}"

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .database import DataFormatError, SequenceDatabase, _IntBuffer, offsets_of
+from .terminal_text import CONTROL_CHARACTER
 
 __all__ = ["UNKNOWN", "Vocabulary", "EventOrderWarning", "load_text", "load_event_log", "recode"]
 
@@ -34,6 +35,13 @@ class EventOrderWarning(UserWarning):
 UNKNOWN = "<unk>"
 _SEPARATORS = re.compile(r"[\s,]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: What a real event named :data:`UNKNOWN` gets, where a vocabulary is built from the data.
+_RESERVED_NAME = (
+    f"event {UNKNOWN!r} is the name ldhmm reserves for symbols unseen in training (--unknown reserve): "
+    "rename it in the file (any other name, e.g. 'unk')"
+)
+#: Arrow types of a column that holds several values per row (lists, structs, maps).
+_NESTED_TYPES = ("list", "large_list", "fixed_size_list", "list_view", "large_list_view", "struct", "map")
 
 
 class Vocabulary:
@@ -234,6 +242,8 @@ def load_text(
                     raise DataFormatError(path, lineno, "the line holds separators but no tokens")
                 line_numbers.append(lineno)
                 if vocab is None:
+                    if UNKNOWN in fields:
+                        raise DataFormatError(path, lineno, _RESERVED_NAME)
                     raw_sequences.append(fields)
                     continue
                 codes = []
@@ -345,6 +355,16 @@ def _read_event_frame(path: Path, fmt: str, wanted: dict, time_like: bool = Fals
             raise DataFormatError(path, None, f"not a readable Parquet file ({err})") from None
         if any(c not in present for c in columns):
             raise _missing_columns_error(path, wanted, present)
+        schema = pq.read_schema(path)
+        for role, column in wanted.items():
+            kind = str(schema.field(column).type)
+            if kind.split("<")[0].split("[")[0] in _NESTED_TYPES:
+                raise DataFormatError(
+                    path,
+                    None,
+                    f"{role} column {column!r} holds nested values ({kind}); an event log's {role} "
+                    "column holds one plain value (a string or a number) per row",
+                )
         try:
             frame = pd.read_parquet(path, columns=with_time_like(present))
         except Exception as err:
@@ -461,6 +481,21 @@ def load_event_log(
             raise DataFormatError(path, line, f"{prefix}empty {role} value in column {wanted[role]!r}")
     seq_values = frame[sequence_col].astype(str).to_numpy()
     events = frame[event_col].astype(str).to_numpy()
+    for role in ("sequence", "event", "label")[: 2 + (label_col is not None)]:
+        values = frame[wanted[role]].astype(str)
+        control = values.str.contains(CONTROL_CHARACTER).to_numpy()
+        if control.any():
+            first = int(np.flatnonzero(control)[0])
+            line, prefix = where(first)
+            char = CONTROL_CHARACTER.search(values.iloc[first]).group()
+            raise DataFormatError(
+                path,
+                line,
+                f"{prefix}control character {char!r} in the {role} of column {wanted[role]!r}",
+            )
+    if vocab is None and (events == UNKNOWN).any():
+        line, prefix = where(int(np.flatnonzero(events == UNKNOWN)[0]))
+        raise DataFormatError(path, line, prefix + _RESERVED_NAME)
 
     group, uniques = pd.factorize(seq_values, sort=False)
     row = np.arange(len(frame), dtype=np.int64)
@@ -562,7 +597,8 @@ def _warn_out_of_order(path, frame, used, group, order, where) -> None:
 
 
 def _parse_times(path, column, where) -> np.ndarray:
-    """Sort keys of a time column: float64 for numbers, int64 nanoseconds for date/times."""
+    """Sort keys of a time column: float64 for numbers, int64 for date/times (UTC where they
+    carry offsets, in the unit pandas parsed them in: never wrapped around)."""
     import pandas as pd
 
     if column.isna().any():
@@ -571,11 +607,23 @@ def _parse_times(path, column, where) -> np.ndarray:
     if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
         return column.to_numpy(dtype=np.float64)
     if pd.api.types.is_datetime64_any_dtype(column):
-        return column.to_numpy().astype("datetime64[ns]").astype(np.int64)
+        return _time_keys(column)
     numeric = pd.to_numeric(column, errors="coerce")
     if not numeric.isna().any():
         return numeric.to_numpy(dtype=np.float64)
-    parsed = pd.to_datetime(column, errors="coerce", format="mixed")
+    text = column.astype(str).str.strip()
+    offset = text.str.contains(_UTC_OFFSET).to_numpy()
+    if offset.any() and not offset.all() and numeric.isna().all():
+        bad = int(np.flatnonzero(offset != offset[0])[0])
+        line, prefix = where(bad)
+        has = "has a UTC offset" if offset[bad] else "has no UTC offset"
+        raise DataFormatError(
+            path,
+            line,
+            f"{prefix}time {column.iloc[bad]!r} in column {column.name!r} {has}, unlike the first row's: "
+            "give every time an offset (they are converted to UTC) or none",
+        )
+    parsed = pd.to_datetime(column, errors="coerce", format="mixed", utc=bool(offset.any()))
     if parsed.isna().any():
         # the first row decides whether the column holds numbers or date/times
         expected = parsed if numeric.isna().iloc[0] else numeric
@@ -585,9 +633,23 @@ def _parse_times(path, column, where) -> np.ndarray:
         raise DataFormatError(
             path,
             line,
-            f"{prefix}time {column.iloc[bad]!r} in column {column.name!r} is not {kind} like the first row's",
+            f"{prefix}time {column.iloc[bad]!r} in column {column.name!r} is not {kind} like the first row's "
+            "(or outside the dates it can represent)",
         )
-    return parsed.to_numpy().astype("datetime64[ns]").astype(np.int64)
+    return _time_keys(parsed)
+
+
+#: A UTC offset (or ``Z``) at the end of an ISO 8601 time.
+_UTC_OFFSET = re.compile(r"\d:\d\d(?::\d\d(?:[.,]\d+)?)?\s*(?:[Zz]|[+-]\d\d(?::?\d\d)?)$")
+
+
+def _time_keys(times) -> np.ndarray:
+    """int64 sort keys of a datetime Series: in UTC where it has a time zone, counted in the
+    Series' own unit (a year-9999 time in microseconds, never converted to nanoseconds and
+    wrapped around)."""
+    if getattr(times.dt, "tz", None) is not None:
+        times = times.dt.tz_convert("UTC").dt.tz_localize(None)
+    return times.to_numpy().astype(np.int64)
 
 
 def recode(db: SequenceDatabase, vocabulary, unknown: str = "error") -> SequenceDatabase:
