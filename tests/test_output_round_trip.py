@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from ldhmm.cli import main
 from ldhmm.cli.outputs import read_table
 from ldhmm.data import load_text
 from ldhmm.modelfiles import data_for_model, load_model
+from ldhmm.output_files import POSTERIOR_KEY, read_posterior
 
 SYMBOLS = ["home", "news", "sport", "tech"]
 FORMATS = (".csv", ".parquet", ".pq")
@@ -100,3 +103,27 @@ def test_every_output_reads_back_value_for_value(setup, suffix):
 
     paths = read_table(out["decode"])
     assert list(paths["states"]) == [" ".join(map(str, p)) for p in model.decode(seqs)]
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_a_posterior_file_reads_back_as_arrays_of_their_shapes(setup, suffix):
+    d, model, db = setup
+    out = d / f"shapes{suffix}"
+    _cli(["posterior", d / "model.json", d / "log.txt", "--out", out, "--quiet"])
+    # a Parquet file carries K, V and the vocabulary; a CSV file takes them from the model
+    post = read_posterior(out, model=d / "model.json" if suffix == ".csv" else None)
+    api, M, K, V = model.posterior(db.sequences), len(db), model.n_states, model.n_symbols_
+    assert post.n_states == K and post.vocabulary == list(model.vocabulary_) and len(post.vocabulary) == V
+    assert {g: a.shape for g, a in post.arrays.items()} == {"pi": (M, K), "A": (M, K, K), "B": (M, K, V)}
+    for group in ("pi", "A", "B"):
+        conc = np.asarray(api[f"g_{group}"], dtype=np.float64)
+        np.testing.assert_array_equal(post.arrays[group], conc / conc.sum(-1, keepdims=True))
+    assert [m.shape for m in post.state_marginals] == [(n, K) for n in db.lengths]
+    np.testing.assert_array_equal(post.state_marginals[1], api["state_marginals"][1])
+    if suffix != ".csv":
+        meta = pq.read_schema(out).metadata[b"PANDAS_ATTRS"]  # readable without pandas
+        shapes = json.loads(meta)[POSTERIOR_KEY]["shapes"]
+        assert shapes["A_mean"] == ["K", "K"] and shapes["state_marginals"] == ["N", "K"]
+    _cli(["decode", d / "model.json", d / "log.txt", "--out", d / f"paths{suffix}", "--quiet"])
+    with pytest.raises(ValueError, match="not an ldhmm posterior file"):
+        read_posterior(d / f"paths{suffix}")

@@ -17,6 +17,7 @@ from ..data import UNKNOWN, SequenceDatabase
 from ..data.atomic import atomic_write_csv, atomic_write_parquet, remove_stale_temporaries
 from ..inference.cavi.support import impossible_reason, supports
 from ..modelfiles import load_model
+from ..output_files import read_table
 from .cluster import add_backend_arguments, dask_client, placement_options
 from .data_options import add_data_options, read_data
 from .options import add_options
@@ -201,22 +202,6 @@ def write_table(df: pd.DataFrame, path) -> Path:
     else:
         atomic_write_parquet(df, path)
     return path
-
-
-def read_table(path) -> pd.DataFrame:
-    """A table :func:`write_table` wrote, read back value for value: a CSV file's JSON-list
-    cells as arrays (floats parsed exactly: each is written in its shortest round-trip form),
-    its ``sequence_id`` as strings; a Parquet file as it is."""
-    path = Path(path)
-    if path.suffix.lower() != ".csv":
-        return pd.read_parquet(path)
-    df = pd.read_csv(path, dtype={"sequence_id": str}, keep_default_na=False)
-    for column in df.columns:
-        values = df[column]
-        listed = len(values) and values.map(lambda v: isinstance(v, str) and v.startswith("[")).all()
-        if listed:
-            df[column] = [np.asarray(json.loads(v)) for v in values]
-    return df
 
 
 def _arrays_as_json(df: pd.DataFrame) -> pd.DataFrame:

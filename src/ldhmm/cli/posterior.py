@@ -7,6 +7,7 @@ import argparse
 import numpy as np
 import pandas as pd
 
+from ..output_files import POSTERIOR_KEY, posterior_metadata
 from .options import add_command
 from .outputs import add_model_data_arguments, sequence_ids, write_model_table
 
@@ -23,7 +24,9 @@ def register(subparsers) -> argparse.ArgumentParser:
         "means E_q[pi] (K), E_q[A] (K*K, row-major) and E_q[B] (K*V, row-major) of each "
         "per-sequence group, and the state marginals q(z_n) (N*K, row-major), as list columns "
         "of a Parquet file (in a .csv file: each list as a JSON array): features for downstream "
-        "models. Models with a large vocabulary "
+        "models. The Parquet file's metadata holds K, V, the vocabulary and each column's shape; "
+        "ldhmm.output_files.read_posterior(PATH) reads it back as arrays (M, K, K), (M, K, V), .... "
+        "Models with a large vocabulary "
         "(sparse emission layout) write E_q[B] only at each sequence's own symbols: B_symbols "
         "(D), B_mean (K*D, row-major) and B_row_total (K), with E_q[B_kv] = beta_kv / "
         "B_row_total_k at every other symbol v. A model of the SVI route (--factory) gives Monte "
@@ -60,6 +63,10 @@ def posterior_table(model, db, where: dict | None = None) -> pd.DataFrame:
         table["B_mean"] = means
         table["B_row_total"] = totals
     table["state_marginals"] = [np.asarray(m, dtype=np.float64).reshape(-1) for m in post["state_marginals"]]
+    vocabulary = getattr(model, "vocabulary_", None) or [str(v) for v in range(model.n_symbols_)]
+    table.attrs[POSTERIOR_KEY] = posterior_metadata(
+        model.n_states, vocabulary, table.columns, sparse="B_symbols" in post
+    )
     return table
 
 
