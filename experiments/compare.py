@@ -57,6 +57,7 @@ from ..data import kfold_indices
 from ..inference.ops.importance import LOW_ESS
 from ..models.base import importance_estimate
 from ..models.choice_of_k import suggest_k
+from ..models.collapse import SHARED_HMM, share_at_cap
 from .along_k import (
     Fitter,
     budget_rules,
@@ -126,7 +127,7 @@ CSV_COLUMNS = (
     ["model", "K", "fold", "score_kind", "score_family", "n_train", "n_test", "n_test_tokens"]
     + SCORE_COLUMNS
     + ["is_samples", "is_std_error", "is_min_ess", "is_low_ess"]
-    + ["fit_seconds", "score_seconds", "is_seconds", "n_iter", "converged"]
+    + ["fit_seconds", "score_seconds", "is_seconds", "n_iter", "converged", "priors_at_cap"]
 )
 
 
@@ -179,6 +180,7 @@ def score_fit(model, name: str, K: int, fold: int, test, s: dict, fit_seconds: f
         "is_seconds": is_s,
         "n_iter": None if n_iter is None else int(n_iter),
         "converged": bool(getattr(model, "converged_", False)),
+        "priors_at_cap": share_at_cap(model),
     }
 
 
@@ -634,6 +636,7 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
             _table(df, "is_seconds", trusted, states, lambda m, dm: "IS s", digits=1),
             "",
         ]
+    lines += _collapse_section(df, present, states)
     lines += [
         "## Fit time (seconds per fold) and EM iterations",
         "",
@@ -673,6 +676,34 @@ def write_reports(df, out: Path, what: str, settings: dict, models, states, erro
     atomic_write_text(out / "summary.md", md)
     plot_loglik(df, present, states, out / "loglik_vs_K.png", title=settings["data"]["name"] or "data")
     return md, best, tt
+
+
+def _collapse_section(df, models, states) -> list[str]:
+    """The share of each model's per-user prior rows at their cap (``priors_at_cap``, mean over
+    folds; :mod:`ldhmm.models.collapse`), and a sentence for a model whose every prior is at its
+    cap in every fold at every K: its users share one HMM. Empty without such models."""
+    if "priors_at_cap" not in df:
+        return []
+    capped = [
+        m for m in models if np.isfinite(df.loc[df["model"] == m, "priors_at_cap"].to_numpy(float)).any()
+    ]
+    if not capped:
+        return []
+    lines = [
+        "## Per-user priors at their cap (share of prior rows, mean over folds)",
+        "",
+        "1 means every row of the Dirichlet priors that each sequence's pi, A and B are drawn from "
+        'sits at its cap (1e6): the sequences share one HMM (docs/math.md, "Why learned '
+        'concentrations grow towards the cap").',
+        "",
+        _table(df, "priors_at_cap", capped, states, lambda m, dm: "rows at the cap"),
+        "",
+    ]
+    for m in capped:
+        values = df.loc[df["model"] == m, "priors_at_cap"].to_numpy(float)
+        if np.all(values[np.isfinite(values)] == 1.0):
+            lines += [f"{m}: {SHARED_HMM}, at every K and in every fold.", ""]
+    return lines
 
 
 def _argmax(d, models, col):

@@ -35,6 +35,7 @@ __all__ = [
     "diagnose_collapse",
     "users_differ",
     "group_list",
+    "share_at_cap",
 ]
 
 #: A prior row whose largest concentration is at least ``MAX_CONCENTRATION / CAP_FACTOR`` is at
@@ -131,6 +132,18 @@ def diagnose_collapse(params) -> CollapseDiagnosis:
     else:
         sentence = "no prior is at its cap: the users have dynamics of their own"
     return CollapseDiagnosis(per_user, rows, largest, collapsed, sentence)
+
+
+def share_at_cap(model) -> float:
+    """The share of the rows of a fitted model's per-user priors that sit at the cap (pi's one
+    row, A's and B's K rows each, counted alike): 1.0 when the users share one HMM; NaN for a
+    model without per-user priors (no ``params_``, or no group drawn per user)."""
+    params = getattr(model, "params_", None)
+    if params is None or not hasattr(params, "sharing"):
+        return float("nan")
+    d = diagnose_collapse(params)
+    rows = sum(n for _, n in d.rows_at_cap.values())
+    return sum(k for k, _ in d.rows_at_cap.values()) / rows if rows else float("nan")
 
 
 def users_differ(means) -> tuple[float, str]:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ldhmm import LDHMM, ParameterSharing
+from ldhmm import LDHMM, ParameterSharing, compare
 from ldhmm.cli.main import main
 from ldhmm.inference.ops.dirichlet import MAX_CONCENTRATION
 from ldhmm.models.collapse import CAP_FACTOR, SHARED_HMM, diagnose_collapse, group_list, users_differ
@@ -109,3 +109,24 @@ def test_ldhmm_fit_prints_the_diagnosis(tmp_path, capsys):
     assert main(["fit", *args]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[-2].startswith(f"per-user priors: {SHARED_HMM} (pi: 1 of 1 row at the cap")
+
+
+def test_compare_summary_says_which_priors_sit_at_their_cap(tmp_path):
+    data = _draw(1e5, n=30)
+    path = tmp_path / "log.txt"
+    path.write_text("\n".join(" ".join("abc"[x] for x in s) for s in data) + "\n")
+    result = compare(
+        {"LDHMM-PF": None, "HMM": None},
+        str(path),
+        states=[2],
+        folds=2,
+        max_iter=10,
+        effort="quick",
+        is_samples=0,
+        out=tmp_path / "run",
+        quiet=True,
+    )
+    share = result.folds.groupby("model")["priors_at_cap"].mean()
+    assert share["LDHMM-PF"] == 1.0 and np.isnan(share["HMM"])  # no per-user priors: no share
+    assert "## Per-user priors at their cap" in result.summary
+    assert f"LDHMM-PF: {SHARED_HMM}, at every K and in every fold." in result.summary

@@ -84,8 +84,8 @@ def test_cli_and_api_give_identical_numbers(tmp_path, capsys):
         capsys,
     )  # fmt: skip
     assert code == 0
-    # the terminal shows one table and the files, not the t-tests
-    assert len(out.strip().splitlines()) < 20 and "t-test" not in out
+    # the terminal shows one table, the files and the verdict (with its test), not the t-test table
+    assert len(out.strip().splitlines()) < 20 and "model_a" not in out and "paired t-test over 2 folds" in out
     res = ldhmm.compare(["LDHMM-PF", "HMM"], "synthetic", out=tmp_path / "api", is_samples=3, **TINY)
     assert res.ok
     cli = pd.read_csv(tmp_path / "cli" / "folds.csv")
