@@ -66,7 +66,8 @@ def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_defau
         nargs="+",
         default=states_default,
         metavar="K",
-        help=f"numbers of hidden states, integers or ranges like 2..6 (default {' '.join(states_default)})",
+        help="numbers of hidden states, integers or ranges like 2..6 (also 2-6 or 2:6; default "
+        f"{' '.join(states_default)})",
     )
     p.add_argument(
         "--folds",

@@ -32,7 +32,11 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     add_options(p, "--data-dir", "--n-sequences", n_sequences={"help": "a seeded random sample of this many"})
     p.add_argument(
-        "--states", nargs="+", default=["2", "4", "8"], metavar="K", help="K values (default 2 4 8)"
+        "--states",
+        nargs="+",
+        default=["2", "4", "8"],
+        metavar="K",
+        help="K values: integers or ranges like 2..6 (also 2-6; default 2 4 8)",
     )
     p.add_argument("--folds", type=positive_int, default=5, help="cross-validation folds (default 5)")
     p.add_argument(
