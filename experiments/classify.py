@@ -54,6 +54,7 @@ from .along_k import (
 from .datasets import resolve_data, run_settings
 from .lineup import ldhmm_names, model_names, model_order
 from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
+from .significance import runner_up_test
 from .tables import effort_words, failure_lines, mean_std, spread_over_k, with_k_column
 from .tasks import (
     MODELS_DIR,
@@ -595,6 +596,38 @@ def _auc_table(cells, task_names, states, col_models, bold=True):
     return "\n".join(lines)
 
 
+def _verdicts(df, task_names, col_models) -> list[str]:
+    """One line per task: the (model, K) of the highest mean AUC, named best only where a paired
+    t-test over the folds puts it above the runner-up at its K
+    (:func:`ldhmm.experiments.significance.runner_up_test`). ``df``: the fold rows, a model
+    without K at every K."""
+    out = []
+    for t in task_names:
+        dt = df[df["task"] == t]
+        means = dt.groupby(["model", "K"])["auc"].mean()
+        means = means[np.isfinite(means.to_numpy(float))]
+        if not len(means):
+            out.append(f"- {t}: no finite AUC: no verdict.")
+            continue
+        (m, K), value = means.idxmax(), float(means.max())
+        K = int(K)
+
+        def named(model, K=K):
+            return f"{model} with K={K}" if has_states(model) else f"{model} (no K)"
+
+        test = runner_up_test(dt, "auc", m, K, col_models)
+        if test is None:
+            out.append(f"- {t}: {named(m)} (AUC {value:.3f}), the only model.")
+        elif test.significant:
+            out.append(f"- {t}: best AUC: {named(m)} ({value:.3f}), {test.clause(3, named)}.")
+        else:
+            out.append(
+                f"- {t}: no model named best: {named(m)} has the highest AUC ({value:.3f}) but "
+                f"{test.clause(3, named)}."
+            )
+    return out
+
+
 def _markov_verdicts(cells, task_names, states, col_models) -> list[str]:
     """Lines naming the tasks where a Markov chain (a model without states) has a higher mean AUC
     than every model with hidden states at every K; none when no chain wins or runs."""
@@ -630,7 +663,7 @@ def summary_markdown(df, what, settings, task_names, states, col_models, db_name
         f"symbol-seeded start where the model has one, defaults {settings.get('defaults') or 'before v4'}, "
         f"M-step {settings.get('m_step') or 'collapsed'}, {effort_words(settings)}.",
         "",
-        "## AUC (mean ± std over folds), best of each row in bold",
+        "## AUC (mean ± std over folds), highest of each row in bold",
         "",
         "Generative columns: one model per class, AUC of the ratio of held-out scores (class A of "
         "task A-B positive; HMM's score is exact, the others' are lower bounds). `+LR` columns: "
@@ -650,6 +683,8 @@ def summary_markdown(df, what, settings, task_names, states, col_models, db_name
                 _auc_table(pcells, [t for t in task_names if t in SPLICE_TASKS], ks, paper_cols),
                 "",
             ]
+    lines += ["## Verdict (per task: the highest mean AUC against the runner-up at its K)", ""]
+    lines += _verdicts(spread_over_k(df, states), task_names, col_models) + [""]
     lines += _markov_verdicts(cells, task_names, states, col_models)
     fit = df.groupby("model")["fit_seconds"].mean()
     lines += [

@@ -217,6 +217,9 @@ def test_classify_tiny(tmp_path, capsys):
     summary = (out / "summary.md").read_text()
     assert "| task | K | LDHMM-PF | HMM | LDHMM-PF+LR |" in summary
     assert "A-B" in stdout
+    # the verdict, with its test against the runner-up, in the summary and the terminal alike
+    verdict = summary.split("## Verdict")[1].split("\n\n")[1]
+    assert verdict.startswith("- A-B: ") and "the runner-up at K=2" in verdict and verdict in stdout
 
 
 def test_classify_task_parsing():
