@@ -75,6 +75,7 @@ from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..models.base import SequenceModel, check_seed
 from ..models.fit_settings import SEEDED_STARTS
 from ..models.registry import register
+from ..models.starts import best_of
 
 __all__ = [
     "HMM",
@@ -113,13 +114,19 @@ class _ProjectMonitor(HmmlearnMonitor):
         The run's monitor (a fresh one at every ``_reset``, i.e. every ``fit``).
     """
 
-    def __init__(self, tol, n_iter, verbose):
+    def __init__(self, tol, n_iter, verbose, earlier=()):
         super().__init__(tol, n_iter, verbose)
+        self.earlier = tuple(earlier)
         self._reset()
 
     def _reset(self):
         super()._reset()
         self.convergence = ConvergenceMonitor(AbsoluteGain(self.tol), self.n_iter, "Baum-Welch iteration")
+        # a run continued from a screened one (HMM's ``screen_tol``): its earlier iterations
+        # count, so the gain test and max_iter refer to the whole run
+        for value in self.earlier:
+            if self.convergence.record(value):
+                break
 
     def report(self, log_prob):
         super().report(log_prob)  # hmmlearn's verbose line, its warning on a decrease, its history
@@ -340,6 +347,12 @@ class HMM(SequenceModel):
         LDHMM-family model adds, so that the comparison gives every model the same starts),
         kept where its final MAP objective is highest (``start_kind_``: ``"restart"`` or
         ``"seeded"``); skipped where fewer than K symbols occur. ``"none"``: the restarts alone.
+    screen_tol : float, optional
+        Screening of the starts: every run (the restarts and the seeded start) stops at this
+        looser tolerance (nats per training symbol, as ``tol``), and only the run with the
+        highest MAP objective then carries on to ``tol`` (its iterations before count towards
+        ``max_iter``; its histories hold the whole run). None, or a value <= ``tol``: every
+        run goes to ``tol`` (the fits of defaults v5 and before).
     emission_pseudocount : float >= 0
         Added to every expected emission count in the M-step (Dirichlet prior
         ``1 + emission_pseudocount``, hmmlearn's ``emissionprob_prior``). Default 0.01:
@@ -397,6 +410,7 @@ class HMM(SequenceModel):
         tol: float = 1e-6,
         n_init: int = 5,
         seeded_start: str = "symbols",
+        screen_tol: float | None = None,
         emission_pseudocount: float = 1e-2,
         transition_pseudocount: float = 1e-2,
         implementation: str = "scaling",
@@ -420,12 +434,15 @@ class HMM(SequenceModel):
                 raise ValueError(f"{nm} must be a finite number >= 0, got {v!r}")
         if seeded_start not in SEEDED_STARTS:
             raise ValueError(f"seeded_start must be one of {SEEDED_STARTS}, got {seeded_start!r}")
+        if screen_tol is not None and (not np.isfinite(screen_tol) or screen_tol < 0):
+            raise ValueError(f"screen_tol must be None or a finite number >= 0, got {screen_tol!r}")
         if implementation not in ("scaling", "log"):
             raise ValueError(f"implementation must be 'scaling' or 'log', got {implementation!r}")
         self.max_iter = int(max_iter)
         self.tol = float(tol)
         self.n_init = int(n_init)
         self.seeded_start = seeded_start
+        self.screen_tol = None if screen_tol is None else float(screen_tol)
         self.emission_pseudocount = float(emission_pseudocount)
         self.transition_pseudocount = float(transition_pseudocount)
         self.implementation = implementation
@@ -441,7 +458,9 @@ class HMM(SequenceModel):
         extra = np.random.RandomState(seed).randint(0, 2**31 - 1, size=self.n_init - 1)
         return [seed] + [int(s) for s in extra]
 
-    def _make_hmmlearn(self, n_tokens: int, random_state: int) -> _MAPCategoricalHMM:
+    def _make_hmmlearn(self, n_tokens: int, random_state: int, tol: float, earlier=()) -> _MAPCategoricalHMM:
+        """hmmlearn's model for one run: the absolute ``tol`` is ``tol`` nats per symbol x
+        ``n_tokens``; ``earlier``: the objective history of the run it continues (screening)."""
         model = _MAPCategoricalHMM(
             n_components=self.n_states,
             startprob_prior=1.0 + self.transition_pseudocount,
@@ -450,12 +469,14 @@ class HMM(SequenceModel):
             n_features=self.n_symbols_,
             random_state=random_state,
             n_iter=self.max_iter,
-            tol=self.tol * n_tokens,
+            tol=tol * n_tokens,
             verbose=self.verbose,
             implementation=self.implementation,
         )
         model.fast_estep = self.fast_estep
-        model.monitor_ = _ProjectMonitor(model.monitor_.tol, model.monitor_.n_iter, model.monitor_.verbose)
+        model.monitor_ = _ProjectMonitor(
+            model.monitor_.tol, model.monitor_.n_iter, model.monitor_.verbose, earlier
+        )
         return model
 
     def _seeded_probabilities(self, X) -> tuple | None:
@@ -473,31 +494,34 @@ class HMM(SequenceModel):
     def _fit(self, sequences, n_symbols):
         lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
         X = np.concatenate(sequences).reshape(-1, 1)
+        n_tokens = int(lengths.sum())
         training = training_buckets(sequences) if self.fast_estep else None
         seeds = self._run_seeds()
         runs = [(run_seed, None) for run_seed in seeds]
         seeded = self._seeded_probabilities(X)
         if seeded is not None:  # hmmlearn's random_state does not matter for a given start
             runs.append((seeds[0], seeded))
-        best = None
+        screening = self.screen_tol is not None and self.screen_tol > self.tol
+        run_tol = self.screen_tol if screening else self.tol
+
+        def run(run_seed, start):
+            model = self._make_hmmlearn(n_tokens, run_seed, run_tol)
+            model.training = training  # the same buckets for every run
+            if start is not None:  # hmmlearn keeps what init_params does not name
+                model.init_params = ""
+                model.startprob_, model.transmat_, model.emissionprob_ = start
+            model.fit(X, lengths)
+            return model
+
         with _quiet_hmmlearn(self.verbose):
-            for run_seed, start in runs:
-                model = self._make_hmmlearn(int(lengths.sum()), run_seed)
-                model.training = training  # the same buckets for every run
-                if start is not None:  # hmmlearn keeps what init_params does not name
-                    model.init_params = ""
-                    model.startprob_, model.transmat_, model.emissionprob_ = start
-                model.fit(X, lengths)
-                ll = float(
-                    forward_log_likelihood(
-                        model.startprob_, model.transmat_, model.emissionprob_, sequences
-                    ).sum()
-                )
-                objective = ll + model._log_prior()
-                if best is None or objective > best[0]:
-                    best = (objective, ll, model)
-                    self.start_kind_ = "restart" if start is None else "seeded"
-        _, ll, model = best
+            kept, model, _ = best_of(
+                [lambda s=s, start=start: run(s, start) for s, start in runs],
+                lambda fitted: self._final_objective(fitted, sequences)[0],
+            )
+            self.start_kind_ = "restart" if runs[kept][1] is None else "seeded"
+            if screening:
+                model = self._continue_run(model, X, lengths)
+        ll = self._final_objective(model, sequences)[1]
         self.model_ = model
         self.startprob_ = np.array(model.startprob_, dtype=np.float64)
         self.transmat_ = np.array(model.transmat_, dtype=np.float64)
@@ -507,6 +531,34 @@ class HMM(SequenceModel):
         self.objective_history_ = [float(v) for v in model.monitor_.convergence.history]
         self.loglik_history_ = list(model.loglik_history_)
         self.train_log_likelihood_ = ll
+
+    @staticmethod
+    def _final_objective(model, sequences) -> tuple[float, float]:
+        """(MAP objective, log-likelihood) of ``model``'s final parameters on ``sequences``."""
+        ll = float(
+            forward_log_likelihood(model.startprob_, model.transmat_, model.emissionprob_, sequences).sum()
+        )
+        return ll + model._log_prior(), ll
+
+    def _continue_run(self, screened, X, lengths):
+        """The screened best run carried on to ``tol`` (its history and ``max_iter`` count).
+        Returned as it is where its history already meets ``tol`` or ``max_iter`` (its monitor
+        then says so)."""
+        earlier = screened.monitor_.convergence.history
+        model = self._make_hmmlearn(int(lengths.sum()), 0, self.tol, earlier)
+        model.training = screened.training
+        if model.monitor_.convergence.done:
+            screened.monitor_ = model.monitor_  # the stop as judged under tol
+            return screened
+        model.init_params = ""
+        model.startprob_, model.transmat_, model.emissionprob_ = (
+            screened.startprob_,
+            screened.transmat_,
+            screened.emissionprob_,
+        )
+        model.fit(X, lengths)
+        model.loglik_history_ = list(screened.loglik_history_) + list(model.loglik_history_)
+        return model
 
     # ---------------------------------------------------------------- score
     def _score_samples(self, sequences):

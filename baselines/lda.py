@@ -64,6 +64,7 @@ from scipy.special import gammaln, logsumexp, psi
 from ..data.seeds import derived_seeds
 from ..models.base import SequenceModel
 from ..models.registry import register
+from ..models.starts import best_of
 
 __all__ = ["LDA", "FastLdaModel", "to_bow_matrix", "to_bow_corpus", "topic_kl_term"]
 
@@ -323,16 +324,20 @@ class LDA(SequenceModel):
 
     # ------------------------------------------------------------------ fit
     def _fit(self, sequences, n_symbols):
-        best = None
-        for seed in derived_seeds(self.seed, self.n_init):
+        seeds = derived_seeds(self.seed, self.n_init)
+
+        def run(seed):
             self._fit_once(sequences, n_symbols, seed)
-            if self.n_init == 1:
-                return
-            bound = float(self._score_samples(sequences).sum()) + self.topic_term()
-            if best is None or bound > best[0]:
-                best = (bound, seed, self.model_)
-        self._set_model(best[2])
-        self.fit_seed_ = best[1]
+            return self.model_
+
+        # the bound of a run is taken right after it, while it is this model's (score_samples)
+        kept, model, _ = best_of(
+            [lambda seed=seed: run(seed) for seed in seeds],
+            lambda fitted: float(self._score_samples(sequences).sum()) + self.topic_term(),
+        )
+        if len(seeds) > 1:
+            self._set_model(model)
+            self.fit_seed_ = seeds[kept]
 
     def _fit_once(self, sequences, n_symbols, seed):
         cls = FastLdaModel if self.fast_inference else LdaModel

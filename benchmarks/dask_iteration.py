@@ -32,7 +32,7 @@ from ldhmm.data import balanced_partitions, load_msnbc, plan_partitions, write_p
 from ldhmm.inference import PFGuide, VariationalEM, make_buckets
 from ldhmm.inference.distributed.workers import LocalBackend, as_numpy_params
 from ldhmm.models import LDHMM
-from ldhmm.models.variant_hmm import dask_backend_module
+from ldhmm.models.placement import dask_backend_module
 
 __all__ = ["CountedRounds", "main", "timed_fit"]
 

@@ -51,12 +51,15 @@ def hmmlearn_scaling_fit(seqs, K: int, V: int, seed: int = 0, tol: float = 1e-4)
     return seconds, model.monitor_.iter, float(model.monitor_.history[-1]) / sum(map(len, seqs))
 
 
-def cell_rows(fits: list[dict], reference: str, allowed: float, hmmlearn_cpu: float | None) -> list[dict]:
-    """One summary per effort of one cell's ``fits`` (dicts with effort, seed, elbo, cpu, iters,
-    sweeps): medians over seeds, the difference to ``reference``'s median, the rule's verdict."""
+def cell_rows(
+    fits: list[dict], reference: str, allowed: float, hmmlearn_cpu: float | None, key: str = "effort"
+) -> list[dict]:
+    """One summary per effort (per value of ``key``) of one cell's ``fits`` (dicts with effort,
+    seed, elbo, cpu, iters, sweeps): medians over seeds, the difference to ``reference``'s
+    median, the rule's verdict."""
     by_effort: dict[str, list] = {}
     for f in fits:
-        by_effort.setdefault(f["effort"], []).append(f)
+        by_effort.setdefault(f[key], []).append(f)
     ref = statistics.median(f["elbo"] for f in by_effort[reference]) if reference in by_effort else None
     rows = []
     for effort, runs in by_effort.items():
@@ -64,7 +67,7 @@ def cell_rows(fits: list[dict], reference: str, allowed: float, hmmlearn_cpu: fl
         cpu = statistics.median(f["cpu"] for f in runs)
         rows.append(
             {
-                "effort": effort,
+                key: effort,
                 "median": elbo,
                 "low": min(f["elbo"] for f in runs),
                 "high": max(f["elbo"] for f in runs),

@@ -1,6 +1,6 @@
 """The variational EM loop: configuration and the outer loop, no math.
 
-Alternates :func:`ldhmm.inference.cavi.expectation.e_step` and
+Alternates :func:`ldhmm.inference.cavi.e_step_totals.e_step` and
 :func:`ldhmm.inference.cavi.maximization.m_step`
 until the total ELBO's relative change falls below ``tol``, recording the ELBO after every E-
 and M-step so that the monotonicity of coordinate ascent can be checked step by step.
@@ -13,15 +13,10 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from .cavi.expectation import (
-    RANDOM_STARTS,
-    BucketState,
-    default_starts,
-    e_step,
-    held_out_starts,
-    rotating_start,
-)
+from .cavi.e_step_totals import e_step
+from .cavi.expectation import BucketState
 from .cavi.maximization import M_STEP_METHODS, m_step, total_elbo
+from .cavi.starts import RANDOM_STARTS, default_starts, held_out_starts, rotating_start
 from .checkpoint import STATE_EVERY, FitCheckpoint
 from .distributed.workers import (
     LocalBackend,
@@ -160,11 +155,11 @@ class VariationalEM:
         their own training data (docs/math.md, "Held-out E-step").
     random_starts : int
         Random starts per sequence beside the deterministic ones, in the held-out E-step, the
-        first E-step and every refresh (see :data:`ldhmm.inference.cavi.expectation.STARTS`).
+        first E-step and every refresh (see :data:`ldhmm.inference.cavi.starts.STARTS`).
     start_every : int
         A rotating start every this many E-steps after the first (0: none): beside each
         sequence's warm run, one of the first E-step's starts in turn, each random draw a new
-        one (:func:`ldhmm.inference.cavi.expectation.rotating_start`), the better run kept per
+        one (:func:`ldhmm.inference.cavi.starts.rotating_start`), the better run kept per
         sequence. The search of a refresh spread over the iterations, while the priors move:
         no E-step ends below its warm run, so the ELBO still never decreases.
     m_step_max_iter : int, optional
@@ -361,7 +356,7 @@ class VariationalEM:
 
     def score(self, buckets, params: VariantParameters, starts: tuple | None = None) -> list[BucketState]:
         """E-step with fixed parameters: the per-sequence held-out ELBO of new sequences, the
-        best of the guide's starts for each (:data:`ldhmm.inference.cavi.expectation.STARTS`).
+        best of the guide's starts for each (:data:`ldhmm.inference.cavi.starts.STARTS`).
 
         ``starts``: default the held-out E-step's (:func:`held_out_starts`); the SVI route's
         local start gives a fit's (:meth:`fit_starts`)."""

@@ -156,7 +156,7 @@ class LDHMM(VariantHMM):
             rule=SmoothedPatience(tol=self.tol, patience=SVI_PATIENCE),
             max_epochs=self.svi_steps,
             seed=self.seed,
-            dtype=self._torch_dtype,
+            dtype=self.torch_dtype,
             progress=self.verbose,
             desc="SVI LDHMM",
         )
@@ -215,7 +215,7 @@ class LDHMM(VariantHMM):
         if n_symbols is not None and n_symbols != b.shape[1]:
             raise ValueError(f"n_symbols={n_symbols!r} does not match beta's {b.shape[1]} columns")
         model = cls(a_pi.size, n_symbols=b.shape[1], guide=guide, **kwargs)
-        dtype = model._torch_dtype
+        dtype = model.torch_dtype
         params = VariantParameters(
             LDHMM_SHARING,
             prior={

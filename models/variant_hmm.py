@@ -1,11 +1,14 @@
 """scikit-learn style estimator over any parameter-sharing variant of the LDHMM family.
 
-:class:`VariantHMM` holds configuration and learned state; the math lives in
-:mod:`ldhmm.inference`. :class:`ldhmm.models.ldhmm.LDHMM`, :class:`ldhmm.baselines.vbhmm.VBHMM`
-and :class:`ldhmm.baselines.hmmv.HMMV` are this class with a different
-:class:`ldhmm.inference.ParameterSharing`. It is a :class:`ldhmm.models.base.SequenceModel`, the
-base of every model the harness runs (input checks, the fitted check, the configuration read off
-the constructor).
+:class:`VariantHMM` holds configuration and learned state and delegates: the math to
+:mod:`ldhmm.inference`, where a fit starts and which run it keeps to :mod:`ldhmm.models.starts`,
+where the data lives and whether it fits to :mod:`ldhmm.models.placement`, the held-out passes to
+:mod:`ldhmm.models.held_out`, fits along K to :mod:`ldhmm.models.path`, the model file to
+:mod:`ldhmm.models.file_format`. :class:`ldhmm.models.ldhmm.LDHMM`,
+:class:`ldhmm.baselines.vbhmm.VBHMM` and :class:`ldhmm.baselines.hmmv.HMMV` are this class with a
+different :class:`ldhmm.inference.ParameterSharing`. It is a :class:`ldhmm.models.base.SequenceModel`,
+the base of every model the harness runs (input checks, the fitted check, the configuration read
+off the constructor).
 
 Saved models are JSON (see :meth:`VariantHMM.save`): human-readable, exact for float64 (Python's
 float repr round-trips), and never executable.
@@ -14,79 +17,43 @@ float repr round-trips), and never executable.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import zlib
 from functools import partial
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from ..data import balanced_partitions, plan_partitions, read_manifest
+from ..data import read_manifest
 from ..data.fingerprint import training_record
 from ..data.seeds import derived_seeds
-from ..inference import (
-    FitResult,
-    ParameterSharing,
-    PFGuide,
-    VariantParameters,
-    VariationalEM,
-    guide_starts,
-    held_out_starts,
-    hmm_started_parameters,
-    init_parameters,
-    make_buckets,
-    resolve_guide,
-    symbol_seeded_parameters,
-)
-from ..inference.batch import bucket_cells
-from ..inference.cavi.emissions import LOCAL_CHUNK
+from ..inference import ParameterSharing, VariantParameters, VariationalEM, make_buckets, resolve_guide
 from ..inference.cavi.emissions import emission_layout as layout_of
 from ..inference.cavi.posterior import stack_posterior
-from ..inference.cavi.support import ImpossibleSequenceError, impossible_reason, supports
 from ..inference.checkpoint import FitCheckpoint
 from ..inference.distributed.workers import LocalBackend, PartitionWorker
 from ..inference.em import NonFiniteELBOError
 from ..inference.ops.importance import ImportanceEstimate
-from ..inference.sharing import POINT
 from .base import SequenceModel, check_n_symbols, data_source
 from .description import ModelDescription, describe_model
 from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .fit_settings import DTYPES as _DTYPES
 from .fit_settings import TakesFitSettings
-from .memory import check_memory, fit_bytes, importance_sampling_bytes, posterior_bytes, score_bytes
-from .path import continue_grown, continue_previous, fit_path
+from .held_out import (
+    by_key,
+    check_importance_arguments,
+    held_out,
+    importance_memory_check,
+    in_input_order,
+    in_memory,
+)
+from .memory import fit_bytes
+from .path import fit_path
+from .placement import Placement, in_given_order
+from .placement import partitions as cut_partitions
+from .starts import initial_parameters, search
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
-
-#: Where a fit's partitions live (see :meth:`VariantHMM.fit`).
-BACKENDS = ("local", "dask")
-#: The database-level HMM that ``start_policy="hmm"`` fits first: every group a point estimate,
-#: MAP with the HMM baseline's pseudocount (no probability of exactly 0, which no Dirichlet
-#: prior could start from).
-START_HMM_SHARING = ParameterSharing(pi=POINT, A=POINT, B=POINT, learn_prior=False, pseudocount=1e-2)
-#: The database-level HMM's relative tolerance at most: from a random start Baum-Welch first
-#: crawls along a plateau, where the fit's 1e-4 stopped it after two iterations (Entree K = 8:
-#: LDHMM-FF's median over 5 seeds 0.0023 nats/token below v4 with 1e-4, 0.0009 with 1e-5).
-START_HMM_TOL = 1e-5
-
-
-def dask_backend_module():
-    """:mod:`ldhmm.inference.distributed.dask_backend`, imported on first use: Dask is an optional extra
-    (``pip install -e ".[dask]"``), so the core package must import without it."""
-    try:
-        return importlib.import_module("ldhmm.inference.distributed.dask_backend")
-    except ImportError as err:
-        raise ImportError(
-            f"backend='dask' needs Dask: pip install 'ldhmm[dask]' (or dask[distributed]) ({err})"
-        ) from None
-
-
-def dask_backend_class():
-    """:class:`ldhmm.inference.distributed.dask_backend.DaskBackend` (see :func:`dask_backend_module`)."""
-    return dask_backend_module().DaskBackend
 
 
 class VariantHMM(SequenceModel, TakesFitSettings):
@@ -155,18 +122,25 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             return guide
         return f"{guide}; pi {s.pi}, A {s.A}, B {s.B}"
 
-    # ---- helpers -------------------------------------------------------------------------
+    # ---- what the parts of a fit are built from ---------------------------------------------
     @property
-    def _torch_dtype(self):
+    def torch_dtype(self):
+        """The torch dtype of the parameters and per-sequence state (``dtype``)."""
         return _DTYPES[self.dtype]
 
-    def _engine(self, progress=False, guide=None, checkpoint=None) -> VariationalEM:
+    def _engine(self, guide=None, checkpoint=None) -> VariationalEM:
+        """The EM driver with this model's settings (``guide`` for another guide)."""
+        settings = self.fit_settings.arguments(VariationalEM)
         return VariationalEM(
-            self.guide if guide is None else guide,
-            progress=progress,
-            checkpoint=checkpoint,
-            **self.fit_settings.arguments(VariationalEM),
+            self.guide if guide is None else guide, progress=self.verbose, checkpoint=checkpoint, **settings
         )
+
+    def placement(self) -> Placement:
+        """Where this model's partitions live and whether they fit
+        (:class:`ldhmm.models.placement.Placement`)."""
+        options = {"guide": self.guide, "n_symbols": self.n_symbols_, "sparse": self.sparse_emissions}
+        options.update(self.fit_settings.arguments(PartitionWorker))
+        return Placement(self.n_states, self.n_symbols_, self.bucket_cells, self.sparse_emissions, options)
 
     def __sklearn_is_fitted__(self) -> bool:
         # n_symbols_ is set before EM runs, so only the learned parameters say it finished
@@ -189,23 +163,9 @@ class VariantHMM(SequenceModel, TakesFitSettings):
 
     # ---- fitting -------------------------------------------------------------------------
     def initial_parameters(self, seqs, seed: int | None = None) -> VariantParameters:
-        """The seeded, asymmetric starting point of :meth:`fit` for a validated database."""
-        return self._initial_from_counts(np.bincount(np.concatenate(seqs), minlength=self.n_symbols_), seed)
-
-    def _initial_from_counts(self, symbol_counts, seed: int | None = None) -> VariantParameters:
-        """:meth:`initial_parameters` from the database's symbol counts (V,)."""
-        V = self.n_symbols_
-        freq = np.asarray(symbol_counts).astype(np.float64)
-        return init_parameters(
-            self.sharing,
-            self.n_states,
-            V,
-            symbol_frequencies=freq / freq.sum(),
-            seed=self.seed if seed is None else seed,
-            prior_concentration=self.prior_concentration,
-            n_tokens=float(freq.sum()),
-            dtype=self._torch_dtype,
-        )
+        """The seeded, asymmetric starting point of a restart for a validated database
+        (:func:`ldhmm.models.starts.initial_parameters`)."""
+        return initial_parameters(self, np.bincount(np.concatenate(seqs), minlength=self.n_symbols_), seed)
 
     def fit(
         self,
@@ -217,7 +177,8 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         grown: tuple = (),
         checkpoint=None,
     ):
-        """Learn the database-level parameters by variational EM.
+        """Learn the database-level parameters by variational EM (where it starts and which run
+        it keeps: :mod:`ldhmm.models.starts`).
 
         Parameters
         ----------
@@ -225,29 +186,22 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             directory written by :func:`ldhmm.data.write_partitioned` (each partition's worker
             then reads its own files; the tokens never pass through this process)
         init_params : VariantParameters, optional
-            Starting point (default: :meth:`initial_parameters`).
+            One run from this start, instead of the effort preset's starts.
         backend : {"local", "dask"}
-            Where the partitions of the database live: in this process (``"local"``), or as
-            Dask actors on the workers of ``client`` (``"dask"``; ``pip install -e ".[dask]"``).
-            The same driver (:meth:`ldhmm.inference.em.VariationalEM.fit_backend`) runs both:
-            on the same partitions they give the same numbers (docs/distributed.md).
+            Where the partitions live: in this process, or as Dask actors on the workers of
+            ``client`` (a ``distributed.Client``; ``pip install -e ".[dask]"``). The same driver
+            runs both, with the same numbers on the same partitions (docs/distributed.md).
         client : distributed.Client, optional
-            Required by ``backend="dask"``.
         n_partitions : int, optional
-            Cut the database into this many partitions balanced by token count. Default: one
-            (today's in-process fit) for ``"local"``, two per Dask worker for ``"dask"``.
-            Results depend on the partitioning in the last digits (sums are added per
-            partition), not on the number of workers.
+            Partitions balanced by tokens (default: one in process, two per Dask worker).
+            Results depend on the partitioning in the last digits, not on the number of workers.
         grown : ldhmm.models.path.GrownStarts, optional
-            Starting points beside the restarts (what :meth:`fit_path` grows from the fit with
-            fewer states), raced after them (:func:`ldhmm.models.path.continue_grown`); the run
-            with the highest final training ELBO is kept and ``start_kind_`` names it. Not with
-            ``init_params``.
+            Starts grown from a fit with fewer states, raced after the preset's
+            (:meth:`fit_path`). Not with ``init_params``.
         checkpoint : str or Path, optional
-            A directory: the fit's state (every run's parameters, ELBO history and stopping
-            rule; :mod:`ldhmm.inference.checkpoint`) is written there atomically after every EM
-            iteration, and a fit with the same settings and data on a directory that holds one
-            resumes where it stopped, to the numbers of an uninterrupted fit. Not with ``grown``.
+            A directory the fit's state is written to after every EM iteration, and resumed
+            from by a fit with the same settings and data (:mod:`ldhmm.inference.checkpoint`).
+            Not with ``grown``.
 
         Returns
         -------
@@ -268,36 +222,27 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     def fit_path(cls, sequences, states, *, previous=None, callback=None, **options) -> dict:
         """Fit a model at every K of ``states``, each K after the first grown from the fit before it.
 
-        The first K is fitted as :meth:`fit` fits it (its ``n_init`` restarts). Every later K
-        fits its restarts (``n_init``, or ``path_n_init`` where given), the symbol-seeded start
-        and, beside them, starts grown from the previous K's fit by splitting one of
-        its states in two (:func:`ldhmm.inference.growth.split_state`), each probed by one EM
-        iteration, the best run to convergence, the next ones only while the path would fall
-        (:func:`ldhmm.models.path.continue_grown`: together about one restart); the run with the
-        highest final training ELBO is kept. docs/math.md, "Growing K by splitting a state".
+        The first K is fitted as :meth:`fit` fits it; every later K also races starts grown from
+        the previous fit by splitting one of its states in two, and keeps the run with the
+        highest final training ELBO (:mod:`ldhmm.models.path`; docs/math.md, "Growing K by
+        splitting a state"). Reproducible: the splits are seeded from ``seed``, K and the state.
 
         Parameters
         ----------
-        sequences : list of 1-D integer arrays, or a SequenceDatabase
-            The training data, in this process.
+        sequences : list of 1-D integer arrays, or a SequenceDatabase (in this process)
         states : iterable of int
-            Strictly increasing K values, e.g. ``range(2, 7)``; gaps are grown over by splitting
-            more than once.
+            Strictly increasing K values, e.g. ``range(2, 7)``.
         previous : fitted model of this class, optional
-            A fit with fewer states than ``states[0]`` (e.g. ``states[0] - 1``) to grow the first
-            K from, to resume a path: the models are the ones the uninterrupted path gives.
+            A fit with fewer states to grow the first K from (to resume a path).
         callback : callable, optional
-            ``callback(K, model)`` after each K is fitted (to save it, and resume later).
+            ``callback(K, model)`` after each K is fitted (to save it).
         **options
-            Constructor arguments of every model (``n_symbols``, ``seed``, ``n_init``,
-            ``path_n_init``, ``guide``, ...). The split perturbations are seeded from ``seed``,
-            K and the state (:func:`ldhmm.models.path.split_seed`): results are reproducible.
+            Constructor arguments of every model (``n_symbols``, ``seed``, ``path_n_init``, ...).
 
         Returns
         -------
-        dict {K: fitted model}, in the order of ``states``; each model's ``path_start_`` (and
-        ``start_kind_``) says how its kept run started: ``"restart"`` or ``"split:k"`` (state
-        ``k`` of the previous fit split).
+        dict {K: fitted model} in the order of ``states``; each model's ``path_start_`` says how
+        its kept run started (``"restart"`` or ``"split:k"``).
         """
         return fit_path(cls, sequences, states, previous=previous, callback=callback, **options)
 
@@ -305,168 +250,74 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         self, data, backend: str, client, n_partitions, init_params, grown=(), checkpoint=None
     ):
         """:meth:`fit` over partitions of the database (a directory or in-memory sequences)."""
-        partitions, directory = self._partitions(data, backend, client, n_partitions, self._validate_for_fit)
+        partitions, directory = cut_partitions(data, backend, client, n_partitions, self._validate_for_fit)
+        manifest = read_manifest(data) if directory else None
         if directory:
-            manifest = read_manifest(data)
             V = int(manifest["n_symbols"])
             if self.n_symbols is not None and self.n_symbols < V:
                 raise ValueError(f"n_symbols={self.n_symbols} but {data} holds {V} symbols")
-            self.n_symbols_ = int(self.n_symbols or V)
-            self.n_features_in_ = self.n_symbols_
-            vocabulary = manifest.get("vocabulary")
-        else:
-            vocabulary = getattr(data, "vocabulary", None)
-        self._check_partitions_memory(self._process_sizes(partitions, backend), backend)
-        runner = self._runner(backend, client, partitions)
-        counts = np.sum(runner.call("symbol_counts"), axis=0)
+            self.n_symbols_ = self.n_features_in_ = int(self.n_symbols or V)
+        placement = self.placement()
+        placement.check_partitions(placement.process_sizes(partitions, backend), backend)
+        runner = placement.runner(backend, client, partitions)
         self.n_partitions_ = runner.n_partitions
-        content = None
-        if checkpoint is not None and not directory:
-            content = training_record(_in_given_order(partitions), "")["sha256"]
-        try:
-            self._fit_on(runner, counts, init_params, grown, checkpoint, content)
-        except NonFiniteELBOError as err:
-            self._set_params(err.last_params)
-            self._set_convergence(err.convergence)
-            raise
+        content = (
+            training_record(in_given_order(partitions), "")["sha256"]
+            if checkpoint is not None and not directory
+            else None
+        )
+        self._fit_on(
+            runner, np.sum(runner.call("symbol_counts"), axis=0), init_params, grown, checkpoint, content
+        )
+        vocabulary = manifest.get("vocabulary") if directory else getattr(data, "vocabulary", None)
         if isinstance(vocabulary, list) and len(vocabulary) == self.n_symbols_:
             self.vocabulary_ = list(vocabulary)
         if directory:  # its tokens never pass through this process: sizes from its manifest, no hash
-            self.training_data_ = {
-                "source": str(data),
-                "n_sequences": int(manifest["n_sequences"]),
-                "n_tokens": int(manifest["n_tokens"]),
-                "sha256": None,
-            }
+            sizes = {k: int(manifest[k]) for k in ("n_sequences", "n_tokens")}
+            self.training_data_ = {"source": str(data), **sizes, "sha256": None}
         else:
-            self.training_data_ = training_record(_in_given_order(partitions), data_source(data))
+            self.training_data_ = training_record(in_given_order(partitions), data_source(data))
 
-    def _check_memory(self, seqs, doing: str, knob: str, estimate=fit_bytes) -> None:
-        """Refuse before allocating when the estimate exceeds the memory limit (models/memory.py)."""
-        self._check_sizes([_sizes_of(seqs, self.bucket_cells)], doing, knob, estimate)
-
-    def _check_sizes(self, sizes: list, doing: str, knob: str, estimate=fit_bytes) -> None:
-        """:meth:`_check_memory` of each process's share: ``sizes`` holds (M, T, L, largest
-        bucket or None, partitions in the process) per process."""
-        K, V = self.n_states, self.n_symbols_
-        for i, (M, T, L, largest, together, _) in enumerate(sizes):
-            where = f"partition {i} of {len(sizes)}: " if len(sizes) > 1 else ""
-            check_memory(
-                estimate(K, V, M, T, L, self.bucket_cells, self.sparse_emissions, largest, together),
-                f"{doing} {where}K = {K} states, V = {V} symbols on {M} sequences ({T} tokens)",
-                knob,
-            )
-
-    def _process_sizes(self, partitions: list, backend: str) -> list:
-        """(M, T, L, largest bucket or None, partitions, shortest) of the sequences each process
-        holds: each
-        partition on its own where each lives in a worker of its own (Dask), all of them together
-        in this process (``"local"``). A directory's partition is known by its counts only: its longest
-        sequence is bounded by its tokens, its largest bucket by ``bucket_cells``."""
-        sizes = []
-        for part in partitions:
-            if isinstance(part, tuple):
-                sizes.append(_sizes_of(part[0], self.bucket_cells))
-            else:
-                sizes.append((int(part.n_sequences), int(part.n_tokens), int(part.n_tokens), None, 1, 1))
-        if backend != "dask" and len(sizes) > 1:
-            largest = [s[3] for s in sizes]
-            M, T = sum(s[0] for s in sizes), sum(s[1] for s in sizes)
-            bucket = None if None in largest else tuple(map(max, zip(*largest)))
-            sizes = [(M, T, max(s[2] for s in sizes), bucket, len(sizes), min(s[5] for s in sizes))]
-        return sizes
-
-    def _check_partitions_memory(self, sizes: list, backend: str, doing="fitting", estimate=fit_bytes):
-        """The memory check (:meth:`_check_memory`) on a partitioned path, of each process's
-        sequences (``sizes``: :meth:`_process_sizes`)."""
-        self._check_sizes(
-            sizes,
-            doing,
-            "more partitions (n_partitions / --partitions), fewer states"
-            if backend == "dask"
-            else "fewer states (n_states / --states) or fewer sequences",
-            estimate,
-        )
-
-    def _fit(
-        self,
-        seqs,
-        n_symbols,
-        init_params: VariantParameters | None = None,
-        grown: tuple = (),
-        checkpoint=None,
-    ):
+    def _fit(self, seqs, n_symbols, init_params=None, grown: tuple = (), checkpoint=None):
+        # In process: the driver over one partition holding every bucket.
         kept = getattr(grown, "previous_states", None) is not None  # the K - 1 fit's state, held
         estimate = partial(fit_bytes, path_states=self.n_states - 1) if kept else fit_bytes
-        self._check_memory(seqs, "fitting", "fewer states (n_states / --states) or fewer sequences", estimate)
-        try:
-            self._fit_em(seqs, init_params, grown, checkpoint)
-        except NonFiniteELBOError as err:
-            # Stop, and keep the last finite parameters: the model stays usable for scoring.
-            self._set_params(err.last_params)
-            self._set_convergence(err.convergence)
-            raise
-
-    def _fit_em(self, seqs, init_params: VariantParameters | None, grown: tuple = (), checkpoint=None):
-        # In process: the driver over one partition holding every bucket.
-        engine = self._engine(progress=self.verbose)
-        runner = LocalBackend([engine.worker(self._buckets(seqs), self.n_symbols_)])
+        knob = "fewer states (n_states / --states) or fewer sequences"
+        self.placement().check_memory(seqs, "fitting", knob, estimate)
+        runner = LocalBackend([self._engine().worker(self._buckets(seqs), self.n_symbols_)])
         counts = np.bincount(np.concatenate(seqs), minlength=self.n_symbols_)
         content = training_record(seqs, "")["sha256"] if checkpoint is not None else None
         self._fit_on(runner, counts, init_params, grown, checkpoint, content)
 
-    def _fit_on(
-        self,
-        runner,
-        symbol_counts,
-        init_params: VariantParameters | None,
-        grown: tuple = (),
-        checkpoint=None,
-        content: str | None = None,
-    ):
-        """Restarts and initialization (docs/math.md) over a backend's partitions; ``grown``:
-        further starts raced after the restarts (:meth:`_best_start`); ``checkpoint``: a
-        directory the fit is checkpointed in and resumed from (:mod:`ldhmm.inference.checkpoint`),
-        which must hold a fit of the data whose coded sequences hash to ``content`` (SHA-256,
-        :func:`ldhmm.data.fingerprint.training_record`; None where the tokens never pass through
-        this process)."""
+    def _fit_on(self, runner, symbol_counts, init_params=None, grown=(), checkpoint=None, content=None):
+        """The start policy (:func:`ldhmm.models.starts.search`) over a backend's partitions;
+        ``grown``: further starts raced after the policy's; ``checkpoint``: a directory the fit
+        is checkpointed in and resumed from (:mod:`ldhmm.inference.checkpoint`), which must
+        hold a fit of the data whose coded sequences hash to ``content`` (SHA-256; None where
+        the tokens never pass through this process). A non-finite ELBO stops the fit with the
+        last finite parameters kept (the model stays usable for scoring) and raises."""
         if init_params is not None:
             _check_start(init_params, self.n_states, len(symbol_counts), self.sharing)
         store = None
         if checkpoint is not None:
-            fingerprint = self._fingerprint(symbol_counts, runner, init_params)
-            fingerprint["data_sha256"] = content
+            fingerprint = {**self._fingerprint(symbol_counts, runner, init_params), "data_sha256": content}
             store = FitCheckpoint(checkpoint, fingerprint, self.sharing)
-        engine = self._engine(progress=self.verbose, checkpoint=store)
-        self.init_elbo_history_ = np.asarray([])
-        self.restart_elbo_histories_, self.kept_restart_ = [], None  # no restarts: a given start
-        if init_params is not None:
-            result = engine.fit_backend(runner, init_params, label="from the given start")
-            self.start_kind_ = "init"
-        elif self._init_method() == "pf":
-            # The PF fit (with the restarts) first, then this guide from its parameters.
-            chain, self.start_kind_ = self._best_start(
-                self._engine(progress=self.verbose, guide=PFGuide(), checkpoint=store),
-                runner,
-                symbol_counts,
-                grown,
+        try:
+            found = search(
+                self, partial(self._engine, checkpoint=store), runner, symbol_counts, init_params, grown
             )
-            self.init_elbo_history_ = np.asarray(chain.elbo_history)
-            result = engine.fit_backend(
-                runner, chain.params, label=f"{getattr(self.guide, 'name', 'guide')} from the PF fit"
-            )
-        else:
-            result, self.start_kind_ = self._best_start(engine, runner, symbol_counts, grown)
-        if grown and result.elbo_history[-1] <= grown.floor:
-            # every run ends at or below the fit it was grown from: continue that fit
-            continued = continue_previous(engine, runner, grown)
-            if continued is not None and continued.elbo_history[-1] > result.elbo_history[-1]:
-                result, self.start_kind_, self.kept_restart_ = continued, "continued", None
-                self.init_elbo_history_ = np.asarray([])  # it started from no PF fit
+        except NonFiniteELBOError as err:
+            self._set_params(err.last_params)
+            self._set_convergence(err.convergence)
+            raise
+        result = found.result
+        self.start_kind_, self.kept_restart_ = found.kind, found.kept_restart
+        self.restart_elbo_histories_, self.init_elbo_history_ = found.restart_histories, found.init_history
+        if found.hmm_histories is not None:
+            self.hmm_objective_histories_ = found.hmm_histories
         # a path's next K continues from this run (in process: its partition's state)
-        self._path_states = (
-            [result.states] if getattr(grown, "keep_states", False) and result.states is not None else None
-        )
+        keep = getattr(grown, "keep_states", False) and result.states is not None
+        self._path_states = [result.states] if keep else None
         self.recoveries_ = list(result.recoveries)
         self._set_params(result.params)
         self.elbo_history_ = np.asarray(result.elbo_history)
@@ -504,326 +355,67 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         ran = getattr(self, "restart_elbo_histories_", None)
         return derived_seeds(self.seed, len(ran) if ran else self.n_init)
 
-    def _n_restarts(self, grown) -> int:
-        """How many restarts a fit runs: ``n_init``, or ``min(n_init, path_n_init)`` where
-        ``grown`` starts race beside them (a path's K after the first) and ``path_n_init`` is set."""
-        if not grown or self.path_n_init is None:
-            return self.n_init
-        return min(self.n_init, self.path_n_init)
-
-    def _init_method(self) -> str:
-        if self.init != "auto":
-            return self.init
-        return "pf" if "chain" in guide_starts(self.guide) else "random"
-
-    def _best_of_restarts(
-        self, engine: VariationalEM, runner, symbol_counts, n_restarts: int
-    ) -> tuple[FitResult, str]:
-        """``n_restarts`` restarts (the first seeds of :meth:`restart_seeds`), then the
-        symbol-seeded start where ``seeded_start`` asks for it
-        (:func:`ldhmm.inference.parameters.symbol_seeded_parameters`): the run with the highest
-        final ELBO (the earlier run on a tie) and how it started (``"restart"`` or ``"seeded"``)."""
-        policy = self.fit_settings.resolved().start_policy
-        if policy != "restarts":
-            return self._from_database_hmm(engine, runner, symbol_counts, n_restarts, policy)
-        result, kind = None, "restart"
-        seeds = derived_seeds(self.seed, n_restarts)
-        self.restart_elbo_histories_ = []
-        for r, seed in enumerate(seeds):
-            label = f"restart {r + 1} of {len(seeds)}" if len(seeds) > 1 else ""
-            run = engine.fit_backend(runner, self._initial_from_counts(symbol_counts, seed=seed), label=label)
-            self.restart_elbo_histories_.append(np.asarray(run.elbo_history, dtype=np.float64))
-            if result is None or run.elbo_history[-1] > result.elbo_history[-1]:
-                result, self.kept_restart_ = run, r
-        start = self._seeded_start(symbol_counts)
-        if start is not None:
-            run = engine.fit_backend(runner, start, label="symbol-seeded start")
-            if run.elbo_history[-1] > result.elbo_history[-1]:
-                result, kind, self.kept_restart_ = run, "seeded", None
-        return result, kind
-
-    def _from_database_hmm(
-        self, engine: VariationalEM, runner, symbol_counts, n_restarts: int, policy: str
-    ) -> tuple[FitResult, str]:
-        """``start_policy`` ``"hmm"`` or ``"hmm_and_seeded"``
-        (:class:`ldhmm.models.fit_settings.FitSettings`): the database-level HMM
-        (:meth:`database_hmm`), one EM run of this model from it
-        (:func:`ldhmm.inference.hmm_started_parameters`) and, for ``"hmm_and_seeded"``, one from
-        the symbol-seeded start: the run with the higher final ELBO (the HMM's on a tie) and how
-        it started (``"hmm"`` or ``"seeded"``)."""
-        self.restart_elbo_histories_, self.kept_restart_ = [], None
-        hmm = self.database_hmm(runner, symbol_counts, n_restarts)
-        start = hmm_started_parameters(
-            self.sharing,
-            hmm.params,
-            prior_concentration=self.prior_concentration,
-            n_tokens=float(np.sum(symbol_counts)),
-        )
-        result, kind = engine.fit_backend(runner, start, label="from the database-level HMM"), "hmm"
-        seeded = self._seeded_start(symbol_counts) if policy == "hmm_and_seeded" else None
-        if seeded is not None:
-            run = engine.fit_backend(runner, seeded, label="symbol-seeded start")
-            if run.elbo_history[-1] > result.elbo_history[-1]:
-                result, kind = run, "seeded"
-        return result, kind
-
-    def database_hmm(
-        self, runner, symbol_counts, n_restarts: int, tol: float | None = None, max_iter: int | None = None
-    ) -> FitResult:
-        """The HMM shared by every sequence, fitted by EM (Baum-Welch, MAP with pseudocount
-        0.01: :data:`START_HMM_SHARING`) on ``runner``'s partitions from ``n_restarts`` random
-        starts (:meth:`restart_seeds`) and the symbol-seeded one (``seeded_start``), to this
-        model's ``tol`` (at most :data:`START_HMM_TOL`) and ``max_iter`` (or ``tol``, ``max_iter``
-        given): the run with the highest final objective (the earlier on a tie). Its E-step is
-        exact in one sweep (no per-sequence parameters). Its objective per run is kept in
-        ``hmm_objective_histories_``."""
-        engine = VariationalEM(
-            PFGuide(),
-            max_iter=self.max_iter if max_iter is None else max_iter,
-            tol=min(self.tol, START_HMM_TOL) if tol is None else tol,
-            e_step_max_iter=1,
-            e_step_tol=self.e_step_tol,
-            progress=self.verbose,
-            refresh_max=0,
-            random_starts=0,
-        )
-        freq = np.asarray(symbol_counts, dtype=np.float64)
-        starts = [
-            init_parameters(
-                START_HMM_SHARING,
-                self.n_states,
-                self.n_symbols_,
-                symbol_frequencies=freq / freq.sum(),
-                seed=seed,
-                n_tokens=float(freq.sum()),
-                dtype=self._torch_dtype,
-            )
-            for seed in derived_seeds(self.seed, n_restarts)
-        ]
-        seeded = self._seeded_start(symbol_counts, START_HMM_SHARING)
-        starts += [seeded] if seeded is not None else []
-        best, self.hmm_objective_histories_ = None, []
-        for r, start in enumerate(starts):
-            run = engine.fit_backend(
-                runner, start, label=f"database-level HMM, start {r + 1} of {len(starts)}"
-            )
-            self.hmm_objective_histories_.append(np.asarray(run.elbo_history, dtype=np.float64))
-            if best is None or run.elbo_history[-1] > best.elbo_history[-1]:
-                best = run
-        return best
-
-    def _seeded_start(
-        self, symbol_counts, sharing: ParameterSharing | None = None
-    ) -> VariantParameters | None:
-        """The symbol-seeded start of this fit (of the variant ``sharing``, default this model's),
-        or None (``seeded_start="none"``, or fewer than K distinct symbols in the data)."""
-        if self.seeded_start == "none":
-            return None
-        return symbol_seeded_parameters(
-            self.sharing if sharing is None else sharing,
-            self.n_states,
-            symbol_counts,
-            prior_concentration=self.prior_concentration,
-            dtype=self._torch_dtype,
-        )
-
-    def _best_start(self, engine: VariationalEM, runner, symbol_counts, grown=()) -> tuple[FitResult, str]:
-        """The restarts and the symbol-seeded start (:meth:`_best_of_restarts`), then the
-        ``grown`` starts (:class:`ldhmm.models.path.GrownStarts`, raced by
-        :func:`ldhmm.models.path.continue_grown`): the run with the highest final ELBO and how
-        it started (``"restart"``, ``"seeded"`` or the grown start's label)."""
-        result, kind = self._best_of_restarts(engine, runner, symbol_counts, self._n_restarts(grown))
-        if not grown:
-            return result, kind
-        result, grown_kind = continue_grown(engine, runner, grown, result)
-        if grown_kind != "restart":  # a grown start won: no restart was kept
-            self.kept_restart_, kind = None, grown_kind
-        return result, kind
-
-    # ---- partitions ----------------------------------------------------------------------
-    def _partitions(self, data, backend, client, n_partitions, validate):
-        """Check ``backend``/``client``/``n_partitions`` and cut ``data`` (sequences, or a
-        directory from :func:`ldhmm.data.write_partitioned`) into partitions balanced by tokens.
-
-        Returns (partitions, directory): PartitionSpecs or (sequences, positions) pairs.
-        """
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if backend == "dask" and client is None:
-            raise ValueError("backend='dask' needs client= (a distributed.Client)")
-        if n_partitions is None:
-            n_partitions = 2 * len(client.scheduler_info()["workers"]) if backend == "dask" else 1
-        if (
-            isinstance(n_partitions, bool)
-            or not isinstance(n_partitions, (int, np.integer))
-            or n_partitions < 1
-        ):
-            raise ValueError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
-        directory = isinstance(data, (str, os.PathLike))
-        if directory:
-            return plan_partitions(data, int(n_partitions)), True
-        seqs = validate(data)
-        parts = balanced_partitions([len(s) for s in seqs], int(n_partitions))
-        return [([seqs[i] for i in idx], idx) for idx in parts], False
-
-    def _runner(self, backend, client, partitions):
-        """The backend over ``partitions`` (PartitionSpecs or (sequences, positions) pairs),
-        each a PartitionWorker with this model's guide, layout and E-step settings."""
-        options = {
-            "guide": self.guide,
-            "n_symbols": self.n_symbols_,
-            "sparse": self.sparse_emissions,
-            **self.fit_settings.arguments(PartitionWorker),
-        }
-        if backend == "dask":
-            return dask_backend_class()(client, partitions, options)
-        workers = []
-        for part in partitions:
-            if isinstance(part, tuple):
-                workers.append(PartitionWorker(part[0], index=part[1], **options))
-            else:
-                workers.append(PartitionWorker(part, **options))
-        return LocalBackend(workers)
-
     # ---- scoring -------------------------------------------------------------------------
-    def _held_out(
-        self,
-        method: str,
-        data,
-        backend: str = "local",
-        client=None,
-        n_partitions=None,
-        out=None,
-        args: tuple = (),
-        seed: int | None = None,
-        memory_check=None,
-    ):
-        """The held-out E-step of ``data`` where its partitions live, then the workers'
-        ``method`` (:class:`ldhmm.inference.distributed.workers.PartitionWorker`'s ``score``,
-        ``posterior``, ``log_marginal_is``, ``predict_next_proba``, ``decode``) with
-        ``(params_, starts, *args[, seed][, out_path])``.
-
-        Sequences in this process are one partition (:class:`LocalBackend`) unless
-        ``n_partitions`` says otherwise. Refused before anything is allocated when an estimate
-        of a process's share (:meth:`_process_sizes`) exceeds the memory limit
-        (``memory_check(M, L, shortest)`` first, then the E-step's), on every path. ``seed``: partition p
-        draws from ``derived_seeds(seed, P)[p]``.
-
-        Returns
-        -------
-        (results in partition order, directory), or the Parquet paths written with ``out``.
-        """
-        self._check_fitted()
-        partitions, directory = self._partitions(
-            data, backend, client, n_partitions, self._validate_for_score
-        )
-        sizes = self._process_sizes(partitions, backend)
-        for M, _, L, _, _, shortest in sizes if memory_check is not None else ():
-            memory_check(M, L, shortest)
-        estimate = posterior_bytes if method == "posterior" else score_bytes
-        self._check_partitions_memory(sizes, backend, "scoring with", estimate)
-        runner = self._runner(backend, client, partitions)
-        if method not in ("score", "impossible"):  # no answer for a sequence of probability 0
-            _refuse_impossible(runner.call("impossible", self.params_), directory, self.params_)
-        starts = held_out_starts(self.guide, self.random_starts)
-        calls = [(self.params_, starts, *args) for _ in range(runner.n_partitions)]
-        if seed is not None:
-            calls = [call + (s,) for call, s in zip(calls, derived_seeds(seed, runner.n_partitions))]
-        if out is not None:
-            return runner.call_each(method, [call + (p,) for call, p in zip(calls, _part_paths(out, runner))])
-        return runner.call_each(method, calls), directory
-
     def score_samples(self, sequences, backend: str = "local", client=None, n_partitions=None, out=None):
         """Per-sequence held-out ELBO in nats (the paper's measure; a lower bound on log p(x)).
 
-        A sequence the model gives probability 0 (:meth:`impossible_events`: a point-estimated
-        group with -inf entries, e.g. a symbol unseen in training without pseudocount) is left
-        out of the E-step and scores -inf (its log-likelihood, and every bound on it), never
+        A sequence the model gives probability 0 (:meth:`impossible_events`) scores -inf, never
         NaN.
 
         Parameters
         ----------
-        sequences : list of 1-D integer arrays; with ``backend="dask"`` or ``n_partitions``
-            also a directory written by :func:`ldhmm.data.write_partitioned`
-        backend, client, n_partitions : as in :meth:`fit`
-            The held-out E-step of each partition runs where the partition lives (in this
-            process, one partition by default).
+        sequences : list of 1-D integer arrays, or (partitioned) a directory written by
+            :func:`ldhmm.data.write_partitioned`
+        backend, client, n_partitions : as in :meth:`fit` (the E-step runs where each partition lives)
         out : str, optional
-            A directory: each partition writes its scores to ``out/part-<i>.parquet``
-            (columns ``sequence``: database position or id, ``elbo``) where it runs, and the
-            list of those paths is returned instead of the scores.
+            A directory: each partition writes ``out/part-<i>.parquet`` (columns ``sequence``,
+            ``elbo``) where it runs, and the list of those paths is returned.
 
         Returns
         -------
-        np.ndarray, shape (M,), in the input order (or, for a directory input, in the order of
-        its ``sequence`` ids, returned as a pandas Series indexed by id), or the list of Parquet
-        paths written with ``out``.
+        np.ndarray, shape (M,), in the input order (a pandas Series indexed by id for a
+        directory input), or the Parquet paths written with ``out``.
         """
-        found = self._held_out("score", sequences, backend, client, n_partitions, out)
-        return found if out is not None else _by_key(*found, "elbo")
+        found = held_out(self, "score", sequences, backend, client, n_partitions, out)
+        return found if out is not None else by_key(*found, "elbo")
 
     def impossible_events(self, sequences) -> np.ndarray:
-        """Where the model gives each sequence probability 0 (the one rule of every scoring
-        method: :mod:`ldhmm.inference.cavi.support`): a point-estimated group with a -inf entry
-        can forbid a symbol in every state, or a symbol after another.
-
-        Parameters
-        ----------
-        sequences : list of 1-D integer arrays
+        """Where the model gives each sequence probability 0 (the rule of every scoring method:
+        :mod:`ldhmm.inference.cavi.support`; a point-estimated group with a -inf entry).
 
         Returns
         -------
-        np.ndarray, shape (M, 2), int64, in the input order: the 0-based position of the first
-        event no state path reaches and its symbol, or (-1, -1) for a sequence the model can
-        score. :meth:`score_samples` gives such a sequence -inf; :meth:`posterior`,
-        :meth:`predict_next_proba`, :meth:`decode` and :meth:`log_marginal_is` raise
-        :class:`ldhmm.inference.cavi.support.ImpossibleSequenceError` (a ``ValueError``)
-        naming the first one.
+        np.ndarray, shape (M, 2), int64, in the input order: the position and symbol of the
+        first event no state path reaches, or (-1, -1). :meth:`score_samples` scores such a
+        sequence -inf; the other per-sequence methods raise
+        :class:`ldhmm.inference.cavi.support.ImpossibleSequenceError` (a ``ValueError``).
         """
-        results, _ = self._held_out("impossible", sequences)
+        results, _ = held_out(self, "impossible", sequences)
         if not results:
             return np.empty((0, 2), dtype=np.int64)
-        return _by_key(results, False).astype(np.int64)
+        return by_key(results, False).astype(np.int64)
 
     def _score_samples(self, seqs):
         return self.score_samples(seqs)
 
     def posterior(self, sequences, backend: str = "local", client=None, n_partitions=None, out=None):
-        """Per-sequence variational parameters after the E-step.
+        """Per-sequence variational parameters after the held-out E-step.
 
-        Parameters
-        ----------
-        sequences : list of 1-D integer arrays; with ``backend="dask"`` or ``n_partitions``
-            also a directory written by :func:`ldhmm.data.write_partitioned`
-        backend, client, n_partitions : as in :meth:`fit`
-            The held-out E-step of each partition runs where the partition lives.
-        out : str, optional
-            A directory: each partition writes its sequences' posteriors to
-            ``out/part-<i>.parquet`` where it runs (one row per sequence, schema in
-            docs/distributed.md; :func:`ldhmm.inference.cavi.posterior.read_posterior` reads them
-            back), and the list of those paths is returned instead.
+        ``sequences``, ``backend``, ``client``, ``n_partitions``, ``out`` as in
+        :meth:`score_samples` (the Parquet rows: docs/distributed.md, read back by
+        :func:`ldhmm.inference.cavi.posterior.read_posterior`).
 
         Returns
         -------
         dict with, for every per-sequence group, ``g_pi`` (M, K), ``g_A`` (M, K, K), ``g_B``
         (M, K, V) (Dirichlet parameters of q), ``state_marginals`` (list of (N_m, K) arrays),
-        and ``elbo`` (M,); for a directory input also ``sequence`` (the M ids, the order of
-        every other entry).
-
-        In the sparse emission layout (:attr:`sparse_emissions`) ``g_B`` is not formed (it
-        would be M x K x V); instead ``B_symbols`` (list of (D_m,) int64 arrays: each
-        sequence's distinct symbols) and ``B_counts`` (list of (K, D_m) arrays: its expected
-        emission counts there): ``q(B_m) = Dir(beta + n_m)`` with ``n_m`` zero at every other
-        symbol. :func:`ldhmm.inference.cavi.emissions.dense_emission_posterior` turns them into
-        ``g_B`` (M, K, V) where that fits in memory.
-
-        Raises
-        ------
-        ValueError
-            A sequence the model gives probability 0 (see :meth:`score_samples`): it has no
-            posterior.
+        ``elbo`` (M,); a directory input adds ``sequence`` (the M ids). In the sparse emission
+        layout (:attr:`sparse_emissions`) ``B_symbols`` (list of (D_m,) int64) and ``B_counts``
+        (list of (K, D_m)) stand for ``g_B``: ``q(B_m) = Dir(beta + n_m)``
+        (:func:`ldhmm.inference.cavi.emissions.dense_emission_posterior` forms ``g_B``).
+        A sequence of probability 0 raises ``ValueError``: it has no posterior.
         """
-        found = self._held_out("posterior", sequences, backend, client, n_partitions, out)
+        found = held_out(self, "posterior", sequences, backend, client, n_partitions, out)
         if out is not None:
             return found
         results, directory = found
@@ -833,87 +425,54 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             )
             result["sequence"] = [k for keys, _ in results for k in keys]
             return result
-        return stack_posterior(_in_input_order(results), self.params_, self.sparse_emissions)
+        return stack_posterior(in_input_order(results), self.params_, self.sparse_emissions)
 
     def predict_next_proba(
         self, sequences, backend: str = "local", client=None, n_partitions=None
     ) -> np.ndarray:
         """Posterior predictive distribution of the next symbol of each sequence.
 
-        For a sequence ``x_1..x_n`` (the whole of it is the observed prefix), after the
-        held-out E-step of :meth:`score_samples` on it::
-
-            p(x_(n+1) = v | x_1..x_n) = sum_(i,j) q(z_n = i) E_q[A_m][i, j] E_q[B_m][j, v]
-
-        with ``q(z_n)`` the last state marginal and ``E_q`` the means of the sequence's own
-        posterior ``q(theta_m)`` (per-sequence groups), of the shared posterior (shared groups)
-        or the point estimate (point groups). Under the mean-field ``q`` this is the
-        variational posterior predictive (docs/math.md, "Next-event prediction and decoding";
+        After the held-out E-step, ``p(x_(n+1) = v | x_1..x_n) = sum_(i,j) q(z_n = i)
+        E_q[A_m][i, j] E_q[B_m][j, v]`` (docs/math.md, "Next-event prediction and decoding";
         :func:`ldhmm.inference.cavi.posterior.next_symbol_proba`).
 
         Parameters
         ----------
         sequences : list of 1-D integer arrays, each with at least one symbol
         backend, client, n_partitions : as in :meth:`fit`
-            The held-out E-step of each partition runs where the partition lives (the same
-            numbers whatever the partitions).
 
         Returns
         -------
         np.ndarray, shape (M, V), float64, in the input order; rows sum to 1.
         """
-        results, _ = self._held_out(
-            "predict_next_proba", _in_memory(sequences), backend, client, n_partitions
-        )
-        return _by_key(results, False)
+        results, _ = held_out(self, "predict_next_proba", in_memory(sequences), backend, client, n_partitions)
+        return by_key(results, False)
 
     def decode(self, sequences, backend: str = "local", client=None, n_partitions=None) -> list:
-        """Most probable hidden-state path of each sequence under its posterior-mean parameters.
-
-        After the held-out E-step, Viterbi (:func:`ldhmm.inference.viterbi_log`) on the chain
-        with ``E_q[pi_m]``, ``E_q[A_m]``, ``E_q[B_m]`` (the sequence's own posterior means for
-        per-sequence groups; shared posterior means and point estimates otherwise;
-        :func:`ldhmm.inference.cavi.posterior.viterbi_paths`).
-
-        Parameters
-        ----------
-        sequences : list of 1-D integer arrays
-        backend, client, n_partitions : as in :meth:`predict_next_proba`
+        """Most probable hidden-state path of each sequence under its posterior-mean parameters
+        (Viterbi after the held-out E-step: :func:`ldhmm.inference.cavi.posterior.viterbi_paths`).
 
         Returns
         -------
         list of np.ndarray, each of shape (N_m,) and dtype int64 (states in 0..K-1), in the
         input order.
         """
-        results, _ = self._held_out("decode", _in_memory(sequences), backend, client, n_partitions)
-        return _in_input_order(results)
+        results, _ = held_out(self, "decode", in_memory(sequences), backend, client, n_partitions)
+        return in_input_order(results)
 
     def describe(
         self, data=None, *, baseline=None, n_clusters: int = 3, n_examples: int = 2, seed: int = 0
     ) -> ModelDescription:
-        """The model explained as tables (pandas DataFrames): what ``ldhmm report`` shows.
+        """The model explained as tables (pandas DataFrames): what ``ldhmm report`` shows
+        (:func:`ldhmm.models.description.describe_model` documents every argument).
 
-        Each state named by its most likely events (mean and spread of B), the initial and
-        transition structure, the fit's history; with ``data``, the users: their per-token
-        bound (typical and unusual users), groups of similar posterior dynamics (seeded
-        k-means), a few decoded paths, and next-event accuracy beside ``baseline``
-        (:func:`ldhmm.models.description.describe_model`, which documents every argument).
-
-        Parameters
-        ----------
-        data : list of 1-D int arrays or SequenceDatabase, optional
-            Users in the model's codes.
-        baseline : str or model, optional
-            E.g. ``"MARKOV1"`` (a registered harness name): the first-order Markov chain,
-            fitted on the users' prefixes.
-        n_clusters, n_examples, seed : int
+        ``data``: users in the model's codes (list of 1-D int arrays or SequenceDatabase);
+        ``baseline``: e.g. ``"MARKOV1"``, fitted on the users' prefixes for next-event accuracy.
 
         Returns
         -------
         ModelDescription
-            ``.tables()``: the DataFrames by name (``summary``, ``states``, ``emissions``,
-            ``initial``, ``transitions``, ``transition_spread``, ``history``; with data ``users``,
-            ``clusters``, ``examples``, ``next_event``).
+            ``.tables()``: the DataFrames by name (``summary``, ``states``, ``emissions``, ...).
         """
         return describe_model(
             self, data, baseline=baseline, n_clusters=n_clusters, n_examples=n_examples, seed=seed
@@ -932,82 +491,46 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     ) -> np.ndarray:
         """Importance-sampled estimate of ``log p(x_m)`` per sequence (docs/math.md, held-out scoring).
 
-        The proposal is the fitted ``q(theta_m)``; ``log p(x | theta_s)`` is exact (forward
-        algorithm). Its expectation is a lower bound on ``log p(x)`` that tightens with
-        ``n_samples`` and is at least the ELBO on average. Point-estimate groups enter at their
-        value; shared groups (VBHMM) are sampled from their posterior, which makes the estimate
-        one of the predictive ``log p(x | training data)``.
+        The proposal is the fitted ``q(theta_m)``; ``log p(x | theta_s)`` is exact. Its
+        expectation is a lower bound on ``log p(x)`` that tightens with ``n_samples`` and is at
+        least the ELBO on average; shared groups (VBHMM) are sampled from their posterior (the
+        predictive ``log p(x | training data)``).
 
         Parameters
         ----------
-        sequences : list of 1-D integer arrays; with ``backend="dask"`` or ``n_partitions``
-            also a directory written by :func:`ldhmm.data.write_partitioned`
+        sequences, backend, client, n_partitions, out : as in :meth:`score_samples` (columns
+            ``sequence``, ``log_marginal``)
         n_samples : int
         seed : int
-            Seeds the draws; partition ``p`` of a partitioned run draws from
-            ``SeedSequence([seed, p])`` for ``p >= 1`` (partition 0 from ``seed``, so one
-            partition, the default in this process, draws from ``seed``). Estimates depend on
-            the partitioning, not on the number of workers.
-        backend, client, n_partitions : as in :meth:`fit`
-        out : str, optional
-            A directory: each partition writes ``out/part-<i>.parquet`` (columns ``sequence``,
-            ``log_marginal``) where it runs; the list of paths is returned.
+            Seeds the draws: partition 0 from ``seed``, partition p of a partitioned run from
+            ``SeedSequence([seed, p])`` (estimates depend on the partitioning, not on workers).
         diagnostics : bool
-            Return an :class:`~ldhmm.inference.ops.importance.ImportanceEstimate`: the same
-            estimates (the same draws) with each one's standard error and effective sample
-            size (sequences in memory, not with ``out`` or a directory).
+            Return an :class:`~ldhmm.inference.ops.importance.ImportanceEstimate` (standard
+            errors, effective sample sizes; sequences in memory only).
 
         Returns
         -------
-        np.ndarray, shape (M,) (a pandas Series indexed by id for a directory input), or the
-        list of Parquet paths written with ``out``, or with ``diagnostics`` an
-        ``ImportanceEstimate``.
+        np.ndarray, shape (M,) (a Series by id for a directory input), the Parquet paths
+        written with ``out``, or with ``diagnostics`` an ``ImportanceEstimate``.
         """
-        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-            raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-        n_samples = int(n_samples)
-
-        def sampling_memory(n_sequences, max_length, min_length):
-            check_memory(
-                importance_sampling_bytes(
-                    self.n_states,
-                    self.n_symbols_,
-                    n_sequences,
-                    max_length,
-                    n_samples,
-                    self.bucket_cells,
-                    self.sparse_emissions,
-                    LOCAL_CHUNK,
-                    min_length,
-                ),
-                f"importance sampling ({n_samples} samples) with K = {self.n_states} states, "
-                f"V = {self.n_symbols_} symbols",
-                "fewer samples (n_samples / --is-samples) or a smaller bucket_cells",
-            )
-
+        check_importance_arguments(n_samples, seed)
         if diagnostics and out is not None:
             raise ValueError("diagnostics=True returns the estimates: it does not write them (out=)")
-        found = self._held_out(
-            "log_marginal_is_diagnostics" if diagnostics else "log_marginal_is",
-            sequences,
-            backend,
-            client,
-            n_partitions,
-            out,
-            args=(n_samples,),
-            seed=int(seed),
-            memory_check=sampling_memory,
+        method = "log_marginal_is_diagnostics" if diagnostics else "log_marginal_is"
+        check = importance_memory_check(self, int(n_samples))
+        found = held_out(
+            self, method, sequences, backend, client, n_partitions, out, (int(n_samples),), int(seed), check
         )
         if out is not None:
             return found
         if not diagnostics:
-            return _by_key(*found, "log_marginal")
+            return by_key(*found, "log_marginal")
         if found[1]:
             raise ValueError("diagnostics=True takes sequences in memory, not a partitioned directory")
-        values = _by_key(*found).reshape(-1, 3)
-        return ImportanceEstimate(values[:, 0], values[:, 1], values[:, 2], np.full(len(values), n_samples))
+        values = by_key(*found).reshape(-1, 3)
+        return ImportanceEstimate(
+            values[:, 0], values[:, 1], values[:, 2], np.full(len(values), int(n_samples))
+        )
 
     # ---- persistence ---------------------------------------------------------------------
     def get_config(self) -> dict:
@@ -1021,56 +544,28 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         return config
 
     def save(self, path, vocabulary=None) -> None:
-        """Write the fitted model as JSON (written to a temporary file, then renamed into place;
-        the format: :func:`ldhmm.models.file_format.write_model_file`).
+        """Write the fitted model as JSON, atomically (:func:`ldhmm.models.file_format.write_model_file`).
 
-        An array of at least ``NPZ_MIN_ENTRIES`` (65,536) entries (B at large vocabularies) is
-        written to an NPZ side file ``<name>.<digest>.npz`` beside the model: copy both files
-        together. Replacing a model file removes the side file the old one named once the new
-        one is in place.
-
-        Parameters
-        ----------
-        path : str or Path
-        vocabulary : sequence of str, optional
-            The names of the V training symbols (default: ``vocabulary_`` when set), so that a
-            log is mapped into the model's codes by name at score time.
+        An array of 65,536 entries or more (B at large vocabularies) goes to an NPZ side file
+        ``<name>.<digest>.npz`` beside the model: copy both. ``vocabulary``: the names of the V
+        symbols (default ``vocabulary_``), so that a log is mapped into the model's codes by name.
         """
         self._check_fitted()
         write_model_file(path, self, vocabulary)
 
     @classmethod
     def load(cls, path, guide=None):
-        """Read a model written by :meth:`save` (format versions 1 and 2;
-        :func:`ldhmm.models.file_format.read_model_file`).
+        """Read a model written by :meth:`save` (:func:`ldhmm.models.file_format.read_model_file`).
 
-        Every field is checked against the schema of :mod:`ldhmm.models.file_format` (types,
-        ranges, shapes, finiteness, signs, vocabulary) before anything is built.
-
-        Parameters
-        ----------
-        path : str or Path
-        guide : guide object, optional
-            Needed when the model was fitted with a custom guide (saved as its name only).
-
-        Raises
-        ------
-        ValueError
-            One line naming the file and the field (:class:`ModelFileError`) for a file that
-            does not follow the schema, is not JSON, or is of a newer format version.
+        Every field is checked against the schema (types, ranges, shapes, finiteness) before
+        anything is built; a bad file is one ``ValueError`` line naming the file and the field.
+        ``guide``: needed for a model fitted with a custom guide (saved by its name only).
         """
         return read_model_file(path, cls, guide)
 
     @classmethod
     def _from_config(cls, config, sharing, guide):
         return cls(sharing=sharing, guide=guide, **config)
-
-
-def _in_given_order(partitions) -> list:
-    """The sequences of in-memory partitions ((sequences, positions) pairs) back in the order
-    given, for the same hash as an unpartitioned fit."""
-    placed = sorted((int(i), p, k) for p, (_, at) in enumerate(partitions) for k, i in enumerate(at))
-    return [partitions[p][0][k] for _, p, k in placed]
 
 
 def _check_start(params: VariantParameters, n_states: int, n_symbols: int, sharing) -> None:
@@ -1089,71 +584,3 @@ def _check_start(params: VariantParameters, n_states: int, n_symbols: int, shari
         raise ValueError(
             f"init_params have pi, A, B {', '.join(theirs)}; this model's are {', '.join(ours)} (sharing)"
         )
-
-
-def _in_memory(sequences):
-    """``sequences``, refused in one line when it is a directory (whose per-sequence arrays
-    would come back by id: :meth:`VariantHMM.score_samples` and :meth:`VariantHMM.posterior` read
-    directories)."""
-    if isinstance(sequences, (str, os.PathLike)):
-        raise ValueError(f"{str(sequences)!r}: this method takes sequences in memory, not a directory")
-    return sequences
-
-
-def _by_key(results, directory: bool, name: str | None = None):
-    """Per-partition (keys, array) pairs as one float64 array in the input order (keys are
-    positions), or for a directory input a pandas Series indexed by the sequence ids."""
-    keys, values = _merged(results)
-    if directory:
-        return pd.Series(values, index=keys, name=name)
-    ordered = np.empty(values.shape)
-    ordered[keys.astype(np.int64)] = values
-    return ordered
-
-
-def _refuse_impossible(results, directory: bool, params) -> None:
-    """:class:`ImpossibleSequenceError` for the first sequence (input order; a directory's:
-    partition order) that the workers' ``impossible`` found, if any."""
-    for keys, events in results if directory else [_merged(results)]:
-        bad = np.flatnonzero(events[:, 0] >= 0)
-        if bad.size:
-            row = int(bad[0] if directory else bad[np.argmin(np.asarray(keys)[bad])])
-            key = keys[row].item() if isinstance(keys[row], np.generic) else keys[row]
-            event, symbol = (int(v) for v in events[row])
-            raise ImpossibleSequenceError(key, event, symbol, impossible_reason(supports(params), symbol))
-
-
-def _merged(results) -> tuple:
-    """Per-partition (keys, arrays) pairs as one pair, in partition order."""
-    return np.concatenate([np.asarray(k) for k, _ in results]), np.concatenate([v for _, v in results])
-
-
-def _in_input_order(results) -> list:
-    """Per-partition (positions, list of values) pairs as one list in the input order."""
-    ordered = [None] * sum(len(values) for _, values in results)
-    for keys, values in results:
-        for k, v in zip(keys, values):
-            ordered[int(k)] = v
-    return ordered
-
-
-def _part_paths(out, runner) -> list[str]:
-    """``out/part-<i>.parquet`` for each partition of ``runner`` (absolute: workers write them).
-    A directory that already holds part files is refused: mixed with this run's they would be
-    read back as one result (and nothing already written is overwritten)."""
-    Path(out).mkdir(parents=True, exist_ok=True)
-    stale = sorted(Path(out).glob("part-*.parquet"))
-    if stale:
-        raise ValueError(
-            f"out={str(out)!r} already holds {len(stale)} part-*.parquet files ({stale[0].name}, ...): "
-            f"remove them or choose another directory"
-        )
-    return [str(Path(out).resolve() / f"part-{i:05d}.parquet") for i in range(runner.n_partitions)]
-
-
-def _sizes_of(seqs, max_cells: int) -> tuple:
-    """(sequences, tokens, the longest, (the largest bucket's padded cells, the most sequences
-    in a bucket), one partition, the shortest) of ``seqs``."""
-    lengths = [len(x) for x in seqs]
-    cells, _, most = bucket_cells(lengths, max_cells)
-    return len(lengths), int(sum(lengths)), max(lengths, default=0), (cells, most), 1, min(lengths, default=1)

@@ -16,7 +16,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-import ldhmm.models.variant_hmm as variant_hmm  # noqa: E402
+import ldhmm.models.placement as model_placement  # noqa: E402
 from ldhmm import LDHMM  # noqa: E402
 from ldhmm.data import balanced_partitions  # noqa: E402
 from ldhmm.inference import PFGuide, VariationalEM  # noqa: E402
@@ -220,7 +220,7 @@ def test_a_loss_in_a_later_restart_of_a_pf_seeded_fit(client, monkeypatch):
         backends.append(KillingBackend(*args, method="e_step", nth=6, **kwargs))
         return backends[-1]
 
-    monkeypatch.setattr(variant_hmm, "dask_backend_class", lambda: killing)
+    monkeypatch.setattr(model_placement, "dask_backend_class", lambda: killing)
     got = make().fit(seqs, backend="dask", client=client, n_partitions=4)
     assert got.recoveries_ and len(backends[0].lines) == 1
     np.testing.assert_array_equal(got.elbo_history_, expected.elbo_history_)

@@ -21,8 +21,9 @@ from ldhmm.cli import main
 from ldhmm.data import load_paper_subset
 from ldhmm.experiments.fit_quality import truth_hyperparameters
 from ldhmm.inference import HMMV_SHARING, LDHMM_SHARING, VBHMM_SHARING, VariantParameters
+from ldhmm.inference.distributed.workers import LocalBackend
 from ldhmm.inference.growth import UNUSED_WEIGHT, expected_occupancy, pad_states, split_state
-from ldhmm.models import LDHMM, variant_hmm
+from ldhmm.models import LDHMM, starts
 from ldhmm.models.path import check_states, grown_starts, load_path_state, save_path_state
 
 RTOL = 1e-6
@@ -312,7 +313,7 @@ def test_continued_fit_begins_at_the_previous_bound():
     train, V = falling_case(60)
     m2 = LDHMM(2, n_symbols=V, seed=0, n_init=1).fit(train)
     engine = m2._engine()
-    runner = variant_hmm.LocalBackend([engine.worker(m2._buckets(train), V)])
+    runner = LocalBackend([engine.worker(m2._buckets(train), V)])
     kept = engine.fit_backend(runner, m2.params_)  # warm states of a fit at its own optimum
     padded = pad_states(kept.states, 2)
     for st, old in zip(padded, kept.states):
@@ -437,7 +438,7 @@ def test_cli_interrupted_path_says_how_to_resume(log_file, tmp_path, capsys, mon
     out = tmp_path / "cut"
     argv = (log_file, "--states", "2..3", "--restarts", "1", "--max-iter", "5", "--out", out)
     with monkeypatch.context() as m:
-        m.setattr(variant_hmm, "continue_grown", interrupt)  # Ctrl-C while growing K = 3
+        m.setattr(starts, "continue_grown", interrupt)  # Ctrl-C while growing K = 3
         code, _, err = fit_cli(capsys, *argv)
     assert code == 130 and "1 of 2 tasks are saved" in err and "run the same command again" in err
     assert sorted(p.name for p in out.glob("K*.json")) == ["K2.json"]

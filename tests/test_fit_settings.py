@@ -104,7 +104,7 @@ def test_settings_reach_the_em_driver_and_the_workers():
     for name in ("max_iter", "tol", "e_step_max_iter", "e_step_tol", "m_step", "random_starts"):
         assert getattr(engine, name) == OTHER[name], name
     model.n_symbols_ = 3  # as fit sets it before the workers are built
-    (worker,) = model._runner("local", None, [([np.array([0, 1, 2])], np.array([0]))]).workers
+    (worker,) = model.placement().runner("local", None, [([np.array([0, 1, 2])], np.array([0]))]).workers
     for name in ("bucket_cells", "e_step_max_iter", "e_step_tol"):
         assert getattr(worker, name) == OTHER[name], name
 

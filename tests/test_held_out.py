@@ -16,7 +16,7 @@ import torch
 from ldhmm import ParameterSharing, VariantHMM
 from ldhmm.baselines import VBHMM
 from ldhmm.inference import make_buckets
-from ldhmm.inference.cavi.expectation import e_step, held_out_starts
+from ldhmm.inference.cavi.e_step_totals import e_step
 from ldhmm.inference.cavi.posterior import (
     bucket_posterior,
     log_marginal_is,
@@ -24,6 +24,7 @@ from ldhmm.inference.cavi.posterior import (
     stack_posterior,
     viterbi_paths,
 )
+from ldhmm.inference.cavi.starts import held_out_starts
 from ldhmm.inference.distributed import workers
 from ldhmm.models import LDHMM
 

@@ -8,6 +8,9 @@ Modules, each importing only those before it:
    :mod:`.support`: which sequences a model gives probability 0 (the rule every scoring
    route applies).
 3. :mod:`.guides`: the PF and FF guides; :mod:`.emissions`: emission layouts.
-4. :mod:`.expectation`: the E-step driver; :mod:`.maximization`: the M-steps;
-   :mod:`.posterior`: per-sequence posteriors and importance sampling.
+4. :mod:`.expectation`: the E-step of one bucket (the compiled and torch routes).
+5. :mod:`.starts`: where a sequence's ascent starts without a warm state (the start policy);
+   :mod:`.e_step_totals`: the E-step of many buckets reduced to the M-step's sums;
+   :mod:`.maximization`: the M-steps; :mod:`.posterior`: per-sequence posteriors and
+   importance sampling.
 """

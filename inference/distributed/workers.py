@@ -4,7 +4,7 @@ talks to, in this process or on a cluster.
 A :class:`PartitionWorker` holds the buckets of some whole sequences and their per-sequence
 variational state for the whole fit; the state never leaves it. Each EM iteration the driver
 (:meth:`ldhmm.inference.em.VariationalEM.fit_backend`) sends the current parameters to every
-partition and gets back sums over its sequences (:class:`ldhmm.inference.cavi.expectation.EStepTotals`,
+partition and gets back sums over its sequences (:class:`ldhmm.inference.cavi.e_step_totals.EStepTotals`,
 O(K V) numbers), and each pass of the collapsed M-step is one more such round, over every
 learned prior at once (:meth:`PartitionWorker.count_sums`). The driver adds the partitions'
 sums in partition order, each partition its buckets in bucket order, so a fit's numbers do not
@@ -29,7 +29,8 @@ import torch
 from ...data import PartitionSpec, read_partition
 from ...data.atomic import write_atomically
 from ..batch import make_buckets, validate_sequences
-from ..cavi.expectation import BucketState, EStepTotals, e_step
+from ..cavi.e_step_totals import EStepTotals, e_step
+from ..cavi.expectation import BucketState
 from ..cavi.kernels.dirichlet_multinomial import table_sums
 from ..cavi.maximization import state_count_table
 from ..cavi.posterior import (
@@ -225,7 +226,7 @@ class PartitionWorker:
         self, params: VariantParameters, starts: tuple = (), iteration: int | None = None
     ) -> EStepTotals:
         """One E-step of every bucket (warm from the kept state; ``starts`` as in
-        :func:`ldhmm.inference.cavi.expectation.e_step`; ``iteration``: the EM iteration, for
+        :func:`ldhmm.inference.cavi.e_step_totals.e_step`; ``iteration``: the EM iteration, for
         the guide); returns the partition's sums."""
         self._count_table = None  # the last M-step's copy of the counts goes first
         self.states, totals = e_step(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from ..models.variant_hmm import dask_backend_module
+from ..models.placement import dask_backend_module
 from .options import positive_int
 
 __all__ = ["add_backend_arguments", "dask_client", "placement_options"]

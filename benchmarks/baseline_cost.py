@@ -1,0 +1,183 @@
+"""Benchmark: what the baselines cost, against their reference implementations and their own settings.
+
+Two tables, each from one process, the fits interleaved:
+
+1. **Per iteration** (``--per-iteration``): CPU seconds per EM iteration of the ``HMM`` baseline
+   against hmmlearn's ``CategoricalHMM(implementation="scaling")`` and of ``VBHMM`` against
+   hmmlearn's ``VariationalCategoricalHMM`` (``"scaling"``; ``"log"`` where the scaled recursion
+   underflows, as hmmlearn asks), each run for a fixed number of iterations from its own start
+   (the minimum over ``--repeats``), and the ratio that issue 44 bounds by 1.5.
+2. **Settings** (``--model NAME --candidates LABEL=JSON ...``): for every cell (data set, K) and
+   seed, one fit of the baseline per candidate setting (the first candidate is the reference,
+   normally its defaults ``{}``): the median over the seeds of the final training objective per
+   token (HMM: the MAP objective of Baum-Welch; VBHMM, HMMV: the ELBO), its spread, the median
+   difference to the reference's and whether it meets the quality rule (at least the
+   reference's median minus ``--allowed``, default 0.002), the median CPU seconds and EM
+   iterations.
+
+Run with ``NUMBA_NUM_THREADS=1`` (CPU seconds with one thread each)::
+
+    NUMBA_NUM_THREADS=1 python benchmarks/baseline_cost.py --data-dir ../shared/data --per-iteration
+    NUMBA_NUM_THREADS=1 python benchmarks/baseline_cost.py --data-dir ../shared/data --model HMM \\
+        --candidates 'v5={}' 'screen1e-4={"screen_tol": 1e-4}'
+    NUMBA_NUM_THREADS=1 python benchmarks/baseline_cost.py --data-dir ../shared/data --model HMMV \\
+        --candidates 'thorough={}' 'standard={"effort": "standard"}' 'quick={"effort": "quick"}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+import warnings
+
+import numpy as np
+from effort_grid import cell_rows, parse_dataset
+from fit_cost import sequences
+from hmmlearn.hmm import CategoricalHMM
+from hmmlearn.vhmm import VariationalCategoricalHMM
+
+from ldhmm.baselines.hmm import HMM
+from ldhmm.baselines.hmmv import HMMV
+from ldhmm.baselines.vbhmm import VBHMM
+from ldhmm.data import resolve_data_dir
+
+__all__ = ["main", "parse_candidate", "final_objective", "per_iteration_row", "BASELINES"]
+
+#: ``--model`` name -> class
+BASELINES = {"HMM": HMM, "VBHMM": VBHMM, "HMMV": HMMV}
+
+
+def parse_candidate(text: str) -> tuple[str, dict]:
+    """``'label={"tol": 1e-5}'`` -> ("label", {"tol": 1e-5})."""
+    label, sep, options = text.partition("=")
+    if not sep or not label:
+        raise argparse.ArgumentTypeError(f"a candidate is LABEL=JSON, got {text!r}")
+    return label, json.loads(options or "{}")
+
+
+def final_objective(model) -> float:
+    """The quantity a baseline's fit increases, at its end: the HMM's MAP objective, the ELBO."""
+    if isinstance(model, HMM):
+        return float(model.objective_history_[-1])
+    return float(model.elbo_history_[-1])
+
+
+def _hmmlearn_per_iteration(cls, X, lengths, K, V, iterations) -> tuple[float, str]:
+    """CPU seconds per iteration of hmmlearn's ``cls`` (fixed ``iterations``), and the
+    implementation used ("scaling", or "log" where scaling underflows)."""
+    for implementation in ("scaling", "log"):
+        model = cls(
+            K, n_features=V, n_iter=iterations, tol=-np.inf, implementation=implementation, random_state=0
+        )
+        start = time.process_time()
+        try:
+            model.fit(X, lengths)
+        except ValueError:  # "forward pass failed with underflow; consider using implementation='log'"
+            continue
+        return (time.process_time() - start) / model.monitor_.iter, implementation
+    raise RuntimeError("hmmlearn failed with both implementations")
+
+
+def per_iteration_row(seqs, K: int, V: int, iterations: int) -> dict:
+    """One repeat of the per-iteration comparison on ``seqs`` at ``K``: CPU seconds per
+    iteration of HMM, hmmlearn's CategoricalHMM, VBHMM and hmmlearn's VariationalCategoricalHMM."""
+    X = np.concatenate(seqs).reshape(-1, 1)
+    lengths = [len(s) for s in seqs]
+    row = {}
+    row["hmmlearn"], _ = _hmmlearn_per_iteration(CategoricalHMM, X, lengths, K, V, iterations)
+    start = time.process_time()
+    model = HMM(K, n_symbols=V, max_iter=iterations, tol=0.0, n_init=1, seeded_start="none").fit(seqs)
+    row["HMM"] = (time.process_time() - start) / model.n_iter_
+    row["hmmlearn VB"], row["VB implementation"] = _hmmlearn_per_iteration(
+        VariationalCategoricalHMM, X, lengths, K, V, iterations
+    )
+    start = time.process_time()
+    model = VBHMM(K, n_symbols=V, max_iter=iterations, tol=0.0, n_init=1, effort="thorough").fit(seqs)
+    row["VBHMM"] = (time.process_time() - start) / len(model.elbo_history_)
+    return row
+
+
+def _per_iteration(args, data_dir) -> None:
+    print(
+        "| data | K | HMM s/iter | hmmlearn scaling s/iter | ratio | VBHMM s/iter | "
+        "hmmlearn VB s/iter (impl.) | ratio |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for dataset in args.datasets:
+        name, n = parse_dataset(dataset)
+        seqs, V = sequences(name, data_dir, n)
+        for K in args.states:
+            reps = [per_iteration_row(seqs, K, V, args.iterations) for _ in range(args.repeats)]
+            best = {key: min(r[key] for r in reps) for key in ("HMM", "hmmlearn", "VBHMM", "hmmlearn VB")}
+            print(
+                f"| {dataset} | {K} | {best['HMM']:.4f} | {best['hmmlearn']:.4f} | "
+                f"{best['HMM'] / best['hmmlearn']:.2f}x | {best['VBHMM']:.4f} | {best['hmmlearn VB']:.4f} "
+                f"({reps[0]['VB implementation']}) | {best['VBHMM'] / best['hmmlearn VB']:.2f}x |",
+                flush=True,
+            )
+
+
+def _settings(args, data_dir) -> None:
+    cls = BASELINES[args.model]
+    candidates = dict(args.candidates)
+    reference = args.candidates[0][0]
+    print(f"{args.model}: candidates {json.dumps(candidates)}; reference {reference}")
+    print(
+        "| data | K | candidate | objective/tok median (min..max) | - reference | rule | CPU s | iterations |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for dataset in args.datasets:
+        name, n = parse_dataset(dataset)
+        seqs, V = sequences(name, data_dir, n)
+        n_tokens = sum(map(len, seqs))
+        for K in args.states:
+            fits = []
+            for seed in args.seeds:
+                for label, options in candidates.items():
+                    cpu = time.process_time()
+                    model = cls(K, n_symbols=V, seed=seed, **options).fit(seqs)
+                    cpu = time.process_time() - cpu
+                    iterations = model.n_iter_ if isinstance(model, HMM) else len(model.elbo_history_)
+                    fits.append(
+                        {"candidate": label, "seed": seed, "elbo": final_objective(model) / n_tokens,
+                         "cpu": cpu, "iters": iterations, "sweeps": 0}
+                    )  # fmt: skip
+            for row in cell_rows(fits, reference, args.allowed, None, key="candidate"):
+                holds = "" if row["holds"] is None else ("holds" if row["holds"] else "**fails**")
+                print(
+                    f"| {dataset} | {K} | {row['candidate']} | {row['median']:.6f} ({row['low']:.6f}.."
+                    f"{row['high']:.6f}) | {row['diff']:+.6f} | {holds} | {row['cpu']:.2f} | "
+                    f"{row['iters']:.0f} |",
+                    flush=True,
+                )
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--datasets", nargs="+", default=["entree", "msnbc:3000"], help="NAME or NAME:N (first N)")
+    p.add_argument("--states", type=int, nargs="+", default=[2, 4, 8])
+    p.add_argument("--per-iteration", action="store_true", help="the per-iteration table")
+    p.add_argument("--iterations", type=int, default=15, help="per-iteration table: iterations per fit")
+    p.add_argument("--repeats", type=int, default=3, help="per-iteration table: the minimum of this many")
+    p.add_argument("--model", choices=sorted(BASELINES), help="the settings table of this baseline")
+    p.add_argument("--candidates", nargs="+", type=parse_candidate, default=[("defaults", {})])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--allowed", type=float, default=0.002, help="nats/token below the reference's median")
+    args = p.parse_args(argv)
+    if not args.per_iteration and args.model is None:
+        p.error("give --per-iteration, --model NAME, or both")
+    data_dir = resolve_data_dir(args.data_dir)
+    logging.getLogger("hmmlearn").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module="hmmlearn")
+    if args.per_iteration:
+        _per_iteration(args, data_dir)
+    if args.model is not None:
+        _settings(args, data_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
