@@ -34,7 +34,9 @@ happens (one line: the worker, its partitions, what is replayed) and recorded in
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
+import logging
 import os
 import sys
 import time
@@ -42,7 +44,9 @@ import uuid
 from collections import Counter
 
 from distributed import Client, LocalCluster
+from distributed.comm import connect as comm_connect
 
+from ...data.terminal_text import without_credentials
 from .arithmetic import arithmetic_identity, identity_differences
 from .workers import PartitionWorker, Recovery
 
@@ -523,27 +527,93 @@ def driver_differences(workers_identity: dict | None) -> list[str]:
     return identity_differences(workers_identity, arithmetic_identity())
 
 
+#: Seconds a connection to a Dask scheduler may take (``--scheduler-timeout``).
+CONNECT_SECONDS = 10.0
+#: The least memory a LocalCluster worker process is given (its interpreter, numba and torch).
+WORKER_MEMORY_FLOOR = 256 << 20
+
+
+def machine_memory() -> int:
+    """Bytes of physical memory of this machine (0 where it cannot be told)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return 0
+
+
+def check_local_workers(n_workers: int, cores: int | None = None, memory: int | None = None) -> None:
+    """A LocalCluster of ``n_workers`` processes fits this machine: at most one per core and
+    :data:`WORKER_MEMORY_FLOOR` of memory each, or a one-line ValueError naming the limit."""
+    cores = int(cores or cpu_cores())
+    memory = machine_memory() if memory is None else int(memory)
+    most = cores if not memory else min(cores, max(1, memory // WORKER_MEMORY_FLOOR))
+    if n_workers > most:
+        raise ValueError(
+            f"--workers {n_workers}: this machine has {cores} cores and {memory / 2**30:.1f} GiB of memory, "
+            f"room for at most {most} worker processes (one per core, {WORKER_MEMORY_FLOOR >> 20} MiB each); "
+            f"use --workers {most} or fewer, or a cluster of your own (--scheduler)"
+        )
+
+
+def _probe_scheduler(address: str, seconds: float) -> None:
+    """Open and close one connection to ``address`` (its handshake included) within ``seconds``,
+    or a one-line ValueError naming the address: a server that never answers would otherwise
+    hold ``Client`` for ever (its own timeout does not bound the handshake), and one that is not a
+    Dask scheduler answers with bytes that read as a message of exabytes."""
+
+    async def probe():
+        comm = await asyncio.wait_for(comm_connect(address, timeout=seconds), seconds)
+        await comm.close()
+
+    shown = without_credentials(address, address)
+    try:
+        asyncio.run(probe())
+    except (asyncio.TimeoutError, TimeoutError, OSError) as err:
+        detail = f": {without_credentials(' '.join(str(err).split()), address)}" if str(err) else ""
+        raise ValueError(
+            f"--scheduler {shown}: no Dask scheduler answered within {seconds:g} s{detail} "
+            "(check the address, or wait longer with --scheduler-timeout SECONDS)"
+        ) from None
+    except (ValueError, TypeError) as err:  # an unknown scheme, a malformed address
+        reason = without_credentials(err, address)
+        raise ValueError(f"--scheduler {shown}: not a Dask scheduler's address ({reason})") from None
+    except Exception as err:  # noqa: BLE001 - a server of another protocol: garbage, "3 EiB" frames
+        raise ValueError(
+            f"--scheduler {shown}: the server there answered, but not as a Dask scheduler "
+            f"({type(err).__name__})"
+        ) from None
+
+
 def connect(
     scheduler: str | None = None,
     n_workers: int | None = None,
     threads_per_worker: int = 1,
     numba_threads: int | None = None,
+    timeout: float = CONNECT_SECONDS,
+    quiet: bool = False,
 ):
     """A Dask client: to the scheduler at ``scheduler`` (a cluster started by hand:
-    ``dask scheduler`` and ``dask worker ADDRESS --nthreads 1``), or to a new LocalCluster on
-    this machine of ``n_workers`` processes with ``threads_per_worker`` Dask threads and
-    ``numba_threads`` numba threads each (defaults: :func:`cluster_shape`, at most one numba
-    thread per core). Returns (client, cluster or None); close both."""
+    ``dask scheduler`` and ``dask worker ADDRESS --nthreads 1``), reached within ``timeout``
+    seconds or a one-line ValueError naming the address, or to a new LocalCluster on this
+    machine of ``n_workers`` processes (at most what its cores and memory hold:
+    :func:`check_local_workers`) with ``threads_per_worker`` Dask threads and ``numba_threads``
+    numba threads each (defaults: :func:`cluster_shape`, at most one numba thread per core).
+    ``quiet``: distributed's own log lines (a lost worker, a restart) are not printed.
+    Returns (client, cluster or None); close both."""
+    if quiet:
+        logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
     if scheduler:
-        client, cluster = Client(scheduler), None
+        _probe_scheduler(scheduler, timeout)
+        client, cluster = Client(scheduler, timeout=timeout), None
     else:
         workers, threads = cluster_shape(n_workers, numba_threads)
+        check_local_workers(workers)
         cluster = LocalCluster(
             n_workers=workers,
             threads_per_worker=threads_per_worker,
             processes=True,
             dashboard_address=None,
-            silence_logs=40,
+            silence_logs=logging.CRITICAL + 1 if quiet else 40,
             env={"NUMBA_NUM_THREADS": str(threads)},
         )
         client = Client(cluster)

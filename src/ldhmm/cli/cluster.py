@@ -1,6 +1,8 @@
 """Where a model command's partitions live: the options ``--backend``, ``--scheduler``,
-``--workers``, ``--worker-threads`` and ``--partitions`` that ``fit``, ``score``, ``posterior``,
-``predict`` and ``decode`` share, and the Dask client they open (docs/distributed.md)."""
+``--scheduler-timeout``, ``--workers``, ``--worker-threads`` and ``--partitions`` that ``fit``,
+``score``, ``posterior``, ``predict`` and ``decode`` share, and the Dask client they open
+(docs/distributed.md): a scheduler reached within seconds, a LocalCluster the machine holds,
+distributed's own log lines silent under ``--quiet``."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import argparse
 import contextlib
 
 from ..models.placement import dask_backend_module
-from .options import positive_int
+from .options import positive_float, positive_int
 
 __all__ = ["add_backend_arguments", "dask_client", "placement_options"]
 
@@ -23,6 +25,14 @@ def add_backend_arguments(p: argparse.ArgumentParser, partitions_help: str | Non
         help="where the partitions live: this process (default) or a Dask cluster (docs/distributed.md)",
     )
     p.add_argument("--scheduler", default=None, help="--backend dask: the Dask scheduler's address")
+    p.add_argument(
+        "--scheduler-timeout",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="--scheduler: how long the scheduler may take to answer (default 10); longer is one line "
+        "naming the address",
+    )
     p.add_argument(
         "--workers",
         type=positive_int,
@@ -53,14 +63,21 @@ def dask_client(args: argparse.Namespace):
     """The Dask client of ``--backend dask`` (closed afterwards, with its LocalCluster), or None
     for ``--backend local``; the cluster options without ``--backend dask`` are refused."""
     if args.backend != "dask":
-        if args.scheduler or args.workers or args.worker_threads:
+        if args.scheduler or args.workers or args.worker_threads or args.scheduler_timeout:
             raise ValueError("--scheduler, --workers and --worker-threads need --backend dask")
         yield None
         return
     if args.scheduler and (args.workers or args.worker_threads):
         raise ValueError("--workers and --worker-threads shape a LocalCluster: not with --scheduler")
-    client, cluster = dask_backend_module().connect(
-        args.scheduler, args.workers, numba_threads=args.worker_threads
+    if args.scheduler_timeout is not None and not args.scheduler:
+        raise ValueError("--scheduler-timeout bounds the wait for --scheduler ADDRESS: it needs one")
+    dask = dask_backend_module()
+    client, cluster = dask.connect(
+        args.scheduler,
+        args.workers,
+        numba_threads=args.worker_threads,
+        timeout=args.scheduler_timeout or dask.CONNECT_SECONDS,
+        quiet=bool(getattr(args, "quiet", False)),
     )
     try:
         yield client

@@ -62,6 +62,14 @@ def finite_nonneg_float(text: str) -> float:
     return v
 
 
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (``--scheduler-timeout``)."""
+    v = finite_nonneg_float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text}")
+    return v
+
+
 positive_int = int_at_least(1)
 nonneg_int = int_at_least(0)
 seed_int = int_at_least(0, MAX_SEED)

@@ -13,7 +13,7 @@ import sys
 import warnings
 
 from ..data import EventOrderWarning
-from ..data.terminal_text import shown
+from ..data.terminal_text import shown, without_credentials
 from ..experiments.resume import RunInterrupted, invocation, write_resume_script
 from ..models.memory import max_memory_limit
 from .interrupts import stop_watchdog
@@ -47,7 +47,8 @@ def run_command(args, argv: list[str], explicit: bool) -> int:
         message = str(err) or type(err).__name__
         if isinstance(err, KeyError):
             message = f"missing {message}"
-        one_line = shown(" ".join(message.split()))  # a user's string may hold terminal escapes
+        # a user's string may hold terminal escapes, a URL credentials
+        one_line = without_credentials(shown(" ".join(message.split())))
         print(f"{command}: error: {one_line}", file=sys.stderr)
         return 1
     return int(code or 0)

@@ -15,9 +15,12 @@ functions below take either.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import re
 from pathlib import Path
+
+from .terminal_text import without_credentials
 
 __all__ = [
     "is_url",
@@ -30,7 +33,18 @@ __all__ = [
     "file_sizes",
     "upload_directory",
     "check_remote_target",
+    "network_timeout",
+    "NETWORK_TIMEOUT_ENV",
 ]
+
+#: The environment variable of the seconds an object store may take to answer (each connection
+#: and each read; on a cluster, every worker's environment): an end point that never answers is
+#: one line naming the URL, not a hang.
+NETWORK_TIMEOUT_ENV = "LDHMM_NETWORK_TIMEOUT"
+#: Its default.
+NETWORK_SECONDS = 5.0
+#: Attempts of each call to an object store (its client's own retries included).
+_CALL_ATTEMPTS = 1
 
 # scheme://..., the scheme as RFC 3986 spells it (a Windows drive "C:\" never matches)
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -63,27 +77,69 @@ def _fsspec():
         raise ValueError(f'a URL needs fsspec: pip install "ldhmm[remote]" ({err})') from None
 
 
-def _filesystem(url: str):
-    """(fsspec file system, path inside it) of ``url``; a scheme without its fsspec package
-    installed (s3fs for ``s3://``) is one line naming it."""
+def network_timeout() -> float:
+    """Seconds an object store's connection, and each of its reads, may take: the environment
+    variable :data:`NETWORK_TIMEOUT_ENV` (a number of seconds), else :data:`NETWORK_SECONDS`."""
+    text = os.environ.get(NETWORK_TIMEOUT_ENV, "").strip()
+    if not text:
+        return NETWORK_SECONDS
     try:
-        return _fsspec().core.url_to_fs(url)
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(
+            f"environment variable {NETWORK_TIMEOUT_ENV}: {text!r} is not a number of seconds > 0"
+        )
+    return seconds
+
+
+def _bounded_options(url: str) -> dict:
+    """The fsspec options that bound ``url``'s waits (S3: botocore's connect and read timeouts,
+    two attempts); none for a scheme without such options."""
+    seconds = network_timeout()
+    if url.split("://", 1)[0].lower() in ("s3", "s3a"):
+        return {
+            "config_kwargs": {
+                "connect_timeout": seconds,
+                "read_timeout": seconds,
+                "retries": {"max_attempts": 2},
+            }
+        }
+    return {}
+
+
+def _filesystem(url: str):
+    """(fsspec file system, path inside it) of ``url``, its waits bounded (:func:`network_timeout`);
+    a scheme without its fsspec package installed (s3fs for ``s3://``) is one line naming it."""
+    try:
+        fs, path = _fsspec().core.url_to_fs(url, **_bounded_options(url))
     except ImportError as err:
-        raise ValueError(f"{url}: {err}") from None
+        raise ValueError(f"{without_credentials(url)}: {err}") from None
+    if hasattr(fs, "retries"):  # s3fs retries each call 5 times by default: 5 timeouts in a row
+        fs.retries = _CALL_ATTEMPTS
+    return fs, path
 
 
 def _remote(url: str, call):
     """``call(fs, path)`` on the file system of ``url``; its errors as one line naming the URL
-    (a missing file or bucket stays a ``FileNotFoundError``, which callers name; the
-    ``FileExistsError`` and ``ValueError`` of this module's own checks pass as they are)."""
+    (its credentials masked; a missing file or bucket stays a ``FileNotFoundError``, which
+    callers name; the ``FileExistsError`` and ``ValueError`` of this module's own checks pass as
+    they are), a timeout saying how to wait longer."""
     fs, path = _filesystem(url)
     try:
         return call(fs, path)
     except (FileNotFoundError, IsADirectoryError, FileExistsError, ValueError):
         raise
     except Exception as err:  # noqa: BLE001 - a client library's own error types (botocore, aiohttp, ...)
-        detail = " ".join(str(err).split()) or type(err).__name__
-        raise OSError(f"{url}: {type(err).__name__}: {detail}") from None
+        detail = without_credentials(" ".join(str(err).split()) or type(err).__name__, url)
+        hint = ""
+        if "timeout" in type(err).__name__.lower() or "timed out" in detail.lower():
+            hint = (
+                f" (the end point did not answer within {network_timeout():g} s; "
+                f"{NETWORK_TIMEOUT_ENV}=SECONDS waits longer)"
+            )
+        raise OSError(f"{without_credentials(url)}: {type(err).__name__}: {detail}{hint}") from None
 
 
 def read_bytes(path) -> bytes:
