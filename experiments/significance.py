@@ -18,10 +18,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import ttest_rel
 
-__all__ = ["ALPHA", "RunnerUpTest", "runner_up_test"]
+from ..models.predictive_scores import ALPHA
 
-#: The significance level of the verdicts.
-ALPHA = 0.05
+__all__ = ["ALPHA", "RunnerUpTest", "runner_up_test"]
 
 
 @dataclass(frozen=True)

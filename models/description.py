@@ -26,7 +26,7 @@ from ..inference.cavi.emissions import dense_emission_posterior
 from ..inference.sharing import GROUPS, POINT, SEQUENCE
 from .collapse import diagnose_collapse, users_differ
 from .file_format import stop_report
-from .predictive_scores import prediction_scores
+from .predictive_scores import next_event_verdict, prediction_scores, target_losses
 from .registry import get_spec
 
 __all__ = [
@@ -366,19 +366,27 @@ def _baseline_model(baseline, n_symbols: int, seed: int):
 
 def _next_event_table(model, sequences, baseline, seed: int) -> pd.DataFrame:
     """Each user's last event predicted from the rest (users with at least 2 events): the model,
-    and the baseline fitted on the same prefixes (the last events are never seen by it)."""
+    and the baseline fitted on the same prefixes (the last events are never seen by it); and
+    with a baseline, the verdict (:func:`ldhmm.models.predictive_scores.next_event_verdict`),
+    else None."""
     test = [s for s in sequences if len(s) >= 2]
     columns = ["model", "log_loss", "hit1", "hit3", "n_users"]
     if not test:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=columns), None
     prefixes = [s[:-1] for s in test]
     targets = np.array([int(s[-1]) for s in test])
-    rows = [{"model": type(model).__name__, **prediction_scores(model.predict_next_proba(prefixes), targets)}]
+    probas = [model.predict_next_proba(prefixes)]
+    names = [type(model).__name__]
     if baseline is not None:
         name, chain = _baseline_model(baseline, model.n_symbols_, seed)
         chain.fit(prefixes)
-        rows.append({"model": name, **prediction_scores(chain.predict_next_proba(prefixes), targets)})
-    return pd.DataFrame([{**r, "n_users": len(test)} for r in rows], columns=columns)
+        probas.append(chain.predict_next_proba(prefixes))
+        names.append(name)
+    rows = [{"model": n, **prediction_scores(p, targets)} for n, p in zip(names, probas)]
+    verdict = (
+        next_event_verdict(rows, [target_losses(p, targets) for p in probas]) if len(rows) == 2 else None
+    )
+    return pd.DataFrame([{**r, "n_users": len(test)} for r in rows], columns=columns), verdict
 
 
 def _user_posteriors(model, sequences):
@@ -526,11 +534,12 @@ def describe_model(
         if mean_B.size:
             emissions["users_mean"] = mean_B.mean(axis=0).reshape(-1)
             emissions["users_spread"] = mean_B.std(axis=0).reshape(-1)
-        next_event = _next_event_table(model, sequences, baseline, seed)
+        next_event, verdict = _next_event_table(model, sequences, baseline, seed)
         extra = {
             "users described": len(sequences),
             "their events": int(sum(len(s) for s in sequences)),
             "do the users differ": differ,
+            **({"next event": verdict} if verdict else {}),
         }
     history = np.asarray(getattr(model, "elbo_history_", []), dtype=np.float64)
     return ModelDescription(

@@ -104,6 +104,9 @@ def test_the_report_reads_right_in_a_browser_at_1400_pixels(page_and_model):
             browser.close()
     # the collapse diagnosis, in words above the summary and beside the spreads
     assert "per-user priors:" in text and "The spreads:" in text
+    # the next-event verdict, with its test, above the table
+    verdict = dict(d.summary.itertuples(index=False))["next event"]
+    assert f"next event: {verdict}." in text and "paired t-test over" in verdict
     # the model file recorded why the fit stopped
     assert "not recorded" not in text.split("stopped because")[1].splitlines()[0]
     # no state named by an event that reads 0.00

@@ -11,6 +11,7 @@ from scipy.stats import ttest_rel
 
 from ldhmm.experiments.compare import best_lines
 from ldhmm.experiments.significance import ALPHA, runner_up_test
+from ldhmm.models.predictive_scores import next_event_verdict
 
 
 def _rows(model, K, values, kind="exact"):
@@ -70,3 +71,21 @@ def test_a_clear_winner_is_named_with_its_test_and_the_k_its_folds_suggest():
     assert "paired t-test over 6 folds, p = " in line and "not decided" not in line
     # K = 3 beats K = 2 by 5 nats: suggested, at the end of the range tried
     assert "Along K, a's folds give suggested K: 3" in line and "the largest K tried" in line
+
+
+def test_the_next_event_verdict_names_a_winner_only_with_its_test():
+    rows = [
+        {"model": "LDHMM", "log_loss": 1.1645, "hit1": 0.463},
+        {"model": "MARKOV1", "log_loss": 1.0502, "hit1": 0.564},
+    ]
+    rng = np.random.default_rng(0)
+    markov = rng.exponential(1.0, 200)
+    ldhmm = markov + 0.11 + rng.normal(0, 0.05, 200)
+    clear = next_event_verdict(rows, [ldhmm, markov])
+    p = ttest_rel(markov, ldhmm).pvalue
+    assert p < ALPHA and clear == (
+        "MARKOV1 predicts the users' last events better than LDHMM (log loss 1.0502 against 1.1645, "
+        f"hit@1 0.564 against 0.463; paired t-test over 200 users, p = {p:.2g})"
+    )
+    noisy = next_event_verdict(rows, [markov + rng.normal(0, 3.0, 200), markov])
+    assert noisy.startswith("neither model predicts the users' last events significantly better: MARKOV1")

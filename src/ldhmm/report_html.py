@@ -191,6 +191,7 @@ def _next_event_section(d) -> list[str]:
         "users with two events or more). The baseline is fitted on the same prefixes, so neither "
         "model has seen the events it predicts. hit@1: the fraction predicted first; log loss in "
         "nats, lower is better.</p>",
+        *_findings(d.summary, ("next event",)),
         '<div class="row">',
         html_table(ne, 4),
         _figure(
@@ -248,11 +249,12 @@ def render_report(description, title: str) -> str:
 FINDINGS = ("per-user priors", "do the users differ")
 
 
-def _findings(summary: pd.DataFrame) -> list[str]:
-    """The page's first paragraphs: the collapse diagnosis (:mod:`ldhmm.models.collapse`) and,
-    with data, whether the users differ; each a sentence, its numbers in the summary."""
+def _findings(summary: pd.DataFrame, which=FINDINGS) -> list[str]:
+    """The summary's fields ``which`` as sentences: the page's first paragraphs (the collapse
+    diagnosis, :mod:`ldhmm.models.collapse`, and with data whether the users differ) and the
+    next-event verdict above its table."""
     out = []
-    for field in FINDINGS:
+    for field in which:
         value = _summary_value(summary, field)
         if value:
             sentence = value.rpartition(" (")[0] if field == "per-user priors" else value
