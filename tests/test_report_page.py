@@ -96,7 +96,7 @@ def test_the_report_reads_right_in_a_browser_at_1400_pixels(page_and_model):
             labels = _boxes(page, "svg[aria-label='transitions'] text")
             top_rows = page.locator("h3:has-text('most likely events') + p + div table tbody tr")
             top = top_rows.evaluate_all("rs => rs.map(r => [...r.cells].map(c => c.textContent))")
-            typical = page.locator("h3:has-text('most typical users')").inner_text()
+            typical = page.locator("p:has-text('The lists below hold the users')").inner_text()
             listed = page.locator("h3:has-text('most typical users') + div table tbody tr").evaluate_all(
                 "rs => rs.map(r => r.cells[1].textContent)"
             )

@@ -134,7 +134,7 @@ def _users_section(d) -> list[str]:
     shortest = max(2, int(np.median(users["length"])))
     listed = users[users["length"] >= shortest]
     listed = listed if len(listed) else users
-    of_length = f"(of {shortest} events or more, the median length)"
+    of_length = f"of {shortest} events or more (the median length)"
     clusters = d.clusters
     swatches = "".join(
         f'<span class="swatch" style="background:{svg.color(c)}"></span> group {int(c)} &nbsp; '
@@ -158,11 +158,13 @@ def _users_section(d) -> list[str]:
             ),
             "Each user: number of events against held-out bound per token, coloured by group.",
         ),
+        f'<p class="note">The lists below hold the users {of_length}: a user of one or two events '
+        "is typical or unusual by a bound per token that says little.</p>",
         '<div class="row"><div>',
-        f"<h3>The {min(N_LISTED, len(listed))} most typical users {of_length}</h3>",
+        f"<h3>The {min(N_LISTED, len(listed))} most typical users</h3>",
         html_table(listed.head(N_LISTED)),
         "</div><div>",
-        f"<h3>The {min(N_LISTED, len(listed))} most unusual users {of_length}</h3>",
+        f"<h3>The {min(N_LISTED, len(listed))} most unusual users</h3>",
         html_table(listed.iloc[::-1].head(N_LISTED)),
         "</div></div>",
         "<h3>Decoded state paths</h3>",
