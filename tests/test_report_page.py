@@ -20,6 +20,7 @@ from ldhmm import LDHMM
 from ldhmm.modelfiles import load_model
 from ldhmm.models.description import NAME_MIN
 from ldhmm.report_html import write_report
+from ldhmm.report_svg import transition_diagram
 
 # the tutorial's browser check: its chromium, arguments and skip rule (one place)
 _SPEC = importlib.util.spec_from_file_location("tutorial_page", Path(__file__).with_name("test_tutorial.py"))
@@ -125,6 +126,37 @@ def test_the_report_reads_right_in_a_browser_at_1400_pixels(page_and_model):
     assert page_width <= 1400 and all(t[2] <= body + 1 for t in tables)
     # no two labels of the state diagram overlap
     assert len(labels) >= 15
+    _assert_apart(labels)
+
+
+@pytest.mark.parametrize("K", [2, 8, 12])
+def test_no_two_labels_of_the_state_diagram_overlap(K, tmp_path):
+    """The diagram alone, dense transitions and long state names, at K = 2, 8 and 12."""
+    rng = np.random.default_rng(K)
+    A = rng.dirichlet(np.ones(K), size=K)
+    names = [f"S{k}: delivery_choice_page + payment_confirmation" for k in range(K)]
+    page_file = tmp_path / "diagram.html"
+    page_file.write_text(
+        f"<!DOCTYPE html><html><body>{transition_diagram(A, np.ones(K) / K, names, 't')}</body></html>"
+    )
+    sync_playwright = tutorial_page._browser()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=tutorial_page.CHROMIUM, args=tutorial_page.CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(page_file.as_uri(), wait_until="load")
+            labels = _boxes(page, "svg text")
+            svg = page.locator("svg").evaluate(
+                "e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }"
+            )
+        finally:
+            browser.close()
+    assert len(labels) >= 3 * K
+    _assert_apart(labels)
+    assert all(a[0] >= svg[0] - 0.5 and a[2] <= svg[2] + 0.5 for a in labels)  # inside the figure
+
+
+def _assert_apart(labels):
     for i, a in enumerate(labels):
         for b in labels[i + 1 :]:
             overlap = min(a[2], b[2]) - max(a[0], b[0]) > 0.5 and min(a[3], b[3]) - max(a[1], b[1]) > 0.5

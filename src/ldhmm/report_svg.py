@@ -150,7 +150,11 @@ def transition_diagram(transitions, initial, names, title: str, size=520, min_pr
     (width by probability, labelled), the probability of staying and of starting in each node."""
     A = np.asarray(transitions, dtype=np.float64)
     K = A.shape[0]
-    c, radius, node = size / 2, size / 2 - 110, 34
+    node = 34
+    # neighbouring states at least two nodes and 60 px apart: the circle grows with K
+    radius = max(size / 2 - 110, (2 * node + 60) / (2 * math.sin(math.pi / K)) if K > 2 else 0.0)
+    size = 2 * (radius + 110)
+    c = size / 2
     angle = [2 * math.pi * k / K - math.pi / 2 for k in range(K)]
     pos = [(c + radius * math.cos(a), c + radius * math.sin(a)) if K > 1 else (c, c) for a in angle]
     body = [
@@ -161,9 +165,13 @@ def transition_diagram(transitions, initial, names, title: str, size=520, min_pr
     # the boxes of the labels placed so far (the nodes' first): an arrow's label is moved along
     # its normal until it overlaps none, or left out (its value is in the arrow's tooltip)
     placed = []
+    # a state's name is cut to the distance between neighbouring states, so that names do not
+    # run into each other (the full name is the node's tooltip and in the tables)
+    chord = 2 * radius * math.sin(math.pi / K) if K > 2 else 2 * radius
+    chars = max(8, min(34, int((chord - 8) / _text_width("x", 10, pad=0))))
     for k, (x, y) in enumerate(pos):
         below = y + node + 14 if y >= c else y - node - 20
-        width = _text_width(_short(names[k], 34), 10)
+        width = _text_width(_short(names[k], chars), 10)
         placed += [_box(x, y, 2 * node, 2 * node), _box(x, below + 2, width, 28)]
     for i in range(K):
         for j in range(K):
@@ -194,14 +202,14 @@ def transition_diagram(transitions, initial, names, title: str, size=520, min_pr
         body.append(_text(x, y - 2, f"S{k}", 13, "middle", 'fill="#fff" font-weight="bold"'))
         body.append(_text(x, y + 13, f"stay {A[k, k]:.2f}", 9, "middle", 'fill="#fff"'))
         below = y + node + 14 if y >= c else y - node - 20
-        body.append(_text(x, below, _short(names[k], 34), 10, "middle"))
+        body.append(_text(x, below, _short(names[k], chars), 10, "middle"))
         body.append(_text(x, below + 12, f"start {float(initial[k]):.2f}", 9, "middle", 'fill="#555"'))
     return _svg(size, size, title, body)
 
 
-def _text_width(text: str, size: float) -> float:
+def _text_width(text: str, size: float, pad: float = 4) -> float:
     """A generous estimate of a label's width in pixels (sans-serif: about 0.62 em a character)."""
-    return 0.62 * size * len(text) + 4
+    return 0.62 * size * len(text) + pad
 
 
 def _box(x, y, width, height) -> tuple:
