@@ -373,10 +373,13 @@ class FitCheckpoint:
             raise self.refusal("field 'runs' missing or not a list")
         K = int(self.fingerprint.get("config", {}).get("n_states") or 0)
         for name, array in arrays.items():
-            if _PARAMS_KEY.fullmatch(name) is None:
+            match = _PARAMS_KEY.fullmatch(name)
+            if match is None:
                 raise self.refusal(f"array '{shown(name)}' is not a parameter of a run")
             if K and (array.ndim == 0 or array.shape[0] != K):
                 raise self.refusal(f"array '{name}' of shape {array.shape}: the fit has K = {K} states")
+            kind = "log_probability" if match.group(3) == "log_point" else "concentration"
+            _check_values(shown(self.path), name, array, kind)  # before any work: shapes come with the fit
         for r, entry in enumerate(runs):
             try:
                 run = _run_record(entry)

@@ -10,6 +10,7 @@ test tries them.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gzip
 import inspect
 import io
@@ -17,6 +18,7 @@ import json
 import math
 import os
 import re
+import socket
 import sys
 import tempfile
 import zipfile
@@ -93,6 +95,54 @@ def make_files(d: Path) -> None:
     pyro_doc = {"format": "ldhmm", "version": 2, "class": "PyroSequenceModel", "factory": "ldhmm.models.sticky:sticky_ldhmm",
                 "config": {"n_states": 2, "n_symbols": 6}, "params": {"kappa": 1.0}}  # fmt: skip
     (d / "svi-variant.json").write_text(json.dumps(pyro_doc))
+    _round_three_files(d)
+
+
+#: what the cases hold open while they run: a lock held as another run would, a silent server
+_HELD_OPEN: list = []
+
+
+def _round_three_files(d: Path) -> None:
+    """Issue 49's inputs: event logs and checkpoints a careless user or an attacker would give."""
+    (d / "events-escape.csv").write_text("session,page\ns1,home\ns1,news\x1b[31m\n")
+    (d / "unk.txt").write_text("home news\nhome <unk> news\n")
+    (d / "offsets.csv").write_text(
+        "session,page,time\ns1,home,2026-01-01T10:00:00+01:00\ns1,news,2026-01-01T10:05:00\n"
+    )
+    import pandas as pd
+
+    pd.DataFrame({"session": ["s1", "s1"], "page": [["home", "news"], ["shop"]]}).to_parquet(
+        d / "nested.parquet"
+    )
+    pd.DataFrame({"session": [["s1"], ["s2"]], "page": ["home", "news"]}).to_parquet(d / "list-ids.parquet")
+    fit = ["fit", str(d / "train.txt"), "--states", "2", "--restarts", "1", "--max-iter", "2", "--quiet"]
+    for name in ("ck-nan", "ck-int8", "ck-bomb"):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            assert main([*fit, "--out", str(d / f"{name}.json"), "--checkpoint", str(d / name)]) == 0
+        (d / f"{name}.json").unlink()
+        with np.load(d / name / "checkpoint.npz") as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        key = next(k for k in arrays if k.endswith("/prior/A"))
+        if name == "ck-nan":
+            arrays[key] = np.full_like(arrays[key], math.nan)
+            np.savez(d / name / "checkpoint.npz", **arrays)
+        elif name == "ck-int8":
+            arrays[key] = arrays[key].astype(np.int8)
+            np.savez(d / name / "checkpoint.npz", **arrays)
+        else:  # 80 MB of zeros in 80 KB
+            arrays[key] = np.zeros((2, 10_000_000))
+            np.savez_compressed(d / name / "checkpoint.npz", **arrays)
+    (d / "ck-fifo").mkdir()
+    os.mkfifo(d / "ck-fifo" / "checkpoint.npz")
+    (d / "ck-busy").mkdir()
+    fd = os.open(d / "ck-busy" / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.pwrite(fd, b"4242\nldhmm fit other.txt --checkpoint ck-busy\n", 0)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    (d / "silent-address").write_text(f"tcp://127.0.0.1:{server.getsockname()[1]}")
+    _HELD_OPEN.extend([fd, server])
 
 
 def _hostile_files(d: Path, doc: dict) -> None:
@@ -242,6 +292,35 @@ CASES = [
          ["data", "export", "{d}/train.txt", "{d}/foreign", "--overwrite", "--quiet"]),
     Case("output", "data export --overwrite onto a data set holding a file it does not list",
          ["data", "export", "{d}/train.txt", "{d}/exported", "--overwrite", "--quiet"]),
+    # round three (issue 49): event logs at the door
+    Case("data file", "an event name holding a terminal escape (CSV)",
+         ["fit", "{d}/events-escape.csv", "--sequence-col", "session", "--event-col", "page", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "a real event named `<unk>`", ["fit", "{d}/unk.txt", "--states", "2", "--unknown", "reserve", "--out", "{d}/o.json"]),
+    Case("data file", "times with and without a UTC offset",
+         ["fit", "{d}/offsets.csv", "--sequence-col", "session", "--event-col", "page", "--time-col", "time", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "a Parquet log whose events are lists",
+         ["fit", "{d}/nested.parquet", "--sequence-col", "session", "--event-col", "page", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "a Parquet log whose sequence ids are lists",
+         ["fit", "{d}/list-ids.parquet", "--sequence-col", "session", "--event-col", "page", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "a file name holding terminal escapes", ["fit", "{d}/\x1b]0;owned\x07\x1b[2J.txt", "--states", "2", "--out", "{d}/o.json"]),
+    Case("data file", "a time in year 9999; times with different UTC offsets", tried_by="tests/test_inputs_at_the_door.py"),
+    # checkpoints
+    Case("checkpoint", "NaN in a concentration", ["fit", "{d}/train.txt", "--states", "2", "--restarts", "1", "--max-iter", "2", "--checkpoint", "{d}/ck-nan", "--quiet", "--out", "{d}/o.json"]),
+    Case("checkpoint", "an int8 array", ["fit", "{d}/train.txt", "--states", "2", "--restarts", "1", "--max-iter", "2", "--checkpoint", "{d}/ck-int8", "--quiet", "--out", "{d}/o.json"]),
+    Case("checkpoint", "a compressed member of 2 x 10,000,000 values (zip bomb)",
+         ["fit", "{d}/train.txt", "--states", "2", "--restarts", "1", "--max-iter", "2", "--checkpoint", "{d}/ck-bomb", "--quiet", "--out", "{d}/o.json"]),
+    Case("checkpoint", "a FIFO as checkpoint.npz", ["fit", "{d}/train.txt", "--states", "2", "--checkpoint", "{d}/ck-fifo", "--quiet", "--out", "{d}/o.json"]),
+    Case("checkpoint", "a directory another fit is using", ["fit", "{d}/train.txt", "--states", "2", "--checkpoint", "{d}/ck-busy", "--quiet", "--out", "{d}/o.json"]),
+    Case("checkpoint", "another fit's checkpoint, a damaged state file, a fit along K into a directory in use",
+         tried_by="tests/test_checkpoint_hostile.py"),
+    Case("interruption", "a checkpointed fit killed every 7 E-steps", tried_by="tests/test_checkpoint_hostile.py"),
+    # bounded waits
+    Case("argument", "--scheduler at a server that never answers",
+         ["fit", "{d}/train.txt", "--states", "2", "--backend", "dask", "--scheduler", "{silent}", "--scheduler-timeout", "0.5", "--out", "{d}/o.json"]),
+    Case("argument", "credentials in a --scheduler address",
+         ["fit", "{d}/train.txt", "--states", "2", "--backend", "dask", "--scheduler", "tcp://admin:hunter2@127.0.0.1:1", "--scheduler-timeout", "0.5", "--out", "{d}/o.json"]),
+    Case("argument", "--backend dask --workers 1000", ["fit", "{d}/train.txt", "--states", "2", "--backend", "dask", "--workers", "1000", "--out", "{d}/o.json"]),
+    Case("argument", "an S3 end point that never answers; credentials in an s3:// URL", tried_by="tests/test_bounded_waits.py"),
 ]  # fmt: skip
 
 # what the page says for the rows other tests try
@@ -259,6 +338,15 @@ ELSEWHERE = {
     "live writer's)",
     "posterior --out post.csv of a 600-token sequence": "every value, read back equal to the API's in .csv, "
     ".parquet and .pq (score, posterior, predict, decode)",
+    "a time in year 9999; times with different UTC offsets": "read and ordered where they belong: a year-9999 time "
+    "last (never wrapped around to 1677), times with offsets in UTC",
+    "another fit's checkpoint, a damaged state file, a fit along K into a directory in use": "one line naming the "
+    "setting, array or directory that differs and how to start over (`--force` or another directory)",
+    "a checkpointed fit killed every 7 E-steps": "each resume replays at most 3 E-steps (the state is saved every 4 "
+    "iterations) and goes on; the end is the uninterrupted fit, bit for bit",
+    "an S3 end point that never answers; credentials in an s3:// URL": "one line naming the URL within a few "
+    "timeouts (`LDHMM_NETWORK_TIMEOUT`, default 5 s: `... did not answer within 5 s; LDHMM_NETWORK_TIMEOUT=SECONDS "
+    "waits longer`), its credentials shown as `s3://***@bucket`",
     "the same (predict, decode; Python API: -inf from score_samples, ImpossibleSequenceError)": "the same one line "
     "from every command; the API: -inf from `score_samples`, `ImpossibleSequenceError` naming the sequence from the "
     "other methods",
@@ -273,7 +361,8 @@ def run_case(case: Case, d: Path) -> tuple[int, str]:
         except ValueError as err:
             return 1, f"ValueError: {err}"
         return 0, ""
-    argv = [a.replace("{d}", str(d)) for a in case.argv]
+    silent = (d / "silent-address").read_text() if (d / "silent-address").is_file() else ""
+    argv = [a.replace("{d}", str(d)).replace("{silent}", silent) for a in case.argv]
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         code = main(argv)
@@ -285,6 +374,10 @@ def normalize(text: str, d: Path) -> str:
     text = text.strip().replace(str(d), "DIR")
     text = re.sub(r"more than the [0-9.]+ [KMGT]?B available", "more than the LIMIT available", text)
     text = re.sub(r"pid \d+", "pid N", text)
+    text = re.sub(r"127\.0\.0\.1:\d{3,}", "127.0.0.1:PORT", text)
+    text = re.sub(r"this machine has \d+ cores and [0-9.]+ GiB of memory, room for at most \d+",
+                  "this machine has N cores and M GiB of memory, room for at most N", text)  # fmt: skip
+    text = re.sub(r"use --workers \d+ or fewer", "use --workers N or fewer", text)
     return text
 
 

@@ -211,7 +211,7 @@ def run_fit(args: argparse.Namespace) -> int:
     db, _ = fit_data(args, start)
     model = _model(args, n_states, guide, db.n_symbols)
     t0 = time.perf_counter()
-    with _checkpoint_directory(args), _resumable(args), dask_client(args) as client:
+    with _checkpoint_directory(args), dask_client(args) as client, _resumable(args):
         model.fit(
             db,  # the database, not its sequences: the model records the file it was fitted on
             init_params=init_params,
@@ -259,7 +259,7 @@ def _fit_directory(args, n_states: int, guide: str, out) -> int:
     vocabulary = manifest.get("vocabulary") or [str(k) for k in range(int(manifest["n_symbols"]))]
     model = _model(args, n_states, guide, int(manifest["n_symbols"]))
     t0 = time.perf_counter()
-    with _checkpoint_directory(args), _resumable(args), dask_client(args) as client:
+    with _checkpoint_directory(args), dask_client(args) as client, _resumable(args):
         model.fit(
             str(args.data),
             backend=args.backend,
