@@ -214,8 +214,10 @@ class ModelDescription:
     Attributes
     ----------
     summary : DataFrame, columns ``field``, ``value``
-        K, V, the model class, guide, restarts, iterations, final ELBO, ldhmm version, and
-        with data the users described.
+        K, V, the model class, guide, restarts, iterations, final ELBO, how the fit stopped,
+        ``per-user priors`` (the collapse diagnosis, :mod:`ldhmm.models.collapse`), ldhmm
+        version, and with data the users described, ``do the users differ`` and, with a
+        baseline, ``next event`` (the verdict of the next-event table).
     states : DataFrame, one row per state
         ``state``, ``name`` (its two most likely events), ``initial`` (mean of pi), ``stay``
         (mean of A's diagonal), ``top_events``, and with data ``occupancy`` (the users'
