@@ -17,7 +17,7 @@ from ldhmm.cli import main
 from ldhmm.cli.outputs import read_table
 from ldhmm.data import load_text
 from ldhmm.modelfiles import data_for_model, load_model
-from ldhmm.output_files import POSTERIOR_KEY, read_posterior
+from ldhmm.output_files import POSTERIOR_KEY, read_posterior_file
 
 SYMBOLS = ["home", "news", "sport", "tech"]
 FORMATS = (".csv", ".parquet", ".pq")
@@ -111,7 +111,7 @@ def test_a_posterior_file_reads_back_as_arrays_of_their_shapes(setup, suffix):
     out = d / f"shapes{suffix}"
     _cli(["posterior", d / "model.json", d / "log.txt", "--out", out, "--quiet"])
     # a Parquet file carries K, V and the vocabulary; a CSV file takes them from the model
-    post = read_posterior(out, model=d / "model.json" if suffix == ".csv" else None)
+    post = read_posterior_file(out, model=d / "model.json" if suffix == ".csv" else None)
     api, M, K, V = model.posterior(db.sequences), len(db), model.n_states, model.n_symbols_
     assert post.n_states == K and post.vocabulary == list(model.vocabulary_) and len(post.vocabulary) == V
     assert {g: a.shape for g, a in post.arrays.items()} == {"pi": (M, K), "A": (M, K, K), "B": (M, K, V)}
@@ -126,4 +126,4 @@ def test_a_posterior_file_reads_back_as_arrays_of_their_shapes(setup, suffix):
         assert shapes["A_mean"] == ["K", "K"] and shapes["state_marginals"] == ["N", "K"]
     _cli(["decode", d / "model.json", d / "log.txt", "--out", d / f"paths{suffix}", "--quiet"])
     with pytest.raises(ValueError, match="not an ldhmm posterior file"):
-        read_posterior(d / f"paths{suffix}")
+        read_posterior_file(d / f"paths{suffix}")

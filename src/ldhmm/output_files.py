@@ -6,17 +6,21 @@ for value. ``ldhmm posterior`` stores each sequence's posterior means as flat (r
 columns; the Parquet file also carries what a program needs to read them back whole, in its
 metadata (``DataFrame.attrs["ldhmm_posterior"]``, kept by pandas in the file's key
 ``PANDAS_ATTRS``; :func:`posterior_metadata`): K, V, the vocabulary in the model's order and the
-shape of each column. :func:`read_posterior` gives back the arrays with those shapes::
+shape of each column. :func:`read_posterior_file` gives back the arrays with those shapes::
 
-    from ldhmm.output_files import read_posterior
+    from ldhmm.output_files import read_posterior_file
 
-    post = read_posterior("post.parquet")
+    post = read_posterior_file("post.parquet")
     post.arrays["A"].shape          # (M, K, K): E_q[A_m] of each sequence, rows: from
     post.arrays["B"].shape          # (M, K, V): E_q[B_m], columns in post.vocabulary's order
     post.state_marginals[0].shape   # (N_0, K): q(z_n) of the first sequence
 
 A CSV file has no metadata: K and V are then read from the columns' lengths and the
 vocabulary from ``model=`` (the model the file was computed with), else the symbols' codes.
+
+Not to be confused with the Parquet parts of ``VariantHMM.posterior(..., out=DIR)`` (the
+partitioned route: the Dirichlet parameters of q, with their own schema metadata), which
+:func:`ldhmm.inference.cavi.posterior.read_posterior` reads.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["POSTERIOR_KEY", "PosteriorFile", "posterior_metadata", "read_table", "read_posterior"]
+__all__ = ["POSTERIOR_KEY", "PosteriorFile", "posterior_metadata", "read_table", "read_posterior_file"]
 
 #: The key of the posterior metadata in ``DataFrame.attrs`` (and so in the Parquet file).
 POSTERIOR_KEY = "ldhmm_posterior"
@@ -96,7 +100,7 @@ def read_table(path) -> pd.DataFrame:
 
 @dataclass
 class PosteriorFile:
-    """A posterior file read back (:func:`read_posterior`).
+    """A posterior file read back (:func:`read_posterior_file`).
 
     Attributes
     ----------
@@ -142,7 +146,7 @@ def _stack(values, shape, path, column) -> np.ndarray:
         raise ValueError(f"{path}: column {column} does not hold arrays of shape {tuple(shape)}") from None
 
 
-def read_posterior(path, model=None) -> PosteriorFile:
+def read_posterior_file(path, model=None) -> PosteriorFile:
     """An ``ldhmm posterior`` file (Parquet or CSV) as arrays of their shapes.
 
     Parameters

@@ -25,7 +25,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         "per-sequence group, and the state marginals q(z_n) (N*K, row-major), as list columns "
         "of a Parquet file (in a .csv file: each list as a JSON array): features for downstream "
         "models. The Parquet file's metadata holds K, V, the vocabulary and each column's shape; "
-        "ldhmm.output_files.read_posterior(PATH) reads it back as arrays (M, K, K), (M, K, V), .... "
+        "ldhmm.output_files.read_posterior_file(PATH) reads it back as arrays (M, K, K), (M, K, V), .... "
         "Models with a large vocabulary "
         "(sparse emission layout) write E_q[B] only at each sequence's own symbols: B_symbols "
         "(D), B_mean (K*D, row-major) and B_row_total (K), with E_q[B_kv] = beta_kv / "
