@@ -74,8 +74,8 @@ from ..inference import (
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..models.base import SequenceModel, check_seed
 from ..models.fit_settings import SEEDED_STARTS
+from ..models.fit_starts import best_of
 from ..models.registry import register
-from ..models.starts import best_of
 
 __all__ = [
     "HMM",

@@ -63,8 +63,8 @@ from scipy.special import gammaln, logsumexp, psi
 
 from ..data.seeds import derived_seeds
 from ..models.base import SequenceModel
+from ..models.fit_starts import best_of
 from ..models.registry import register
-from ..models.starts import best_of
 
 __all__ = ["LDA", "FastLdaModel", "to_bow_matrix", "to_bow_corpus", "topic_kl_term"]
 

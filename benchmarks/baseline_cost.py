@@ -13,7 +13,11 @@ Two tables, each from one process, the fits interleaved:
    token (HMM: the MAP objective of Baum-Welch; VBHMM, HMMV: the ELBO), its spread, the median
    difference to the reference's and whether it meets the quality rule (at least the
    reference's median minus ``--allowed``, default 0.002), the median CPU seconds and EM
-   iterations.
+   iterations. ``--held-out FOLDS``: instead, by K-fold cross-validation (seeded splits, seed 0
+   of every fit), the held-out score per token of each candidate (the HMM's exact log p(x), the
+   VB baselines' bound and importance-sampled log p(x)), the mean fold difference to the
+   reference with its standard error and the held-out rule's verdicts
+   (:func:`effort_held_out.fold_verdicts`).
 
 Run with ``NUMBA_NUM_THREADS=1`` (CPU seconds with one thread each)::
 
@@ -22,6 +26,8 @@ Run with ``NUMBA_NUM_THREADS=1`` (CPU seconds with one thread each)::
         --candidates 'v5={}' 'screen1e-4={"screen_tol": 1e-4}'
     NUMBA_NUM_THREADS=1 python benchmarks/baseline_cost.py --data-dir ../shared/data --model HMMV \\
         --candidates 'thorough={}' 'standard={"effort": "standard"}' 'quick={"effort": "quick"}'
+    NUMBA_NUM_THREADS=1 python benchmarks/baseline_cost.py --data-dir ../shared/data --model HMM \
+        --candidates 'v5={}' 'screen1e-5={"screen_tol": 1e-5}' --held-out 5 --states 4 8
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import warnings
 
 import numpy as np
 from effort_grid import cell_rows, parse_dataset
+from effort_held_out import fold_verdicts
 from fit_cost import sequences
 from hmmlearn.hmm import CategoricalHMM
 from hmmlearn.vhmm import VariationalCategoricalHMM
@@ -41,7 +48,7 @@ from hmmlearn.vhmm import VariationalCategoricalHMM
 from ldhmm.baselines.hmm import HMM
 from ldhmm.baselines.hmmv import HMMV
 from ldhmm.baselines.vbhmm import VBHMM
-from ldhmm.data import resolve_data_dir
+from ldhmm.data import kfold_indices, resolve_data_dir
 
 __all__ = ["main", "parse_candidate", "final_objective", "per_iteration_row", "BASELINES"]
 
@@ -154,6 +161,48 @@ def _settings(args, data_dir) -> None:
                 )
 
 
+def held_out_scores(model, test: list, is_samples: int) -> tuple[float, float]:
+    """(held-out score, log p(x)) per token of ``test``: the HMM's exact log-likelihood twice;
+    the VB baselines' bound and importance-sampled log p(x)."""
+    n_test = sum(map(len, test))
+    score = float(model.score_samples(test).sum()) / n_test
+    if isinstance(model, HMM):
+        return score, score
+    return score, float(model.log_marginal_is(test, n_samples=is_samples, seed=0).sum()) / n_test
+
+
+def _held_out(args, data_dir) -> None:
+    cls = BASELINES[args.model]
+    candidates = dict(args.candidates)
+    reference = args.candidates[0][0]
+    print(f"{args.model}: candidates {json.dumps(candidates)}; reference {reference}; {args.held_out} folds")
+    print(
+        "| data | K | candidate | held-out score/tok (mean) | log p(x)/tok (mean) | "
+        "log p(x) - reference (mean +- SE over folds) | rule: log p(x) | rule: score |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for dataset in args.datasets:
+        name, n = parse_dataset(dataset)
+        seqs, V = sequences(name, data_dir, n)
+        splits = kfold_indices(len(seqs), args.held_out, seed=0)
+        for K in args.states:
+            per_fold: dict[str, list] = {label: [] for label in candidates}
+            for train_idx, test_idx in splits:
+                train, test = [seqs[i] for i in train_idx], [seqs[i] for i in test_idx]
+                for label, options in candidates.items():
+                    model = cls(K, n_symbols=V, seed=0, **options).fit(train)
+                    per_fold[label].append(held_out_scores(model, test, args.is_samples))
+            for row in fold_verdicts(per_fold, reference):
+                logp_rule, score_rule = (
+                    "holds" if row[r] else "**fails**" for r in ("logp_holds", "bound_holds")
+                )
+                print(
+                    f"| {dataset} | {K} | {row['effort']} | {row['bound']:.6f} | {row['logp']:.6f} | "
+                    f"{row['diff']:+.6f} +- {row['se']:.6f} | {logp_rule} | {score_rule} |",
+                    flush=True,
+                )
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default=None)
@@ -166,6 +215,8 @@ def main(argv=None) -> int:
     p.add_argument("--candidates", nargs="+", type=parse_candidate, default=[("defaults", {})])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--allowed", type=float, default=0.002, help="nats/token below the reference's median")
+    p.add_argument("--held-out", type=int, default=0, metavar="FOLDS", help="the held-out table, FOLDS folds")
+    p.add_argument("--is-samples", type=int, default=50, help="held-out table: importance samples")
     args = p.parse_args(argv)
     if not args.per_iteration and args.model is None:
         p.error("give --per-iteration, --model NAME, or both")
@@ -175,7 +226,7 @@ def main(argv=None) -> int:
     if args.per_iteration:
         _per_iteration(args, data_dir)
     if args.model is not None:
-        _settings(args, data_dir)
+        (_held_out if args.held_out else _settings)(args, data_dir)
     return 0
 
 

@@ -21,9 +21,9 @@ from .cavi.e_step_totals import EStepTotals, e_step
 from .cavi.exact_chain import forward_backward, forward_log_normalizer
 from .cavi.expectation import BucketState, e_step_bucket, expected_counts
 from .cavi.guides import ChainGuide, FFGuide, PFGuide, resolve_guide
-from .cavi.maximization import M_STEP_METHODS, m_step, newton_dirichlet_multinomial, total_elbo
+from .cavi.maximization import M_STEP_METHODS, m_step, total_elbo
 from .cavi.protocol import GuideProtocol, HiddenUpdate
-from .cavi.starts import RANDOM_STARTS, STARTS, default_starts, guide_starts, held_out_starts
+from .cavi.sequence_starts import RANDOM_STARTS, STARTS, default_starts, guide_starts, held_out_starts
 from .em import FitResult, VariationalEM
 from .ops.dirichlet import (
     dirichlet_log_density,
@@ -89,7 +89,6 @@ __all__ = [
     "resolve_guide",
     "M_STEP_METHODS",
     "m_step",
-    "newton_dirichlet_multinomial",
     "total_elbo",
     "ChainPosterior",
     "emission_potentials",

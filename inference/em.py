@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from .cavi.e_step_totals import e_step
 from .cavi.expectation import BucketState
 from .cavi.maximization import M_STEP_METHODS, m_step, total_elbo
-from .cavi.starts import RANDOM_STARTS, default_starts, held_out_starts, rotating_start
+from .cavi.sequence_starts import RANDOM_STARTS, default_starts, held_out_starts, rotating_start
 from .checkpoint import STATE_EVERY, FitCheckpoint
 from .distributed.workers import (
     LocalBackend,
@@ -155,11 +155,11 @@ class VariationalEM:
         their own training data (docs/math.md, "Held-out E-step").
     random_starts : int
         Random starts per sequence beside the deterministic ones, in the held-out E-step, the
-        first E-step and every refresh (see :data:`ldhmm.inference.cavi.starts.STARTS`).
+        first E-step and every refresh (see :data:`ldhmm.inference.cavi.sequence_starts.STARTS`).
     start_every : int
         A rotating start every this many E-steps after the first (0: none): beside each
         sequence's warm run, one of the first E-step's starts in turn, each random draw a new
-        one (:func:`ldhmm.inference.cavi.starts.rotating_start`), the better run kept per
+        one (:func:`ldhmm.inference.cavi.sequence_starts.rotating_start`), the better run kept per
         sequence. The search of a refresh spread over the iterations, while the priors move:
         no E-step ends below its warm run, so the ELBO still never decreases.
     m_step_max_iter : int, optional
@@ -356,7 +356,7 @@ class VariationalEM:
 
     def score(self, buckets, params: VariantParameters, starts: tuple | None = None) -> list[BucketState]:
         """E-step with fixed parameters: the per-sequence held-out ELBO of new sequences, the
-        best of the guide's starts for each (:data:`ldhmm.inference.cavi.starts.STARTS`).
+        best of the guide's starts for each (:data:`ldhmm.inference.cavi.sequence_starts.STARTS`).
 
         ``starts``: default the held-out E-step's (:func:`held_out_starts`); the SVI route's
         local start gives a fit's (:meth:`fit_starts`)."""

@@ -303,7 +303,7 @@ class FitSettings:
         _Integer(0),
         "Random per-sequence starts of the E-step beside the deterministic ones (held-out "
         "scoring, a fit's first E-step and its refreshes; see "
-        ":data:`ldhmm.inference.cavi.starts.STARTS`).",
+        ":data:`ldhmm.inference.cavi.sequence_starts.STARTS`).",
         to=(VariationalEM,),
     )
     emission_layout: str = _setting(

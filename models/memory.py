@@ -25,7 +25,7 @@ import os
 import re
 from pathlib import Path
 
-from ..inference.cavi.starts import BEST_OF_STARTS_COPIES, start_scratch_bytes
+from ..inference.cavi.sequence_starts import BEST_OF_STARTS_COPIES, start_scratch_bytes
 
 __all__ = [
     "MemoryEstimateError",
@@ -207,8 +207,8 @@ def fit_bytes(
     - the E-step of the largest bucket (``largest_bucket``: its padded positions and the most
       sequences in a bucket, :func:`ldhmm.inference.batch.bucket_cells` of the lengths; by
       default ``min(bucket_cells, M x L)`` and ``M``): its states alive at once while the starts race
-      (:data:`ldhmm.inference.cavi.starts.BEST_OF_STARTS_COPIES`), and the larger of a
-      start's scratch (:func:`ldhmm.inference.cavi.starts.start_scratch_bytes`) and the
+      (:data:`ldhmm.inference.cavi.sequence_starts.BEST_OF_STARTS_COPIES`), and the larger of a
+      start's scratch (:func:`ldhmm.inference.cavi.sequence_starts.start_scratch_bytes`) and the
       compiled recursion's potentials, messages and marginals (ten K-vectors per position);
     - per token three K-vectors (a mean-field guide's factors), database-level a dozen K x V
       arrays (priors, their special functions, the M-step's sums);

@@ -1,7 +1,7 @@
 """scikit-learn style estimator over any parameter-sharing variant of the LDHMM family.
 
 :class:`VariantHMM` holds configuration and learned state and delegates: the math to
-:mod:`ldhmm.inference`, where a fit starts and which run it keeps to :mod:`ldhmm.models.starts`,
+:mod:`ldhmm.inference`, where a fit starts and which run it keeps to :mod:`ldhmm.models.fit_starts`,
 where the data lives and whether it fits to :mod:`ldhmm.models.placement`, the held-out passes to
 :mod:`ldhmm.models.held_out`, fits along K to :mod:`ldhmm.models.path`, the model file to
 :mod:`ldhmm.models.file_format`. :class:`ldhmm.models.ldhmm.LDHMM`,
@@ -39,6 +39,7 @@ from .description import ModelDescription, describe_model
 from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .fit_settings import DTYPES as _DTYPES
 from .fit_settings import TakesFitSettings
+from .fit_starts import initial_parameters, search
 from .held_out import (
     by_key,
     check_importance_arguments,
@@ -51,7 +52,6 @@ from .memory import fit_bytes
 from .path import fit_path
 from .placement import Placement, in_given_order
 from .placement import partitions as cut_partitions
-from .starts import initial_parameters, search
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
 
@@ -164,7 +164,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     # ---- fitting -------------------------------------------------------------------------
     def initial_parameters(self, seqs, seed: int | None = None) -> VariantParameters:
         """The seeded, asymmetric starting point of a restart for a validated database
-        (:func:`ldhmm.models.starts.initial_parameters`)."""
+        (:func:`ldhmm.models.fit_starts.initial_parameters`)."""
         return initial_parameters(self, np.bincount(np.concatenate(seqs), minlength=self.n_symbols_), seed)
 
     def fit(
@@ -178,7 +178,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         checkpoint=None,
     ):
         """Learn the database-level parameters by variational EM (where it starts and which run
-        it keeps: :mod:`ldhmm.models.starts`).
+        it keeps: :mod:`ldhmm.models.fit_starts`).
 
         Parameters
         ----------
@@ -290,7 +290,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         self._fit_on(runner, counts, init_params, grown, checkpoint, content)
 
     def _fit_on(self, runner, symbol_counts, init_params=None, grown=(), checkpoint=None, content=None):
-        """The start policy (:func:`ldhmm.models.starts.search`) over a backend's partitions;
+        """The start policy (:func:`ldhmm.models.fit_starts.search`) over a backend's partitions;
         ``grown``: further starts raced after the policy's; ``checkpoint``: a directory the fit
         is checkpointed in and resumed from (:mod:`ldhmm.inference.checkpoint`), which must
         hold a fit of the data whose coded sequences hash to ``content`` (SHA-256; None where

@@ -168,6 +168,30 @@ def test_hmm_n_init_keeps_the_best_run(hmm_data):
     assert objective(three) >= objective(one) - 1e-9
 
 
+def test_hmm_screening_continues_the_best_screened_run_to_tol(hmm_data):
+    """screen_tol: every run stops at the looser tolerance, the best by MAP objective goes on to
+    tol from where it stopped: one monotone history, counted whole, judged under tol."""
+    tol, screen = 1e-5, 1e-3
+    n_tokens = sum(map(len, hmm_data))
+    screened_alone = HMM(3, tol=screen, seed=2, n_init=3).fit(hmm_data)
+    model = HMM(3, tol=tol, seed=2, n_init=3, screen_tol=screen).fit(hmm_data)
+    obj = np.array(model.objective_history_)
+    assert np.all(np.diff(obj) >= -1e-9 * np.abs(obj[1:]))
+    # the kept screened run is the run the looser fit keeps, carried on from its last iterate
+    head = np.array(screened_alone.objective_history_)
+    np.testing.assert_allclose(obj[: len(head)], head, rtol=1e-12)
+    assert len(obj) > len(head) and model.n_iter_ == len(obj) == len(model.loglik_history_)
+    assert model.start_kind_ == screened_alone.start_kind_
+    assert model.converged_ and obj[-1] - obj[-2] < tol * n_tokens
+    assert obj[-1] >= head[-1]
+    # a screen at or below tol is no screen: the fit of every run to tol
+    plain = HMM(3, tol=1e-4, seed=2, n_init=3).fit(hmm_data)
+    same = HMM(3, tol=1e-4, seed=2, n_init=3, screen_tol=1e-5).fit(hmm_data)
+    np.testing.assert_array_equal(plain.objective_history_, same.objective_history_)
+    with pytest.raises(ValueError, match="screen_tol must be None or a finite number >= 0"):
+        HMM(3, screen_tol=-1.0)
+
+
 def test_hmm_score_is_sum_of_score_samples(hmm_data):
     model = HMM(2, max_iter=10).fit(hmm_data)
     s = model.score_samples(hmm_data[:25])

@@ -24,6 +24,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 #: Every benchmark script; those that need Dask's ``distributed`` to load.
 SCRIPTS = (
+    "baseline_cost",
     "dask_cli",
     "dask_iteration",
     "dask_scale",
@@ -280,3 +281,21 @@ def test_the_held_out_rule_compares_fold_by_fold_with_the_standard_error():
     per_fold["standard"] = [(-1.1, -0.95), (-1.2, -1.05), (-1.3, -1.15)]
     rows = {r["effort"]: r for r in held.fold_verdicts(per_fold, "thorough")}
     assert not rows["standard"]["logp_holds"] and not rows["standard"]["bound_holds"]
+
+
+def test_the_baseline_benchmark_reads_candidates_and_times_an_iteration_of_each_peer():
+    bench = benchmark("baseline_cost")
+    assert bench.parse_candidate('screen={"screen_tol": 1e-4}') == ("screen", {"screen_tol": 1e-4})
+    assert bench.parse_candidate("v5=") == ("v5", {})
+    with pytest.raises(Exception, match="LABEL=JSON"):
+        bench.parse_candidate("no-equals-sign")
+    rng = np.random.default_rng(0)
+    seqs = [rng.integers(0, 4, size=int(n)) for n in rng.integers(5, 12, size=20)]
+    row = bench.per_iteration_row(seqs, 2, 4, iterations=3)
+    assert {"HMM", "hmmlearn", "VBHMM", "hmmlearn VB"} <= set(row) and all(
+        row[k] > 0 for k in ("HMM", "hmmlearn", "VBHMM", "hmmlearn VB")
+    )
+    model = bench.HMM(2, n_symbols=4, max_iter=5).fit(seqs)
+    assert bench.final_objective(model) == model.objective_history_[-1]
+    score, logp = bench.held_out_scores(model, seqs[:5], is_samples=2)
+    assert score == logp == pytest.approx(model.score_samples(seqs[:5]).sum() / sum(map(len, seqs[:5])))

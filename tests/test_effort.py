@@ -17,11 +17,11 @@ from ldhmm.data import load_paper_subset
 from ldhmm.experiments.fit_quality import truth_hyperparameters
 from ldhmm.inference import VariationalEM, hmm_started_parameters, symbol_seeded_parameters
 from ldhmm.inference.cavi import expectation
-from ldhmm.inference.cavi.starts import rotating_start
+from ldhmm.inference.cavi.sequence_starts import rotating_start
 from ldhmm.inference.distributed.workers import LocalBackend
 from ldhmm.inference.monitor import RelativeChange
 from ldhmm.models.fit_settings import EFFORT_PRESETS, EFFORTS, FitSettings
-from ldhmm.models.starts import START_HMM_SHARING, database_hmm
+from ldhmm.models.fit_starts import START_HMM_SHARING, database_hmm
 
 
 @pytest.fixture

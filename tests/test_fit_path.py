@@ -23,7 +23,7 @@ from ldhmm.experiments.fit_quality import truth_hyperparameters
 from ldhmm.inference import HMMV_SHARING, LDHMM_SHARING, VBHMM_SHARING, VariantParameters
 from ldhmm.inference.distributed.workers import LocalBackend
 from ldhmm.inference.growth import UNUSED_WEIGHT, expected_occupancy, pad_states, split_state
-from ldhmm.models import LDHMM, starts
+from ldhmm.models import LDHMM, fit_starts
 from ldhmm.models.path import check_states, grown_starts, load_path_state, save_path_state
 
 RTOL = 1e-6
@@ -438,7 +438,7 @@ def test_cli_interrupted_path_says_how_to_resume(log_file, tmp_path, capsys, mon
     out = tmp_path / "cut"
     argv = (log_file, "--states", "2..3", "--restarts", "1", "--max-iter", "5", "--out", out)
     with monkeypatch.context() as m:
-        m.setattr(starts, "continue_grown", interrupt)  # Ctrl-C while growing K = 3
+        m.setattr(fit_starts, "continue_grown", interrupt)  # Ctrl-C while growing K = 3
         code, _, err = fit_cli(capsys, *argv)
     assert code == 130 and "1 of 2 tasks are saved" in err and "run the same command again" in err
     assert sorted(p.name for p in out.glob("K*.json")) == ["K2.json"]

@@ -16,7 +16,7 @@ from ldhmm.data import kfold_indices, load_paper_subset
 from ldhmm.experiments.fit_quality import evaluate
 from ldhmm.inference import make_buckets
 from ldhmm.inference.cavi.expectation import e_step_bucket
-from ldhmm.inference.cavi.starts import best_of_starts, start_state
+from ldhmm.inference.cavi.sequence_starts import best_of_starts, start_state
 
 CASES = [
     (3, "peaked", "short", 1),  # FF's cold start used to fall 0.07 nats/token short here

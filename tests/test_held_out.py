@@ -24,7 +24,7 @@ from ldhmm.inference.cavi.posterior import (
     stack_posterior,
     viterbi_paths,
 )
-from ldhmm.inference.cavi.starts import held_out_starts
+from ldhmm.inference.cavi.sequence_starts import held_out_starts
 from ldhmm.inference.distributed import workers
 from ldhmm.models import LDHMM
 

@@ -17,7 +17,7 @@ from ldhmm.inference.cavi.exact_chain import forward_backward, forward_log_norma
 from ldhmm.inference.cavi.guides import PFGuide, resolve_guide
 from ldhmm.inference.cavi.kernels import fused_sweeps
 from ldhmm.inference.cavi.kernels.special import digamma, lgamma_digamma
-from ldhmm.inference.cavi.starts import best_of_starts, default_starts
+from ldhmm.inference.cavi.sequence_starts import best_of_starts, default_starts
 from ldhmm.inference.ops.dirichlet import (
     dirichlet_prior_objective,
     expected_log_dirichlet,

@@ -77,8 +77,8 @@ def test_no_two_library_modules_share_a_base_name():
 
 
 def test_a_module_name_is_not_shadowed_by_a_function():
-    # ``import ldhmm.inference.cavi.starts as s; s.STARTS`` must reach the module
-    import ldhmm.inference.cavi.starts as s
+    # ``import ldhmm.inference.cavi.sequence_starts as s; s.STARTS`` must reach the module
+    import ldhmm.inference.cavi.sequence_starts as s
 
     assert isinstance(s.STARTS, tuple)
 

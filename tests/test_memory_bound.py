@@ -17,7 +17,7 @@ import pytest
 
 from ldhmm import LDHMM
 from ldhmm.inference.batch import bucket_cells, make_buckets
-from ldhmm.inference.cavi.starts import independent_pair_counts
+from ldhmm.inference.cavi.sequence_starts import independent_pair_counts
 from ldhmm.models.memory import MemoryEstimateError, max_memory_limit
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak RSS from /proc")

@@ -9,7 +9,7 @@ Modules, each importing only those before it:
    route applies).
 3. :mod:`.guides`: the PF and FF guides; :mod:`.emissions`: emission layouts.
 4. :mod:`.expectation`: the E-step of one bucket (the compiled and torch routes).
-5. :mod:`.starts`: where a sequence's ascent starts without a warm state (the start policy);
+5. :mod:`.sequence_starts`: where a sequence's ascent starts without a warm state (the start policy);
    :mod:`.e_step_totals`: the E-step of many buckets reduced to the M-step's sums;
    :mod:`.maximization`: the M-steps; :mod:`.posterior`: per-sequence posteriors and
    importance sampling.

@@ -1,7 +1,7 @@
 """The E-step of many buckets (a partition's), reduced to the M-step's sums.
 
 Each bucket runs :func:`ldhmm.inference.cavi.expectation.e_step_bucket` from its warm state, or
-:func:`ldhmm.inference.cavi.starts.best_of_starts` where starts are asked for; the per-sequence
+:func:`ldhmm.inference.cavi.sequence_starts.best_of_starts` where starts are asked for; the per-sequence
 state stays with the caller and the sums over sequences (:class:`EStepTotals`, O(K V) numbers)
 go to the M-step. Buckets are added in order, so the sums do not depend on threads.
 """
@@ -19,7 +19,7 @@ from ..parameters import VariantParameters
 from ..sharing import GROUPS, SEQUENCE
 from .emissions import EmissionLogSums, add_emission_counts, total_emission_counts
 from .expectation import BucketState, e_step_bucket, prior_terms
-from .starts import best_of_starts
+from .sequence_starts import best_of_starts
 
 __all__ = ["EStepTotals", "e_step"]
 

@@ -101,8 +101,9 @@ def chain_update(log_initial, log_transition, log_obs, mask, reference: bool = F
 
 class ExactChain:
     """The closed-form half of the PF family as a guide of the protocol: q(Z) is the exact
-    chain. The E-step uses it to seed other families (see :data:`ldhmm.inference.cavi.starts.STARTS`);
-    :class:`ldhmm.inference.cavi.guides.PFGuide` adds the Pyro half."""
+    chain. The E-step uses it to seed other families (see
+    :data:`ldhmm.inference.cavi.sequence_starts.STARTS`); :class:`ldhmm.inference.cavi.guides.PFGuide`
+    adds the Pyro half."""
 
     name = "pf"
     compiled_update = "pf"

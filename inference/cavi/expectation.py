@@ -18,7 +18,7 @@ otherwise, and for sequences whose compiled recursion underflowed, sweep by swee
 the guide's ``update_hidden`` (the reference the tests compare the kernel against).
 
 Where a sequence's ascent starts when it has no warm state (the start policy) is
-:mod:`ldhmm.inference.cavi.starts`; the E-step of many buckets reduced to the M-step's sums is
+:mod:`ldhmm.inference.cavi.sequence_starts`; the E-step of many buckets reduced to the M-step's sums is
 :mod:`ldhmm.inference.cavi.e_step_totals`.
 """
 

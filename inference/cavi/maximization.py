@@ -34,7 +34,6 @@ __all__ = [
     "GAIN_FRACTION",
     "DirichletMultinomialResult",
     "maximize_collapsed",
-    "newton_dirichlet_multinomial",
     "database_terms",
     "total_elbo",
     "count_batches",
@@ -59,7 +58,7 @@ HOLD_ROUNDS = 4
 @dataclass
 class DirichletMultinomialResult:
     """Outcome of :func:`maximize_collapsed` (dicts by group) or
-    :func:`newton_dirichlet_multinomial` (arrays of its one group).
+    ``tests/reference_dirichlet.py::newton_dirichlet_multinomial`` (arrays of its one group).
 
     Attributes
     ----------
@@ -189,59 +188,6 @@ def maximize_collapsed(
         gains[g] = np.where(worse, 0.0, f[g] - f_start[g])
         capped |= bool((concentration[g] >= max_value).any())
     return DirichletMultinomialResult(concentration, gains, passes, capped)
-
-
-def newton_dirichlet_multinomial(
-    initial,
-    count_batches,
-    max_iter: int = 50,
-    tol: float = 1e-8,
-    objective_tol: float = 1e-12,
-    progress_tol: float = 0.0,
-    min_value: float = MIN_CONCENTRATION,
-    max_value: float = MAX_CONCENTRATION,
-    sums=None,
-) -> DirichletMultinomialResult:
-    """:func:`maximize_collapsed` of one group from its count batches (by default to
-    convergence: ``progress_tol = 0``).
-
-    Parameters
-    ----------
-    initial : array (R, D), positive
-    count_batches : list of arrays (M_b, R, D)
-        Expected counts of every sequence (rows with no counts contribute nothing), or pairs
-        (counts, symbols) of the sparse emission layout.
-    max_iter, tol, objective_tol, progress_tol, min_value, max_value
-        As :func:`maximize_collapsed`.
-    sums : callable, optional
-        ``sums(a, count_batches, rows) -> (entry (3, R, D), row (3, R))``; default: the
-        compiled pass
-        (:func:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.table_sums`, the table
-        built once here); its twin
-        :func:`ldhmm.inference.ops.dirichlet.dirichlet_multinomial_sums_reference` gives the same.
-
-    Returns
-    -------
-    DirichletMultinomialResult
-        With the group's arrays.
-    """
-    initial = np.asarray(initial, dtype=np.float64)
-    if sums is None:
-        table = count_table({"": (initial.shape, count_batches)})
-        group_sums = lambda alphas, rows: table_sums(table, alphas, rows)
-    else:
-        group_sums = lambda alphas, rows: {"": sums(alphas[""], count_batches, rows[""])}
-    res = maximize_collapsed(
-        {"": initial},
-        group_sums,
-        max_iter=max_iter,
-        tol=tol,
-        objective_tol=objective_tol,
-        progress_tol=progress_tol,
-        min_value=min_value,
-        max_value=max_value,
-    )
-    return DirichletMultinomialResult(res.concentration[""], res.gain[""], res.n_passes, res.capped)
 
 
 def database_terms(params: VariantParameters, totals) -> float:

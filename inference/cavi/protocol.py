@@ -60,7 +60,7 @@ class GuideProtocol(Protocol):
     (:func:`ldhmm.inference.cavi.guides.check_compiled_update`).
 
     A guide may also set ``starts``: the per-sequence starting points the E-step tries when no
-    warm state exists (a subset of :data:`ldhmm.inference.cavi.starts.STARTS`; default all of
+    warm state exists (a subset of :data:`ldhmm.inference.cavi.sequence_starts.STARTS`; default all of
     them). A family that is the exact chain leaves out ``"chain"``, its own best start; a
     guide with ``"chain"`` among its starts is by default initialized from the PF fit
     (``init="auto"`` of the estimators).

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
-from scipy import special
 
 __all__ = [
     "expected_log_dirichlet",
@@ -22,8 +20,6 @@ __all__ = [
     "sample_dirichlet",
     "dirichlet_log_density",
     "MAX_CONCENTRATION",
-    "dirichlet_multinomial_objective",
-    "dirichlet_multinomial_sums_reference",
     "log_multivariate_beta",
 ]
 
@@ -211,51 +207,6 @@ def newton_dirichlet(
             break
     capped = bool((a >= max_value).any())
     return NewtonResult(concentration=a, objective=f, n_iter=n_iter, capped=capped)
-
-
-def dirichlet_multinomial_objective(concentration: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-    """``sum_m log B(a + n_m) - log B(a)`` per row: the collapsed M-step objective.
-
-    Reference implementation (dense torch) for tests; the fit uses
-    :func:`ldhmm.inference.cavi.maximization.newton_dirichlet_multinomial`.
-
-    Parameters
-    ----------
-    concentration : Tensor, shape (R, D)
-    counts : Tensor, shape (M, R, D), non-negative (expected counts)
-
-    Returns
-    -------
-    Tensor, shape (R,)
-    """
-    a = concentration
-    total = counts.sum(-1)
-    return (
-        (torch.lgamma(a + counts) - torch.lgamma(a)).sum(-1)
-        - torch.lgamma(a.sum(-1) + total)
-        + torch.lgamma(a.sum(-1))
-    ).sum(0)
-
-
-def dirichlet_multinomial_sums_reference(concentration, count_batches, rows=None):
-    """Dense scipy twin of
-    :func:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.dirichlet_multinomial_sums` (same
-    output; for tests)."""
-    a = np.asarray(concentration, dtype=np.float64)
-    entry = np.zeros((3,) + a.shape)
-    row = np.zeros((3, a.shape[0]))
-    functions = (special.gammaln, special.digamma, lambda x: special.polygamma(1, x))
-    for counts in count_batches:
-        n = np.asarray(counts, dtype=np.float64)
-        positive = n > 0
-        n0 = n.sum(-1)
-        for i, f in enumerate(functions):
-            entry[i] += np.where(positive, f(a + n) - f(a), 0.0).sum(0)
-            row[i] += np.where(n0 > 0, f(a.sum(-1) + n0) - f(a.sum(-1)), 0.0).sum(0)
-    if rows is not None:
-        entry[:, ~np.asarray(rows)] = 0.0
-        row[:, ~np.asarray(rows)] = 0.0
-    return entry, row
 
 
 def sample_dirichlet(concentration: torch.Tensor) -> torch.Tensor:
