@@ -106,24 +106,31 @@ def per_iteration_row(seqs, K: int, V: int, iterations: int) -> dict:
     return row
 
 
+def cells(datasets, states, data_dir):
+    """``(data set name, its sequences, V, K)`` for every data set of ``datasets`` (``NAME`` or
+    ``NAME:N``) and every K of ``states``, each data set read once."""
+    for dataset in datasets:
+        name, n = parse_dataset(dataset)
+        seqs, V = sequences(name, data_dir, n)
+        for K in states:
+            yield dataset, seqs, V, K
+
+
 def _per_iteration(args, data_dir) -> None:
     print(
         "| data | K | HMM s/iter | hmmlearn scaling s/iter | ratio | VBHMM s/iter | "
         "hmmlearn VB s/iter (impl.) | ratio |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for dataset in args.datasets:
-        name, n = parse_dataset(dataset)
-        seqs, V = sequences(name, data_dir, n)
-        for K in args.states:
-            reps = [per_iteration_row(seqs, K, V, args.iterations) for _ in range(args.repeats)]
-            best = {key: min(r[key] for r in reps) for key in ("HMM", "hmmlearn", "VBHMM", "hmmlearn VB")}
-            print(
-                f"| {dataset} | {K} | {best['HMM']:.4f} | {best['hmmlearn']:.4f} | "
-                f"{best['HMM'] / best['hmmlearn']:.2f}x | {best['VBHMM']:.4f} | {best['hmmlearn VB']:.4f} "
-                f"({reps[0]['VB implementation']}) | {best['VBHMM'] / best['hmmlearn VB']:.2f}x |",
-                flush=True,
-            )
+    for dataset, seqs, V, K in cells(args.datasets, args.states, data_dir):
+        reps = [per_iteration_row(seqs, K, V, args.iterations) for _ in range(args.repeats)]
+        best = {key: min(r[key] for r in reps) for key in ("HMM", "hmmlearn", "VBHMM", "hmmlearn VB")}
+        print(
+            f"| {dataset} | {K} | {best['HMM']:.4f} | {best['hmmlearn']:.4f} | "
+            f"{best['HMM'] / best['hmmlearn']:.2f}x | {best['VBHMM']:.4f} | {best['hmmlearn VB']:.4f} "
+            f"({reps[0]['VB implementation']}) | {best['VBHMM'] / best['hmmlearn VB']:.2f}x |",
+            flush=True,
+        )
 
 
 def _settings(args, data_dir) -> None:
@@ -135,30 +142,26 @@ def _settings(args, data_dir) -> None:
         "| data | K | candidate | objective/tok median (min..max) | - reference | rule | CPU s | iterations |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for dataset in args.datasets:
-        name, n = parse_dataset(dataset)
-        seqs, V = sequences(name, data_dir, n)
-        n_tokens = sum(map(len, seqs))
-        for K in args.states:
-            fits = []
-            for seed in args.seeds:
-                for label, options in candidates.items():
-                    cpu = time.process_time()
-                    model = cls(K, n_symbols=V, seed=seed, **options).fit(seqs)
-                    cpu = time.process_time() - cpu
-                    iterations = model.n_iter_ if isinstance(model, HMM) else len(model.elbo_history_)
-                    fits.append(
-                        {"candidate": label, "seed": seed, "elbo": final_objective(model) / n_tokens,
-                         "cpu": cpu, "iters": iterations, "sweeps": 0}
-                    )  # fmt: skip
-            for row in cell_rows(fits, reference, args.allowed, None, key="candidate"):
-                holds = "" if row["holds"] is None else ("holds" if row["holds"] else "**fails**")
-                print(
-                    f"| {dataset} | {K} | {row['candidate']} | {row['median']:.6f} ({row['low']:.6f}.."
-                    f"{row['high']:.6f}) | {row['diff']:+.6f} | {holds} | {row['cpu']:.2f} | "
-                    f"{row['iters']:.0f} |",
-                    flush=True,
-                )
+    for dataset, seqs, V, K in cells(args.datasets, args.states, data_dir):
+        n_tokens, fits = sum(map(len, seqs)), []
+        for seed in args.seeds:
+            for label, options in candidates.items():
+                cpu = time.process_time()
+                model = cls(K, n_symbols=V, seed=seed, **options).fit(seqs)
+                cpu = time.process_time() - cpu
+                iterations = model.n_iter_ if isinstance(model, HMM) else len(model.elbo_history_)
+                fits.append(
+                    {"candidate": label, "seed": seed, "elbo": final_objective(model) / n_tokens,
+                     "cpu": cpu, "iters": iterations, "sweeps": 0}
+                )  # fmt: skip
+        for row in cell_rows(fits, reference, args.allowed, None, key="candidate"):
+            holds = "holds" if row["holds"] else "**fails**"
+            print(
+                f"| {dataset} | {K} | {row['candidate']} | {row['median']:.6f} ({row['low']:.6f}.."
+                f"{row['high']:.6f}) | {row['diff']:+.6f} | {holds} | {row['cpu']:.2f} | "
+                f"{row['iters']:.0f} |",
+                flush=True,
+            )
 
 
 def held_out_scores(model, test: list, is_samples: int) -> tuple[float, float]:
@@ -181,26 +184,22 @@ def _held_out(args, data_dir) -> None:
         "log p(x) - reference (mean +- SE over folds) | rule: log p(x) | rule: score |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for dataset in args.datasets:
-        name, n = parse_dataset(dataset)
-        seqs, V = sequences(name, data_dir, n)
-        splits = kfold_indices(len(seqs), args.held_out, seed=0)
-        for K in args.states:
-            per_fold: dict[str, list] = {label: [] for label in candidates}
-            for train_idx, test_idx in splits:
-                train, test = [seqs[i] for i in train_idx], [seqs[i] for i in test_idx]
-                for label, options in candidates.items():
-                    model = cls(K, n_symbols=V, seed=0, **options).fit(train)
-                    per_fold[label].append(held_out_scores(model, test, args.is_samples))
-            for row in fold_verdicts(per_fold, reference):
-                logp_rule, score_rule = (
-                    "holds" if row[r] else "**fails**" for r in ("logp_holds", "bound_holds")
-                )
-                print(
-                    f"| {dataset} | {K} | {row['effort']} | {row['bound']:.6f} | {row['logp']:.6f} | "
-                    f"{row['diff']:+.6f} +- {row['se']:.6f} | {logp_rule} | {score_rule} |",
-                    flush=True,
-                )
+    for dataset, seqs, V, K in cells(args.datasets, args.states, data_dir):
+        per_fold: dict[str, list] = {label: [] for label in candidates}
+        for train_idx, test_idx in kfold_indices(len(seqs), args.held_out, seed=0):
+            train, test = [seqs[i] for i in train_idx], [seqs[i] for i in test_idx]
+            for label, options in candidates.items():
+                model = cls(K, n_symbols=V, seed=0, **options).fit(train)
+                per_fold[label].append(held_out_scores(model, test, args.is_samples))
+        for row in fold_verdicts(per_fold, reference):
+            logp_rule, score_rule = (
+                "holds" if row[r] else "**fails**" for r in ("logp_holds", "bound_holds")
+            )
+            print(
+                f"| {dataset} | {K} | {row['effort']} | {row['bound']:.6f} | {row['logp']:.6f} | "
+                f"{row['diff']:+.6f} +- {row['se']:.6f} | {logp_rule} | {score_rule} |",
+                flush=True,
+            )
 
 
 def main(argv=None) -> int:
