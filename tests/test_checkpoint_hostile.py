@@ -105,6 +105,13 @@ def test_cli_fit_on_a_locked_checkpoint_or_path_directory_is_one_line(tmp_path, 
     assert not (tmp_path / "m.json").exists() and not (tmp_path / "path" / "path.json").exists()
 
 
+def test_a_checkpoint_directory_whose_name_is_not_utf8_is_locked_and_used(tmp_path, monkeypatch):
+    directory = tmp_path / os.fsdecode(b"ck\xff")
+    monkeypatch.setattr("sys.argv", ["ldhmm", "fit", "--checkpoint", str(directory)])
+    _model().fit(_data(), checkpoint=directory)  # the lock file records the command line's bytes
+    assert (directory / CHECKPOINT_FILE).is_file()
+
+
 def test_the_lock_holder_s_command_is_shown_escaped(tmp_path):
     fd = _hold_lock(tmp_path / "ck", command="ldhmm fit \x1b]0;owned\x07\x1b[2J.txt")
     try:

@@ -121,7 +121,8 @@ def acquire(directory, way_out: str = "use another --out", command: str | None =
         try:
             os.ftruncate(fd, 0)
             line = " ".join((command if command is not None else _this_command()).split())
-            os.pwrite(fd, f"{os.getpid()}\n{line}\n".encode(), 0)
+            # a name in the command line may hold bytes that are not UTF-8: written back as they were
+            os.pwrite(fd, f"{os.getpid()}\n{line}\n".encode(errors="surrogateescape"), 0)
         except OSError:
             pass
         _HELD[key] = [fd, 1]
