@@ -39,6 +39,7 @@ __all__ = [
     "posterior_features",
     "top_events",
     "restart_table",
+    "start_table",
 ]
 
 #: Events shown per state in the states table.
@@ -206,6 +207,30 @@ def restart_table(histories, seeds, kept) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["restart", "seed", "iteration", "elbo", "kept"])
 
 
+def start_table(histories: dict, kept_kind) -> pd.DataFrame:
+    """The training ELBO per EM iteration of every run from a start that is no random restart,
+    one row per (start, iteration).
+
+    Parameters
+    ----------
+    histories : dict of str to 1-D array
+        ``start_elbo_histories_``: ``"seeded"`` (the symbol-seeded start), ``"hmm"`` (from the
+        database-level HMM).
+    kept_kind : str or None
+        ``start_kind_``: the start of the kept run.
+
+    Returns
+    -------
+    DataFrame, columns ``start``, ``iteration`` (1-based), ``elbo``, ``kept``
+    """
+    rows = [
+        {"start": kind, "iteration": i + 1, "elbo": float(value), "kept": kind == kept_kind}
+        for kind, run in histories.items()
+        for i, value in enumerate(run)
+    ]
+    return pd.DataFrame(rows, columns=["start", "iteration", "elbo", "kept"])
+
+
 # ------------------------------------------------------------------------ the description
 @dataclass
 class ModelDescription:
@@ -237,6 +262,10 @@ class ModelDescription:
         Every restart's training ELBO per EM iteration (:func:`restart_table`: ``restart``,
         ``seed``, ``iteration``, ``elbo``, ``kept``); None when the model does not record them
         (a model file written before they were saved).
+    starts : DataFrame or None
+        The training ELBO per EM iteration of every run from a start that is no random restart
+        (:func:`start_table`: ``start`` "seeded" or "hmm", ``iteration``, ``elbo``, ``kept``);
+        None when the model does not record them.
     users, clusters, examples, next_event : DataFrame or None (None without data)
         ``users``: one row per user (``sequence_id``, ``length``, ``bound``, ``bound_per_token``,
         ``cluster``, ``rank``: 1 is the most typical); ``clusters``: one row per group of users
@@ -254,6 +283,7 @@ class ModelDescription:
     transition_spread: pd.DataFrame
     history: pd.DataFrame
     restarts: pd.DataFrame | None = None
+    starts: pd.DataFrame | None = None
     users: pd.DataFrame | None = None
     clusters: pd.DataFrame | None = None
     examples: pd.DataFrame | None = None
@@ -554,6 +584,9 @@ def describe_model(
         history=pd.DataFrame({"iteration": np.arange(1, history.size + 1), "elbo": history}),
         restarts=restart_table(model.restart_elbo_histories_, model.restart_seeds(), model.kept_restart_)
         if hasattr(model, "restart_elbo_histories_")
+        else None,
+        starts=start_table(model.start_elbo_histories_, getattr(model, "start_kind_", None))
+        if hasattr(model, "start_elbo_histories_")
         else None,
         users=users[0],
         clusters=users[1],

@@ -34,7 +34,11 @@ A model file is JSON (never pickle) written by :func:`write_model_file` (what
                   "start": how the kept run started (``start_kind_``): "restart", "seeded"
                   (the symbol-seeded start), "hmm" (the database-level HMM), "init" (given
                   parameters), "continued" (the K - 1 fit continued along a path) or "split:k"
-                  (state k of the K - 1 fit split); files written before it have none
+                  (state k of the K - 1 fit split); files written before it have none;
+                  optionally "stopped": how the fit stopped, one line (``str`` of its
+                  ``convergence_``), and "starts": {"seeded" | "hmm": [number, ...]}, the
+                  training ELBO per EM iteration of every run from a start that is no random
+                  restart (``start_elbo_histories_``)
     training_data (optional, ldhmm 0.2.0 on) {"source": str, "n_sequences": int >= 0,
                   "n_tokens": int >= 0, "sha256": 64 hex digits or null}: the file the model was
                   fitted on (or "Python data"), its size and the SHA-256 of its coded sequences
@@ -483,7 +487,9 @@ _FIT_RECORD = {
     "training_data": ("source", "n_sequences", "n_tokens", "sha256"),
 }
 #: Keys of a fit record's field that a file may leave out (written by later versions).
-_FIT_RECORD_OPTIONAL = {"fit_history": ("start", "stopped")}
+_FIT_RECORD_OPTIONAL = {"fit_history": ("start", "stopped", "starts")}
+#: The starts a fit records besides its random restarts (``fit_history.starts``).
+NAMED_STARTS = ("seeded", "hmm")
 #: How a kept run may have started (``start_kind_``), besides ``"split:k"``.
 START_KINDS = ("restart", "seeded", "hmm", "init", "continued")
 _HEX = frozenset("0123456789abcdef")
@@ -521,6 +527,16 @@ def check_fit_record(doc: dict, path) -> None:
         if kept is not None and not (_is_int(kept) and 0 <= kept < len(runs)):
             raise ModelFileError(
                 path, "fit_history.kept", f"expected null or a restart in [0, {len(runs)}), got {kept!r}"
+            )
+        starts = history.get("starts", {})
+        if not isinstance(starts, dict) or not all(
+            k in NAMED_STARTS and isinstance(run, list) and all(_is_number(x) for x in run)
+            for k, run in starts.items()
+        ):
+            raise ModelFileError(
+                path,
+                "fit_history.starts",
+                f"expected an object of {' or '.join(NAMED_STARTS)} to lists of finite numbers",
             )
         if "stopped" in history and not isinstance(history["stopped"], str):
             raise ModelFileError(
@@ -575,6 +591,9 @@ def fit_record(model) -> dict:
         stopped = stop_report(model)
         if stopped is not None:
             doc["fit_history"]["stopped"] = stopped
+        starts = getattr(model, "start_elbo_histories_", None)
+        if starts:
+            doc["fit_history"]["starts"] = {k: [float(x) for x in run] for k, run in starts.items()}
     if hasattr(model, "training_data_"):
         doc["training_data"] = dict(model.training_data_)
     return doc
@@ -599,6 +618,10 @@ def set_fit_record(model, doc: dict) -> None:
             model.start_kind_ = history["start"]
         if "stopped" in history:
             model.stop_report_ = history["stopped"]
+        if "starts" in history:
+            model.start_elbo_histories_ = {
+                k: np.asarray(run, dtype=np.float64) for k, run in history["starts"].items()
+            }
     if "training_data" in doc:
         model.training_data_ = dict(doc["training_data"])
 

@@ -109,6 +109,10 @@ class StartOutcome:
         The objective history of every run of the database-level HMM, None where none ran.
     init_history : ndarray
         The PF fit's ELBO history where this guide started from it (empty otherwise).
+    start_histories : dict of str to ndarray
+        The ELBO history of every EM run from a start that is no random restart, by its kind
+        (``"seeded"``: the symbol-seeded start, ``"hmm"``: from the database-level HMM), so that a
+        fit records every start it raced (empty where none ran).
     """
 
     result: FitResult
@@ -117,6 +121,7 @@ class StartOutcome:
     kept_restart: int | None = None
     hmm_histories: list | None = None
     init_history: np.ndarray = field(default_factory=lambda: np.asarray([]))
+    start_histories: dict = field(default_factory=dict)
 
 
 def n_restarts(model, grown) -> int:
@@ -179,12 +184,26 @@ def _restarts(model, engine: VariationalEM, runner, symbol_counts, n: int) -> St
 
     runs = [lambda r=r, seed=seed: restart(r, seed) for r, seed in enumerate(seeds)]
     start = seeded_start(model, symbol_counts)
+    named = {}
     if start is not None:
-        runs.append(lambda: engine.fit_backend(runner, start, label="symbol-seeded start"))
+        runs.append(
+            _recorded(named, "seeded", lambda: engine.fit_backend(runner, start, label="symbol-seeded start"))
+        )
     kept, result, _ = best_of(runs, final_elbo)
     if kept < len(seeds):
-        return StartOutcome(result, "restart", histories, kept)
-    return StartOutcome(result, "seeded", histories, None)
+        return StartOutcome(result, "restart", histories, kept, start_histories=named)
+    return StartOutcome(result, "seeded", histories, None, start_histories=named)
+
+
+def _recorded(named: dict, kind: str, run: Callable) -> Callable:
+    """``run`` that also keeps its ELBO history in ``named[kind]`` (:attr:`StartOutcome.start_histories`)."""
+
+    def recorded():
+        result = run()
+        named[kind] = np.asarray(result.elbo_history, dtype=np.float64)
+        return result
+
+    return recorded
 
 
 def database_hmm(
@@ -254,12 +273,21 @@ def _from_database_hmm(
         prior_concentration=model.prior_concentration,
         n_tokens=float(np.sum(symbol_counts)),
     )
-    runs = [lambda: engine.fit_backend(runner, start, label="from the database-level HMM")]
+    named = {}
+    runs = [
+        _recorded(
+            named, "hmm", lambda: engine.fit_backend(runner, start, label="from the database-level HMM")
+        )
+    ]
     seeded = seeded_start(model, symbol_counts) if policy == "hmm_and_seeded" else None
     if seeded is not None:
-        runs.append(lambda: engine.fit_backend(runner, seeded, label="symbol-seeded start"))
+        runs.append(
+            _recorded(
+                named, "seeded", lambda: engine.fit_backend(runner, seeded, label="symbol-seeded start")
+            )
+        )
     kept, result, _ = best_of(runs, final_elbo)
-    return StartOutcome(result, ("hmm", "seeded")[kept], hmm_histories=hmm_histories)
+    return StartOutcome(result, ("hmm", "seeded")[kept], hmm_histories=hmm_histories, start_histories=named)
 
 
 def _best_start(model, engine: VariationalEM, runner, symbol_counts, grown=()) -> StartOutcome:

@@ -313,6 +313,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         result = found.result
         self.start_kind_, self.kept_restart_ = found.kind, found.kept_restart
         self.restart_elbo_histories_, self.init_elbo_history_ = found.restart_histories, found.init_history
+        self.start_elbo_histories_ = dict(found.start_histories)
         if found.hmm_histories is not None:
             self.hmm_objective_histories_ = found.hmm_histories
         # a path's next K continues from this run (in process: its partition's state)

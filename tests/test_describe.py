@@ -45,6 +45,7 @@ def test_database_level_tables_match_the_dirichlets(fitted):
         "transition_spread",
         "history",
         "restarts",
+        "starts",
     }
     K, V = model.beta_.shape
     for k in range(K):

@@ -90,11 +90,19 @@ def test_save_load_and_describe(fitted):
     assert summary["training data"] == PYTHON_DATA and summary["training sequences"] == "30"
     assert summary["training data SHA-256"] == model.training_data_["sha256"]
     assert summary["start of the kept run"] == model.start_kind_
+    # every start is recorded, the symbol-seeded one included (thorough: the restarts and it)
+    assert set(loaded.start_elbo_histories_) == {"seeded"}
+    np.testing.assert_array_equal(
+        loaded.start_elbo_histories_["seeded"], model.start_elbo_histories_["seeded"]
+    )
+    assert set(d.starts["start"]) == {"seeded"} and d.starts["kept"].all() == (model.start_kind_ == "seeded")
+    assert summary["stopped because"] == str(model.convergence_)
     page = render_report(d, "model")
     fit = page[page.index("<h2>The fit</h2>") :]
-    # the kept run's chart, then one line per restart in the restarts' chart, and their table
-    assert fit.count("<polyline") == 1 + RESTARTS and "training ELBO of every restart" in fit
-    assert fit.count("<tr>") == 1 + RESTARTS
+    # the kept run's chart, then one line per start in the starts' chart, and their table: the
+    # restarts and the symbol-seeded start
+    assert fit.count("<polyline") == 1 + RESTARTS + 1 and "training ELBO of every start" in fit
+    assert fit.count("<tr>") == 1 + RESTARTS + 1 and "<td>symbol-seeded start</td>" in fit
 
 
 def test_a_file_without_the_record_still_loads(fitted, tmp_path):

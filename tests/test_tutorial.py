@@ -223,11 +223,12 @@ def test_the_report_renders_in_a_headless_browser(tutorial, tmp_path):
         finally:
             browser.close()
     assert requests == [url] and errors == [] and scripts == 0
-    # heat map, diagram, users, two typical and two unusual paths, next-event bars, ELBO
-    assert len(widths) == 9 and min(widths) > 50
-    # summary, states, top events, initial, transitions, groups, typical, unusual, next event
-    # (a v5 fit ran no random restart: no restarts table)
-    assert tables == 9 and rows > 40
+    # heat map, diagram, users, two typical and two unusual paths, next-event bars, ELBO, and
+    # the ELBO of every start (from the database-level HMM and the symbol-seeded start)
+    assert len(widths) == 10 and min(widths) > 50
+    # summary, states, top events, initial, transitions, groups, typical, unusual, next event,
+    # and every start (a v5 fit ran no random restart: its two runs, the HMM's and the seeded one)
+    assert tables == 10 and rows > 40
     for heading in (
         "States",
         "Initial and transition structure",
@@ -242,7 +243,7 @@ def test_the_report_renders_in_a_headless_browser(tutorial, tmp_path):
     for field in (kept, "training data\ttrain.csv", "training sequences\t120"):
         assert field in text
     assert re.search(r"training data SHA-256\t[0-9a-f]{64}", text)
-    assert "No restart was kept: none (no random restart ran)" in text
+    assert "from the database-level HMM" in text and "symbol-seeded start" in text
 
 
 @pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])

@@ -241,6 +241,7 @@ def render_report(description, title: str) -> str:
             d.restarts,
             _summary_value(d.summary, "kept restart"),
             _summary_value(d.summary, "start of the kept run"),
+            d.starts,
         ),
         "</body></html>",
     ]
@@ -269,44 +270,54 @@ def _summary_value(summary: pd.DataFrame, field: str) -> str | None:
     return str(rows.iloc[0]) if len(rows) else None
 
 
+#: How the restarts table names a start that is no random restart (``start_kind_``).
+START_LABELS = {"seeded": "symbol-seeded start", "hmm": "from the database-level HMM"}
+
+
 def _restarts_section(
-    restarts: pd.DataFrame | None, kept: str | None = None, start: str | None = None
+    restarts: pd.DataFrame | None,
+    kept: str | None = None,
+    start: str | None = None,
+    starts: pd.DataFrame | None = None,
 ) -> list[str]:
-    """Every restart: a table of each one's seed, iterations and final ELBO, and with several
-    restarts their ELBO per iteration in one chart (the kept one thick); where no restart was
-    kept, what was (``kept``: the summary's "kept restart"; ``start``: its "start of the kept
-    run", the model's ``start_kind_``)."""
+    """Every start: a table of each run's start (a restart's number and seed, or the
+    symbol-seeded start, or the database-level HMM), EM iterations and final ELBO, and with
+    several runs their ELBO per iteration in one chart (the kept one thick); where none of them
+    was kept, what was (``kept``: the summary's "kept restart"; ``start``: its "start of the kept
+    run", the model's ``start_kind_``; ``starts``: :func:`ldhmm.models.description.start_table`)."""
     if restarts is None:
         return ['<p class="note">The restarts are not recorded in this model file.</p>']
-    if restarts.empty:
-        if kept and start in ("hmm", "seeded"):  # v5's runs: no random restart ran
+    starts = starts if starts is not None else pd.DataFrame(columns=["start", "iteration", "elbo", "kept"])
+    runs = [(str(r), run["seed"].iloc[0], run) for r, run in restarts.groupby("restart", sort=True)]
+    runs += [(START_LABELS.get(k, k), "", run) for k, run in starts.groupby("start", sort=False)]
+    if not runs:
+        if kept and start in ("hmm", "seeded"):  # no run of the fit was recorded
             return [f'<p class="note">No restart was kept: {html.escape(kept)}.</p>']
         return ['<p class="note">No restarts: a fit from given parameters, or the SVI route.</p>']
-    runs = restarts.groupby("restart", sort=True)
     table = pd.DataFrame(
         {
-            "restart": list(runs.groups),
-            "seed": runs["seed"].first().to_numpy(),
-            "EM iterations": runs["iteration"].max().to_numpy(),
-            "final ELBO": runs["elbo"].last().to_numpy(),
-            "kept": ["yes" if k else "" for k in runs["kept"].any()],
+            "start": [label for label, _, _ in runs],
+            "seed": [seed for _, seed, _ in runs],
+            "EM iterations": [int(run["iteration"].max()) for _, _, run in runs],
+            "final ELBO": [float(run["elbo"].iloc[-1]) for _, _, run in runs],
+            "kept": ["yes" if run["kept"].any() else "" for _, _, run in runs],
         }
     )
-    parts = [html_table(table, caption="Restarts (the fit keeps the highest final ELBO)")]
-    if not restarts["kept"].any() and kept:
-        parts.append(f'<p class="note">No restart was kept: {html.escape(kept)}.</p>')
+    parts = [html_table(table, caption="Every start of the fit (it keeps the highest final ELBO)")]
+    if not (table["kept"] == "yes").any() and kept:
+        parts.append(f'<p class="note">No start of this table was kept: {html.escape(kept)}.</p>')
     if len(table) > 1:
-        kept = np.flatnonzero(table["kept"] == "yes")
+        chosen = np.flatnonzero(table["kept"] == "yes")
         parts.append(
             _figure(
                 svg.line_chart(
-                    [run["elbo"].to_numpy() for _, run in runs],
-                    "training ELBO of every restart",
+                    [run["elbo"].to_numpy() for _, _, run in runs],
+                    "training ELBO of every start",
                     "EM iteration",
                     "ELBO (nats)",
-                    highlight=int(kept[0]) if kept.size else None,
+                    highlight=int(chosen[0]) if chosen.size else None,
                 ),
-                "Training ELBO per EM iteration of every restart; the kept one drawn thick.",
+                "Training ELBO per EM iteration of every start; the kept one drawn thick.",
             )
         )
     return parts
