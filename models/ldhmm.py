@@ -80,6 +80,10 @@ class LDHMM(VariantHMM):
         ``init_params`` and for the SVI route.
     kept_restart_ : int or None
         Which restart the fit kept (highest final ELBO); None when it kept none.
+    start_elbo_histories_ : dict of str to ndarray
+        The training ELBO per EM iteration of every run from a start that is no random
+        restart: ``"seeded"`` (the symbol-seeded start), ``"hmm"`` (from the database-level
+        HMM); ``start_kind_`` names the kept run's start.
     training_data_ : dict
         What it was fitted on: ``source`` (the file, or ``"Python data"``), ``n_sequences``,
         ``n_tokens`` and ``sha256`` (:func:`ldhmm.data.fingerprint.content_sha256` of the coded
