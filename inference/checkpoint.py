@@ -346,9 +346,29 @@ class FitCheckpoint:
         """A :class:`CheckpointError` about this checkpoint: ``what`` is wrong, and how to start over."""
         return CheckpointError(f"checkpoint {shown(self.path)}: {what}: {START_OVER}")
 
+    def _claimed_shape(self, key: str, shape: tuple, dtype) -> str | None:
+        """A member's claim (:func:`_float_member`) and, for a parameter, its shape against the
+        fit's K and V (V where the settings name it: ``n_symbols``), before its data is read: a
+        member claiming gigabytes is refused at its header."""
+        problem = _float_member(key, shape, dtype)
+        match = _PARAMS_KEY.fullmatch(key)
+        if problem or match is None:
+            return problem
+        config = self.fingerprint.get("config", {})
+        K, V = config.get("n_states"), config.get("n_symbols")
+        if not isinstance(K, int):
+            return None
+        group = match.group(4)
+        want = {"pi": (K,), "A": (K, K)}.get(group)
+        if want is None and isinstance(V, int):
+            want = (K, V)
+        if want is not None and tuple(shape) != want:
+            return f"claims shape {tuple(shape)}; the fit's {group} is {want}"
+        return None
+
     def _read(self) -> None:
         try:
-            arrays = read_stored_npz(self.path, "checkpoint", _float_member)
+            arrays = read_stored_npz(self.path, "checkpoint", self._claimed_shape)
         except ValueError as err:
             raise CheckpointError(f"checkpoint {err}: {START_OVER}") from None
         try:

@@ -160,7 +160,10 @@ def test_a_bad_concentration_is_refused_naming_the_array(tmp_path, value, says):
             "dtype float32",
         ),
         (lambda a: a.update({"run0/params/prior/B": np.ones((2, 9))}), r"shape \(2, 9\)"),
-        (lambda a: a.update({"run0/params/prior/pi": np.ones(3)}), r"the fit has K = 2 states"),
+        (
+            lambda a: a.update({"run0/params/prior/pi": np.ones(3)}),
+            r"claims shape \(3,\); the fit.s pi is \(2,\)",
+        ),
         (lambda a: a.pop("meta"), "no array 'meta'"),
         (
             lambda a: a.update({"meta": np.frombuffer(b'{"format": 2, "runs": []}', np.uint8)}),
@@ -287,3 +290,23 @@ def test_a_fit_killed_again_and_again_makes_progress_to_the_uninterrupted_number
         for g, t in getattr(expected.params_, d).items():
             assert np.array_equal(getattr(done.params_, d)[g].numpy(), t.numpy()), (d, g)
     assert not [n for n in os.listdir(ck) if n.startswith("checkpoint.state.")]  # finished: none left
+
+
+def test_a_parameter_of_another_shape_is_refused_at_its_header(tmp_path, monkeypatch):
+    """With V among the settings (as ``ldhmm fit`` gives it), a member's claimed shape is checked
+    before a byte of its data is read."""
+    seqs = _data()
+    model = LDHMM(2, n_symbols=5, seed=0, n_init=1, max_iter=3, effort="thorough")
+    model.fit(seqs, checkpoint=tmp_path / "ck")
+    arrays = _stored(tmp_path / "ck")
+    arrays["run0/params/prior/B"] = np.ones((2, 700))
+    np.savez(tmp_path / "ck" / CHECKPOINT_FILE, **arrays)
+    read = []
+    monkeypatch.setattr(np.lib.format, "read_array", lambda *a, **k: read.append(1))
+    with pytest.raises(
+        CheckpointError, match=r"'run0/params/prior/B': claims shape \(2, 700\); the fit's B is \(2, 5\)"
+    ):
+        LDHMM(2, n_symbols=5, seed=0, n_init=1, max_iter=3, effort="thorough").fit(
+            seqs, checkpoint=tmp_path / "ck"
+        )
+    assert not read  # no array's data was read
