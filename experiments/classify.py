@@ -61,6 +61,7 @@ from .tasks import (
     atomic_write_csv,
     atomic_write_text,
     check_run_settings,
+    cluster_client,
     default_out,
     holds_out_dir_lock,
     parse_states,
@@ -433,6 +434,8 @@ def classify(
     force: bool = False,
     quiet: bool = False,
     plugins=(),
+    backend: str = "local",
+    client=None,
 ) -> ClassificationResult:
     """Generative classification AUCs per model and K, plus LDHMM features + logistic regression.
 
@@ -441,7 +444,7 @@ def classify(
     Parameters
     ----------
     models, states, folds, jobs, out, seed, n_sequences, data_dir, sequence_col, event_col,
-    time_col, max_iter, tol, m_step, effort, restarts, force, quiet, plugins
+    time_col, max_iter, tol, m_step, effort, restarts, force, quiet, plugins, backend, client
         As for :func:`ldhmm.experiments.compare.compare` (``out`` default
         ``results/classify-<data>``).
     data : optional
@@ -461,7 +464,8 @@ def classify(
     """
     check_run_settings(folds, jobs, max_iter, tol, m_step, restarts, effort=effort)
     entries = resolve_lineup(models, extra=plugins)
-    check_sendable(entries, jobs)
+    client = cluster_client(backend, client)
+    check_sendable(entries, jobs if client is None else 2)
     models = [e.name for e in entries]
     states = parse_states(states)
     db, what = resolve_data(
@@ -506,7 +510,9 @@ def classify(
     groups = classify_groups(plans, lr_plans, states, folds, classes, pairs)
     payload = {"db": db, "folds": fold_index, "settings": settings, "entries": {e.name: e for e in entries}}
     # one pool over both kinds of task: classify_group dispatches on the task's fields
-    records, errors = run_task_groups(groups, classify_group, payload, out, digest, jobs, quiet, "classify")
+    records, errors = run_task_groups(
+        groups, classify_group, payload, out, digest, jobs, quiet, "classify", client
+    )
     resumed = sum(bool(r.get("resumed")) for r in records)
     by_key = {(r["model"], part_k(r["K"]), int(r["fold"]), r["cls"]): r for r in records if "cls" in r}
     rows = []

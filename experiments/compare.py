@@ -91,6 +91,7 @@ from .tasks import (
     atomic_write_csv,
     atomic_write_text,
     check_run_settings,
+    cluster_client,
     default_out,
     holds_out_dir_lock,
     parse_states,
@@ -332,6 +333,8 @@ def compare(
     force: bool = False,
     quiet: bool = False,
     plugins=(),
+    backend: str = "local",
+    client=None,
 ) -> ComparisonResult:
     """Cross-validated held-out log-likelihood of several models against K (resumable).
 
@@ -389,6 +392,12 @@ def compare(
         No progress bar.
     plugins : iterable of str
         ``"NAME=package.module:factory"`` strings added to ``models`` (the CLI's ``--model``).
+    backend : {"local", "dask"}
+        Where the (model, fold) tasks run: ``jobs`` processes of this machine, or the workers
+        of ``client`` (a ``distributed.Client``; :mod:`ldhmm.experiments.cluster_tasks`), with
+        the same numbers, the same task store and the same resume.
+    client : distributed.Client, optional
+        Required by ``backend="dask"``.
 
     Returns
     -------
@@ -397,7 +406,8 @@ def compare(
         in ``errors`` and in ``summary.md``; the other tasks' results are kept.
     """
     entries = resolve_lineup(models, extra=plugins)
-    check_sendable(entries, jobs)
+    client = cluster_client(backend, client)
+    check_sendable(entries, jobs if client is None else 2)
     names = [e.name for e in entries]
     states = parse_states(states)
     check_run_settings(folds, jobs, max_iter, tol, m_step, restarts, is_samples, effort=effort)
@@ -428,7 +438,15 @@ def compare(
     digest = prepare_out_dir(out, "compare", settings, extra=extra, force=force)
     payload = {"db": db, "folds": fold_index, "settings": settings, "entries": {e.name: e for e in entries}}
     records, errors = run_task_groups(
-        compare_groups(plans, states, folds), compare_group, payload, out, digest, jobs, quiet, "compare"
+        compare_groups(plans, states, folds),
+        compare_group,
+        payload,
+        out,
+        digest,
+        jobs,
+        quiet,
+        "compare",
+        client,
     )
     if not records:
         raise RuntimeError(f"no task finished ({len(errors)} failed; the first: {errors[0]})")

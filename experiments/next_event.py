@@ -58,6 +58,7 @@ from .tasks import (
     atomic_write_csv,
     atomic_write_text,
     check_run_settings,
+    cluster_client,
     default_out,
     holds_out_dir_lock,
     parse_states,
@@ -183,6 +184,8 @@ def next_event(
     effort: str | None = None,
     force: bool = False,
     quiet: bool = False,
+    backend: str = "local",
+    client=None,
 ) -> NextEventResult:
     """Next-event prediction by cross-validation (resumable, like :func:`ldhmm.compare`).
 
@@ -193,9 +196,11 @@ def next_event(
     data
         As for :func:`ldhmm.experiments.compare.compare` (default: the MSNBC paper subset).
     states, folds, jobs, out, seed, n_sequences, data_dir, max_iter, tol, restarts, effort, force, quiet
+    backend, client
         As for :func:`ldhmm.experiments.compare.compare`.
     """
     check_run_settings(folds, jobs, max_iter, tol, None, restarts, effort=effort)
+    client = cluster_client(backend, client)
     given = [str(m) for m in ([models] if isinstance(models, str) else models)]
     with_markov = any(m.upper() == MARKOV for m in given)
     others = [m for m in given if m.upper() != MARKOV]
@@ -215,7 +220,7 @@ def next_event(
     payload = {"db": db, "folds": kfold_indices(len(db), folds, seed=seed), "settings": settings}
     groups = next_event_groups(plans, states, folds)
     records, errors = run_task_groups(
-        groups, next_event_group, payload, out, digest, jobs, quiet, "next-event"
+        groups, next_event_group, payload, out, digest, jobs, quiet, "next-event", client
     )
     if not records:
         raise RuntimeError(f"no task finished ({len(errors)} failed; the first: {errors[0]})")

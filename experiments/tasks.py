@@ -92,6 +92,7 @@ from ..data.directory_lock import LOCK_NAME, DirectoryLockedError, acquire, rele
 from ..inference.progress import progress_options
 from ..models.fit_settings import EFFORTS
 from ..models.memory import max_memory_override, set_max_memory
+from .cluster_tasks import run_on_cluster
 from .resume import RunInterrupted, command_line, invocation, write_resume_script
 
 __all__ = [
@@ -121,6 +122,8 @@ __all__ = [
     "atomic_savefig",
     "single_thread",
     "seed_everything",
+    "BACKENDS",
+    "cluster_client",
     "timed",
     "parse_states",
     "check_run_settings",
@@ -540,13 +543,29 @@ class PartOutput:
         self.todo = frozenset(todo)
 
     def save(self, key: str, result: dict) -> None:
+        atomic_write_json(task_path(self.out, key), self.record(key, result))
+
+    def record(self, key: str, result: dict) -> dict:
+        """The record of part ``key``: ``result`` with the part's fields and the configuration hash."""
         if key not in self._parts:
             raise KeyError(f"{key!r} is not a part of this task")
         # the part's fields win over a result's field of the same name: they identify the record
         record = dict(result)
         record.update((k, v) for k, v in self._parts[key].items() if k != "key")
         record["config_hash"] = self.digest
-        atomic_write_json(task_path(self.out, key), record)
+        return record
+
+
+class _KeptOutput(PartOutput):
+    """A :class:`PartOutput` that keeps the records instead of writing them: a group that runs on
+    a cluster's worker, whose disk need not be this machine's, hands them to the driver."""
+
+    def __init__(self, out, digest: str, parts: list[dict], todo):
+        super().__init__(out, digest, parts, todo)
+        self.records: dict[str, dict] = {}
+
+    def save(self, key: str, result: dict) -> None:
+        self.records[key] = self.record(key, result)
 
 
 class _GroupCall:
@@ -560,6 +579,18 @@ class _GroupCall:
         output = PartOutput(self.out, self.digest, group["parts"], group["todo"])
         self.fn(group, payload, output)
         return {}
+
+
+class _ClusterGroupCall(_GroupCall):
+    """:class:`_GroupCall` on a cluster's worker (torch on one thread, as in a local worker): the
+    answer holds the records of the parts it computed (:class:`_KeptOutput`), and an error is
+    reported as a local run reports it, beside the records saved before it."""
+
+    def __call__(self, group, payload) -> dict:
+        single_thread()
+        output = _KeptOutput(self.out, self.digest, group["parts"], group["todo"])
+        answer = _guarded(lambda g, p: self.fn(g, p, output) or {}, group, payload)
+        return {**answer, "records": output.records}
 
 
 def _matches(record: dict | None, part: dict) -> dict | None:
@@ -588,6 +619,7 @@ def run_task_groups(
     jobs: int = 1,
     quiet: bool = False,
     desc: str = "tasks",
+    client=None,
 ) -> tuple[list[dict], list[str]]:
     """Run the groups of tasks with parts not yet done under ``out``; return every part's record.
 
@@ -608,6 +640,10 @@ def run_task_groups(
         (:class:`PartOutput`).
     payload, out, digest, jobs, quiet
         As for :func:`run_tasks`.
+    client : distributed.Client, optional
+        Run the groups as Dask tasks on its workers instead (``jobs`` is then not used): the
+        payload goes to every worker once, each group's records come back and are written here
+        (:mod:`ldhmm.experiments.cluster_tasks`), with the same numbers as a local run.
 
     Returns
     -------
@@ -636,12 +672,13 @@ def run_task_groups(
     Path(out).mkdir(parents=True, exist_ok=True)
     lock_key, _ = _acquire(Path(out))  # re-entered when prepare_out_dir took it
     try:
-        return _run(groups, parts, _GroupCall(fn, out, digest), payload, out, digest, jobs, quiet, desc)
+        call = (_GroupCall if client is None else _ClusterGroupCall)(fn, out, digest)
+        return _run(groups, parts, call, payload, out, digest, jobs, quiet, desc, client)
     finally:
         _release(lock_key)
 
 
-def _run(groups, parts, call, payload, out, digest, jobs, quiet, desc):
+def _run(groups, parts, call, payload, out, digest, jobs, quiet, desc, client=None):
     done: dict[str, dict] = {}
     todo = []
     for g in groups:
@@ -682,8 +719,15 @@ def _run(groups, parts, call, payload, out, digest, jobs, quiet, desc):
         finished.add(group["key"])
         bar.update(len(group["todo"]))
 
+    def save_and_finish(group, answer):  # a cluster's answer: its records are written here
+        for key, record in answer.get("records", {}).items():
+            atomic_write_json(task_path(out, key), record)
+        finish(group, answer)
+
     try:
-        if todo and int(jobs) == 1:
+        if todo and client is not None:
+            run_on_cluster(todo, call, payload, client, save_and_finish)
+        elif todo and int(jobs) == 1:
             before = single_thread()
             try:
                 for g in todo:
@@ -760,6 +804,22 @@ def timed(fn, *args, **kwargs):
     t0 = time.perf_counter()
     result = fn(*args, **kwargs)
     return result, time.perf_counter() - t0
+
+
+#: Where a run's tasks go: worker processes of this machine, or a Dask cluster's workers.
+BACKENDS = ("local", "dask")
+
+
+def cluster_client(backend: str, client):
+    """The ``distributed.Client`` a run's tasks go to (``backend="dask"``, where it is required),
+    or None (``"local"``: ``jobs`` worker processes); a wrong pair is one ``ValueError`` line."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "dask" and client is None:
+        raise ValueError("backend='dask' needs client= (a distributed.Client; the command line opens one)")
+    if backend == "local" and client is not None:
+        raise ValueError("client= is the cluster of backend='dask'; give backend='dask' with it")
+    return client
 
 
 def seed_everything(seed: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..experiments.classify import classify
+from .cluster import dask_client
 from .common import (
     add_common_arguments,
     add_data_arguments,
@@ -48,14 +49,17 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def run_classify(args: argparse.Namespace) -> int:
     """The ``classify`` command: the API call, then the AUC table."""
-    result = classify(
-        args.models,
-        experiment_data(args, args.dataset),
-        tasks=args.task,
-        lr=not args.no_lr,
-        lr_c=args.lr_c,
-        **common_options(args, args.data_dir),
-    )
+    data = experiment_data(args, args.dataset)
+    with dask_client(args) as client:
+        result = classify(
+            args.models,
+            data,
+            tasks=args.task,
+            lr=not args.no_lr,
+            lr_c=args.lr_c,
+            client=client,
+            **common_options(args, args.data_dir),
+        )
     print(f"data: {result.data}")
     if result.config.get("resumed_tasks"):
         print(

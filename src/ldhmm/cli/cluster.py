@@ -12,18 +12,30 @@ import contextlib
 from ..models.placement import dask_backend_module
 from .options import positive_float, positive_int
 
-__all__ = ["add_backend_arguments", "dask_client", "placement_options"]
+__all__ = ["add_backend_arguments", "add_cluster_arguments", "dask_client", "placement_options"]
 
 
 def add_backend_arguments(p: argparse.ArgumentParser, partitions_help: str | None = None) -> None:
     """The options that say where the partitions live (``partitions_help``: the command's own
     help text of ``--partitions``)."""
-    p.add_argument(
-        "--backend",
-        choices=["local", "dask"],
-        default="local",
-        help="where the partitions live: this process (default) or a Dask cluster (docs/distributed.md)",
+    add_cluster_arguments(
+        p, "where the partitions live: this process (default) or a Dask cluster (docs/distributed.md)"
     )
+    p.add_argument(
+        "--partitions",
+        type=positive_int,
+        default=None,
+        help=partitions_help
+        or "partitions balanced by tokens (default: 1 locally, 2 per Dask worker); the same partitions "
+        "give the same numbers on any backend (other partitions: the same up to the E-step's tolerance; "
+        "importance-sampled draws are seeded per partition)",
+    )
+
+
+def add_cluster_arguments(p: argparse.ArgumentParser, backend_help: str) -> None:
+    """``--backend`` (its help: ``backend_help``) and the options of the Dask client it opens:
+    ``--scheduler``, ``--scheduler-timeout``, ``--workers``, ``--worker-threads``."""
+    p.add_argument("--backend", choices=["local", "dask"], default="local", help=backend_help)
     p.add_argument("--scheduler", default=None, help="--backend dask: the Dask scheduler's address")
     p.add_argument(
         "--scheduler-timeout",
@@ -46,15 +58,6 @@ def add_backend_arguments(p: argparse.ArgumentParser, partitions_help: str | Non
         default=None,
         help="--backend dask without --scheduler: numba threads per worker process (default: the "
         "cores shared out among the workers, so that workers x threads <= cores)",
-    )
-    p.add_argument(
-        "--partitions",
-        type=positive_int,
-        default=None,
-        help=partitions_help
-        or "partitions balanced by tokens (default: 1 locally, 2 per Dask worker); the same partitions "
-        "give the same numbers on any backend (other partitions: the same up to the E-step's tolerance; "
-        "importance-sampled draws are seeded per partition)",
     )
 
 

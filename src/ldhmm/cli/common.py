@@ -15,6 +15,7 @@ from ..data import DATA_ENV_VAR, DATASETS, ChecksumError, fetch, resolve_data_di
 from ..experiments.datasets import data_files_present
 from ..experiments.lineup import model_names
 from ..experiments.tables import failure_lines
+from .cluster import add_cluster_arguments
 from .data_options import add_data_options, read_data, refuse_data_options
 from .options import add_options, add_run_options, positive_int
 
@@ -56,6 +57,14 @@ def experiment_data(args: argparse.Namespace, data):
         return read_data(args, args.file)
     refuse_data_options(args, f"--dataset {data}" if data else "the default data set")
     return data
+
+
+#: ``--backend`` of the experiment commands: where their (model, fold) tasks run.
+TASKS_BACKEND_HELP = (
+    "where the (model, fold) tasks run: --jobs processes of this machine (local, the default) or "
+    "the workers of a Dask cluster (dask: --scheduler ADDRESS, or --workers N for a LocalCluster); "
+    "the same numbers either way (docs/operations.md)"
+)
 
 
 def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_default: int = 10) -> None:
@@ -109,6 +118,7 @@ def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_defau
         },
         force={"help": "reuse an --out directory that holds results of another configuration"},
     )
+    add_cluster_arguments(p, TASKS_BACKEND_HELP)
 
 
 def common_options(args: argparse.Namespace, data_dir) -> dict:
@@ -130,6 +140,7 @@ def common_options(args: argparse.Namespace, data_dir) -> dict:
         "force": args.force,
         "quiet": args.quiet,
         "plugins": args.model,
+        "backend": args.backend,
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..experiments.compare import compare, console_table
+from .cluster import dask_client
 from .common import (
     add_common_arguments,
     add_data_arguments,
@@ -49,14 +50,16 @@ def run_compare(args: argparse.Namespace) -> int:
     if note:
         print(note, flush=True)
     data = experiment_data(args, data)
-    result = compare(
-        args.models,
-        data,
-        is_samples=args.is_samples,
-        is_min_ess=args.is_min_ess,
-        is_max_samples=args.is_max_samples,
-        **common_options(args, data_dir),
-    )
+    with dask_client(args) as client:
+        result = compare(
+            args.models,
+            data,
+            is_samples=args.is_samples,
+            is_min_ess=args.is_min_ess,
+            is_max_samples=args.is_max_samples,
+            client=client,
+            **common_options(args, data_dir),
+        )
     print(f"data: {result.data}")
     if result.config.get("resumed_tasks"):
         n = len(result.config["models"]) * len(result.config["states"]) * args.folds

@@ -7,7 +7,8 @@ import sys
 
 from ..experiments.next_event import DEFAULT_MODELS, next_event
 from ..experiments.tables import failure_lines
-from .common import add_data_arguments, experiment_data, print_files
+from .cluster import add_cluster_arguments, dask_client
+from .common import TASKS_BACKEND_HELP, add_data_arguments, experiment_data, print_files
 from .options import add_command, add_options, positive_int
 
 __all__ = ["register", "run_next_event"]
@@ -62,6 +63,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         tol={"help": "EM relative tolerance (default: each model's)"},
         out={"help": "output directory (default results/next-event-<data>)"},
     )
+    add_cluster_arguments(p, TASKS_BACKEND_HELP)
     return p
 
 
@@ -78,9 +80,23 @@ def terminal_summary(summary: str) -> str:
 
 def run_next_event(args: argparse.Namespace) -> int:
     """The ``next-event`` command."""
-    result = next_event(
+    data = experiment_data(args, args.dataset or "msnbc")
+    with dask_client(args) as client:
+        result = _next_event(args, data, client)
+    print(f"data: {result.data}\n")
+    print(terminal_summary(result.summary))
+    print()
+    print_files(result.out, ["folds.csv", "summary.md", "next_event.png"])
+    for line in failure_lines(result.errors):
+        print(f"ldhmm next-event: warning: {line}", file=sys.stderr)
+    return 1 if result.errors else 0
+
+
+def _next_event(args: argparse.Namespace, data, client):
+    """The API call of the command's options (``client``: the cluster of ``--backend dask``)."""
+    return next_event(
         args.models,
-        experiment_data(args, args.dataset or "msnbc"),
+        data,
         states=args.states,
         folds=args.folds,
         jobs=args.jobs,
@@ -94,11 +110,6 @@ def run_next_event(args: argparse.Namespace) -> int:
         effort=args.effort,
         force=args.force,
         quiet=args.quiet,
+        backend=args.backend,
+        client=client,
     )
-    print(f"data: {result.data}\n")
-    print(terminal_summary(result.summary))
-    print()
-    print_files(result.out, ["folds.csv", "summary.md", "next_event.png"])
-    for line in failure_lines(result.errors):
-        print(f"ldhmm next-event: warning: {line}", file=sys.stderr)
-    return 1 if result.errors else 0
