@@ -481,14 +481,18 @@ def _run_record(entry: dict) -> RunRecord:
     """A run of the meta record, its fields checked (a ``KeyError``, ``TypeError`` or
     ``ValueError`` where one is not as written)."""
     run = RunRecord()
-    run.done = bool(entry["done"])
+    if not isinstance(entry["done"], bool) or not isinstance(entry["capped"], bool):
+        raise TypeError("done, capped")
+    run.done, run.capped = entry["done"], entry["capped"]
     run.history = _finite_floats(entry["history"])
     run.verdicts = [str(v) for v in entry["verdicts"]]
-    if len(run.verdicts) != len(run.history):
-        raise ValueError("verdicts")
     run.e_history = _finite_floats(entry["e_history"])
+    if len(run.verdicts) != len(run.history) or len(run.e_history) != len(run.history):
+        raise ValueError("verdicts, e_history")
     run.trace = [(str(step), float(value)) for step, value in entry["trace"]]
-    run.capped = bool(entry["capped"])
+    # the trace is each iteration's E-step ELBO and M-step ELBO, as the driver records them
+    if run.trace != [pair for e, m in zip(run.e_history, run.history) for pair in (("E", e), ("M", m))]:
+        raise ValueError("trace")
     run._starts = [[str(s) for s in starts] for starts in entry["starts"]]
     run._has_params = bool(entry["has_params"])
     run.report = ConvergenceReport(**entry["report"]) if entry["report"] is not None else None
@@ -498,6 +502,8 @@ def _run_record(entry: dict) -> RunRecord:
         raise ValueError("state_after")
     if run.history and not run._has_params or run.done and run.report is None:
         raise ValueError("has_params")
+    if run.done and (not run.history or run.report.n_iter != len(run.history)):
+        raise ValueError("report")
     if not run.done and run.history and len(run._starts) != len(run.history) - run.state_after:
         raise ValueError("starts")
     return run

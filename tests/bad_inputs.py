@@ -402,8 +402,8 @@ def page(d: Path) -> str:
         "refusal is one line on stderr, exit code 1 (2 for arguments argparse rejects), and "
         "writes no output file. DIR is the directory of the case's files. Beyond these cases, a seeded "
         "fuzzer (`python tests/fuzz_cli.py --cases 300 --seed S`; a quick round in "
-        "`tests/test_fuzz_cli.py`) mutates model files field by field, NPZ side files, data files and "
-        "path arguments through fit, score, posterior, predict, decode, report and data info, and "
+        "`tests/test_fuzz_cli.py`) mutates model files field by field, NPZ side files, data files, "
+        "path arguments and checkpoints through fit, score, posterior, predict, decode, report and data info, and "
         "checks the exit code, a one-line stderr, finite outputs, `--max-memory` and that nothing is "
         "written outside `--out`.\n\n" + table(d) + "\n"
     )

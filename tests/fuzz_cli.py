@@ -6,7 +6,9 @@ input: a model file changed field by field (types, signs, NaN/inf, huge sizes, w
 unicode) or as a file (truncated, bytes flipped, duplicate keys, encodings), its NPZ side file
 (truncated, a zip bomb, pickled objects, links), a data file (random bytes, bad UTF-8, huge
 lines, NUL bytes, CRLF, BOM, gzip bombs) or a path argument (links in and out of the case
-directory, FIFOs, directories, ``/dev/zero``). Every case must end with
+directory, FIFOs, directories, ``/dev/zero``), or a fit's checkpoint (``--checkpoint DIR``:
+truncated, flipped, zip bombs, pickles, NaN/Inf/negative/zero/int8 members, its record mangled,
+FIFOs and links in its place). Every case must end with
 
 - exit code 0, 1 (the command's one-line refusal) or 2 (argparse's);
 - at most one line on stderr, without ``Traceback`` or Python's own wording of an internal error;
@@ -111,6 +113,9 @@ def make_base(base: Path) -> dict:
     code, _, err = _quiet_main(["fit", base / "wide.txt", *fit, "--out", base / "wide.json"])
     assert code == 0, err
     (base / "wide-data.txt").write_text("w1 w2 w3\nw5 w4\n")
+    ck = [*CHECKPOINT_FIT, "--checkpoint", base / "ck", "--out", base / "ck.json"]
+    code, _, err = _quiet_main(["fit", base / "train.txt", *ck])
+    assert code == 0, err
     return {
         "model": json.loads((base / "model.json").read_text()),
         "wide": json.loads((base / "wide.json").read_text()),
@@ -283,6 +288,107 @@ def _side_file_case(rng: random.Random, d: Path, docs: dict, i: int) -> tuple[st
     return f"side file: {kind}", target, d / "wide-data.txt"
 
 
+#: the fit a checkpoint case resumes (the base's checkpoint is of the same fit)
+CHECKPOINT_FIT = ["--states", "2", "--restarts", "1", "--max-iter", "6", "--quiet"]
+CHECKPOINT_KINDS = [
+    "truncated", "flipped", "zip bomb", "pickled object", "wrong shape", "NaN member", "inf member",
+    "negative member", "zero member", "int8 member", "big-endian", "member missing", "stray member",
+    "meta garbage", "meta of another format", "meta without runs", "meta runs mangled", "not a zip",
+    "empty", "FIFO", "link to /dev/zero", "a directory", "state file named but missing",
+]  # fmt: skip
+
+
+def _checkpoint_case(rng: random.Random, d: Path) -> str:
+    """The base's finished checkpoint copied to ``d/ck`` and damaged; returns what was done."""
+    source = d.parent / "base" / "ck" / "checkpoint.npz"
+    ck = d / "ck"
+    ck.mkdir()
+    target = ck / "checkpoint.npz"
+    raw = source.read_bytes()
+    with np.load(source) as z:
+        members = {k: z[k] for k in z.files}
+    params = [k for k in members if k != "meta"]
+    key = rng.choice(params)
+    meta = json.loads(members["meta"].tobytes())
+    kind = rng.choice(CHECKPOINT_KINDS)
+    if kind == "truncated":
+        target.write_bytes(raw[: rng.randrange(len(raw))])
+    elif kind == "flipped":
+        b = bytearray(raw)
+        for _ in range(rng.randint(1, 16)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        target.write_bytes(bytes(b))
+    elif kind == "zip bomb":
+        header = io.BytesIO()
+        shape = (2, rng.choice([10**8, 10**10, 2**62]))
+        np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False, "shape": shape})
+        with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            z.writestr("meta.npy", _npy(members["meta"]))
+            with z.open(f"{key}.npy", "w", force_zip64=True) as f:
+                f.write(header.getvalue() + bytes(1 << 22))
+    elif kind == "not a zip":
+        target.write_bytes(os.urandom(4096))
+    elif kind == "empty":
+        target.write_bytes(b"")
+    elif kind == "FIFO":
+        os.mkfifo(target)
+    elif kind == "link to /dev/zero":
+        target.symlink_to("/dev/zero")
+    elif kind == "a directory":
+        target.mkdir()
+    else:
+        arrays = dict(members)
+        value = arrays[key].copy()
+        if kind == "pickled object":
+            arrays[key] = np.array([{"a": 1}] * 2, dtype=object)
+        elif kind == "wrong shape":
+            arrays[key] = np.ones(tuple(n + 1 for n in value.shape))
+        elif kind in ("NaN member", "inf member", "negative member", "zero member"):
+            bad = {
+                "NaN member": math.nan,
+                "inf member": math.inf,
+                "negative member": -1.0,
+                "zero member": 0.0,
+            }
+            value.flat[rng.randrange(value.size)] = bad[kind]
+            arrays[key] = value
+        elif kind == "int8 member":
+            arrays[key] = value.astype(np.int8)
+        elif kind == "big-endian":
+            arrays[key] = value.astype(">f8")
+        elif kind == "member missing":
+            del arrays[key]
+        elif kind == "stray member":
+            arrays["run9/params/prior/pi"] = np.ones(2)
+        else:
+            if kind == "meta garbage":
+                text = os.urandom(64)
+            else:
+                if kind == "meta of another format":
+                    meta["format"] = rng.choice([1, 3, "2", None])
+                elif kind == "meta without runs":
+                    del meta["runs"]
+                elif kind == "meta runs mangled":
+                    run = meta["runs"][rng.randrange(len(meta["runs"]))]
+                    field_name = rng.choice(sorted(run))
+                    run[field_name] = rng.choice(HOSTILE_VALUES)
+                elif kind == "state file named but missing":
+                    meta["runs"][-1].update(
+                        done=False, state_file="checkpoint.state.r1.i4.npz", state_after=4
+                    )
+                text = json.dumps(meta).encode()
+            arrays["meta"] = np.frombuffer(text, dtype=np.uint8)
+        with open(target, "wb") as f:
+            np.savez(f, **arrays)  # allows objects: the reader must refuse them
+    return f"checkpoint: {kind}"
+
+
+def _npy(array) -> bytes:
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array)
+    return buffer.getvalue()
+
+
 #: the data files that take seconds each (left out of the quick test's cases)
 HEAVY_DATA = ("huge line", "huge token", "many lines", "gzip bomb")
 DATA_KINDS = [
@@ -412,11 +518,33 @@ def _out_path(rng: random.Random, d: Path, victim: Path, suffix: str) -> tuple[s
 # ---------------------------------------------------------------- cases
 
 
-def make_case(rng: random.Random, d: Path, docs: dict, victim: Path, i: int, heavy: bool = True) -> Case:
-    """Case ``i`` of the round (its files written in ``d``; ``heavy``: large data files too)."""
-    family = rng.choices(
-        ["model field", "model file", "side file", "data file", "path"], weights=[4, 2, 2, 3, 2]
-    )[0]
+def make_case(
+    rng: random.Random,
+    d: Path,
+    docs: dict,
+    victim: Path,
+    i: int,
+    heavy: bool = True,
+    checkpoints: bool = False,
+) -> Case:
+    """Case ``i`` of the round (its files written in ``d``; ``heavy``: large data files too;
+    ``checkpoints``: the checkpoint family too, drawn beside the others)."""
+    families, weights = ["model field", "model file", "side file", "data file", "path"], [4, 2, 2, 3, 2]
+    if checkpoints:
+        families, weights = families + ["checkpoint"], weights + [2]
+    family = rng.choices(families, weights=weights)[0]
+    if family == "checkpoint":
+        what = _checkpoint_case(rng, d)
+        argv = [
+            "fit",
+            d / "train.txt",
+            *CHECKPOINT_FIT,
+            "--checkpoint",
+            d / "ck",
+            "--out",
+            d / "ck" / "m.json",
+        ]
+        return Case(family, what, argv, str(d / "ck"))
     command = rng.choice(list(MODEL_COMMANDS))
     suffix = rng.choice(MODEL_COMMANDS[command])
     out_kind, out = _out_path(rng, d, victim, suffix)
@@ -591,7 +719,7 @@ def run_round(n_cases: int, seed: int, workdir: Path, families=None, log=None, h
         (victim / "target.txt").write_text("home news\n")
         for name in ("train.txt", "model.json", "wide-data.txt"):
             shutil.copyfile(base / name, d / name)
-        case = make_case(rng, d, docs, victim, i, heavy)
+        case = make_case(rng, d, docs, victim, i, heavy, checkpoints=not families or "checkpoint" in families)
         if not families or case.family in families:
             os.chdir(d)
             try:

@@ -27,7 +27,9 @@ def workdir(tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize("family", ["model field", "model file", "side file", "data file", "path"])
+@pytest.mark.parametrize(
+    "family", ["model field", "model file", "side file", "data file", "path", "checkpoint"]
+)
 def test_a_seeded_round_gets_nothing_through(family, workdir):
     cases = fuzz_cli.run_round(4, seed=11, workdir=workdir, families=[family], heavy=False)
     assert len(cases) == 4 and all(c.family == family for c in cases)
