@@ -89,11 +89,12 @@ from ..data.atomic import (
     write_atomically,
 )
 from ..data.directory_lock import LOCK_NAME, DirectoryLockedError, acquire, release
+from ..data.resume import RunInterrupted, command_line, invocation, write_resume_script
 from ..inference.progress import progress_options
 from ..models.fit_settings import EFFORTS
 from ..models.memory import max_memory_override, set_max_memory
+from ..models.path import parse_states
 from .cluster_tasks import run_on_cluster
-from .resume import RunInterrupted, command_line, invocation, write_resume_script
 
 __all__ = [
     "ConfigMismatchError",
@@ -854,45 +855,3 @@ def check_run_settings(
         isinstance(is_samples, bool) or not isinstance(is_samples, int) or is_samples < 0
     ):
         raise ValueError(f"is_samples must be an integer >= 0, got {is_samples!r}")
-
-
-#: At most this many K values in one run (each is a column of every table).
-MAX_STATES_VALUES = 1000
-
-
-def parse_states(values) -> list[int]:
-    """K values from ``--states``: integers or ranges ``2..6`` / ``2-6`` (a list of them, or one);
-    sorted, unique."""
-    if isinstance(values, (int, str)):
-        values = [values]
-    out = set()
-    for v in values:
-        for part in str(v).replace(",", " ").split():
-            for sep in ("..", "-", ":"):
-                if sep in part:
-                    a, b = part.split(sep, 1)
-                    try:
-                        lo, hi = int(a), int(b)
-                    except ValueError:
-                        raise ValueError(
-                            f"--states: {part!r} is not an integer or a range like 2..6"
-                        ) from None
-                    if lo > hi:
-                        raise ValueError(f"--states: empty range {part!r}")
-                    if hi - lo >= MAX_STATES_VALUES:
-                        raise ValueError(
-                            f"--states: the range {part!r} holds {hi - lo + 1} values; at most "
-                            f"{MAX_STATES_VALUES} K values per run"
-                        )
-                    out.update(range(lo, hi + 1))
-                    break
-            else:
-                try:
-                    out.add(int(part))
-                except ValueError:
-                    raise ValueError(f"--states: {part!r} is not an integer or a range like 2..6") from None
-    if not out:
-        raise ValueError("--states: give at least one K")
-    if min(out) < 1:
-        raise ValueError(f"--states: K must be >= 1, got {min(out)}")
-    return sorted(out)

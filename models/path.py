@@ -34,6 +34,8 @@ __all__ = [
     "PROBE_ITERATIONS",
     "GrownStarts",
     "check_states",
+    "parse_states",
+    "MAX_STATES_VALUES",
     "split_seed",
     "grown_starts",
     "probe",
@@ -51,6 +53,48 @@ PROBE_ITERATIONS = 1
 
 class _Stop(Exception):
     """Raised from EM's callback to end a probe."""
+
+
+#: At most this many K values in one run (each is a column of every table).
+MAX_STATES_VALUES = 1000
+
+
+def parse_states(values) -> list[int]:
+    """K values from ``--states``: integers or ranges ``2..6`` / ``2-6`` (a list of them, or one);
+    sorted, unique."""
+    if isinstance(values, (int, str)):
+        values = [values]
+    out = set()
+    for v in values:
+        for part in str(v).replace(",", " ").split():
+            for sep in ("..", "-", ":"):
+                if sep in part:
+                    a, b = part.split(sep, 1)
+                    try:
+                        lo, hi = int(a), int(b)
+                    except ValueError:
+                        raise ValueError(
+                            f"--states: {part!r} is not an integer or a range like 2..6"
+                        ) from None
+                    if lo > hi:
+                        raise ValueError(f"--states: empty range {part!r}")
+                    if hi - lo >= MAX_STATES_VALUES:
+                        raise ValueError(
+                            f"--states: the range {part!r} holds {hi - lo + 1} values; at most "
+                            f"{MAX_STATES_VALUES} K values per run"
+                        )
+                    out.update(range(lo, hi + 1))
+                    break
+            else:
+                try:
+                    out.add(int(part))
+                except ValueError:
+                    raise ValueError(f"--states: {part!r} is not an integer or a range like 2..6") from None
+    if not out:
+        raise ValueError("--states: give at least one K")
+    if min(out) < 1:
+        raise ValueError(f"--states: K must be >= 1, got {min(out)}")
+    return sorted(out)
 
 
 def check_states(states) -> list[int]:

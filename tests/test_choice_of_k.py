@@ -9,8 +9,8 @@ import pytest
 
 from ldhmm import LDHMM
 from ldhmm.cli.main import main
-from ldhmm.experiments.tasks import parse_states
 from ldhmm.models.choice_of_k import RULE, held_out_scores, suggest_k
+from ldhmm.models.path import parse_states
 
 
 def _units(seed=0, n=40):

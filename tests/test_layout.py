@@ -173,3 +173,13 @@ def test_a_package_docstring_names_each_of_its_modules(package):
     modules += [p.name for p in folder.iterdir() if (p / "__init__.py").is_file()]
     assert modules
     assert not [m for m in modules if f":mod:`.{m}`" not in doc]
+
+
+@pytest.mark.parametrize("command", ["fit", "fit_path", "score", "posterior", "predict", "decode", "report"])
+def test_a_model_command_stands_below_the_experiments(command):
+    """``fit`` (also along K), ``score``, ``posterior``, ``predict``, ``decode`` and ``report``
+    import nothing of ``ldhmm.experiments``: what they share with it (the K grid's parser,
+    what a Ctrl-C says) lives below both."""
+    loaded = _loaded_after(f"import ldhmm.cli.{command}")
+    assert f"ldhmm.cli.{command}" in loaded
+    assert not [m for m in loaded if m.startswith("ldhmm.experiments")]

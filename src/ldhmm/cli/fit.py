@@ -12,10 +12,10 @@ from pathlib import Path
 from ..data import UNKNOWN, is_partitioned, read_manifest
 from ..data.directory_lock import DirectoryLockedError, locked_directory
 from ..data.terminal_text import shown
-from ..experiments.tasks import parse_states
 from ..inference.checkpoint import CheckpointError, describe_checkpoint, discard_checkpoint
 from ..models import LDHMM
 from ..models.collapse import diagnose_collapse
+from ..models.path import parse_states
 from .cluster import add_backend_arguments, dask_client
 from .data_options import add_data_options, given_data_options
 from .fit_path import effort_option, fit_data, load_init, run_fit_path

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..data.atomic import write_atomically
 from ..data.fingerprint import training_record
-from ..experiments.resume import RunInterrupted
+from ..data.resume import RunInterrupted
 from ..modelfiles import load_model
 from ..models import LDHMM
 from ..models.choice_of_k import suggest_k

@@ -13,7 +13,7 @@ directory, a bad file, an output directory of another configuration) print one l
 Ctrl-C (``KeyboardInterrupt``) prints one line and returns 130: for a command that runs tasks,
 ``ldhmm COMMAND: interrupted; N of M tasks are saved in OUT: run the same command again to
 resume (OUT/command.sh): cd DIR && LDHMM_DATA=... COMMAND LINE``
-(:class:`ldhmm.experiments.resume.RunInterrupted`; the worker processes of ``--jobs`` are
+(:class:`ldhmm.data.resume.RunInterrupted`; the worker processes of ``--jobs`` are
 stopped first; the working directory and the ``LDHMM_*`` variables are part of the command).
 A Ctrl-C that a run does not act on within seconds (its main thread inside compiled code) ends
 it anyway, with the same kind of line (:mod:`ldhmm.cli.interrupts`; the run itself:

@@ -13,8 +13,8 @@ import sys
 import warnings
 
 from ..data import EventOrderWarning
+from ..data.resume import RunInterrupted, invocation, write_resume_script
 from ..data.terminal_text import shown, without_credentials
-from ..experiments.resume import RunInterrupted, invocation, write_resume_script
 from ..models.memory import max_memory_limit
 from .interrupts import stop_watchdog
 

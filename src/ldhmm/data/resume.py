@@ -1,9 +1,9 @@
 """What an interrupted run says and writes: the interruption that counts saved tasks, and the
 command line that resumes it (``OUT/command.sh``).
 
-Light (the standard library and :mod:`ldhmm.data.atomic`), so that every ``ldhmm`` command can
-report a Ctrl-C without importing the experiments; :mod:`ldhmm.experiments.tasks` raises
-:class:`RunInterrupted` and re-exports these names.
+Light (the standard library and :mod:`ldhmm.data.atomic`), below the models and the experiments,
+so that every ``ldhmm`` command can report a Ctrl-C without importing the experiments;
+:mod:`ldhmm.experiments.tasks` raises :class:`RunInterrupted` and re-exports these names.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..data.atomic import atomic_write_text
+from .atomic import atomic_write_text
 
 __all__ = ["RunInterrupted", "command_line", "ENV_PREFIX", "invocation", "write_resume_script"]
 
