@@ -10,6 +10,7 @@ failed under ``CI=true`` (as ``tests/test_tutorial.py``)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from pathlib import Path
 
@@ -75,6 +76,20 @@ def page_and_model(tmp_path_factory):
     return where / "report.html", d
 
 
+@contextlib.contextmanager
+def _page_at_1400(path):
+    """``path`` open in headless chromium, 1,400 pixels wide (a skip without the browser)."""
+    sync_playwright = tutorial_page._browser()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=tutorial_page.CHROMIUM, args=tutorial_page.CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(path.as_uri(), wait_until="load")
+            yield page
+        finally:
+            browser.close()
+
+
 def _boxes(page, selector):
     return page.locator(selector).evaluate_all(
         "els => els.map(e => { const r = e.getBoundingClientRect();"
@@ -84,25 +99,18 @@ def _boxes(page, selector):
 
 def test_the_report_reads_right_in_a_browser_at_1400_pixels(page_and_model):
     path, d = page_and_model
-    sync_playwright = tutorial_page._browser()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=tutorial_page.CHROMIUM, args=tutorial_page.CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(path.as_uri(), wait_until="load")
-            text = page.inner_text("body")
-            page_width = page.evaluate("document.documentElement.scrollWidth")
-            body = page.locator("body").evaluate("e => e.getBoundingClientRect().right")
-            tables = _boxes(page, "table")
-            labels = _boxes(page, "svg[aria-label='transitions'] text")
-            top_rows = page.locator("h3:has-text('most likely events') + p + div table tbody tr")
-            top = top_rows.evaluate_all("rs => rs.map(r => [...r.cells].map(c => c.textContent))")
-            typical = page.locator("p:has-text('The lists below hold the users')").inner_text()
-            listed = page.locator("h3:has-text('most typical users') + div table tbody tr").evaluate_all(
-                "rs => rs.map(r => r.cells[1].textContent)"
-            )
-        finally:
-            browser.close()
+    with _page_at_1400(path) as page:
+        text = page.inner_text("body")
+        page_width = page.evaluate("document.documentElement.scrollWidth")
+        body = page.locator("body").evaluate("e => e.getBoundingClientRect().right")
+        tables = _boxes(page, "table")
+        labels = _boxes(page, "svg[aria-label='transitions'] text")
+        top_rows = page.locator("h3:has-text('most likely events') + p + div table tbody tr")
+        top = top_rows.evaluate_all("rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+        typical = page.locator("p:has-text('The lists below hold the users')").inner_text()
+        listed = page.locator("h3:has-text('most typical users') + div table tbody tr").evaluate_all(
+            "rs => rs.map(r => r.cells[1].textContent)"
+        )
     # the collapse diagnosis, in words above the summary and beside the spreads
     assert "per-user priors:" in text and "The spreads:" in text
     # the next-event verdict, with its test, above the table
@@ -139,18 +147,11 @@ def test_no_two_labels_of_the_state_diagram_overlap(K, tmp_path):
     page_file.write_text(
         f"<!DOCTYPE html><html><body>{transition_diagram(A, np.ones(K) / K, names, 't')}</body></html>"
     )
-    sync_playwright = tutorial_page._browser()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=tutorial_page.CHROMIUM, args=tutorial_page.CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(page_file.as_uri(), wait_until="load")
-            labels = _boxes(page, "svg text")
-            svg = page.locator("svg").evaluate(
-                "e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }"
-            )
-        finally:
-            browser.close()
+    with _page_at_1400(page_file) as page:
+        labels = _boxes(page, "svg text")
+        svg = page.locator("svg").evaluate(
+            "e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }"
+        )
     assert len(labels) >= 3 * K
     _assert_apart(labels)
     assert all(a[0] >= svg[0] - 0.5 and a[2] <= svg[2] + 0.5 for a in labels)  # inside the figure
