@@ -74,8 +74,6 @@ from .tasks import (
 __all__ = [
     "classify",
     "ClassificationResult",
-    "class_task",
-    "lr_task",
     "classify_group",
     "classify_groups",
     "PAPER_TABLE3",
@@ -224,16 +222,6 @@ def class_row(model, name: str, payload, n_train: int, te, fit_seconds: float) -
     }
 
 
-def class_task(task, payload) -> dict:
-    """One model with one K on its own, fitted on one class's training sequences of a fold;
-    scores of the fold's test set (the row :func:`classify_group` makes of it)."""
-    name, K, fold = task["model"], int(task["K"]), int(task["fold"])
-    tr_c, te = _class_training(payload, fold, task["cls"])
-    seed_everything(payload["settings"]["seed"])
-    model, fit_s = _fitter(payload, tr_c).one(name, K)
-    return class_row(model, name, payload, tr_c.size, te, fit_s)
-
-
 def _pair_split(payload, fold: int, task: str):
     db = payload["db"]
     a, b = task.split("|")
@@ -263,15 +251,6 @@ def lr_row(model, payload, tr, te, ca, fit_seconds: float) -> dict:
         "fit_seconds": fit_seconds,
         "n_iter": None if n_iter is None else int(n_iter),
     }
-
-
-def lr_task(task, payload) -> dict:
-    """One LDHMM with one K on its own, fitted on both classes' training sequences; posterior
-    features -> logistic regression (the row :func:`classify_group` makes of it)."""
-    tr, te, ca = _pair_split(payload, int(task["fold"]), task["task"])
-    seed_everything(payload["settings"]["seed"])
-    model, fit_s = _fitter(payload, tr).one(task["base_model"], int(task["K"]))
-    return lr_row(model, payload, tr, te, ca, fit_s)
 
 
 def classify_group(group, payload, output) -> None:

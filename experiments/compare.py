@@ -104,7 +104,6 @@ from .tasks import (
 __all__ = [
     "compare",
     "ComparisonResult",
-    "compare_task",
     "compare_group",
     "compare_groups",
     "score_fit",
@@ -209,17 +208,6 @@ def _fold_fitter(payload, fold: int):
     test = db.subset(te).sequences
     fitter = Fitter(train, db.n_symbols, s, lambda m, K: build_model(entries.get(m, m), K, db.n_symbols, s))
     return train, test, fitter
-
-
-def compare_task(task, payload) -> dict:
-    """One model with one K on its own (``task``: ``model``, ``K``, ``fold``): fitted on the
-    training folds, scored on the held-out fold (the row :func:`compare_group` makes of it
-    when the model is fitted on its own)."""
-    name, K, fold = task["model"], int(task["K"]), int(task["fold"])
-    train, test, fitter = _fold_fitter(payload, fold)
-    seed_everything(payload["settings"]["seed"])
-    model, fit_s = fitter.one(name, K)
-    return {"n_train": len(train), **score_fit(model, name, K, fold, test, payload["settings"], fit_s)}
 
 
 def compare_group(group, payload, output) -> None:

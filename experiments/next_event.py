@@ -71,7 +71,6 @@ from .tasks import (
 __all__ = [
     "next_event",
     "NextEventResult",
-    "next_event_task",
     "next_event_group",
     "next_event_groups",
     "prediction_scores",
@@ -120,16 +119,6 @@ def prediction_row(model, n_train: int, test, fit_seconds: float) -> dict:
         "fit_seconds": fit_seconds,
         "predict_seconds": predict_s,
     }
-
-
-def next_event_task(task, payload) -> dict:
-    """One model with one K on its own, fitted on the training folds; predictions of the test
-    sequences' last events (the row :func:`next_event_group` makes of it)."""
-    train, test = _fold(payload, int(task["fold"]))
-    seed_everything(payload["settings"]["seed"])
-    fitter = Fitter(train, payload["db"].n_symbols, payload["settings"], _build(payload))
-    model, fit_s = fitter.one(task["model"], int(task["K"]))
-    return prediction_row(model, len(train), test, fit_s)
 
 
 def next_event_group(group, payload, output) -> None:

@@ -23,7 +23,7 @@ from ldhmm.experiments.along_k import FitPlan, fit_plans
 from ldhmm.experiments.compare import compare_groups
 from ldhmm.experiments.datasets import synthetic_database
 from ldhmm.experiments.tasks import run_task_groups
-from ldhmm.models import LDHMM, variant_hmm
+from ldhmm.models import LDHMM, fit_starts
 from ldhmm.models.registry import EM_SETTINGS, register, unregister
 
 SMALL = dict(folds=2, n_sequences=30, max_iter=2, restarts=1, quiet=True, seed=0)
@@ -285,7 +285,7 @@ def test_a_path_stopped_while_growing_resumes_from_the_saved_fit_and_its_state(t
 
     out = tmp_path / "run"
     with monkeypatch.context() as m:
-        m.setattr(variant_hmm, "continue_grown", interrupt)
+        m.setattr(fit_starts, "continue_grown", interrupt)
         first = ldhmm.compare(models, "synthetic", states=states, out=out, is_samples=2, **SMALL)
     assert not first.ok and len(first.folds) == 2  # K = 2 of each fold
     kept = sorted(out.rglob("*.state.npz"))
