@@ -83,7 +83,7 @@ from .measures import (
     with_log_px,
 )
 from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
-from .significance import runner_up_test
+from .significance import ALPHA, runner_up_test
 from .tables import NO_K, effort_words, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
 from .tasks import (
     MODELS_DIR,
@@ -843,8 +843,20 @@ def markov_line(d, models) -> str | None:
     return (
         f"Markov chain: {chain} (no hidden states, exact) {verdict} against the best model with hidden "
         f"states, {m} with K={K}, by {abs(value - other):.2f} nats per fold ({value:.2f} vs {other:.2f}; "
-        f"{measure})." + (" The per-sequence dynamics do not pay on this data." if verdict == "wins" else "")
+        f"{measure})."
+        + ("" if by_bound else _paired_words(d, chain, m, K))
+        + (" The per-sequence dynamics do not pay on this data." if verdict == "wins" else "")
     )
+
+
+def _paired_words(d, chain, m, K) -> str:
+    """`` Paired t-test over F folds: p = P, significant.`` of the chain against ``m`` at ``K``
+    by log p(x) (:func:`ldhmm.experiments.significance.runner_up_test`); ``""`` under two folds."""
+    test = runner_up_test(d, LOG_PX, chain, K, [chain, m])
+    if test is None or test.n_folds < 2 or not np.isfinite(test.p_value):
+        return ""
+    said = "significant" if test.significant else f"not significant (not below {ALPHA:g})"
+    return f" Paired t-test over {test.n_folds} folds: p = {test.p_value:.2g}, {said}."
 
 
 def _bound_families(d, models) -> dict:

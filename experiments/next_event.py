@@ -327,9 +327,14 @@ def _markov_verdict(df, names) -> str | None:
     chain = min(chains, key=lambda m: loss[m].min())
     value, (m, K), best = float(loss[chain].min()), hidden.idxmin(), float(hidden.min())
     verdict = "predicts better than" if value < best else "does not beat"
+    test = runner_up_test(df, "log_loss", chain, K, [chain, m], lower_is_better=True)
+    said = ""
+    if test is not None and test.n_folds >= 2 and np.isfinite(test.p_value):
+        said = " (significant" if test.significant else " (not significant"
+        said += f": paired t-test over {test.n_folds} folds, p = {test.p_value:.2g})"
     return (
         f"Markov chain: {chain} (no hidden states) {verdict} the best model with hidden states, {m} "
-        f"with K={K}: log loss {value:.4f} against {best:.4f}."
+        f"with K={K}: log loss {value:.4f} against {best:.4f}{said}."
     )
 
 
