@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from scipy.stats import ttest_rel
 
-from ldhmm.experiments.compare import best_lines
+from ldhmm.experiments.compare import best_lines, markov_line
+from ldhmm.experiments.measures import with_log_px
 from ldhmm.experiments.significance import ALPHA, runner_up_test
 from ldhmm.models.predictive_scores import next_event_verdict
 
@@ -89,3 +90,14 @@ def test_the_next_event_verdict_names_a_winner_only_with_its_test():
     )
     noisy = next_event_verdict(rows, [markov + rng.normal(0, 3.0, 200), markov])
     assert noisy.startswith("neither model predicts the users' last events significantly better: MARKOV1")
+
+
+def test_the_markov_line_says_its_paired_test():
+    rows = _rows("MARKOV1", 2, [-100.0, -90.0, -95.0, -99.0]) + _rows(
+        "LDHMM-PF", 2, [-101.0, -91.0, -96.5, -99.5]
+    )
+    line = markov_line(with_log_px(pd.DataFrame(rows)), ["MARKOV1", "LDHMM-PF"])
+    d = np.array([1.0, 1.0, 1.5, 0.5])
+    p = ttest_rel(d, np.zeros(4)).pvalue
+    assert "MARKOV1 (no hidden states, exact) wins" in line
+    assert f"Paired t-test over 4 folds: p = {p:.2g}, significant." in line and p < ALPHA
