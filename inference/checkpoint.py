@@ -457,7 +457,10 @@ class FitCheckpoint:
                         )
                 _check_values(where, key, value, "log_probability" if d == "log_point" else "concentration")
                 parts[d][g] = torch.from_numpy(np.array(value))
-        return VariantParameters(self.sharing, parts["prior"], parts["posterior"], parts["log_point"])
+        # a run's own sharing where its start says it (the database-level HMM's runs are point
+        # estimates of every group), else the model's
+        sharing = start.sharing if start is not None else self.sharing
+        return VariantParameters(sharing, parts["prior"], parts["posterior"], parts["log_point"])
 
 
 def _numpy_dtype(params: VariantParameters):

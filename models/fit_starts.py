@@ -207,13 +207,21 @@ def _recorded(named: dict, kind: str, run: Callable) -> Callable:
 
 
 def database_hmm(
-    model, runner, symbol_counts, n: int, tol: float | None = None, max_iter: int | None = None
+    model,
+    runner,
+    symbol_counts,
+    n: int,
+    tol: float | None = None,
+    max_iter: int | None = None,
+    checkpoint=None,
 ) -> tuple[FitResult, list]:
     """The HMM shared by every sequence, fitted by EM (Baum-Welch, MAP with pseudocount 0.01:
     :data:`START_HMM_SHARING`) on ``runner``'s partitions from ``n`` random starts (the model's
     derived seeds) and the symbol-seeded one (``seeded_start``), to the model's ``tol`` (at most
     :data:`START_HMM_TOL`) and ``max_iter`` (or ``tol``, ``max_iter`` given). Its E-step is
-    exact in one sweep (no per-sequence parameters).
+    exact in one sweep (no per-sequence parameters). ``checkpoint``: the fit's
+    :class:`ldhmm.inference.checkpoint.FitCheckpoint`, its runs saved and resumed as the fit's
+    others (a fit killed during its HMM starts goes on from where it was).
 
     Returns
     -------
@@ -229,6 +237,7 @@ def database_hmm(
         progress=model.verbose,
         refresh_max=0,
         random_starts=0,
+        checkpoint=checkpoint,
     )
     freq = np.asarray(symbol_counts, dtype=np.float64)
     starts = [
@@ -266,7 +275,7 @@ def _from_database_hmm(
     (:func:`database_hmm`), one EM run of the model from it
     (:func:`ldhmm.inference.hmm_started_parameters`) and, for ``"hmm_and_seeded"``, one from the
     symbol-seeded start: the run with the higher final ELBO (the HMM's on a tie)."""
-    hmm, hmm_histories = database_hmm(model, runner, symbol_counts, n)
+    hmm, hmm_histories = database_hmm(model, runner, symbol_counts, n, checkpoint=engine.checkpoint)
     start = hmm_started_parameters(
         model.sharing,
         hmm.params,

@@ -64,13 +64,16 @@ def next_event_verdict(rows: list, losses: list) -> str:
     win, other = rows[a], rows[b]
     d = np.asarray(losses[a]) - np.asarray(losses[b])
     p = float(ttest_rel(losses[a], losses[b]).pvalue) if d.size >= 2 and np.any(d != 0) else float("nan")
+    # no test where there is nothing to test (one user, or the same loss for every user): said
+    # in words, never as a p of "nan"
+    tested = f"p = {p:.2g}" if np.isfinite(p) else "no test possible"
     numbers = (
         f"log loss {win['log_loss']:.4f} against {other['log_loss']:.4f}, hit@1 {win['hit1']:.3f} against "
-        f"{other['hit1']:.3f}; paired t-test over {d.size} users, p = {p:.2g}"
+        f"{other['hit1']:.3f}; paired t-test over {d.size} user{'s' if d.size != 1 else ''}, {tested}"
     )
     if np.isfinite(p) and p < ALPHA:
         return f"{win['model']} predicts the users' last events better than {other['model']} ({numbers})"
     return (
         f"neither model predicts the users' last events significantly better: {win['model']} has the lower "
-        f"log loss but not significantly ({numbers}, not below {ALPHA:g})"
+        f"log loss but not significantly ({numbers}{f', not below {ALPHA:g}' if np.isfinite(p) else ''})"
     )

@@ -100,7 +100,8 @@ def test_another_fit_is_refused(tmp_path):
     seqs = _data(1, n=40)
     LDHMM(2, seed=0, n_init=1, max_iter=3).fit(seqs, checkpoint=tmp_path)
     # the one setting that differs is named, not the whole configuration
-    with pytest.raises(ValueError, match=r"holds another fit \(config\.seed: 0 there, 1 here\): start over with --force"):
+    differs = r"holds another fit \(config\.seed: 0 there, 1 here\): start over with --force"
+    with pytest.raises(ValueError, match=differs):
         LDHMM(2, seed=1, n_init=1, max_iter=3).fit(seqs, checkpoint=tmp_path)
     # the same symbol counts and sizes, other sequences (every one reversed): the content tells
     with pytest.raises(ValueError, match=r"holds another fit \(data_sha256: '[0-9a-f]{64}' there"):

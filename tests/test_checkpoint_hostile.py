@@ -24,8 +24,8 @@ def _data(seed=1, n=40, V=5):
     return [rng.integers(0, V, size=rng.integers(2, 15)) for _ in range(n)]
 
 
-def _model(max_iter=9):
-    return LDHMM(2, seed=0, n_init=1, max_iter=max_iter, tol=1e-12, effort="thorough")
+def _model(max_iter=9, effort="thorough"):
+    return LDHMM(2, seed=0, n_init=1, max_iter=max_iter, tol=1e-12, effort=effort)
 
 
 class Killed(Exception):
@@ -261,22 +261,26 @@ def test_cli_refusals_say_how_to_start_over_and_force_does(tmp_path, capsys):
 # ------------------------------------------------------------------ progress under kills
 
 
-def test_a_fit_killed_again_and_again_makes_progress_to_the_uninterrupted_numbers(tmp_path, monkeypatch):
+@pytest.mark.parametrize("effort, max_iter", [("thorough", 30), ("standard", 12)])
+def test_a_fit_killed_again_and_again_makes_progress_to_the_uninterrupted_numbers(
+    tmp_path, monkeypatch, effort, max_iter
+):
     """Every life of the fit is killed at its 7th E-step (replays included), as a fit killed every
     few seconds would be: each resume replays fewer than STATE_EVERY E-steps, so every life adds
-    iterations, and the end is the uninterrupted fit bit for bit."""
+    iterations, and the end is the uninterrupted fit bit for bit. The default's database-level
+    HMM runs are checkpointed as the fit's other runs: a kill during them loses little too."""
     seqs = _data(n=30)
     with monkeypatch.context() as patch:
         counted = _kill_at_e_step(patch, -1)  # counts, never kills
-        expected = _model(max_iter=30).fit(seqs)
-    assert expected.n_iter_ == 30  # long enough that replaying every E-step would never end
+        expected = _model(max_iter, effort).fit(seqs)
+    assert expected.n_iter_ == max_iter  # long enough that replaying every E-step would never end
     ck, lives, done = tmp_path / "ck", 0, None
-    while done is None and lives < 20:
+    while done is None and lives < 40:
         lives += 1
         with monkeypatch.context() as patch:
             _kill_at_e_step(patch, 7)
             try:
-                done = _model(max_iter=30).fit(seqs, checkpoint=ck)
+                done = _model(max_iter, effort).fit(seqs, checkpoint=ck)
             except Killed:
                 pass
         assert len([n for n in os.listdir(ck) if n.startswith("checkpoint.state.")]) <= 1

@@ -608,7 +608,8 @@ def test_without_fcntl_the_module_imports_and_runs_unlocked(tmp_path, monkeypatc
 
     monkeypatch.setitem(sys.modules, "fcntl", None)  # as on Windows: import fcntl fails
     # a name inside ldhmm.data: the module's relative imports need its package
-    spec = importlib.util.spec_from_file_location("ldhmm.data.directory_lock_without_fcntl", lock_mod.__file__)
+    name = "ldhmm.data.directory_lock_without_fcntl"
+    spec = importlib.util.spec_from_file_location(name, lock_mod.__file__)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.fcntl is None
