@@ -133,15 +133,21 @@ def _per_iteration(args, data_dir) -> None:
         )
 
 
-def _settings(args, data_dir) -> None:
-    cls = BASELINES[args.model]
+def _candidates(args, header: str, note: str = "") -> tuple:
+    """(the baseline's class, its candidates by label, the reference's label), with the table's
+    first lines printed (``header``: its columns after data, K)."""
     candidates = dict(args.candidates)
     reference = args.candidates[0][0]
-    print(f"{args.model}: candidates {json.dumps(candidates)}; reference {reference}")
-    print(
-        "| data | K | candidate | objective/tok median (min..max) | - reference | rule | CPU s | iterations |"
+    print(f"{args.model}: candidates {json.dumps(candidates)}; reference {reference}{note}")
+    print(f"| data | K | {header} |")
+    print("|---" * (2 + header.count("|") + 1) + "|")
+    return BASELINES[args.model], candidates, reference
+
+
+def _settings(args, data_dir) -> None:
+    cls, candidates, reference = _candidates(
+        args, "candidate | objective/tok median (min..max) | - reference | rule | CPU s | iterations"
     )
-    print("|---|---|---|---|---|---|---|---|")
     for dataset, seqs, V, K in cells(args.datasets, args.states, data_dir):
         n_tokens, fits = sum(map(len, seqs)), []
         for seed in args.seeds:
@@ -175,15 +181,12 @@ def held_out_scores(model, test: list, is_samples: int) -> tuple[float, float]:
 
 
 def _held_out(args, data_dir) -> None:
-    cls = BASELINES[args.model]
-    candidates = dict(args.candidates)
-    reference = args.candidates[0][0]
-    print(f"{args.model}: candidates {json.dumps(candidates)}; reference {reference}; {args.held_out} folds")
-    print(
-        "| data | K | candidate | held-out score/tok (mean) | log p(x)/tok (mean) | "
-        "log p(x) - reference (mean +- SE over folds) | rule: log p(x) | rule: score |"
+    cls, candidates, reference = _candidates(
+        args,
+        "candidate | held-out score/tok (mean) | log p(x)/tok (mean) | "
+        "log p(x) - reference (mean +- SE over folds) | rule: log p(x) | rule: score",
+        f"; {args.held_out} folds",
     )
-    print("|---|---|---|---|---|---|---|---|")
     for dataset, seqs, V, K in cells(args.datasets, args.states, data_dir):
         per_fold: dict[str, list] = {label: [] for label in candidates}
         for train_idx, test_idx in kfold_indices(len(seqs), args.held_out, seed=0):
