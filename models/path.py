@@ -25,7 +25,7 @@ import torch
 
 from ..data.atomic import write_atomically
 from ..data.fingerprint import content_sha256
-from ..data.regular_files import open_regular
+from ..data.npz_archives import read_stored_npz
 from ..inference.cavi.expectation import BucketState
 from ..inference.growth import UNUSED_WEIGHT, expected_occupancy, pad_states, split_state
 from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
@@ -315,12 +315,8 @@ def load_path_state(model, path) -> None:
     read back from its model file), checked: its format, K, the training data's hash, and every
     array's shape, dtype and values (finite, non-negative). A one-line ``ValueError`` names the
     file and what is wrong; the partition's layout is checked when the path uses it."""
-    with open_regular(path, "path state file") as f:
-        try:
-            with np.load(f, allow_pickle=False) as npz:
-                data = {k: npz[k] for k in npz.files}
-        except (ValueError, OSError, EOFError) as err:
-            raise _state_error(path, f"unreadable: {err}") from None
+    # through the hardened reader: a regular file, members stored (no zip bomb), headers first
+    data = read_stored_npz(path, "path state file", text=("format", "sha256"))
     if str(data.get("format")) != STATE_FORMAT or data.get("version") != _STATE_VERSION:
         raise _state_error(path, "format or version")
     K = model.n_states

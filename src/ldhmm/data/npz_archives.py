@@ -41,7 +41,7 @@ def member_header(archive: zipfile.ZipFile, name: str) -> tuple[tuple, np.dtype,
         return tuple(shape), dtype, member.tell()
 
 
-def read_stored_npz(path, what: str, check_member=None, follow: bool = True) -> dict:
+def read_stored_npz(path, what: str, check_member=None, follow: bool = True, text: tuple = ()) -> dict:
     """Every array of the NPZ archive ``path``, each checked before its data is read (see the
     module docstring).
 
@@ -55,6 +55,9 @@ def read_stored_npz(path, what: str, check_member=None, follow: bool = True) -> 
         before its data is read; returns a message (the member is refused) or None.
     follow : bool
         Follow a symbolic link at ``path``.
+    text : tuple of str
+        Members that may hold fixed-width text (numpy's ``U`` dtype, no pickles: a format
+        name, a hash); every other member must hold numbers.
 
     Raises
     ------
@@ -88,7 +91,7 @@ def read_stored_npz(path, what: str, check_member=None, follow: bool = True) -> 
                     shape, dtype, header_bytes = member_header(archive, info.filename)
                 except Exception as err:  # noqa: BLE001 - a damaged member: one line
                     raise ValueError(f"{where}: array '{shown(key)}' is unreadable ({shown(err)})") from None
-                if dtype.hasobject or dtype.kind not in "biuf":
+                if dtype.hasobject or dtype.kind not in ("biufU" if key in text else "biuf"):
                     raise ValueError(f"{where}: array '{shown(key)}' holds {dtype} values, not numbers")
                 claimed = int(np.prod(shape, dtype=object)) * dtype.itemsize
                 if claimed + header_bytes != info.file_size:
