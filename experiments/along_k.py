@@ -374,9 +374,12 @@ class FitStore:
             return
         path = self.path(K)
         self.folder.mkdir(parents=True, exist_ok=True)
+        # the state first, the model file last: the model file says K is saved, so a run killed
+        # between the two refits K instead of growing the next K from a fit without its state
+        # (which :meth:`load_state` could not tell from a fit that keeps none)
+        save_path_state(model, self.state_path(K))
         write_model_file(path, model)
         # only the newest K's state is needed to go on: the others' go
-        save_path_state(model, self.state_path(K))
         for k in self.keys:
             if k != K:
                 self.state_path(k).unlink(missing_ok=True)
