@@ -37,6 +37,11 @@ def log(tmp_path):
     return path
 
 
+def _dask_fit(log, out) -> list:
+    """``ldhmm fit LOG --states 2 --quiet --out OUT --backend dask``: the cluster options follow."""
+    return ["fit", str(log), "--states", "2", "--quiet", "--out", str(out), "--backend", "dask"]
+
+
 def _one_line(capsys) -> str:
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
@@ -44,17 +49,7 @@ def _one_line(capsys) -> str:
 
 
 def test_a_scheduler_that_never_answers_is_one_line_naming_it(log, silent_server, tmp_path, capsys):
-    argv = [
-        "fit",
-        str(log),
-        "--states",
-        "2",
-        "--quiet",
-        "--out",
-        str(tmp_path / "m.json"),
-        "--backend",
-        "dask",
-    ]
+    argv = _dask_fit(log, tmp_path / "m.json")
     assert main([*argv, "--scheduler", f"tcp://{silent_server}", "--scheduler-timeout", "0.3"]) == 1
     err = _one_line(capsys)
     assert f"--scheduler tcp://{silent_server}: no Dask scheduler answered within 0.3 s" in err
@@ -62,17 +57,7 @@ def test_a_scheduler_that_never_answers_is_one_line_naming_it(log, silent_server
 
 
 def test_credentials_in_a_scheduler_address_are_never_echoed(log, tmp_path, capsys):
-    argv = [
-        "fit",
-        str(log),
-        "--states",
-        "2",
-        "--quiet",
-        "--out",
-        str(tmp_path / "m.json"),
-        "--backend",
-        "dask",
-    ]
+    argv = _dask_fit(log, tmp_path / "m.json")
     assert main([*argv, "--scheduler", "tcp://admin:hunter2@127.0.0.1:1", "--scheduler-timeout", "0.3"]) == 1
     err = _one_line(capsys)
     assert "hunter2" not in err and "admin" not in err and "tcp://***@" in err, err
@@ -92,17 +77,7 @@ def test_scheduler_timeout_needs_dask_and_a_scheduler(log, capsys):
 
 def test_more_workers_than_the_machine_holds_are_refused_before_any_starts(log, tmp_path, capsys):
     cores = dask_backend.cpu_cores()
-    argv = [
-        "fit",
-        str(log),
-        "--states",
-        "2",
-        "--quiet",
-        "--out",
-        str(tmp_path / "m.json"),
-        "--backend",
-        "dask",
-    ]
+    argv = _dask_fit(log, tmp_path / "m.json")
     assert main([*argv, "--workers", str(cores + 1000)]) == 1
     err = _one_line(capsys)
     assert f"--workers {cores + 1000}: this machine has {cores} cores" in err and "use --workers" in err
