@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -174,33 +175,30 @@ def _restarts(model, engine: VariationalEM, runner, symbol_counts, n: int) -> St
     """v4's policy: ``n`` restarts (the first seeds of ``model.restart_seeds()``), then the
     symbol-seeded start where ``seeded_start`` asks for it."""
     seeds = derived_seeds(model.seed, n)
-    histories = []
+    histories, named = [], {}
 
     def restart(r, seed):
         label = f"restart {r + 1} of {len(seeds)}" if len(seeds) > 1 else ""
-        run = engine.fit_backend(runner, initial_parameters(model, symbol_counts, seed=seed), label=label)
-        histories.append(np.asarray(run.elbo_history, dtype=np.float64))
-        return run
+        return engine.fit_backend(runner, initial_parameters(model, symbol_counts, seed=seed), label=label)
 
-    runs = [lambda r=r, seed=seed: restart(r, seed) for r, seed in enumerate(seeds)]
+    runs = [_recorded(histories.append, partial(restart, r, seed)) for r, seed in enumerate(seeds)]
     start = seeded_start(model, symbol_counts)
-    named = {}
     if start is not None:
-        runs.append(
-            _recorded(named, "seeded", lambda: engine.fit_backend(runner, start, label="symbol-seeded start"))
-        )
+        fit = partial(engine.fit_backend, runner, start, label="symbol-seeded start")
+        runs.append(_recorded(partial(named.__setitem__, "seeded"), fit))
     kept, result, _ = best_of(runs, final_elbo)
     if kept < len(seeds):
         return StartOutcome(result, "restart", histories, kept, start_histories=named)
     return StartOutcome(result, "seeded", histories, None, start_histories=named)
 
 
-def _recorded(named: dict, kind: str, run: Callable) -> Callable:
-    """``run`` that also keeps its ELBO history in ``named[kind]`` (:attr:`StartOutcome.start_histories`)."""
+def _recorded(keep: Callable, run: Callable) -> Callable:
+    """``run`` (an EM run, without arguments) that also hands its ELBO history to ``keep``
+    (float64 array): the runs :func:`best_of` races keep every start's history."""
 
     def recorded():
         result = run()
-        named[kind] = np.asarray(result.elbo_history, dtype=np.float64)
+        keep(np.asarray(result.elbo_history, dtype=np.float64))
         return result
 
     return recorded
@@ -255,15 +253,15 @@ def database_hmm(
     seeded = seeded_start(model, symbol_counts, START_HMM_SHARING)
     starts += [seeded] if seeded is not None else []
     histories = []
-
-    def run(r, start):
-        fitted = engine.fit_backend(
-            runner, start, label=f"database-level HMM, start {r + 1} of {len(starts)}"
+    runs = [
+        _recorded(
+            histories.append,
+            partial(
+                engine.fit_backend, runner, start, label=f"database-level HMM, start {r + 1} of {len(starts)}"
+            ),
         )
-        histories.append(np.asarray(fitted.elbo_history, dtype=np.float64))
-        return fitted
-
-    runs = [lambda r=r, s=s: run(r, s) for r, s in enumerate(starts)]
+        for r, start in enumerate(starts)
+    ]
     _, best, _ = best_of(runs, final_elbo)
     return best, histories
 
@@ -283,18 +281,12 @@ def _from_database_hmm(
         n_tokens=float(np.sum(symbol_counts)),
     )
     named = {}
-    runs = [
-        _recorded(
-            named, "hmm", lambda: engine.fit_backend(runner, start, label="from the database-level HMM")
-        )
-    ]
+    fit = partial(engine.fit_backend, runner, start, label="from the database-level HMM")
+    runs = [_recorded(partial(named.__setitem__, "hmm"), fit)]
     seeded = seeded_start(model, symbol_counts) if policy == "hmm_and_seeded" else None
     if seeded is not None:
-        runs.append(
-            _recorded(
-                named, "seeded", lambda: engine.fit_backend(runner, seeded, label="symbol-seeded start")
-            )
-        )
+        fit = partial(engine.fit_backend, runner, seeded, label="symbol-seeded start")
+        runs.append(_recorded(partial(named.__setitem__, "seeded"), fit))
     kept, result, _ = best_of(runs, final_elbo)
     return StartOutcome(result, ("hmm", "seeded")[kept], hmm_histories=hmm_histories, start_histories=named)
 
