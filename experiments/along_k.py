@@ -369,6 +369,16 @@ class FitStore:
             return False
         return True
 
+    def release_states_before(self, K: int) -> None:
+        """Remove the per-sequence state of every K but ``K``: called once ``K``'s rows are
+        saved, when only the newest K's state is needed to go on. Not at :meth:`save`: a run
+        killed between ``K``'s model file and its rows refits ``K`` from the K - 1 fit, which
+        needs that fit's state (without it, :meth:`load_state` reads nothing and the path goes
+        otherwise)."""
+        for k in self.keys:
+            if k != K:
+                self.state_path(k).unlink(missing_ok=True)
+
     def save(self, K: int, model) -> None:
         if not self.enabled:
             return
@@ -379,10 +389,6 @@ class FitStore:
         # (which :meth:`load_state` could not tell from a fit that keeps none)
         save_path_state(model, self.state_path(K))
         write_model_file(path, model)
-        # only the newest K's state is needed to go on: the others' go
-        for k in self.keys:
-            if k != K:
-                self.state_path(k).unlink(missing_ok=True)
         prefix = f"{self.keys[K]}."
         for name in os.listdir(self.folder):
             old = self.folder / name
@@ -492,6 +498,8 @@ def fit_along_k(
             emit(plan.base, K, base, seconds)
             done(plan.base, K)
         derived_rows(K, base)
+        if plan.keeps_fits and store is not None:
+            store.release_states_before(K)
 
     # A K whose base row is saved needs its fit again only for derived rows: read from its
     # file (a base row is recomputed by a fresh fit: its fit statistics are not in the file).

@@ -294,3 +294,27 @@ def test_a_path_stopped_while_growing_resumes_from_the_saved_fit_and_its_state(t
     assert resumed.ok
     pd.testing.assert_frame_equal(_scores(resumed.folds), _scores(ref.folds), check_exact=True)
     assert not list(out.rglob("*.state.npz"))
+
+
+def test_a_path_stopped_between_a_ks_fit_and_its_rows_resumes_from_the_k_before(tmp_path, monkeypatch):
+    # the window of a kill that a CI run once hit: K = 3's model file written, its rows not yet;
+    # the resumed task refits K = 3 from K = 2, whose per-sequence state must still be there
+    models, states = ["LDHMM-PF"], [2, 3, 4]
+    ref = ldhmm.compare(models, "synthetic", states=states, out=tmp_path / "ref", is_samples=2, **SMALL)
+    real = along_k.FitStore.save
+
+    def saved_then_stopped(self, K, model):
+        real(self, K, model)
+        if K == 3:
+            raise RuntimeError("injected stop after K = 3's fit is saved")
+
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        m.setattr(along_k.FitStore, "save", saved_then_stopped)
+        first = ldhmm.compare(models, "synthetic", states=states, out=out, is_samples=2, **SMALL)
+    assert not first.ok and len(first.folds) == 2  # K = 2 of each fold
+    assert len(list(out.rglob("*.state.npz"))) == 4  # K = 2's state kept beside K = 3's, per fold
+    resumed = ldhmm.compare(models, "synthetic", states=states, out=out, is_samples=2, **SMALL)
+    assert resumed.ok
+    pd.testing.assert_frame_equal(_scores(resumed.folds), _scores(ref.folds), check_exact=True)
+    assert not list(out.rglob("*.state.npz"))
