@@ -17,6 +17,7 @@ import torch
 
 from ldhmm.baselines.hmmv import HMMV
 from ldhmm.baselines.vbhmm import VBHMM
+from ldhmm.cli import fit_path as fit_path_cli
 from ldhmm.cli import main
 from ldhmm.data import load_paper_subset
 from ldhmm.experiments.fit_quality import truth_hyperparameters
@@ -451,6 +452,34 @@ def test_cli_interrupted_path_says_how_to_resume(log_file, tmp_path, capsys, mon
     assert code == 0, err
     assert text.splitlines()[0] == "resuming at K = 3" and (out / "K3.json").is_file()
     assert not list(out.glob("*.state.npz"))  # the path's last K keeps none, and K = 2's went
+
+
+@pytest.mark.parametrize("stop_in", ["state", "model"])
+def test_cli_path_stopped_while_writing_a_k_resumes_to_the_uninterrupted_files(
+    stop_in, log_file, tmp_path, capsys, monkeypatch
+):
+    # a kill while K = 3 is written (its state file, its model file): the resumed run refits
+    # K = 3 from K = 2 (whose state is still there), as the uninterrupted run did, and grows K = 4
+    argv = ("--states", "2..4", "--restarts", "1", "--max-iter", "5", "--quiet")
+    assert fit_cli(capsys, log_file, *argv, "--out", tmp_path / "ref")[0] == 0
+    out = tmp_path / "cut"
+    owner, name = (fit_path_cli, "save_path_state") if stop_in == "state" else (LDHMM, "save")
+    real = getattr(owner, name)
+
+    def stopped_at_k3(model, path, **kw):
+        if model.n_states == 3:
+            raise KeyboardInterrupt
+        return real(model, path, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(owner, name, stopped_at_k3)
+        assert fit_cli(capsys, log_file, *argv, "--out", out)[0] == 130
+    assert sorted(p.name for p in out.glob("K*.json")) == ["K2.json"]
+    assert fit_cli(capsys, log_file, *argv, "--out", out)[0] == 0
+    for k in (3, 4):
+        mine = json.loads((out / f"K{k}.json").read_text())
+        ref = json.loads((tmp_path / "ref" / f"K{k}.json").read_text())
+        assert mine["prior"] == ref["prior"] and mine["elbo_history"] == ref["elbo_history"]
 
 
 @pytest.mark.parametrize("config", range(3))

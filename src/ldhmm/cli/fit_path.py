@@ -325,10 +325,12 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
 
     def finished(K, model):
         seconds = time.perf_counter() - clock[0]
-        model.save(out / f"K{K}.json", vocabulary=db.vocabulary)
-        # the next K may continue this fit: its per-sequence state, and only the newest one
+        # the next K may continue this fit: its per-sequence state, written before the model
+        # file that says K is fitted (a run killed between the two refits K from K - 1, whose
+        # state is still there, rather than growing the next K from a fit without its state)
         save_path_state(model, _state_file(out, K))
-        for k in states:
+        model.save(out / f"K{K}.json", vocabulary=db.vocabulary)
+        for k in states:  # only the newest K's state is needed to go on
             if k < K:
                 _state_file(out, k).unlink(missing_ok=True)
         rows.append(_row(K, model, n_train, score_held(K, model), n_held, seconds, model.path_start_))
