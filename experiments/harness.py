@@ -50,6 +50,7 @@ from .tasks import (
 
 __all__ = [  # noqa: F822 - the first four are served by the module's __getattr__
     "MODEL_NAMES",
+    "LINEUP_NAMES",
     "LDHMM_NAMES",
     "IS_MODELS",
     "MODELS",
@@ -82,7 +83,7 @@ __all__ = [  # noqa: F822 - the first four are served by the module's __getattr_
     "fmt_pm",
 ]
 
-_FROM_LINEUP = ("MODEL_NAMES", "LDHMM_NAMES", "IS_MODELS", "MODELS")
+_FROM_LINEUP = ("MODEL_NAMES", "LINEUP_NAMES", "LDHMM_NAMES", "IS_MODELS", "MODELS")
 
 
 def __getattr__(name):

@@ -25,6 +25,8 @@ from ..models.registry import get_spec, registered
 
 __all__ = [  # noqa: F822 - the first four are served by the module's __getattr__
     "MODEL_NAMES",
+    "LINEUP_NAMES",
+    "lineup_names",
     "LDHMM_NAMES",
     "IS_MODELS",
     "MODELS",
@@ -48,6 +50,12 @@ def model_names() -> tuple[str, ...]:
     return tuple(spec.name for spec in registered())
 
 
+def lineup_names() -> tuple[str, ...]:
+    """The default line-up (no ``--models``, or ``all``): every registered model but the
+    variants registered with ``in_lineup=False``, which run when named."""
+    return tuple(spec.name for spec in registered() if spec.in_lineup)
+
+
 def ldhmm_names() -> tuple[str, ...]:
     """The LDHMM entries (compared against every other model in the t-tests)."""
     return tuple(spec.name for spec in registered() if issubclass(spec.cls, LDHMM))
@@ -62,7 +70,13 @@ def _factories() -> dict[str, Callable]:
     return {spec.name: spec.make for spec in registered()}
 
 
-_LIVE = {"MODEL_NAMES": model_names, "LDHMM_NAMES": ldhmm_names, "IS_MODELS": is_models, "MODELS": _factories}
+_LIVE = {
+    "MODEL_NAMES": model_names,
+    "LINEUP_NAMES": lineup_names,
+    "LDHMM_NAMES": ldhmm_names,
+    "IS_MODELS": is_models,
+    "MODELS": _factories,
+}
 
 
 def __getattr__(name):
@@ -180,12 +194,13 @@ def options_from_settings(name: str, n_symbols: int, settings: dict) -> dict:
 
 
 def resolve_models(names: Iterable[str] | None) -> list[str]:
-    """``None``/``["all"]`` -> all models; otherwise the given names (checked, case-insensitive,
-    duplicates dropped), in the registry order."""
+    """``None``/``["all"]`` -> the line-up (every model registered with ``in_lineup``; a variant
+    such as LDHMM-PF-ctx1 runs only when named); otherwise the given names (checked,
+    case-insensitive, duplicates dropped), in the registry order."""
     known = model_names()
     names = list(names or ["all"])
     if any(str(n).lower() == "all" for n in names):
-        return list(known)
+        return list(lineup_names())
     upper = {m.upper(): m for m in known}
     chosen = []
     for n in names:

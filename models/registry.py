@@ -85,6 +85,7 @@ BUILTIN_CLASSES = {
     "VBHMM": "..baselines.vbhmm",
     "HMMV": "..baselines.hmmv",
     "SmoothedMarkovChain": "..baselines.markov_smoothed",
+    "ContextualLDHMM": ".contextual",
 }
 
 #: ``{harness name: class name}`` of the models shipped with ldhmm, in the order of the tables.
@@ -97,6 +98,8 @@ BUILTIN_NAMES = {
     "HMMV": "HMMV",
     "MARKOV1": "SmoothedMarkovChain",
     "MARKOV3": "SmoothedMarkovChain",
+    "LDHMM-PF-ctx1": "ContextualLDHMM",
+    "LDHMM-PF-ctx3": "ContextualLDHMM",
 }
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -116,12 +119,16 @@ class ModelSpec:
         Constructor arguments fixed for this name.
     em_settings : tuple of str
         The harness-wide settings (of :data:`EM_SETTINGS`) the model takes.
+    in_lineup : bool
+        Whether a run without ``--models`` (or with ``all``) includes it; False for a variant
+        that runs only when named (the contextual LDHMMs).
     """
 
     name: str
     cls: type
     options: Mapping[str, Any] = field(default_factory=dict)
     em_settings: tuple[str, ...] = ("max_iter", "tol")
+    in_lineup: bool = True
 
     @property
     def score_kind(self) -> str:
@@ -149,6 +156,7 @@ def register(
     name: str | None = None,
     options: Mapping[str, Any] | None = None,
     em_settings: tuple[str, ...] = ("max_iter", "tol"),
+    in_lineup: bool = True,
 ):
     """Register a model class with the harness; usable as ``@register`` or ``@register(...)``.
 
@@ -162,6 +170,8 @@ def register(
         Constructor arguments fixed for this name.
     em_settings : tuple of str
         The settings of :data:`EM_SETTINGS` the model takes (see the module docstring).
+    in_lineup : bool
+        Whether the default line-up (no ``--models``, or ``all``) includes it.
 
     Returns
     -------
@@ -176,7 +186,9 @@ def register(
         The class declares no valid ``score_kind``.
     """
     if cls is None:
-        return lambda klass: register(klass, name=name, options=options, em_settings=em_settings)
+        return lambda klass: register(
+            klass, name=name, options=options, em_settings=em_settings, in_lineup=in_lineup
+        )
     key = name if name is not None else getattr(cls, "name", "")
     if not isinstance(key, str) or not key:
         raise ValueError(f"{cls.__name__}: a harness name is needed (name= or the class's `name`)")
@@ -193,7 +205,9 @@ def register(
     # place in the order; another class may not take a name.
     if old is not None and _qualified(old.cls) != _qualified(cls):
         raise ValueError(f"harness name {key!r} is taken by {_qualified(old.cls)}")
-    _REGISTRY[key] = ModelSpec(key, cls, MappingProxyType(dict(options or {})), tuple(em_settings))
+    _REGISTRY[key] = ModelSpec(
+        key, cls, MappingProxyType(dict(options or {})), tuple(em_settings), bool(in_lineup)
+    )
     return cls
 
 

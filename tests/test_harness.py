@@ -45,7 +45,9 @@ def compare_run(tmp_path_factory):
 
 # ------------------------------------------------------------------------ registry and helpers
 def test_registry_names_and_factories():
-    assert H.MODEL_NAMES == ("LDHMM-FF", "LDHMM-PF", "HMM", "LDA", "VBHMM", "HMMV", "MARKOV1", "MARKOV3")
+    lineup = ("LDHMM-FF", "LDHMM-PF", "HMM", "LDA", "VBHMM", "HMMV", "MARKOV1", "MARKOV3")
+    assert H.LINEUP_NAMES == lineup
+    assert H.MODEL_NAMES == (*lineup, "LDHMM-PF-ctx1", "LDHMM-PF-ctx3")  # run when named
     assert set(H.MODELS) == set(H.MODEL_NAMES)
     for name in H.MODEL_NAMES[:6]:  # the models with hidden states (the chains: tests/test_markov.py)
         model = H.make_model(name, 2, 5, seed=3, max_iter=4, tol=1e-3)
@@ -55,7 +57,7 @@ def test_registry_names_and_factories():
             assert model.max_iter == 4
     assert H.make_model("LDHMM-FF", 2, 5).guide.name == "ff"
     assert H.make_model("LDHMM-PF", 2, 5).guide.name == "pf"
-    assert H.resolve_models(["all"]) == list(H.MODEL_NAMES)
+    assert H.resolve_models(["all"]) == list(H.LINEUP_NAMES)
     assert H.resolve_models(["hmm", "LDHMM-PF"]) == ["LDHMM-PF", "HMM"]
     with pytest.raises(ValueError, match="unknown model"):
         H.resolve_models(["nope"])
@@ -121,7 +123,7 @@ def test_compare_outputs(compare_run):
         "n_test",
     ]:
         assert col in df.columns, col
-    assert set(df["model"]) == set(H.MODEL_NAMES)
+    assert set(df["model"]) == set(H.LINEUP_NAMES)
     assert len(df) == 8 * 2  # one K: one row per (model, fold), the chains' with an empty K
     exact = df["model"].isin(["HMM", "MARKOV1", "MARKOV3"])
     assert set(df[exact]["score_kind"]) == {"exact"}
@@ -129,7 +131,7 @@ def test_compare_outputs(compare_run):
     assert df[df["model"].str.startswith("MARKOV")]["K"].isna().all()
     # IS only for the models that have it
     has_is = df.groupby("model")["heldout_is"].apply(lambda s: bool(np.isfinite(s).all()))
-    assert {m for m, v in has_is.items() if v} == set(H.IS_MODELS)
+    assert {m for m, v in has_is.items() if v} == set(H.IS_MODELS) & set(H.LINEUP_NAMES)
     assert np.isfinite(df["heldout_elbo"]).all()
     assert (df["n_train"] + df["n_test"] == 24).all()
     summary = (out / "summary.md").read_text()
@@ -326,7 +328,7 @@ def test_every_model_gets_the_same_restart_budget(compare_run):
 
 def test_config_states_every_models_budget_rule(compare_run):
     budget = json.loads((compare_run / "config.json").read_text())["budget"]
-    assert set(budget) == set(H.MODEL_NAMES)
+    assert set(budget) == set(H.LINEUP_NAMES)
     for name in ("HMM", "LDA", "VBHMM", "HMMV"):  # the baselines: today's rule
         assert budget[name]["fit"] == "each K on its own" and budget[name]["restarts"] == 3
     for name in ("MARKOV1", "MARKOV3"):

@@ -13,4 +13,6 @@ Modules, each importing only those before it:
    :mod:`.e_step_totals`: the E-step of many buckets reduced to the M-step's sums;
    :mod:`.maximization`: the M-steps; :mod:`.posterior`: per-sequence posteriors and
    importance sampling.
+6. :mod:`.context_vem`: the E-step, bound, M-step and importance weights of LDHMM with
+   contextual emissions (over :mod:`.exact_chain` and :mod:`.maximization`).
 """

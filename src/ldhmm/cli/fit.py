@@ -18,6 +18,7 @@ from ..models.collapse import diagnose_collapse
 from ..models.path import parse_states
 from .cluster import add_backend_arguments, dask_client
 from .data_options import add_data_options, given_data_options
+from .fit_contextual import run_fit_contextual
 from .fit_path import effort_option, fit_data, load_init, run_fit_path
 from .options import add_command, add_options
 from .outputs import check_out, stopping_report
@@ -53,6 +54,22 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--guide", choices=["pf", "ff"], default=None, help="variational family of q(Z) (default pf)"
+    )
+    p.add_argument(
+        "--emission-context",
+        default=None,
+        metavar="CONTEXT",
+        help="emissions that see the events before: 'previous' (the previous event) or an order N "
+        "(the last N events, backed off to shorter histories seen fewer than --min-context-count "
+        "times); one K, PF family (default: none, plain LDHMM)",
+    )
+    p.add_argument(
+        "--min-context-count",
+        type=int,
+        default=20,
+        metavar="N",
+        help="with --emission-context N > 1: training occurrences a longer history needs to get "
+        "emission rows of its own (default 20)",
     )
     p.add_argument(
         "--out",
@@ -185,6 +202,11 @@ def run_fit(args: argparse.Namespace) -> int:
             f"(to fit a model that can score unseen symbols later: --unknown reserve)"
         )
     states = parse_states(args.states) if args.states is not None else None
+    if args.emission_context is not None:
+        if states is None or len(states) != 1:
+            raise ValueError("--emission-context fits one K: give --states K")
+        out = check_out(args.out if args.out is not None else "model.json", suffixes=(".json",))
+        return run_fit_contextual(args, states[0], out)
     if states is not None and len(states) > 1:
         with _path_directory(args):
             return run_fit_path(args, states)

@@ -1,0 +1,495 @@
+"""Closed-form variational EM of LDHMM with contextual emissions (the PF family).
+
+The model (docs/math.md, "Emission contexts"): per sequence m, ``pi_m ~ Dir(alpha_pi)``,
+``A_m[j] ~ Dir(alpha_A[j])``, ``B_m[k, c] ~ Dir(beta[k, c])`` for every state k and context row c;
+``z`` a Markov chain under ``(pi_m, A_m)`` and ``x_t ~ B_m[z_t, c_t]``, ``c_t`` the context row of
+position t (:mod:`ldhmm.inference.contexts`). The PF family ``q(z_m) q(pi_m) q(A_m) q(B_m)``
+with ``q(z_m)`` a chain is the one of LDHMM-PF: its q(z) update is the forward-backward of
+:func:`ldhmm.inference.cavi.exact_chain.forward_backward` (the compiled chain core) on the
+potentials ``E log pi``, ``E log A`` and ``E log B_m[k, c_t, x_t]``; its q(theta) update
+``Dir(prior + expected counts)``.
+
+Emission counts are kept **per (context, symbol) pair that a sequence contains** (``P_m <= T_m``
+pairs; a Dirichlet row's other entries keep their prior, by the aggregation property), so a
+sequence costs O(T K^2 + K P) and nothing of size K x C x V.
+
+The bound of a sequence at ``q(theta) = Dir(prior + n)`` optimal for its ``q(z)`` is the
+*collapsed* bound ``H(q(z)) + sum_rows [log B(a + n) - log B(a)]``; with ``q(z)`` the chain of
+potentials ``E log theta`` it is ``log Z - n . E log theta + sum_rows [...]``
+(:func:`sequence_bounds`). The M-step maximizes ``sum_m sum_rows [log B(a + n_m) - log B(a)]``
+over the priors (every group's rows; the project's collapsed Newton,
+:func:`ldhmm.inference.cavi.maximization.maximize_collapsed`, on a count table built here), so
+E- and M-steps both raise the same bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+
+from .exact_chain import forward_backward
+from .kernels.dirichlet_multinomial import CountTable, table_sums
+from .maximization import maximize_collapsed
+
+__all__ = [
+    "ContextBatch",
+    "context_batch",
+    "context_batches",
+    "PriorAtPairs",
+    "prior_at_pairs",
+    "expected_logs",
+    "position_potentials",
+    "pair_counts",
+    "sequence_bounds",
+    "SweepResult",
+    "e_step",
+    "mean_start",
+    "best_of_starts",
+    "point_e_step",
+    "total_counts",
+    "importance_log_weights",
+    "count_table",
+    "m_step",
+    "posterior_mean_emissions",
+]
+
+#: Positions (padded) per batch: bounds the chain's (M, T, K, K) scan.
+BATCH_POSITIONS = 65536
+
+
+@dataclass
+class ContextBatch:
+    """Padded sequences with their (context, symbol) pairs.
+
+    Attributes
+    ----------
+    index : LongTensor (M,)
+        The sequences' positions in the caller's list.
+    mask : BoolTensor (M, T)
+    pair_index : LongTensor (M, T)
+        The pair of each position (0 on padding).
+    pair_context, pair_symbol : LongTensor (M, P)
+        Each pair's context row and symbol (0 on padding pairs).
+    pair_mask : BoolTensor (M, P)
+    pair_slot : LongTensor (M, P)
+        Each pair's context among the sequence's distinct contexts (its *context slot*).
+    slot_context : LongTensor (M, Q)
+        The context row of each slot (0 on padding slots); rows a sequence never uses keep
+        their prior and add nothing to its bound, so nothing of size C is kept per sequence.
+    """
+
+    index: torch.Tensor
+    mask: torch.Tensor
+    pair_index: torch.Tensor
+    pair_context: torch.Tensor
+    pair_symbol: torch.Tensor
+    pair_mask: torch.Tensor
+    pair_slot: torch.Tensor
+    slot_context: torch.Tensor
+
+    @property
+    def n_sequences(self) -> int:
+        return int(self.mask.shape[0])
+
+
+def context_batch(sequences, contexts, index, n_symbols: int) -> ContextBatch:
+    """The :class:`ContextBatch` of ``sequences[i]`` for ``i`` in ``index`` (each at least one event)."""
+    index = list(index)
+    M = len(index)
+    T = max(len(sequences[i]) for i in index)
+    pairs = []
+    for i in index:
+        composite = np.asarray(contexts[i], dtype=np.int64) * n_symbols + np.asarray(
+            sequences[i], dtype=np.int64
+        )
+        pairs.append(np.unique(composite, return_inverse=True))
+    P = max(p[0].size for p in pairs)
+    slots = [np.unique(keys // n_symbols, return_inverse=True) for keys, _ in pairs]
+    Q = max(u.size for u, _ in slots)
+    mask = np.zeros((M, T), dtype=bool)
+    pair_index = np.zeros((M, T), dtype=np.int64)
+    pair_key = np.zeros((M, P), dtype=np.int64)
+    pair_mask = np.zeros((M, P), dtype=bool)
+    pair_slot = np.zeros((M, P), dtype=np.int64)
+    slot_context = np.zeros((M, Q), dtype=np.int64)
+    for row, ((keys, inverse), (contexts_used, slot_of)) in enumerate(zip(pairs, slots)):
+        L = inverse.size
+        mask[row, :L] = True
+        pair_index[row, :L] = inverse.reshape(-1)
+        pair_key[row, : keys.size] = keys
+        pair_mask[row, : keys.size] = True
+        pair_slot[row, : keys.size] = slot_of.reshape(-1)
+        slot_context[row, : contexts_used.size] = contexts_used
+    return ContextBatch(
+        torch.as_tensor(index, dtype=torch.long),
+        torch.from_numpy(mask),
+        torch.from_numpy(pair_index),
+        torch.from_numpy(pair_key // n_symbols),
+        torch.from_numpy(pair_key % n_symbols),
+        torch.from_numpy(pair_mask),
+        torch.from_numpy(pair_slot),
+        torch.from_numpy(slot_context),
+    )
+
+
+def context_batches(sequences, contexts, n_symbols: int, positions: int = BATCH_POSITIONS) -> list:
+    """The sequences in batches of similar lengths (at most ``positions`` padded positions each,
+    one sequence at least), in order of length; each batch's ``index`` maps back."""
+    order = np.argsort([len(s) for s in sequences], kind="stable")
+    batches, start = [], 0
+    while start < len(order):
+        stop = start + 1
+        while stop < len(order) and (stop - start + 1) * len(sequences[order[stop]]) <= positions:
+            stop += 1
+        batches.append(context_batch(sequences, contexts, order[start:stop], n_symbols))
+        start = stop
+    return batches
+
+
+@dataclass
+class PriorAtPairs:
+    """``beta`` gathered for one batch, the same every sweep of an E-step: at each pair
+    (M, K, P), and the row totals ``sum_v beta[k, c]`` at each context slot (M, K, Q)."""
+
+    at_pairs: torch.Tensor
+    slot_rows: torch.Tensor
+
+
+def prior_at_pairs(beta: torch.Tensor, batch: ContextBatch) -> PriorAtPairs:
+    at_pairs = beta[:, batch.pair_context, batch.pair_symbol].permute(1, 0, 2)
+    slot_rows = beta.sum(-1)[:, batch.slot_context].permute(1, 0, 2)
+    return PriorAtPairs(at_pairs, slot_rows)
+
+
+def _slot_counts(counts_B: torch.Tensor, batch: ContextBatch) -> torch.Tensor:
+    """``N_m[k, c] = sum_v n_m[k, c, v]`` at each context slot (M, K, Q), from the pair counts (M, K, P)."""
+    M, K, _ = counts_B.shape
+    out = counts_B.new_zeros(M, K, batch.slot_context.shape[1])
+    index = batch.pair_slot[:, None, :].expand(M, K, -1)
+    return out.scatter_add_(2, index, counts_B * batch.pair_mask[:, None, :])
+
+
+def expected_logs(prior: dict, counts: dict | None, batch: ContextBatch, gathered: PriorAtPairs) -> dict:
+    """``E log pi_m`` (M, K), ``E log A_m`` (M, K, K) and ``E log B_m`` at each pair (M, K, P)
+    under ``q(theta_m) = Dir(prior + counts)`` (``counts=None``: the prior); ``gathered`` is
+    :func:`prior_at_pairs` of ``prior["B"]``."""
+    M = batch.n_sequences
+    a_pi, a_A = prior["pi"], prior["A"]
+    at_pairs, slot_rows = gathered.at_pairs, gathered.slot_rows
+    if counts is None:
+        g_pi, g_A = a_pi.expand(M, -1), a_A.expand(M, -1, -1)
+    else:
+        g_pi, g_A = a_pi + counts["pi"], a_A + counts["A"]
+        at_pairs = at_pairs + counts["B"]
+        slot_rows = slot_rows + _slot_counts(counts["B"], batch)
+    rows = torch.gather(slot_rows, 2, batch.pair_slot[:, None, :].expand_as(at_pairs))
+    return {
+        "pi": torch.digamma(g_pi) - torch.digamma(g_pi.sum(-1, keepdim=True)),
+        "A": torch.digamma(g_A) - torch.digamma(g_A.sum(-1, keepdim=True)),
+        "B": (torch.digamma(at_pairs) - torch.digamma(rows)) * batch.pair_mask[:, None, :],
+    }
+
+
+def position_potentials(elog_B: torch.Tensor, batch: ContextBatch) -> torch.Tensor:
+    """``E log B_m[k, c_t, x_t]`` at every position, (M, T, K)."""
+    M, K, _ = elog_B.shape
+    index = batch.pair_index[:, None, :].expand(M, K, -1)
+    return torch.gather(elog_B, 2, index).transpose(1, 2)
+
+
+def pair_counts(marginals: torch.Tensor, batch: ContextBatch, n_pairs: int) -> torch.Tensor:
+    """Expected emission counts per pair, (M, K, P), from ``q(z_t = k)`` (M, T, K)."""
+    M, _, K = marginals.shape
+    out = marginals.new_zeros(M, K, n_pairs)
+    weights = (marginals * batch.mask[..., None]).transpose(1, 2)
+    return out.scatter_add_(2, batch.pair_index[:, None, :].expand(M, K, -1), weights)
+
+
+def _log_beta_gain(prior: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """``sum_rows [log B(a + n) - log B(a)]`` per sequence for dense rows (..., R, D) or (..., D)."""
+    g = prior + counts
+    gain = (torch.lgamma(g) - torch.lgamma(prior)).sum(-1)
+    gain = gain - (torch.lgamma(g.sum(-1)) - torch.lgamma(prior.sum(-1)))
+    return gain.reshape(counts.shape[0], -1).sum(-1)
+
+
+def sequence_bounds(prior: dict, counts: dict, batch: ContextBatch, gathered: PriorAtPairs) -> torch.Tensor:
+    """``sum_rows [log B(a + n_m) - log B(a)]`` of every sequence (M,), B's rows sparse (only
+    the pairs and context slots a sequence has: its other entries and rows add exactly 0)."""
+    out = _log_beta_gain(prior["pi"].expand_as(counts["pi"]), counts["pi"])
+    out = out + _log_beta_gain(prior["A"].expand_as(counts["A"]), counts["A"])
+    at_pairs, slot_rows = gathered.at_pairs, gathered.slot_rows
+    live = batch.pair_mask[:, None, :]
+    n_B = counts["B"] * live
+    entries = ((torch.lgamma(at_pairs + n_B) - torch.lgamma(at_pairs)) * live).sum((1, 2))
+    N = _slot_counts(n_B, batch)  # (M, K, Q); zero on padding slots: they add lgamma(r) - lgamma(r) = 0
+    return out + entries - (torch.lgamma(slot_rows + N) - torch.lgamma(slot_rows)).sum((1, 2))
+
+
+@dataclass
+class SweepResult:
+    """The E-step of one batch: counts of ``q(theta_m) = Dir(prior + counts)``, the bound of
+    every sequence (M,), the state marginals (M, T, K) and the sweeps run."""
+
+    counts: dict
+    bounds: torch.Tensor
+    marginals: torch.Tensor
+    n_sweeps: int
+
+
+def e_step(prior: dict, batch: ContextBatch, counts: dict | None, max_sweeps: int, tol: float) -> SweepResult:
+    """Coordinate ascent of every sequence of ``batch`` from ``counts`` (None: the prior): each
+    sweep the chain's forward-backward under ``E log theta``, then ``q(theta)`` from its counts.
+    Stops when no sequence's bound moves by more than ``tol`` relative, or after ``max_sweeps``
+    (``tol = 0``: exactly ``max_sweeps``, the bounds evaluated after the last one only). The
+    bound never decreases from one sweep to the next (both are coordinate ascent steps)."""
+    P = batch.pair_mask.shape[1]
+    gathered = prior_at_pairs(prior["B"], batch)
+    bounds = None
+    sweep = 0
+    while sweep < max_sweeps:
+        sweep += 1
+        elog = expected_logs(prior, counts, batch, gathered)
+        post = forward_backward(elog["pi"], elog["A"], position_potentials(elog["B"], batch), batch.mask)
+        counts = {
+            "pi": post.state_marginals[:, 0, :],
+            "A": post.transition_counts,
+            "B": pair_counts(post.state_marginals, batch, P),
+        }
+        if tol <= 0 and sweep < max_sweeps:
+            continue
+        energy = sum((counts[g] * elog[g]).reshape(batch.n_sequences, -1).sum(-1) for g in ("pi", "A", "B"))
+        new = post.log_normalizer - energy + sequence_bounds(prior, counts, batch, gathered)
+        done = bounds is not None and bool(((new - bounds).abs() <= tol * new.abs()).all())
+        bounds = new
+        if done:
+            break
+    return SweepResult(counts, bounds, post.state_marginals, sweep)
+
+
+def mean_start(prior: dict, batch: ContextBatch) -> dict:
+    """Counts of the chain under the log prior *means* (``log E theta``, not ``E log theta``):
+    where a learned prior is sparse, the cold start's ``psi(a) - psi(a_0)`` all but forbids what
+    the prior makes rare and coordinate ascent stays in that corner; the log mean does not
+    (the ``"mean"`` start of :mod:`ldhmm.inference.cavi.sequence_starts`)."""
+    M, P = batch.n_sequences, batch.pair_mask.shape[1]
+    a_pi, a_A, beta = prior["pi"], prior["A"], prior["B"]
+    gathered = prior_at_pairs(beta, batch)
+    rows = torch.gather(gathered.slot_rows, 2, batch.pair_slot[:, None, :].expand_as(gathered.at_pairs))
+    log_B = (torch.log(gathered.at_pairs) - torch.log(rows)) * batch.pair_mask[:, None, :]
+    post = forward_backward(
+        torch.log(a_pi / a_pi.sum()).expand(M, -1),
+        torch.log(a_A / a_A.sum(-1, keepdim=True)).expand(M, -1, -1),
+        position_potentials(log_B, batch),
+        batch.mask,
+    )
+    return {
+        "pi": post.state_marginals[:, 0, :],
+        "A": post.transition_counts,
+        "B": pair_counts(post.state_marginals, batch, P),
+    }
+
+
+def best_of_starts(prior: dict, batch: ContextBatch, max_sweeps: int, tol: float) -> SweepResult:
+    """The E-step from the ``"prior"`` start (q(theta) = the prior) and from :func:`mean_start`,
+    each sequence keeping the result of higher bound (the held-out E-step)."""
+    results = [
+        e_step(prior, batch, None, max_sweeps, tol),
+        e_step(prior, batch, mean_start(prior, batch), max_sweeps, tol),
+    ]
+    best = results[0]
+    better = results[1].bounds > best.bounds
+    if not bool(better.any()):
+        return best
+    pick = lambda a, b: torch.where(better.reshape((-1,) + (1,) * (a.dim() - 1)), b, a)  # noqa: E731
+    counts = {g: pick(best.counts[g], results[1].counts[g]) for g in best.counts}
+    return SweepResult(
+        counts,
+        pick(best.bounds, results[1].bounds),
+        pick(best.marginals, results[1].marginals),
+        max(r.n_sweeps for r in results),
+    )
+
+
+def point_e_step(log_theta: dict, batch: ContextBatch) -> tuple[dict, torch.Tensor]:
+    """The contextual HMM with point parameters ``log_theta`` (``pi`` (K,), ``A`` (K, K), ``B``
+    (K, C, V), log probabilities): each sequence's expected counts (pair layout) and its exact
+    ``log p(x)`` (M,)."""
+    M, P = batch.n_sequences, batch.pair_mask.shape[1]
+    log_B = log_theta["B"][:, batch.pair_context, batch.pair_symbol].permute(1, 0, 2)
+    post = forward_backward(
+        log_theta["pi"].expand(M, -1),
+        log_theta["A"].expand(M, -1, -1),
+        position_potentials(log_B * batch.pair_mask[:, None, :], batch),
+        batch.mask,
+    )
+    counts = {
+        "pi": post.state_marginals[:, 0, :],
+        "A": post.transition_counts,
+        "B": pair_counts(post.state_marginals, batch, P),
+    }
+    return counts, post.log_normalizer
+
+
+def total_counts(counts: list, batches: list, shape_B: tuple) -> dict:
+    """Every batch's expected counts added up: ``pi`` (K,), ``A`` (K, K), ``B`` (K, C, V)."""
+    K, C, V = shape_B
+    out = {
+        "pi": torch.zeros(K, dtype=torch.float64),
+        "A": torch.zeros(K, K, dtype=torch.float64),
+        "B": torch.zeros(K * C * V, dtype=torch.float64),
+    }
+    states = torch.arange(K)[None, :, None]
+    for c, batch in zip(counts, batches):
+        out["pi"] += c["pi"].sum(0)
+        out["A"] += c["A"].sum(0)
+        keys = (states * C + batch.pair_context[:, None, :]) * V + batch.pair_symbol[:, None, :]  # (M, K, P)
+        weights = (c["B"] * batch.pair_mask[:, None, :]).double()
+        out["B"] += torch.bincount(keys.reshape(-1), weights.reshape(-1), minlength=K * C * V)
+    out["B"] = out["B"].reshape(K, C, V)
+    return out
+
+
+def importance_log_weights(
+    prior: dict, batch: ContextBatch, counts: dict, rng, n_samples: int
+) -> torch.Tensor:
+    """``log p(x_m | theta_s) + log p(theta_s) - log q(theta_s)`` for ``n_samples`` draws
+    ``theta_s ~ q(theta_m) = Dir(prior + counts)`` of every sequence, (S, M): their
+    log-mean-exp is the importance-sampled ``log p(x_m)``.
+
+    Each row of B is drawn aggregated (by the Dirichlet's aggregation property): the symbols a
+    sequence has in that context, and the rest lumped into one entry, which is all the
+    likelihood sees. ``p / q`` of the aggregated rows is ``B(g) / B(a) * prod theta^-n`` with
+    ``g = a + n`` (the counts are zero off the sequence's pairs)."""
+    M, K = counts["pi"].shape
+    gathered = prior_at_pairs(prior["B"], batch)
+    live = batch.pair_mask[:, None, :]
+    at_pairs = (gathered.at_pairs + counts["B"]) * live
+    slot_index = batch.pair_slot[:, None, :].expand(M, K, -1)
+    present = torch.zeros_like(gathered.slot_rows).scatter_add_(2, slot_index, gathered.at_pairs * live)
+    rest = (gathered.slot_rows - present).clamp_min(0.0).numpy()  # (M, K, Q)
+    g = {"pi": (prior["pi"] + counts["pi"]).numpy(), "A": (prior["A"] + counts["A"]).numpy()}
+    gain = sequence_bounds(prior, counts, batch, gathered)
+    tiny = np.finfo(np.float64).tiny
+    out = torch.empty(n_samples, M, dtype=torch.float64)
+    # draws side by side: S copies of the batch in one forward pass, S * M * T <= BATCH_POSITIONS
+    per_pass = max(1, BATCH_POSITIONS // max(1, batch.mask.numel()))
+    for start in range(0, n_samples, per_pass):
+        S = min(per_pass, n_samples - start)
+        log_theta = {}
+        for name in ("pi", "A"):
+            d = rng.standard_gamma(np.broadcast_to(g[name], (S, *g[name].shape)))
+            log_theta[name] = torch.log(torch.from_numpy(np.maximum(d / d.sum(-1, keepdims=True), tiny)))
+        B = (
+            torch.from_numpy(rng.standard_gamma(np.broadcast_to(at_pairs.numpy(), (S, *at_pairs.shape))))
+            * live
+        )
+        rest_draw = torch.from_numpy(rng.standard_gamma(np.broadcast_to(rest, (S, *rest.shape))))
+        index = slot_index.expand(S, -1, -1, -1)
+        totals = rest_draw.scatter_add(3, index, B)  # (S, M, K, Q): each aggregated row's sum
+        log_theta["B"] = (
+            torch.log((B / torch.gather(totals, 3, index).clamp_min(tiny)).clamp_min(tiny)) * live
+        )
+        flat = {name: v.reshape(S * M, *v.shape[2:]) for name, v in log_theta.items()}
+        tiled = ContextBatch(*(t.repeat((S,) + (1,) * (t.dim() - 1)) for t in _fields(batch)))
+        post = forward_backward(flat["pi"], flat["A"], position_potentials(flat["B"], tiled), tiled.mask)
+        energy = sum(
+            (counts[name][None] * log_theta[name]).reshape(S, M, -1).sum(-1) for name in ("pi", "A", "B")
+        )
+        out[start : start + S] = post.log_normalizer.reshape(S, M) - energy + gain
+    return out
+
+
+def _fields(batch: ContextBatch) -> tuple:
+    return tuple(getattr(batch, f.name) for f in fields(batch))
+
+
+def count_table(results: list, batches: list, shape_B: tuple) -> CountTable:
+    """The count table (:class:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.CountTable`)
+    of groups ``pi`` (1, K), ``A`` (K, K) and ``B`` (K C, V) over every batch's counts, entries
+    in sequence order (the order of ``batches``, then of their rows)."""
+    K, C, V = shape_B
+    entry_parts = {"pi": [], "A": [], "B": []}
+    row_parts = {"pi": [], "A": [], "B": []}
+    offset = 0
+    for res, batch in zip(results, batches):
+        M = batch.n_sequences
+        seq = np.arange(offset, offset + M)
+        offset += M
+        for g, values in (("pi", res.counts["pi"][:, None, :]), ("A", res.counts["A"])):
+            v = values.double().numpy()
+            m, r, d = np.nonzero(v > 0)
+            entry_parts[g].append((r * v.shape[2] + d, seq[m], v[m, r, d]))
+            tot = v.sum(-1)
+            m, r = np.nonzero(tot > 0)
+            row_parts[g].append((r, seq[m], tot[m, r]))
+        nB = (res.counts["B"] * batch.pair_mask[:, None, :]).double().numpy()  # (M, K, P)
+        m, k, p = np.nonzero(nB > 0)
+        ctx, sym = batch.pair_context.numpy()[m, p], batch.pair_symbol.numpy()[m, p]
+        entry_parts["B"].append(((k * C + ctx) * V + sym, seq[m], nB[m, k, p]))
+        N = _slot_counts(torch.from_numpy(nB), batch).numpy()  # (M, K, Q)
+        m, k, q = np.nonzero(N > 0)
+        row_parts["B"].append((k * C + batch.slot_context.numpy()[m, q], seq[m], N[m, k, q]))
+    keys, bounds, values = [], [0], []
+    entry_tasks, row_tasks = {}, {}
+    n_tasks = n_values = 0
+    for g in ("pi", "A", "B"):
+        for parts, tasks in ((entry_parts[g], entry_tasks), (row_parts[g], row_tasks)):
+            key = np.concatenate([p[0] for p in parts]).astype(np.int64)
+            seq = np.concatenate([p[1] for p in parts])
+            val = np.concatenate([p[2] for p in parts])
+            order = np.lexsort((seq, key))  # by key, then in sequence order
+            key, val = key[order], val[order]
+            unique, starts = np.unique(key, return_index=True)
+            tasks[g] = slice(n_tasks, n_tasks + unique.size)
+            n_tasks += unique.size
+            keys.append(unique)
+            ends = np.append(starts[1:], key.size).astype(np.int64)
+            bounds.extend((n_values + ends).tolist())
+            n_values += key.size
+            values.append(val)
+    shapes = {"pi": (1, K), "A": (K, K), "B": (K * C, V)}
+    return CountTable(
+        shapes,
+        entry_tasks,
+        row_tasks,
+        np.concatenate(keys),
+        np.asarray(bounds, dtype=np.int64),
+        np.concatenate(values).astype(np.float64),
+    )
+
+
+def m_step(prior: dict, table: CountTable) -> tuple[dict, bool]:
+    """The priors that maximize ``sum_m sum_rows [log B(a + n_m) - log B(a)]`` from ``prior``
+    (every row an ascent: never lower), and whether a concentration reached the cap."""
+    K, C, V = prior["B"].shape
+    initial = {
+        "pi": prior["pi"].double().numpy()[None, :],
+        "A": prior["A"].double().numpy(),
+        "B": prior["B"].double().numpy().reshape(K * C, V),
+    }
+    result = maximize_collapsed(initial, lambda alphas, rows: table_sums(table, alphas, rows))
+    new = result.concentration
+    return (
+        {
+            "pi": torch.from_numpy(new["pi"][0].copy()),
+            "A": torch.from_numpy(new["A"].copy()),
+            "B": torch.from_numpy(new["B"].reshape(K, C, V).copy()),
+        },
+        result.capped,
+    )
+
+
+def posterior_mean_emissions(
+    prior_B: torch.Tensor, counts_B: torch.Tensor, batch: ContextBatch, rows
+) -> torch.Tensor:
+    """``E_q[B_m[k, c_m, v]]`` for one context row ``c_m`` per sequence (``rows`` (M,)), (M, K, V)."""
+    M, K, _ = counts_B.shape
+    rows = torch.as_tensor(rows, dtype=torch.long)
+    base = prior_B[:, rows, :].permute(1, 0, 2).clone()  # (M, K, V)
+    hit = (batch.pair_context == rows[:, None]) & batch.pair_mask  # (M, P)
+    n = counts_B * hit[:, None, :]
+    base.scatter_add_(2, batch.pair_symbol[:, None, :].expand(M, K, -1), n)
+    return base / base.sum(-1, keepdim=True)

@@ -1,0 +1,175 @@
+"""Emission contexts: which row of B emits each position, given the events before it.
+
+A contextual emission model draws ``x_t`` from ``B[z_t, c_t, :]``, where the context ``c_t`` is
+computed from the sequence alone (never from the hidden chain), so the chain's recursion is
+unchanged and only the emission row of each position moves (docs/math.md, "Emission contexts").
+
+The contexts of order ``n`` are the last ``n`` events before a position, with a begin marker
+(symbol ``V``) before the first event: ``history_t = (x_(t-n), ..., x_(t-1))`` over the sequence
+``BEGIN x_0 x_1 ...`` (so position 0 has the history ``(BEGIN)``; shorter histories at the start
+of a sequence are those of a sequence that starts at BEGIN). An order-n context table keeps
+
+* every order-1 context (the previous event, or BEGIN): ``V + 1`` rows, always, and
+* each longer history (orders 2..n) seen at least ``min_count`` times in the training data,
+
+and gives a position the row of the longest kept suffix of its history (backing off to
+shorter contexts, as the interpolated Markov chains of :mod:`ldhmm.baselines.markov_smoothed`
+do). Order 1 is ``emission_context="previous"``: C = V + 1 rows, row ``c`` for the previous
+symbol ``c`` and row ``V`` for the beginning of a sequence.
+
+Pure functions over numpy arrays; the table is a small value object saved with the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "EMISSION_CONTEXTS",
+    "ContextTable",
+    "check_emission_context",
+    "context_order",
+    "history_keys",
+    "build_context_table",
+    "context_ids",
+]
+
+#: The named settings of ``emission_context=`` (an int n >= 1 is the order-n table).
+EMISSION_CONTEXTS = ("previous",)
+
+#: The largest order accepted (contexts are base-(V + 1) integers of at most 62 bits).
+MAX_ORDER = 8
+
+
+def check_emission_context(value):
+    """``value`` as accepted by ``emission_context=``: None, ``"previous"`` or an int 1..8;
+    a one-line ValueError otherwise."""
+    if value is None or value in EMISSION_CONTEXTS:
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 1 <= value <= MAX_ORDER:
+        return int(value)
+    raise ValueError(
+        f"emission_context must be None, 'previous' or an order 1..{MAX_ORDER} (the last n events), "
+        f"got {value!r}"
+    )
+
+
+def context_order(value) -> int:
+    """The order n of an ``emission_context`` setting (``"previous"`` is 1)."""
+    value = check_emission_context(value)
+    if value is None:
+        raise ValueError("no emission context: emission_context is None")
+    return 1 if value == "previous" else int(value)
+
+
+@dataclass(frozen=True)
+class ContextTable:
+    """The kept contexts of one model.
+
+    Attributes
+    ----------
+    order : int
+        The longest history n.
+    n_symbols : int
+        V (the begin marker is symbol V).
+    keys : list of int64 ndarray, one per order 1..n
+        The kept histories of that order as base-(V + 1) integers (the most recent event the
+        least significant digit), sorted; order 1 holds all V + 1.
+    offsets : int64 ndarray (n + 1,)
+        Row of the first context of each order: rows ``offsets[i - 1] .. offsets[i] - 1`` are
+        the kept histories of order i.
+    min_count : int
+    """
+
+    order: int
+    n_symbols: int
+    keys: tuple
+    offsets: np.ndarray
+    min_count: int
+
+    @property
+    def n_contexts(self) -> int:
+        """C: the number of emission rows per hidden state."""
+        return int(self.offsets[-1])
+
+    def to_json(self) -> dict:
+        return {
+            "order": self.order,
+            "min_count": self.min_count,
+            "keys": [k.tolist() for k in self.keys],
+        }
+
+    @classmethod
+    def from_json(cls, record: dict, n_symbols: int) -> ContextTable:
+        """A table from :meth:`to_json`, checked (a one-line ValueError names what is wrong)."""
+        try:
+            order, min_count = int(record["order"]), int(record["min_count"])
+            keys = tuple(np.asarray(k, dtype=np.int64).reshape(-1) for k in record["keys"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"emission contexts: not a context table ({err})") from None
+        base = n_symbols + 1
+        if not 1 <= order <= MAX_ORDER or len(keys) != order:
+            raise ValueError(f"emission contexts: order {order} with {len(keys)} key lists")
+        if not np.array_equal(keys[0], np.arange(base)):
+            raise ValueError("emission contexts: the order-1 keys must be 0..V")
+        for i, k in enumerate(keys, start=1):
+            if k.size and (np.any(np.diff(k) <= 0) or k[0] < 0 or k[-1] >= base**i):
+                raise ValueError(f"emission contexts: order-{i} keys not sorted, distinct and in range")
+        return cls(order, n_symbols, keys, _offsets(keys), min_count)
+
+
+def _offsets(keys) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum([k.size for k in keys])]).astype(np.int64)
+
+
+def history_keys(sequences, order: int, n_symbols: int) -> np.ndarray:
+    """The history of every position of the concatenated sequences as base-(V + 1) integers,
+    int64 (N, order): column i - 1 the last i events (BEGIN = V before the first event; a
+    history reaching further back than BEGIN stops at it: its higher digits are BEGIN too)."""
+    base = n_symbols + 1
+    if float(base) ** order >= 2.0**62:
+        raise ValueError(
+            f"emission context of order {order} with {n_symbols} symbols does not fit in 64 bits"
+        )
+    out = []
+    for s in sequences:
+        s = np.asarray(s, dtype=np.int64)
+        padded = np.concatenate([np.full(order, n_symbols, dtype=np.int64), s[:-1]]) if s.size else s
+        keys = np.zeros((s.size, order), dtype=np.int64)
+        acc = np.zeros(s.size, dtype=np.int64)
+        for i in range(order):
+            # the (i + 1)-th most recent event of position t is padded[order + t - 1 - i]
+            event = padded[order - 1 - i : order - 1 - i + s.size]
+            acc = acc + event * base**i
+            keys[:, i] = acc
+        out.append(keys)
+    return np.concatenate(out) if out else np.zeros((0, order), dtype=np.int64)
+
+
+def build_context_table(sequences, order: int, n_symbols: int, min_count: int = 20) -> ContextTable:
+    """The kept contexts of training ``sequences`` (see the module docstring)."""
+    if min_count < 1:
+        raise ValueError(f"min_count must be >= 1, got {min_count}")
+    keys = history_keys(sequences, order, n_symbols)
+    kept = [np.arange(n_symbols + 1, dtype=np.int64)]
+    for i in range(1, order):
+        values, counts = np.unique(keys[:, i], return_counts=True)
+        kept.append(values[counts >= min_count].astype(np.int64))
+    return ContextTable(order, n_symbols, tuple(kept), _offsets(kept), int(min_count))
+
+
+def context_ids(sequences, table: ContextTable) -> list[np.ndarray]:
+    """The emission row (0..C-1) of every position of each sequence: its longest kept history."""
+    lengths = [len(s) for s in sequences]
+    keys = history_keys(sequences, table.order, table.n_symbols)
+    rows = keys[:, 0].copy()  # order 1: every history is kept, row = the previous event (or BEGIN)
+    for i in range(1, table.order):
+        kept = table.keys[i]
+        if not kept.size:
+            continue
+        at = np.searchsorted(kept, keys[:, i]).clip(max=kept.size - 1)
+        found = kept[at] == keys[:, i]
+        rows = np.where(found, table.offsets[i] + at, rows)
+    return np.split(rows, np.cumsum(lengths)[:-1]) if lengths else []

@@ -1,0 +1,261 @@
+"""LDHMM whose emissions see the events before: ``ContextualLDHMM`` (``LDHMM-PF-ctx1``, ``-ctx3``).
+
+Per sequence m: ``pi_m``, ``A_m`` and one emission row ``B_m[k, c]`` per hidden state k and
+context row c (the previous event, or a longer history kept by
+:func:`ldhmm.inference.contexts.build_context_table`), each drawn from a learned Dirichlet
+prior; ``x_t ~ B_m[z_t, c_t]``. The hidden chain is LDHMM's; only the emission row of a position
+moves with its context. Fitted by the closed-form variational EM of
+:mod:`ldhmm.inference.cavi.context_vem` (PF family).
+
+An ``order``-n model with ``min_context_count`` large enough to keep no history beyond one event is
+the order-1 model; with a single context row (no events before) it would be LDHMM-PF itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..inference.cavi.context_vem import (
+    best_of_starts,
+    context_batches,
+    count_table,
+    e_step,
+    importance_log_weights,
+    m_step,
+    point_e_step,
+    posterior_mean_emissions,
+    total_counts,
+)
+from ..inference.contexts import build_context_table, check_emission_context, context_ids, context_order
+from ..inference.monitor import ConvergenceMonitor, RelativeChange
+from .base import SequenceModel, check_seed
+from .contextual_file import read_contextual_file, write_contextual_file
+from .registry import register
+
+__all__ = ["ContextualLDHMM"]
+
+#: Sweeps per sequence in each E-step of a fit (warm-started: a few suffice) and of scoring.
+FIT_SWEEPS = 1
+FIT_SWEEP_TOL = 1e-6
+SCORE_SWEEPS = 200
+#: EM iterations of the database-level contextual HMM a fit starts from, and its pseudo-count.
+START_HMM_ITER = 10
+START_SMOOTHING = 0.1
+SCORE_TOL = 1e-9
+
+
+class ContextualLDHMM(SequenceModel):
+    """LDHMM with emission rows chosen by (hidden state, context); the PF bound as its score.
+
+    Parameters
+    ----------
+    n_states : int
+        K.
+    n_symbols : int, optional
+        V; default max training symbol + 1.
+    emission_context : ``"previous"`` or int 1..8
+        The context of a position: the previous event (``"previous"`` = 1), or the last n
+        events backed off to shorter histories seen fewer than ``min_context_count`` times.
+    min_context_count : int
+        Training occurrences a history longer than one event needs to get rows of its own.
+    max_iter, tol : EM iterations at most; stop at a relative ELBO change below ``tol``.
+    n_init : int
+        Random starts; the one of highest final ELBO is kept.
+    seed : int
+
+    Attributes
+    ----------
+    alpha_pi_ (K,), alpha_A_ (K, K), beta_ (K, C, V) : ndarray
+        The learned Dirichlet priors.
+    context_table_ : ContextTable
+    elbo_history_ : list of float
+        The training bound after every E-step (non-decreasing).
+    elbo_ : float
+    """
+
+    name = "LDHMM-CTX"
+    score_kind = "lower_bound"
+    score_family = "pf"
+
+    def __init__(
+        self,
+        n_states: int = 2,
+        n_symbols=None,
+        emission_context="previous",
+        min_context_count: int = 20,
+        max_iter: int = 100,
+        tol: float = 1e-4,
+        n_init: int = 1,
+        seed: int = 0,
+    ):
+        super().__init__(n_states, seed)
+        self.n_symbols = n_symbols
+        if check_emission_context(emission_context) is None:
+            raise ValueError("ContextualLDHMM needs an emission_context ('previous' or an order 1..8)")
+        self.emission_context = emission_context
+        if isinstance(min_context_count, bool) or not isinstance(min_context_count, (int, np.integer)):
+            raise ValueError(f"min_context_count must be an integer >= 1, got {min_context_count!r}")
+        if min_context_count < 1:
+            raise ValueError(f"min_context_count must be an integer >= 1, got {min_context_count!r}")
+        self.min_context_count = int(min_context_count)
+        for name, value, low in (("max_iter", max_iter, 1), ("n_init", n_init, 1)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if not isinstance(tol, (int, float)) or not np.isfinite(tol) or tol < 0:
+            raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+        self.max_iter, self.tol, self.n_init = int(max_iter), float(tol), int(n_init)
+
+    # ------------------------------------------------------------------ fitting
+    def _prepare(self, sequences):
+        contexts = context_ids(sequences, self.context_table_)
+        return context_batches(sequences, contexts, self.n_symbols_)
+
+    def _start(self, batches, rng) -> tuple[dict, list]:
+        """Flat priors, and each sequence's counts under a database-level contextual HMM fitted
+        by a few EM iterations from random parameters (the symmetry breaker: the first E-step's
+        q(theta_m) = Dir(prior + counts) already tells the states apart)."""
+        K, C, V = self.n_states, self.context_table_.n_contexts, self.n_symbols_
+        theta = {
+            "pi": rng.dirichlet(np.ones(K)),
+            "A": rng.dirichlet(np.ones(K), size=K),
+            "B": rng.dirichlet(np.ones(V), size=(K, C)),
+        }
+        log_theta = {g: torch.from_numpy(np.log(v)) for g, v in theta.items()}
+        for _ in range(START_HMM_ITER):
+            counts = [point_e_step(log_theta, b)[0] for b in batches]
+            totals = total_counts(counts, batches, (K, C, V))
+            log_theta = {
+                g: torch.log(t + START_SMOOTHING) - torch.log((t + START_SMOOTHING).sum(-1, keepdim=True))
+                for g, t in totals.items()
+            }
+        prior = {
+            "pi": torch.ones(K, dtype=torch.float64),
+            "A": torch.ones(K, K, dtype=torch.float64),
+            "B": torch.full((K, C, V), 0.5, dtype=torch.float64),
+        }
+        return prior, counts
+
+    def _run(self, batches, rng):
+        """One EM run from a random start: (priors, monitor, whether a prior hit the cap)."""
+        prior, counts = self._start(batches, rng)
+        monitor = ConvergenceMonitor(RelativeChange(self.tol), self.max_iter, unit="EM iteration")
+        capped = False
+        while True:
+            results = [e_step(prior, b, c, FIT_SWEEPS, FIT_SWEEP_TOL) for b, c in zip(batches, counts)]
+            counts = [r.counts for r in results]
+            if monitor.record(float(sum(r.bounds.sum() for r in results))):
+                break
+            prior, cap = m_step(prior, count_table(results, batches, tuple(prior["B"].shape)))
+            capped |= cap
+        if monitor.reason == "non_finite":
+            raise FloatingPointError(f"ContextualLDHMM: the training bound is {monitor.bad_value}")
+        return prior, monitor, capped
+
+    def _fit(self, sequences, n_symbols, **fit_params):
+        if fit_params:
+            raise TypeError(f"ContextualLDHMM.fit takes no {', '.join(sorted(fit_params))}")
+        self.context_table_ = build_context_table(
+            sequences, context_order(self.emission_context), n_symbols, self.min_context_count
+        )
+        batches = self._prepare(sequences)
+        best = None
+        for start in range(self.n_init):
+            rng = np.random.default_rng([self.seed, start])
+            run = self._run(batches, rng)
+            if best is None or run[1].history[-1] > best[1].history[-1]:
+                best = run
+        prior, monitor, capped = best
+        self.alpha_pi_ = prior["pi"].numpy()
+        self.alpha_A_ = prior["A"].numpy()
+        self.beta_ = prior["B"].numpy()
+        self.elbo_history_ = list(monitor.history)
+        self.elbo_ = monitor.history[-1]
+        self.capped_ = capped
+        self._set_convergence(monitor.report())
+
+    # ------------------------------------------------------------------ files
+    def save(self, path, vocabulary=None) -> None:
+        """Write the fitted model to ``path`` as JSON (:mod:`ldhmm.models.contextual_file`)."""
+        self._check_fitted()
+        write_contextual_file(path, self, vocabulary=vocabulary)
+
+    @classmethod
+    def load(cls, path, guide=None) -> ContextualLDHMM:
+        """A model written by :meth:`save`, every field checked (``guide``: accepted for
+        :func:`ldhmm.load_model`; a contextual model has the PF family only)."""
+        if guide is not None:
+            raise ValueError(f"{path}: a ContextualLDHMM has no guide to set")
+        return read_contextual_file(path, cls)
+
+    # ------------------------------------------------------------------ scoring
+    def _prior(self) -> dict:
+        return {
+            "pi": torch.from_numpy(self.alpha_pi_),
+            "A": torch.from_numpy(self.alpha_A_),
+            "B": torch.from_numpy(self.beta_),
+        }
+
+    def _posteriors(self, sequences):
+        """Every sequence's converged E-step from the prior: (batch, SweepResult) pairs."""
+        prior = self._prior()
+        return [(b, best_of_starts(prior, b, SCORE_SWEEPS, SCORE_TOL)) for b in self._prepare(sequences)]
+
+    def _score_samples(self, sequences):
+        out = np.empty(len(sequences))
+        for batch, res in self._posteriors(sequences):
+            out[batch.index.numpy()] = res.bounds.numpy()
+        return out
+
+    def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0) -> np.ndarray:
+        """Importance-sampled ``log p(x_m)`` per sequence, (M,): ``n_samples`` draws from each
+        sequence's ``q(theta_m)`` after the held-out E-step (a consistent estimate, whose
+        expectation of ``exp`` is ``p(x_m)``; its log is at least the bound on average)."""
+        seqs = self._validate_for_score(sequences)
+        if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
+            raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+        rng = np.random.default_rng([check_seed(seed), 47])
+        out = np.empty(len(seqs))
+        prior = self._prior()
+        for batch, res in self._posteriors(seqs):
+            w = importance_log_weights(prior, batch, res.counts, rng, int(n_samples))
+            out[batch.index.numpy()] = (torch.logsumexp(w, 0) - np.log(n_samples)).numpy()
+        return out
+
+    def predict_next_proba(self, sequences) -> np.ndarray:
+        """``p(x_(n+1) = v | x_1..x_n)`` of each sequence under its posterior means, (M, V).
+
+        The state after the last event from the chain's last marginal and ``E_q[A_m]``; the
+        emission row of the next position's context (its history, the last events) from
+        ``E_q[B_m]``."""
+        seqs = self._validate_for_score(sequences)
+        nxt = [c[-1] for c in context_ids([np.append(s, 0) for s in seqs], self.context_table_)]
+        out = np.empty((len(seqs), self.n_symbols_))
+        prior = self._prior()
+        for batch, res in self._posteriors(seqs):
+            idx = batch.index.numpy()
+            last = batch.mask.sum(1) - 1
+            q_last = res.marginals[torch.arange(batch.n_sequences), last]  # (M, K)
+            g_A = prior["A"] + res.counts["A"]
+            q_next = torch.einsum("mj,mjk->mk", q_last, g_A / g_A.sum(-1, keepdim=True))
+            rows = torch.as_tensor(np.asarray(nxt)[idx], dtype=torch.long)
+            B = posterior_mean_emissions(prior["B"], res.counts["B"], batch, rows)
+            p = torch.einsum("mk,mkv->mv", q_next, B)
+            out[idx] = (p / p.sum(-1, keepdim=True)).numpy()
+        return out
+
+
+register(
+    ContextualLDHMM,
+    name="LDHMM-PF-ctx1",
+    options={"emission_context": "previous"},
+    em_settings=("max_iter", "tol", "n_init"),
+    in_lineup=False,
+)
+register(
+    ContextualLDHMM,
+    name="LDHMM-PF-ctx3",
+    options={"emission_context": 3},
+    em_settings=("max_iter", "tol", "n_init"),
+    in_lineup=False,
+)

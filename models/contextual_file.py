@@ -1,0 +1,120 @@
+"""The model file of a contextual LDHMM (:class:`ldhmm.models.contextual.ContextualLDHMM`).
+
+JSON, written atomically, read back checked field by field (a one-line
+:class:`ldhmm.models.file_format.ModelFileError` names the file and the field)::
+
+    {"format": "ldhmm", "version": 2, "class": "ContextualLDHMM",
+     "config": {...},                       # the constructor's arguments
+     "contexts": {"order": 1, "min_count": 20, "keys": [[0, ..., V], ...]},
+     "prior": {"pi": [...], "A": [[...]], "B": [[[...]]]},   # (K,), (K, K), (K, C, V)
+     "elbo_history": [...],
+     "vocabulary": ["symbol 0", ...] or null,
+     "training_data": {...} or absent}
+
+Floats as Python's repr (an exact float64 round trip); never a pickle.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..data.atomic import write_atomically
+from ..inference.contexts import ContextTable
+from ..inference.ops.dirichlet import MAX_CONCENTRATION
+from .file_format import FORMAT_VERSION, ModelFileError, read_model_json
+
+__all__ = ["write_contextual_file", "read_contextual_file"]
+
+
+def write_contextual_file(path, model, vocabulary=None) -> None:
+    """Write the fitted ``model`` to ``path`` (see the module docstring)."""
+    if vocabulary is None:
+        vocabulary = getattr(model, "vocabulary_", None)
+    if vocabulary is not None:
+        vocabulary = [str(v) for v in vocabulary]
+        if len(vocabulary) != model.n_symbols_ or len(set(vocabulary)) != len(vocabulary):
+            raise ValueError(
+                f"vocabulary: expected {model.n_symbols_} distinct symbol names, got {len(vocabulary)}"
+            )
+    doc = {
+        "format": "ldhmm",
+        "version": FORMAT_VERSION,
+        "class": type(model).__name__,
+        "config": model.get_config(),
+        "n_symbols": int(model.n_symbols_),
+        "contexts": model.context_table_.to_json(),
+        "prior": {"pi": model.alpha_pi_.tolist(), "A": model.alpha_A_.tolist(), "B": model.beta_.tolist()},
+        "elbo_history": [float(x) for x in model.elbo_history_],
+        "vocabulary": vocabulary,
+    }
+    if getattr(model, "training_data_", None) is not None:
+        doc["training_data"] = model.training_data_
+    write_atomically(Path(path), lambda f: f.write(json.dumps(doc)))
+
+
+def _array(path, field, value, shape) -> np.ndarray:
+    try:
+        out = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ModelFileError(path, field, "not an array of numbers") from None
+    if out.shape != shape:
+        raise ModelFileError(path, field, f"shape {out.shape}, expected {shape}")
+    if not np.all(np.isfinite(out)) or np.any(out <= 0) or np.any(out > MAX_CONCENTRATION * (1 + 1e-9)):
+        raise ModelFileError(
+            path, field, f"concentrations must be finite numbers in (0, {MAX_CONCENTRATION:g}]"
+        )
+    return out
+
+
+def read_contextual_file(path, cls):
+    """The model saved in ``path``, built as ``cls``, every field checked."""
+    path = Path(path)
+    doc = read_model_json(path)
+    if not isinstance(doc, dict) or doc.get("format") != "ldhmm" or doc.get("class") != cls.__name__:
+        raise ModelFileError(path, "class", f"not a {cls.__name__} model file")
+    if doc.get("version") != FORMAT_VERSION:
+        raise ModelFileError(path, "version", f"{doc.get('version')!r}, expected {FORMAT_VERSION}")
+    config = doc.get("config")
+    if not isinstance(config, dict):
+        raise ModelFileError(path, "config", "expected an object")
+    try:
+        model = cls(**config)
+    except (TypeError, ValueError) as err:
+        raise ModelFileError(path, "config", str(err)) from None
+    V = doc.get("n_symbols")
+    if isinstance(V, bool) or not isinstance(V, int) or V < 1 or (model.n_symbols not in (None, V)):
+        raise ModelFileError(path, "n_symbols", f"expected an integer >= 1 (the config's), got {V!r}")
+    try:
+        table = ContextTable.from_json(doc.get("contexts") or {}, V)
+    except ValueError as err:
+        raise ModelFileError(path, "contexts", str(err)) from None
+    K, C = model.n_states, table.n_contexts
+    prior = doc.get("prior")
+    if not isinstance(prior, dict):
+        raise ModelFileError(path, "prior", "expected an object")
+    model.alpha_pi_ = _array(path, "prior.pi", prior.get("pi"), (K,))
+    model.alpha_A_ = _array(path, "prior.A", prior.get("A"), (K, K))
+    model.beta_ = _array(path, "prior.B", prior.get("B"), (K, C, V))
+    history = doc.get("elbo_history")
+    if not isinstance(history, list) or not history or not all(isinstance(x, (int, float)) for x in history):
+        raise ModelFileError(path, "elbo_history", "expected a non-empty list of numbers")
+    vocabulary = doc.get("vocabulary")
+    if vocabulary is not None:
+        if (
+            not isinstance(vocabulary, list)
+            or len(vocabulary) != V
+            or not all(isinstance(v, str) for v in vocabulary)
+            or len(set(vocabulary)) != V
+        ):
+            raise ModelFileError(path, "vocabulary", f"expected {V} distinct symbol names")
+        model.vocabulary_ = list(vocabulary)
+    model.context_table_ = table
+    model.n_symbols_ = V
+    model.elbo_history_ = [float(x) for x in history]
+    model.elbo_ = model.elbo_history_[-1]
+    if isinstance(doc.get("training_data"), dict):
+        model.training_data_ = doc["training_data"]
+    return model

@@ -1,0 +1,73 @@
+"""``ldhmm fit DATA --states K --emission-context previous|N``: LDHMM whose emissions see the
+events before (:class:`ldhmm.models.contextual.ContextualLDHMM`), one K, fitted in this process."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from ..data.terminal_text import shown
+from ..inference.contexts import check_emission_context
+from ..models.contextual import ContextualLDHMM
+from .fit_path import fit_data
+from .outputs import stopping_report
+
+__all__ = ["parse_emission_context", "run_fit_contextual"]
+
+
+def parse_emission_context(text: str):
+    """``--emission-context``: ``previous`` or an order 1..8 (a one-line ValueError otherwise)."""
+    value = text if text == "previous" else (int(text) if text.isdigit() else text)
+    try:
+        return check_emission_context(value)
+    except ValueError:
+        raise ValueError(
+            f"--emission-context: expected 'previous' or an order 1..8 (the last n events), got {text!r}"
+        ) from None
+
+
+def run_fit_contextual(args: argparse.Namespace, n_states: int, out) -> int:
+    """Fit and save the contextual model of ``ldhmm fit`` (settings the variant lacks refused)."""
+    unsupported = [
+        flag
+        for flag, given in (
+            ("--init", args.init),
+            ("--checkpoint", args.checkpoint),
+            ("--guide ff", args.guide == "ff"),
+            ("--backend dask", args.backend != "local"),
+            ("--partitions", args.partitions is not None),
+        )
+        if given
+    ]
+    if unsupported:
+        raise ValueError(
+            f"--emission-context fits in this process, PF family only: no {', '.join(unsupported)}"
+        )
+    context = parse_emission_context(args.emission_context)
+    db, _ = fit_data(args)
+    model = ContextualLDHMM(
+        n_states,
+        n_symbols=db.n_symbols,
+        emission_context=context,
+        min_context_count=args.min_context_count,
+        max_iter=args.max_iter,
+        tol=args.tol,
+        n_init=args.restarts,
+        seed=args.seed,
+    )
+    t0 = time.perf_counter()
+    model.fit(db)
+    seconds = time.perf_counter() - t0
+    model.save(out, vocabulary=db.vocabulary)
+    if not args.quiet:
+        elbo = float(model.elbo_)
+        print(
+            f"fitted LDHMM-PF with emission context {context!r} ({model.context_table_.n_contexts} context "
+            f"rows) K={n_states} on {len(db)} sequences ({db.n_tokens} tokens, {db.n_symbols} symbols) in "
+            f"{seconds:.1f} s, {model.n_iter_} EM iterations: training ELBO {elbo:.2f} nats "
+            f"({elbo / db.n_tokens:.4f} per token)"
+        )
+        print(stopping_report(model))
+        print(f"model written to {shown(Path(out))}")
+    return 0

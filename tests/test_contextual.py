@@ -1,0 +1,359 @@
+"""LDHMM with contextual emissions (issue 47): the context table, the bound against brute force
+over all hidden paths, log p(x) exactly, monotone EM, re-scoring, recovery, next-event."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import gammaln, logsumexp
+
+from ldhmm.cli import main
+from ldhmm.experiments.lineup import resolve_models
+from ldhmm.inference.cavi.context_vem import (
+    context_batch,
+    e_step,
+    expected_logs,
+    position_potentials,
+    prior_at_pairs,
+)
+from ldhmm.inference.contexts import (
+    ContextTable,
+    build_context_table,
+    check_emission_context,
+    context_ids,
+)
+from ldhmm.modelfiles import load_model
+from ldhmm.models import LDHMM
+from ldhmm.models.contextual import ContextualLDHMM
+from ldhmm.models.registry import get_spec
+
+torch.set_default_dtype(torch.float64)
+
+
+# ------------------------------------------------------------------ the context table
+def test_previous_event_contexts_are_the_previous_symbol_and_begin():
+    seqs = [np.array([2, 0, 1, 1]), np.array([1])]
+    table = build_context_table(seqs, 1, 3)
+    assert table.n_contexts == 4
+    ids = context_ids(seqs, table)
+    assert ids[0].tolist() == [3, 2, 0, 1] and ids[1].tolist() == [3]
+
+
+def _longest_kept_suffix(seq, t, order, V, kept_by_order):
+    history = [V] * order + list(seq[:t])
+    best = ("1", history[-1])
+    for n in range(2, order + 1):
+        h = tuple(history[-n:])
+        if h in kept_by_order[n]:
+            best = (str(n), h)
+    return best
+
+
+@pytest.mark.parametrize("order, min_count", [(2, 1), (3, 2), (3, 5)])
+def test_backed_off_contexts_match_a_direct_count(order, min_count):
+    rng = np.random.default_rng(order * 10 + min_count)
+    V = 3
+    seqs = [rng.integers(0, V, size=rng.integers(1, 9)) for _ in range(30)]
+    counts = {n: {} for n in range(2, order + 1)}
+    for s in seqs:
+        history = [V] * order + list(s)
+        for t in range(len(s)):
+            for n in range(2, order + 1):
+                h = tuple(history[order + t - n : order + t])
+                counts[n][h] = counts[n].get(h, 0) + 1
+    kept = {n: {h for h, c in counts[n].items() if c >= min_count} for n in counts}
+    table = build_context_table(seqs, order, V, min_count)
+    assert table.n_contexts == V + 1 + sum(len(k) for k in kept.values())
+    ids = context_ids(seqs, table)
+    # two positions share a row exactly when their longest kept suffixes are the same
+    rows = {}
+    for s, row_ids in zip(seqs, ids):
+        for t in range(len(s)):
+            key = _longest_kept_suffix(s, t, order, V, kept)
+            assert rows.setdefault(key, int(row_ids[t])) == int(row_ids[t])
+    assert len(set(rows.values())) == len(rows)
+    again = ContextTable.from_json(table.to_json(), V)
+    assert [k.tolist() for k in again.keys] == [k.tolist() for k in table.keys]
+
+
+@pytest.mark.parametrize("bad", ["next", 0, 9, True, 1.5])
+def test_bad_emission_context_is_one_line(bad):
+    with pytest.raises(ValueError, match="emission_context must be None, 'previous' or an order"):
+        check_emission_context(bad)
+    with pytest.raises(ValueError, match="emission_context"):
+        ContextualLDHMM(2, emission_context=bad)
+
+
+def test_a_context_table_from_a_file_is_checked():
+    table = build_context_table([np.array([0, 1, 1])], 2, 2, 1)
+    record = table.to_json()
+    with pytest.raises(ValueError, match="order-1 keys must be 0..V"):
+        ContextTable.from_json({**record, "keys": [[0, 1], *record["keys"][1:]]}, 2)
+    with pytest.raises(ValueError, match="order-2 keys not sorted"):
+        ContextTable.from_json({**record, "keys": [record["keys"][0], [5, 3]]}, 2)
+
+
+# ------------------------------------------------------------------ brute force
+def _paths(K, T):
+    return itertools.product(range(K), repeat=T)
+
+
+def _dense_counts(path, seq, ctx, K, C, V):
+    n_pi, n_A, n_B = np.zeros(K), np.zeros((K, K)), np.zeros((K, C, V))
+    n_pi[path[0]] += 1
+    for t in range(1, len(seq)):
+        n_A[path[t - 1], path[t]] += 1
+    for t, (x, c) in enumerate(zip(seq, ctx)):
+        n_B[path[t], c, x] += 1
+    return n_pi, n_A, n_B
+
+
+def _log_beta_gain(a, n):
+    g = a + n
+    return float((gammaln(g).sum(-1) - gammaln(a).sum(-1) - gammaln(g.sum(-1)) + gammaln(a.sum(-1))).sum())
+
+
+def _random_prior(rng, K, C, V):
+    return {
+        "pi": rng.gamma(2.0, 1.0, K) + 0.2,
+        "A": rng.gamma(2.0, 1.0, (K, K)) + 0.2,
+        "B": rng.gamma(2.0, 1.0, (K, C, V)) + 0.2,
+    }
+
+
+def _torch(prior):
+    return {g: torch.from_numpy(v) for g, v in prior.items()}
+
+
+@pytest.mark.parametrize("K, T, seed", [(2, 1, 0), (2, 5, 1), (3, 4, 2), (3, 6, 3), (2, 6, 4)])
+def test_bound_and_marginals_equal_brute_force_over_all_hidden_paths(K, T, seed):
+    """At any q(theta): the chain's log Z, marginals and the collapsed bound of the counts it
+    gives, against enumeration of all K^T paths with dense (K, C, V) rows."""
+    rng = np.random.default_rng(seed)
+    V = 3
+    seq = rng.integers(0, V, size=T)
+    table = build_context_table([seq], 1, V)
+    ctx = context_ids([seq], table)[0]
+    C = table.n_contexts
+    prior = _random_prior(rng, K, C, V)
+    batch = context_batch([seq], [ctx], [0], V)
+    # an arbitrary q(theta): the counts of a random soft path
+    start = e_step(_torch(prior), batch, None, 1, 0.0).counts
+    start = {g: v * float(rng.uniform(0.5, 2.0)) for g, v in start.items()}
+    res = e_step(_torch(prior), batch, start, 1, 0.0)
+    # brute force: q(z) over all paths under E log theta of q(theta) = Dir(prior + start)
+    elog = expected_logs(_torch(prior), start, batch, prior_at_pairs(_torch(prior)["B"], batch))
+    pot = position_potentials(elog["B"], batch)[0].numpy()  # (T, K)
+    e_pi, e_A = elog["pi"][0].numpy(), elog["A"][0].numpy()
+    paths = list(_paths(K, T))
+    scores = np.array(
+        [
+            e_pi[p[0]] + sum(e_A[p[t - 1], p[t]] for t in range(1, T)) + sum(pot[t, p[t]] for t in range(T))
+            for p in paths
+        ]
+    )
+    q = np.exp(scores - logsumexp(scores))
+    marg = np.zeros((T, K))
+    n = [np.zeros(K), np.zeros((K, K)), np.zeros((K, C, V))]
+    for w, p in zip(q, paths):
+        for t in range(T):
+            marg[t, p[t]] += w
+        for acc, c in zip(n, _dense_counts(p, seq, ctx, K, C, V)):
+            acc += w * c
+    entropy = -float((q * np.log(q)).sum())
+    bound = entropy + sum(_log_beta_gain(prior[g], c) for g, c in zip(("pi", "A", "B"), n))
+    np.testing.assert_allclose(res.marginals[0].numpy(), marg, atol=1e-10)
+    np.testing.assert_allclose(res.bounds.item(), bound, rtol=1e-10, atol=1e-10)
+
+
+def _exact_log_marginal(seq, ctx, prior, K, C, V) -> float:
+    """``log p(x) = log sum_z prod_rows B(a + n(z)) / B(a)``: theta integrated exactly per path."""
+    terms = []
+    for p in _paths(K, len(seq)):
+        counts = _dense_counts(p, seq, ctx, K, C, V)
+        terms.append(sum(_log_beta_gain(prior[g], c) for g, c in zip(("pi", "A", "B"), counts)))
+    return float(logsumexp(terms))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_score_never_exceeds_log_p_x(seed):
+    rng = np.random.default_rng(100 + seed)
+    V, K = 3, int(rng.integers(2, 4))
+    train = [rng.integers(0, V, size=rng.integers(2, 7)) for _ in range(25)]
+    model = ContextualLDHMM(K, n_symbols=V, seed=seed, max_iter=15).fit(train)
+    held = [rng.integers(0, V, size=rng.integers(1, 6)) for _ in range(6)]
+    scores = model.score_samples(held)
+    prior = {"pi": model.alpha_pi_, "A": model.alpha_A_, "B": model.beta_}
+    ids = context_ids(held, model.context_table_)
+    for s, c, score in zip(held, ids, scores):
+        exact = _exact_log_marginal(s, c, prior, K, model.context_table_.n_contexts, V)
+        assert score <= exact + 1e-9
+        assert score >= exact - 5.0  # a bound, not a wild number
+
+
+# ------------------------------------------------------------------ fits
+def _draw(rng, prior, table, n, lengths, V):
+    """Sequences from the contextual model with priors ``prior`` (pi, A, B per sequence)."""
+    K = prior["pi"].shape[0]
+    out = []
+    for _ in range(n):
+        pi = rng.dirichlet(prior["pi"])
+        A = np.array([rng.dirichlet(r) for r in prior["A"]])
+        B = np.array([[rng.dirichlet(r) for r in rows] for rows in prior["B"]])
+        seq, z = [], rng.choice(K, p=pi)
+        for _t in range(int(rng.integers(*lengths))):
+            c = context_ids([np.array([*seq, 0])], table)[0][-1]
+            seq.append(int(rng.choice(V, p=B[z, c])))
+            z = rng.choice(K, p=A[z])
+        out.append(np.array(seq))
+    return out
+
+
+def _truth(V=4, K=2):
+    table = build_context_table([np.arange(V)], 1, V)
+    C = table.n_contexts
+    # each (state, previous event) row prefers one symbol; the states differ
+    B = np.full((K, C, V), 0.3)
+    for k in range(K):
+        for c in range(C):
+            B[k, c, (c + k) % V] += 6.0
+    prior = {"pi": np.full(K, 2.0), "A": np.full((K, K), 1.0) + 6.0 * np.eye(K), "B": B * 3.0}
+    return prior, table
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_em_never_lowers_the_bound_and_rescoring_gives_the_training_elbo(seed):
+    prior, table = _truth()
+    rng = np.random.default_rng(seed)
+    train = _draw(rng, prior, table, 80, (3, 20), 4)
+    model = ContextualLDHMM(2, n_symbols=4, seed=seed, tol=1e-6).fit(train)
+    h = np.asarray(model.elbo_history_)
+    assert np.all(np.diff(h) >= -1e-9 * np.abs(h[1:]))
+    tokens = sum(len(s) for s in train)
+    assert abs(model.score(train) - model.elbo_) / tokens < 0.005
+
+
+def test_data_from_the_variant_is_recovered():
+    prior, table = _truth()
+    rng = np.random.default_rng(5)
+    train = _draw(rng, prior, table, 300, (5, 30), 4)
+    held = _draw(rng, prior, table, 100, (5, 30), 4)
+    model = ContextualLDHMM(2, n_symbols=4, seed=0).fit(train)
+    truth = ContextualLDHMM(2, n_symbols=4).fit(train[:2])  # a fitted shell, then the true priors
+    truth.context_table_ = table
+    truth.alpha_pi_, truth.alpha_A_, truth.beta_ = prior["pi"], prior["A"], prior["B"]
+    tokens = sum(len(s) for s in held)
+    gap = (truth.score(held) - model.score(held)) / tokens
+    assert gap < 0.02, gap
+    # and the context matters: LDHMM-PF, whose emissions ignore it, scores lower on the same data
+    plain = LDHMM(2, n_symbols=4, seed=0).fit(train)
+    assert (model.score(held) - plain.score(held)) / tokens > 0.1
+    # an order-3 table that keeps no longer history is the order-1 model
+    backed_off = ContextualLDHMM(2, n_symbols=4, seed=0, emission_context=3, min_context_count=10**9).fit(
+        train
+    )
+    assert backed_off.context_table_.n_contexts == 5
+    assert backed_off.elbo_history_ == ContextualLDHMM(2, n_symbols=4, seed=0).fit(train).elbo_history_
+
+
+def test_next_event_probabilities_are_the_posterior_means():
+    prior, table = _truth()
+    rng = np.random.default_rng(7)
+    train = _draw(rng, prior, table, 60, (3, 15), 4)
+    model = ContextualLDHMM(2, n_symbols=4, seed=0).fit(train)
+    prefixes = [s[:-1] for s in train[:5] if len(s) > 1]
+    p = model.predict_next_proba(prefixes)
+    assert p.shape == (len(prefixes), 4) and np.allclose(p.sum(1), 1.0)
+    # one prefix by hand: q(z_n) A-mean, then the B-mean row of its last event
+    s = prefixes[0]
+    ids = context_ids([s], model.context_table_)[0]
+    batch = context_batch([s], [ids], [0], 4)
+    pri = {
+        "pi": torch.from_numpy(model.alpha_pi_),
+        "A": torch.from_numpy(model.alpha_A_),
+        "B": torch.from_numpy(model.beta_),
+    }
+    res = e_step(pri, batch, None, 200, 1e-9)
+    gA = model.alpha_A_ + res.counts["A"][0].numpy()
+    q_next = res.marginals[0, len(s) - 1].numpy() @ (gA / gA.sum(1, keepdims=True))
+    B = model.beta_[:, int(s[-1]), :].copy()
+    for slot in range(batch.pair_context.shape[1]):
+        if int(batch.pair_context[0, slot]) == int(s[-1]):
+            B[:, int(batch.pair_symbol[0, slot])] += res.counts["B"][0, :, slot].numpy()
+    expected = q_next @ (B / B.sum(1, keepdims=True))
+    np.testing.assert_allclose(p[0], expected / expected.sum(), rtol=1e-9)
+
+
+def test_importance_sampled_log_p_x_reaches_the_exact_value():
+    rng = np.random.default_rng(3)
+    V, K = 3, 2
+    model = ContextualLDHMM(K, n_symbols=V).fit([np.array([0, 1, 2])])  # a fitted shell
+    C = model.context_table_.n_contexts
+    prior = _random_prior(rng, K, C, V)  # a prior far from collapse: the bound is loose
+    model.alpha_pi_, model.alpha_A_, model.beta_ = prior["pi"], prior["A"], prior["B"]
+    held = [np.array([0, 2, 2, 1]), np.array([1]), np.array([2, 2, 0])]
+    ids = context_ids(held, model.context_table_)
+    exact = np.array([_exact_log_marginal(s, c, prior, K, C, V) for s, c in zip(held, ids)])
+    bound = model.score_samples(held)
+    assert np.all(bound <= exact + 1e-9) and np.all(exact - bound > 0.05)
+    estimate = model.log_marginal_is(held, n_samples=200_000, seed=1)
+    np.testing.assert_allclose(estimate, exact, atol=0.03)
+    assert np.array_equal(estimate, model.log_marginal_is(held, n_samples=200_000, seed=1))
+
+
+def test_a_saved_model_scores_the_same_and_bad_files_are_one_line(tmp_path):
+    prior, table = _truth()
+    train = _draw(np.random.default_rng(11), prior, table, 40, (3, 12), 4)
+    model = ContextualLDHMM(2, n_symbols=4, emission_context=2, min_context_count=3, seed=0).fit(train)
+    path = tmp_path / "ctx.json"
+    model.save(path, vocabulary=["a", "b", "c", "d"])
+    again = load_model(path)
+    assert isinstance(again, ContextualLDHMM) and again.vocabulary_ == ["a", "b", "c", "d"]
+    assert np.array_equal(again.score_samples(train), model.score_samples(train))
+    assert np.array_equal(again.predict_next_proba(train[:3]), model.predict_next_proba(train[:3]))
+    doc = json.loads(path.read_text())
+    for field, value, message in [
+        ("prior", {**doc["prior"], "B": doc["prior"]["A"]}, "field 'prior.B': shape"),
+        ("prior", {**doc["prior"], "pi": [float("nan"), 1.0]}, "field 'prior.pi': concentrations"),
+        ("contexts", {**doc["contexts"], "order": 9}, "field 'contexts'"),
+        ("config", {**doc["config"], "emission_context": "next"}, "field 'config': emission_context"),
+        ("vocabulary", ["a", "a", "c", "d"], "field 'vocabulary'"),
+    ]:
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({**doc, field: value}))
+        with pytest.raises(ValueError, match=message) as err:
+            load_model(bad)
+        assert "\n" not in str(err.value)
+
+
+def test_fit_command_writes_a_contextual_model_and_refuses_what_it_lacks(tmp_path, capsys):
+    prior, table = _truth()
+    train = _draw(np.random.default_rng(12), prior, table, 40, (3, 12), 4)
+    log = tmp_path / "log.txt"
+    log.write_text("\n".join(" ".join("abcd"[i] for i in s) for s in train) + "\n")
+    out = tmp_path / "ctx.json"
+    argv = ["fit", str(log), "--states", "2", "--emission-context", "previous", "--restarts", "1"]
+    assert main([*argv, "--out", str(out), "--quiet"]) == 0
+    model = load_model(out)
+    assert model.emission_context == "previous" and model.vocabulary_ == ["a", "b", "c", "d"]
+    direct = ContextualLDHMM(2, n_symbols=4, n_init=1, seed=0).fit(train)
+    assert model.elbo_history_ == direct.elbo_history_
+    capsys.readouterr()
+    for extra, message in [
+        (["--emission-context", "next"], "--emission-context: expected 'previous' or an order 1..8"),
+        (["--states", "2..3"], "--emission-context fits one K"),
+        (["--guide", "ff"], "PF family only: no --guide ff"),
+    ]:
+        assert main([*argv, *extra, "--out", str(tmp_path / "x.json")]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
+
+
+def test_the_contextual_variants_run_when_named_not_in_the_default_line_up():
+    assert not {"LDHMM-PF-ctx1", "LDHMM-PF-ctx3"} & set(resolve_models(None))
+    assert resolve_models(["ldhmm-pf-ctx1", "MARKOV3"]) == ["MARKOV3", "LDHMM-PF-ctx1"]
+    assert get_spec("LDHMM-PF-ctx3").make(4, 17).emission_context == 3
