@@ -24,6 +24,7 @@ from ..inference.cavi.context_vem import (
     importance_log_weights,
     m_step,
     point_e_step,
+    point_m_step,
     posterior_mean_emissions,
     total_counts,
 )
@@ -123,12 +124,9 @@ class ContextualLDHMM(SequenceModel):
         }
         log_theta = {g: torch.from_numpy(np.log(v)) for g, v in theta.items()}
         for _ in range(START_HMM_ITER):
-            counts = [point_e_step(log_theta, b)[0] for b in batches]
+            counts = [point_e_step(log_theta, b).counts for b in batches]
             totals = total_counts(counts, batches, (K, C, V))
-            log_theta = {
-                g: torch.log(t + START_SMOOTHING) - torch.log((t + START_SMOOTHING).sum(-1, keepdim=True))
-                for g, t in totals.items()
-            }
+            log_theta = point_m_step(totals, dict.fromkeys(totals, START_SMOOTHING))
         prior = {
             "pi": torch.ones(K, dtype=torch.float64),
             "A": torch.ones(K, K, dtype=torch.float64),

@@ -86,6 +86,7 @@ BUILTIN_CLASSES = {
     "HMMV": "..baselines.hmmv",
     "SmoothedMarkovChain": "..baselines.markov_smoothed",
     "ContextualLDHMM": ".contextual",
+    "ContextualHMM": ".contextual_hmm",
 }
 
 #: ``{harness name: class name}`` of the models shipped with ldhmm, in the order of the tables.
@@ -100,6 +101,7 @@ BUILTIN_NAMES = {
     "MARKOV3": "SmoothedMarkovChain",
     "LDHMM-PF-ctx1": "ContextualLDHMM",
     "LDHMM-PF-ctx3": "ContextualLDHMM",
+    "HMM-ctx1": "ContextualHMM",
 }
 
 _REGISTRY: dict[str, ModelSpec] = {}

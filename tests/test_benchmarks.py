@@ -25,6 +25,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 #: Every benchmark script; those that need Dask's ``distributed`` to load.
 SCRIPTS = (
     "baseline_cost",
+    "contextual_emissions",
     "dask_cli",
     "dask_iteration",
     "dask_scale",
@@ -299,3 +300,18 @@ def test_the_baseline_benchmark_reads_candidates_and_times_an_iteration_of_each_
     assert bench.final_objective(model) == model.objective_history_[-1]
     score, logp = bench.held_out_scores(model, seqs[:5], is_samples=2)
     assert score == logp == pytest.approx(model.score_samples(seqs[:5]).sum() / sum(map(len, seqs[:5])))
+
+
+# ------------------------------------------------------------------ contextual_emissions.py
+def test_the_shop_log_is_seeded_short_and_follows_its_funnel():
+    bench = benchmark("contextual_emissions")
+    db = bench.shop_log(300, seed=1)
+    again = bench.shop_log(300, seed=1)
+    assert all(np.array_equal(a, b) for a, b in zip(db.sequences, again.sequences))
+    assert db.vocabulary == list(bench.SHOP_PAGES) and min(len(s) for s in db.sequences) >= 2
+    pages = {p: i for i, p in enumerate(bench.SHOP_PAGES)}
+    pairs = np.concatenate([s[:-1] * 100 + s[1:] for s in db.sequences])
+    after_cart = pairs[pairs // 100 == pages["cart"]] % 100
+    # "delivery" follows "cart" far more often than its share of all pages
+    share = np.mean(np.concatenate(db.sequences) == pages["delivery"])
+    assert np.mean(after_cart == pages["delivery"]) > 3 * share

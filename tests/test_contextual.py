@@ -29,6 +29,7 @@ from ldhmm.inference.contexts import (
 from ldhmm.modelfiles import load_model
 from ldhmm.models import LDHMM
 from ldhmm.models.contextual import ContextualLDHMM
+from ldhmm.models.contextual_hmm import ContextualHMM
 from ldhmm.models.registry import get_spec
 
 torch.set_default_dtype(torch.float64)
@@ -357,3 +358,30 @@ def test_the_contextual_variants_run_when_named_not_in_the_default_line_up():
     assert not {"LDHMM-PF-ctx1", "LDHMM-PF-ctx3"} & set(resolve_models(None))
     assert resolve_models(["ldhmm-pf-ctx1", "MARKOV3"]) == ["MARKOV3", "LDHMM-PF-ctx1"]
     assert get_spec("LDHMM-PF-ctx3").make(4, 17).emission_context == 3
+
+
+# ------------------------------------------------------------------ the point variant
+@pytest.mark.parametrize("seed", range(3))
+def test_the_contextual_hmm_scores_log_p_x_exactly_and_predicts_by_it(seed):
+    rng = np.random.default_rng(200 + seed)
+    V, K = 3, int(rng.integers(2, 4))
+    train = [rng.integers(0, V, size=rng.integers(2, 9)) for _ in range(40)]
+    model = ContextualHMM(K, n_symbols=V, seed=seed, emission_context=2, min_context_count=2).fit(train)
+    h = np.asarray(model.objective_history_)
+    assert np.all(np.diff(h) >= -1e-9 * np.abs(h[1:]))  # Baum-Welch never lowers the MAP objective
+    ids = context_ids(train[:5], model.context_table_)
+    log = {"pi": np.log(model.startprob_), "A": np.log(model.transmat_), "B": np.log(model.emissionprob_)}
+    for s, c, score in zip(train[:5], ids, model.score_samples(train[:5])):
+        paths = [
+            log["pi"][p[0]]
+            + sum(log["A"][p[t - 1], p[t]] for t in range(1, len(s)))
+            + sum(log["B"][p[t], c[t], s[t]] for t in range(len(s)))
+            for p in _paths(K, len(s))
+        ]
+        assert score == pytest.approx(logsumexp(paths), abs=1e-10)
+    # the next event's probability is p(prefix, v) / p(prefix)
+    prefix = train[0]
+    p = model.predict_next_proba([prefix])[0]
+    joint = model.score_samples([np.append(prefix, v) for v in range(V)])
+    np.testing.assert_allclose(p, np.exp(joint - model.score_samples([prefix])[0]), rtol=1e-9)
+    assert p.sum() == pytest.approx(1.0)

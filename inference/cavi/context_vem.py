@@ -48,6 +48,7 @@ __all__ = [
     "mean_start",
     "best_of_starts",
     "point_e_step",
+    "point_m_step",
     "total_counts",
     "importance_log_weights",
     "count_table",
@@ -313,10 +314,10 @@ def best_of_starts(prior: dict, batch: ContextBatch, max_sweeps: int, tol: float
     )
 
 
-def point_e_step(log_theta: dict, batch: ContextBatch) -> tuple[dict, torch.Tensor]:
+def point_e_step(log_theta: dict, batch: ContextBatch) -> SweepResult:
     """The contextual HMM with point parameters ``log_theta`` (``pi`` (K,), ``A`` (K, K), ``B``
-    (K, C, V), log probabilities): each sequence's expected counts (pair layout) and its exact
-    ``log p(x)`` (M,)."""
+    (K, C, V), log probabilities): each sequence's expected counts (pair layout), its exact
+    ``log p(x)`` (M,) as ``bounds`` and its state marginals."""
     M, P = batch.n_sequences, batch.pair_mask.shape[1]
     log_B = log_theta["B"][:, batch.pair_context, batch.pair_symbol].permute(1, 0, 2)
     post = forward_backward(
@@ -330,7 +331,18 @@ def point_e_step(log_theta: dict, batch: ContextBatch) -> tuple[dict, torch.Tens
         "A": post.transition_counts,
         "B": pair_counts(post.state_marginals, batch, P),
     }
-    return counts, post.log_normalizer
+    return SweepResult(counts, post.log_normalizer, post.state_marginals, 1)
+
+
+def point_m_step(totals: dict, pseudocounts: dict) -> dict:
+    """``log theta`` maximizing the expected complete log-likelihood plus the log of a symmetric
+    ``Dir(1 + c)`` prior per row (``pseudocounts[g] = c``; 0: maximum likelihood):
+    ``theta = (n + c) / sum (n + c)`` row by row, for ``totals`` of :func:`total_counts`."""
+    out = {}
+    for g, n in totals.items():
+        smoothed = n + pseudocounts[g]
+        out[g] = torch.log(smoothed) - torch.log(smoothed.sum(-1, keepdim=True))
+    return out
 
 
 def total_counts(counts: list, batches: list, shape_B: tuple) -> dict:

@@ -1,0 +1,185 @@
+"""An HMM whose emissions see the events before: ``ContextualHMM`` (``HMM-ctx1``), the point variant.
+
+One pi, A and one emission row ``B[k, c]`` per hidden state and context row (the contexts of
+:mod:`ldhmm.inference.contexts`), shared by every sequence and estimated by Baum-Welch (MAP with
+symmetric ``Dir(1 + pseudocount)`` priors, as the HMM baseline: its defaults 0.01): the
+autoregressive HMM of order one with ``emission_context="previous"``. Its score is the exact
+``log p(x)``. The per-sequence variant is :class:`ldhmm.models.contextual.ContextualLDHMM`;
+both run on the same kernels (:mod:`ldhmm.inference.cavi.context_vem`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..inference.cavi.context_vem import context_batches, point_e_step, point_m_step, total_counts
+from ..inference.contexts import build_context_table, check_emission_context, context_ids, context_order
+from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
+from .base import SequenceModel
+from .registry import register
+
+__all__ = ["ContextualHMM"]
+
+
+class ContextualHMM(SequenceModel):
+    """Baum-Welch for an HMM with emission rows chosen by (hidden state, context); exact score.
+
+    Parameters
+    ----------
+    n_states : int
+    n_symbols : int, optional
+    emission_context : ``"previous"`` or int 1..8
+    min_context_count : int
+    max_iter : int
+    tol : float
+        Stop when the MAP objective gains less than ``tol`` nats in one iteration (hmmlearn's rule).
+    n_init : int
+        Random starts; the one of highest final objective is kept.
+    emission_pseudocount, transition_pseudocount : float >= 0
+    seed : int
+
+    Attributes
+    ----------
+    startprob_ (K,), transmat_ (K, K), emissionprob_ (K, C, V) : ndarray
+    context_table_ : ContextTable
+    objective_history_ : list of float
+        The MAP objective (log-likelihood plus the log priors) after every E-step.
+    """
+
+    name = "HMM-CTX"
+    score_kind = "exact"
+
+    def __init__(
+        self,
+        n_states: int = 2,
+        n_symbols=None,
+        emission_context="previous",
+        min_context_count: int = 20,
+        max_iter: int = 100,
+        tol: float = 1e-2,
+        n_init: int = 1,
+        emission_pseudocount: float = 1e-2,
+        transition_pseudocount: float = 1e-2,
+        seed: int = 0,
+    ):
+        super().__init__(n_states, seed)
+        self.n_symbols = n_symbols
+        if check_emission_context(emission_context) is None:
+            raise ValueError("ContextualHMM needs an emission_context ('previous' or an order 1..8)")
+        self.emission_context = emission_context
+        for name, value in (
+            ("min_context_count", min_context_count),
+            ("max_iter", max_iter),
+            ("n_init", n_init),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for name, value in (
+            ("tol", tol),
+            ("emission_pseudocount", emission_pseudocount),
+            ("transition_pseudocount", transition_pseudocount),
+        ):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not np.isfinite(value)
+                or value < 0
+            ):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        self.min_context_count, self.max_iter, self.n_init = (
+            int(min_context_count),
+            int(max_iter),
+            int(n_init),
+        )
+        self.tol = float(tol)
+        self.emission_pseudocount = float(emission_pseudocount)
+        self.transition_pseudocount = float(transition_pseudocount)
+
+    def _pseudocounts(self) -> dict:
+        c = self.transition_pseudocount
+        return {"pi": c, "A": c, "B": self.emission_pseudocount}
+
+    def _log_prior(self, log_theta: dict) -> float:
+        """``sum c log theta`` of the Dir(1 + c) priors (the MAP objective's prior part)."""
+        return float(sum(c * log_theta[g].sum() for g, c in self._pseudocounts().items()))
+
+    def _run(self, batches, rng):
+        K, C, V = self.n_states, self.context_table_.n_contexts, self.n_symbols_
+        log_theta = {
+            "pi": torch.from_numpy(np.log(rng.dirichlet(np.ones(K)))),
+            "A": torch.from_numpy(np.log(rng.dirichlet(np.ones(K), size=K))),
+            "B": torch.from_numpy(np.log(rng.dirichlet(np.ones(V), size=(K, C)))),
+        }
+        monitor = ConvergenceMonitor(AbsoluteGain(self.tol), self.max_iter, unit="Baum-Welch iteration")
+        while True:
+            results = [point_e_step(log_theta, b) for b in batches]
+            objective = float(sum(r.bounds.sum() for r in results)) + self._log_prior(log_theta)
+            if monitor.record(objective):
+                break
+            totals = total_counts([r.counts for r in results], batches, (K, C, V))
+            log_theta = point_m_step(totals, self._pseudocounts())
+        if monitor.reason == "non_finite":
+            raise FloatingPointError(f"ContextualHMM: the training objective is {monitor.bad_value}")
+        return log_theta, monitor
+
+    def _batches(self, sequences):
+        return context_batches(sequences, context_ids(sequences, self.context_table_), self.n_symbols_)
+
+    def _fit(self, sequences, n_symbols, **fit_params):
+        if fit_params:
+            raise TypeError(f"ContextualHMM.fit takes no {', '.join(sorted(fit_params))}")
+        self.context_table_ = build_context_table(
+            sequences, context_order(self.emission_context), n_symbols, self.min_context_count
+        )
+        batches = self._batches(sequences)
+        best = None
+        for start in range(self.n_init):
+            run = self._run(batches, np.random.default_rng([self.seed, start]))
+            if best is None or run[1].history[-1] > best[1].history[-1]:
+                best = run
+        log_theta, monitor = best
+        self.startprob_ = log_theta["pi"].exp().numpy()
+        self.transmat_ = log_theta["A"].exp().numpy()
+        self.emissionprob_ = log_theta["B"].exp().numpy()
+        self.objective_history_ = list(monitor.history)
+        self._set_convergence(monitor.report())
+
+    def _log_theta(self) -> dict:
+        return {
+            "pi": torch.log(torch.from_numpy(self.startprob_)),
+            "A": torch.log(torch.from_numpy(self.transmat_)),
+            "B": torch.log(torch.from_numpy(self.emissionprob_)),
+        }
+
+    def _score_samples(self, sequences):
+        out = np.empty(len(sequences))
+        log_theta = self._log_theta()
+        for batch in self._batches(sequences):
+            out[batch.index.numpy()] = point_e_step(log_theta, batch).bounds.numpy()
+        return out
+
+    def predict_next_proba(self, sequences) -> np.ndarray:
+        """``p(x_(n+1) = v | x_1..x_n)`` of each sequence (the forward filter), (M, V)."""
+        seqs = self._validate_for_score(sequences)
+        rows = np.array([c[-1] for c in context_ids([np.append(s, 0) for s in seqs], self.context_table_)])
+        out = np.empty((len(seqs), self.n_symbols_))
+        log_theta = self._log_theta()
+        for batch in self._batches(seqs):
+            idx = batch.index.numpy()
+            res = point_e_step(log_theta, batch)
+            last = res.marginals[torch.arange(batch.n_sequences), batch.mask.sum(1) - 1]  # (M, K)
+            q_next = last @ torch.from_numpy(self.transmat_)
+            B = torch.from_numpy(self.emissionprob_)[:, torch.from_numpy(rows[idx]), :].permute(1, 0, 2)
+            p = torch.einsum("mk,mkv->mv", q_next, B)
+            out[idx] = (p / p.sum(-1, keepdim=True)).numpy()
+        return out
+
+
+register(
+    ContextualHMM,
+    name="HMM-ctx1",
+    options={"emission_context": "previous"},
+    em_settings=("max_iter", "tol", "n_init"),
+    in_lineup=False,
+)
