@@ -11,13 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from tqdm.auto import tqdm
 
 from .cavi.e_step_totals import e_step
 from .cavi.expectation import BucketState
 from .cavi.maximization import M_STEP_METHODS, m_step, total_elbo
 from .cavi.sequence_starts import RANDOM_STARTS, default_starts, held_out_starts, rotating_start
-from .checkpoint import STATE_EVERY, FitCheckpoint
+from .checkpoint import FitCheckpoint
 from .distributed.workers import (
     LocalBackend,
     PartitionWorker,
@@ -25,9 +24,9 @@ from .distributed.workers import (
     reduce_count_sums,
     reduce_totals,
 )
+from .em_observers import CallbackObserver, CheckpointObserver, Iteration, ProgressObserver
 from .monitor import ConvergenceMonitor, ConvergenceReport, RelativeChange
 from .parameters import VariantParameters
-from .progress import progress_options
 
 __all__ = ["NonFiniteELBOError", "FitResult", "VariationalEM"]
 
@@ -265,94 +264,96 @@ class VariationalEM:
             )  # fmt: skip
         if warm_states is not None and self.checkpoint is not None:
             raise ValueError("warm_states cannot be checkpointed: give one or the other")
-        backend.call("set_guide", self.guide)
-        backend.call("reset")
         rule = RelativeChange(self.tol, self.refresh_max, max(1, self.start_every))
         monitor = ConvergenceMonitor(rule, self.max_iter, "EM iteration")
-        e_history, trace = [], []
-        capped = False
         starts = self.fit_starts()
-        # The first E-step and every refresh the rule asks for run all the starts (best per
-        # sequence); the others continue each sequence from where it stopped.
-        use_starts = starts
-        if warm_states is not None:
-            backend.call_each("set_states", [[part] for part in warm_states])
-            use_starts = ()
-        if run is not None and run.history:
-            params = _resume(backend, self.checkpoint, run, params, monitor)
-            n_done = len(monitor.history)
-            use_starts = starts if monitor.refresh else self.rotating_starts(n_done, starts)
-            e_history, trace, capped = list(run.e_history), list(run.trace), run.capped
-        bar = None
-        if self.progress:
-            desc = f"variational EM ({label})" if label else "variational EM"
-            bar = tqdm(total=self.max_iter, desc=desc, unit="iter", leave=False, **progress_options())
-        last_finite = params
+        params, use_starts, e_history, trace, capped = self._begin(
+            backend, params, starts, run, warm_states, monitor
+        )
+        observers = self._observers(run, callback, label)
         try:
             while not monitor.done:
                 n_iter = monitor.n_iter + 1
-                # No name keeps the parameters sent: the E-step's O(K V) prior terms cached on
-                # them (3 x 8 K V bytes at large V) go before the M-step.
-                if run is not None:
-                    run.journal.append((as_numpy_params(params), use_starts))  # no cached terms kept
-                totals = reduce_totals(
-                    backend.call(
-                        "e_step", as_numpy_params(params), use_starts, n_iter, iteration=n_iter, step="E"
-                    )
+                for observer in observers:
+                    observer.sent(n_iter, params, use_starts)
+                params, totals, e_elbo, m_elbo, was_capped = self._iteration(
+                    backend, params, use_starts, n_iter, monitor
                 )
-                e_elbo = total_elbo(params, totals)
-                if not monitor.check_finite(e_elbo):
-                    raise NonFiniteELBOError(
-                        n_iter, "E", _blame(params, totals), e_elbo, last_finite, monitor.report()
-                    )
-                last_finite = params
-                params, m_elbo, was_capped = m_step(
-                    params,
-                    totals,
-                    newton_max_iter=self.m_step_max_iter,
-                    method=self.m_step,
-                    count_sums=_round_of_count_sums(backend, n_iter),
-                    elbo_tol=self.tol,
-                )
-                monitor.record(m_elbo)
-                if monitor.reason == "non_finite":
-                    raise NonFiniteELBOError(
-                        n_iter, "M", _blame(params, totals), m_elbo, last_finite, monitor.report()
-                    )
-                last_finite = params
                 capped |= was_capped
                 trace += [("E", e_elbo), ("M", m_elbo)]
                 e_history.append(e_elbo)
-                if run is not None:
-                    run.history, run.verdicts = list(monitor.history), list(monitor.verdicts)
-                    run.e_history, run.trace, run.capped, run.params = (
-                        list(e_history),
-                        list(trace),
-                        capped,
-                        params,
-                    )
-                    if n_iter - run.state_after >= STATE_EVERY:  # a resume replays fewer E-steps
-                        self.checkpoint.save_state(run, backend.call("state_arrays"), n_iter)
-                    self.checkpoint.save()
-                if bar is not None:
-                    # the postfix first, without its own redraw: update() redraws at its interval
-                    bar.set_postfix(elbo=f"{m_elbo:.6g}", sweeps=totals.max_sweeps, refresh=False)
-                    bar.update(1)
-                if callback is not None:
-                    callback(n_iter, m_elbo)
+                step = Iteration(
+                    n_iter, params, m_elbo, totals.max_sweeps, monitor, e_history, trace, capped, backend
+                )
+                for observer in observers:
+                    observer.iterated(step)
                 use_starts = starts if monitor.refresh else self.rotating_starts(n_iter, starts)
+            for observer in observers:
+                observer.finished(monitor)
         finally:
-            if bar is not None:
-                bar.close()
-        states = backend.states
+            for observer in observers:
+                observer.close()
         recoveries = list(getattr(backend, "recoveries", []))
-        if run is not None:
-            run.done, run.report, run.journal = True, monitor.report(), []
-            run.state_file, run.state_after = None, 0  # its state file goes with the next save
-            self.checkpoint.save()
         return FitResult(
-            params, states, monitor.history, e_history, trace, capped, monitor.report(), recoveries
+            params, backend.states, monitor.history, e_history, trace, capped, monitor.report(), recoveries
         )
+
+    def _begin(self, backend, params, starts: tuple, run, warm_states, monitor: ConvergenceMonitor):
+        """A run's partitions set up (this guide, no state) and where it begins: from ``params``
+        with every start, from ``warm_states`` (no start), or where its checkpointed ``run``
+        stopped (its E-steps replayed, ``monitor`` restored).
+
+        Returns (parameters, the first E-step's starts, E-step ELBOs, trace, capped) so far."""
+        backend.call("set_guide", self.guide)
+        backend.call("reset")
+        # The first E-step and every refresh the rule asks for run all the starts (best per
+        # sequence); the others continue each sequence from where it stopped.
+        if warm_states is not None:
+            backend.call_each("set_states", [[part] for part in warm_states])
+            return params, (), [], [], False
+        if run is None or not run.history:
+            return params, starts, [], [], False
+        params = _resume(backend, self.checkpoint, run, params, monitor)
+        use_starts = starts if monitor.refresh else self.rotating_starts(len(monitor.history), starts)
+        return params, use_starts, list(run.e_history), list(run.trace), run.capped
+
+    def _observers(self, run, callback, label: str) -> list:
+        """Who watches a run: its checkpoint record, the progress bar, the caller's callback."""
+        observers = []
+        if run is not None:
+            observers.append(CheckpointObserver(self.checkpoint, run))
+        if self.progress:
+            observers.append(ProgressObserver(self.max_iter, label))
+        if callback is not None:
+            observers.append(CallbackObserver(callback))
+        return observers
+
+    def _iteration(self, backend, params, starts: tuple, n_iter: int, monitor: ConvergenceMonitor):
+        """One EM iteration over ``backend``'s partitions: the E-step from ``params`` (with
+        ``starts``), then the M-step, its ELBO recorded by ``monitor``; a non-finite ELBO of
+        either step raises :class:`NonFiniteELBOError` with the last finite parameters.
+
+        Returns (parameters after the M-step, the E-step's totals, E-step ELBO, M-step ELBO,
+        whether a learned prior reached its cap)."""
+        # No name keeps the parameters sent: the E-step's O(K V) prior terms cached on them
+        # (3 x 8 K V bytes at large V) go before the M-step.
+        parts = backend.call("e_step", as_numpy_params(params), starts, n_iter, iteration=n_iter, step="E")
+        totals = reduce_totals(parts)
+        e_elbo = total_elbo(params, totals)
+        if not monitor.check_finite(e_elbo):
+            raise NonFiniteELBOError(n_iter, "E", _blame(params, totals), e_elbo, params, monitor.report())
+        new, m_elbo, capped = m_step(
+            params,
+            totals,
+            newton_max_iter=self.m_step_max_iter,
+            method=self.m_step,
+            count_sums=_round_of_count_sums(backend, n_iter),
+            elbo_tol=self.tol,
+        )
+        monitor.record(m_elbo)
+        if monitor.reason == "non_finite":
+            raise NonFiniteELBOError(n_iter, "M", _blame(new, totals), m_elbo, params, monitor.report())
+        return new, totals, e_elbo, m_elbo, capped
 
     def score(self, buckets, params: VariantParameters, starts: tuple | None = None) -> list[BucketState]:
         """E-step with fixed parameters: the per-sequence held-out ELBO of new sequences, the
