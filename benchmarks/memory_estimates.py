@@ -140,7 +140,8 @@ def command_steps(
 ) -> list:
     """The commands measured on one data file (for :func:`measure_steps`): fit (one restart,
     ``max_iter`` iterations; ``warm``: the warm-up runs' data), the partitioned fit, score,
-    score with importance sampling, posterior, and (``jobs``: the number of worker processes)
+    the contextual fit (``--emission-context 2``), score with importance sampling, posterior, and
+    (``jobs``: the number of worker processes)
     ``compare`` of LDHMM-PF on two folds; their files written under ``out``."""
     model = str(out / "model.json")
     fit = ["fit", "--states", str(K), "--restarts", "1", "--max-iter", str(max_iter), "--quiet"]
@@ -152,6 +153,10 @@ def command_steps(
             "argv": fit[:-1] + [str(out / "parts.json"), "--partitions", str(partitions), str(data)],
         },
     ]
+    context = fit[:-1] + [str(out / "ctx.json"), "--emission-context", "2", "--min-context-count", "2"]
+    steps.append(
+        {"label": "fit --emission-context 2", "argv": context + [str(data)], "warmup": context + [str(warm)]}
+    )
     for label, extra, name in (
         ("score", [], "scores.csv"),
         (f"score --is-samples {is_samples}", ["--is-samples", str(is_samples)], "is.csv"),

@@ -32,6 +32,7 @@ from ..inference.contexts import build_context_table, check_emission_context, co
 from ..inference.monitor import ConvergenceMonitor, RelativeChange
 from .base import SequenceModel, check_seed
 from .contextual_file import read_contextual_file, write_contextual_file
+from .memory import check_memory, contextual_fit_bytes
 from .registry import register
 
 __all__ = ["ContextualLDHMM"]
@@ -156,6 +157,7 @@ class ContextualLDHMM(SequenceModel):
         self.context_table_ = build_context_table(
             sequences, context_order(self.emission_context), n_symbols, self.min_context_count
         )
+        _check_fit_memory(self, sequences)
         batches = self._prepare(sequences)
         best = None
         for start in range(self.n_init):
@@ -196,6 +198,7 @@ class ContextualLDHMM(SequenceModel):
 
     def _posteriors(self, sequences):
         """Every sequence's converged E-step from the prior: (batch, SweepResult) pairs."""
+        _check_fit_memory(self, sequences)  # a held-out E-step holds what a fit's does
         prior = self._prior()
         return [(b, best_of_starts(prior, b, SCORE_SWEEPS, SCORE_TOL)) for b in self._prepare(sequences)]
 
@@ -257,3 +260,15 @@ register(
     em_settings=("max_iter", "tol", "n_init"),
     in_lineup=False,
 )
+
+
+def _check_fit_memory(model, sequences) -> None:
+    """A one-line refusal, before any work, of a fit that would not fit in memory."""
+    K, C, V = model.n_states, model.context_table_.n_contexts, model.n_symbols_
+    n_tokens = sum(len(s) for s in sequences)
+    check_memory(
+        contextual_fit_bytes(K, C, V, len(sequences), n_tokens),
+        f"{type(model).__name__}: K = {K} states, {C} context rows, V = {V} symbols, "
+        f"{len(sequences)} sequences ({n_tokens} tokens)",
+        "fewer states (--states), a lower emission context order, a larger --min-context-count or less data",
+    )

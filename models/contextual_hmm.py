@@ -17,6 +17,7 @@ from ..inference.cavi.context_vem import context_batches, point_e_step, point_m_
 from ..inference.contexts import build_context_table, check_emission_context, context_ids, context_order
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from .base import SequenceModel
+from .memory import check_memory, contextual_fit_bytes
 from .registry import register
 
 __all__ = ["ContextualHMM"]
@@ -132,6 +133,7 @@ class ContextualHMM(SequenceModel):
         self.context_table_ = build_context_table(
             sequences, context_order(self.emission_context), n_symbols, self.min_context_count
         )
+        _check_fit_memory(self, sequences)
         batches = self._batches(sequences)
         best = None
         for start in range(self.n_init):
@@ -183,3 +185,15 @@ register(
     em_settings=("max_iter", "tol", "n_init"),
     in_lineup=False,
 )
+
+
+def _check_fit_memory(model, sequences) -> None:
+    """A one-line refusal, before any work, of a fit that would not fit in memory."""
+    K, C, V = model.n_states, model.context_table_.n_contexts, model.n_symbols_
+    n_tokens = sum(len(s) for s in sequences)
+    check_memory(
+        contextual_fit_bytes(K, C, V, len(sequences), n_tokens),
+        f"{type(model).__name__}: K = {K} states, {C} context rows, V = {V} symbols, "
+        f"{len(sequences)} sequences ({n_tokens} tokens)",
+        "fewer states (--states), a lower emission context order, a larger --min-context-count or less data",
+    )

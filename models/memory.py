@@ -25,6 +25,7 @@ import os
 import re
 from pathlib import Path
 
+from ..inference.cavi.context_vem import BATCH_POSITIONS as CONTEXT_BATCH_POSITIONS
 from ..inference.cavi.sequence_starts import BEST_OF_STARTS_COPIES, start_scratch_bytes
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "max_memory_limit",
     "max_memory_override",
     "fit_bytes",
+    "contextual_fit_bytes",
     "score_bytes",
     "posterior_bytes",
     "POSTERIOR_VALUE_BYTES",
@@ -239,6 +241,34 @@ def fit_bytes(
     # a start's scratch is let go before its run's recursion allocates: one or the other
     scratch = max(start_scratch_bytes(cells, L, K), 8 * 10 * cells * K)
     return int(8 * values + scratch + data + COMMAND_BYTES)
+
+
+def contextual_fit_bytes(K: int, C: int, V: int, n_sequences: int, n_tokens: int, is_draws: int = 1) -> int:
+    """Peak bytes of a fit (or a scoring) of LDHMM with contextual emissions
+    (:mod:`ldhmm.inference.cavi.context_vem`), M sequences, T tokens, C context rows, beyond the
+    interpreter and its libraries:
+
+    - per sequence, its counts of pi and A and a K-vector per (context, symbol) pair it holds
+      (at most one per token), kept for the whole fit with the E-step's results and the
+      batches' pair tables: eight copies of ``M (K + K^2) + T K``, and the collapsed M-step's
+      count table (its values, keys and bounds: three per positive count);
+    - one batch's E-step (:data:`ldhmm.inference.cavi.context_vem.BATCH_POSITIONS` padded
+      positions, ``is_draws`` of them side by side when importance sampling): the chain's
+      potentials, messages and marginals, ten K-vectors per position, and K x K per position
+      for the moves;
+    - database-level a dozen K x C x V arrays (priors, their sums, the M-step's candidates);
+    - the database itself and :data:`COMMAND_BYTES`.
+    """
+    M, T = int(n_sequences), int(n_tokens)
+    positions = min(CONTEXT_BATCH_POSITIONS, max(T, 1)) * max(1, int(is_draws))
+    values = (
+        8 * (M * (K + K * K) + T * K)
+        + 3 * (M * (K + K * K) + T * K)
+        + positions * (10 * K + 2 * K * K)
+        + 12 * K * C * V
+    )
+    data = INPUT_BYTES_PER_TOKEN * T + INPUT_BYTES_PER_SEQUENCE * M
+    return int(8 * values + data + COMMAND_BYTES)
 
 
 #: Peak bytes of scoring (the held-out E-step): a fit's E-step, so the same estimate.
