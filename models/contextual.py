@@ -25,11 +25,14 @@ from ..inference.cavi.context_vem import (
     m_step,
     point_e_step,
     point_m_step,
+    position_potentials,
     posterior_mean_emissions,
+    posterior_mean_logs,
     total_counts,
 )
 from ..inference.contexts import build_context_table, check_emission_context, context_ids, context_order
 from ..inference.monitor import ConvergenceMonitor, RelativeChange
+from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel, check_seed
 from .contextual_file import read_contextual_file, write_contextual_file
 from .memory import check_memory, contextual_fit_bytes
@@ -221,6 +224,24 @@ class ContextualLDHMM(SequenceModel):
         for batch, res in self._posteriors(seqs):
             w = importance_log_weights(prior, batch, res.counts, rng, int(n_samples))
             out[batch.index.numpy()] = (torch.logsumexp(w, 0) - np.log(n_samples)).numpy()
+        return out
+
+    def decode(self, sequences) -> list:
+        """Most probable hidden-state path of each sequence under its posterior-mean parameters
+        (Viterbi after the held-out E-step, as LDHMM's ``decode``).
+
+        Returns
+        -------
+        list of np.ndarray, each (N_m,) int64 (states in 0..K-1), in the input order.
+        """
+        seqs = self._validate_for_score(sequences)
+        out = [None] * len(seqs)
+        prior = self._prior()
+        for batch, res in self._posteriors(seqs):
+            logs = posterior_mean_logs(prior, res.counts, batch)
+            paths = viterbi_log(logs["pi"], logs["A"], position_potentials(logs["B"], batch), batch.mask)
+            for i, path in zip(batch.index.tolist(), unpad_paths(paths)):
+                out[i] = path
         return out
 
     def predict_next_proba(self, sequences) -> np.ndarray:

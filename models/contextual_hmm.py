@@ -13,9 +13,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..inference.cavi.context_vem import context_batches, point_e_step, point_m_step, total_counts
+from ..inference.cavi.context_vem import (
+    context_batches,
+    point_e_step,
+    point_m_step,
+    position_potentials,
+    total_counts,
+)
 from ..inference.contexts import build_context_table, check_emission_context, context_ids, context_order
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
+from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel
 from .memory import check_memory, contextual_fit_bytes
 from .registry import register
@@ -159,6 +166,19 @@ class ContextualHMM(SequenceModel):
         log_theta = self._log_theta()
         for batch in self._batches(sequences):
             out[batch.index.numpy()] = point_e_step(log_theta, batch).bounds.numpy()
+        return out
+
+    def decode(self, sequences) -> list:
+        """Most probable hidden-state path of each sequence (Viterbi), a list of (N_m,) int64 arrays."""
+        seqs = self._validate_for_score(sequences)
+        out = [None] * len(seqs)
+        log_theta = self._log_theta()
+        for batch in self._batches(seqs):
+            log_B = log_theta["B"][:, batch.pair_context, batch.pair_symbol].permute(1, 0, 2)
+            log_obs = position_potentials(log_B * batch.pair_mask[:, None, :], batch)
+            paths = viterbi_log(log_theta["pi"], log_theta["A"], log_obs, batch.mask)
+            for i, path in zip(batch.index.tolist(), unpad_paths(paths)):
+                out[i] = path
         return out
 
     def predict_next_proba(self, sequences) -> np.ndarray:

@@ -14,6 +14,7 @@ from scipy.special import gammaln, logsumexp
 from ldhmm.cli import main
 from ldhmm.experiments.lineup import resolve_models
 from ldhmm.inference.cavi.context_vem import (
+    best_of_starts,
     context_batch,
     e_step,
     expected_logs,
@@ -385,3 +386,45 @@ def test_the_contextual_hmm_scores_log_p_x_exactly_and_predicts_by_it(seed):
     joint = model.score_samples([np.append(prefix, v) for v in range(V)])
     np.testing.assert_allclose(p, np.exp(joint - model.score_samples([prefix])[0]), rtol=1e-9)
     assert p.sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("point", [False, True])
+def test_decoding_is_the_best_path_by_brute_force(point):
+    rng = np.random.default_rng(31)
+    V, K = 3, 3
+    train = [rng.integers(0, V, size=rng.integers(2, 7)) for _ in range(30)]
+    cls = ContextualHMM if point else ContextualLDHMM
+    model = cls(K, n_symbols=V, seed=0, max_iter=10).fit(train)
+    held = train[:4]
+    paths = model.decode(held)
+    ids = context_ids(held, model.context_table_)
+    if point:
+        logs = [
+            {"pi": np.log(model.startprob_), "A": np.log(model.transmat_), "B": np.log(model.emissionprob_)}
+        ] * 4
+    else:
+        prior = {"pi": model.alpha_pi_, "A": model.alpha_A_, "B": model.beta_}
+        logs = []
+        for s, c in zip(held, ids):  # posterior means of q(theta_m) after the held-out E-step
+            batch = context_batch([s], [c], [0], V)
+            res = best_of_starts(_torch(prior), batch, 200, 1e-9)
+            n_B = np.zeros_like(model.beta_)
+            for slot in range(batch.pair_context.shape[1]):
+                n_B[:, int(batch.pair_context[0, slot]), int(batch.pair_symbol[0, slot])] += res.counts["B"][
+                    0, :, slot
+                ].numpy()
+            g = {
+                "pi": prior["pi"] + res.counts["pi"][0].numpy(),
+                "A": prior["A"] + res.counts["A"][0].numpy(),
+                "B": prior["B"] + n_B,
+            }
+            logs.append({k: np.log(v / v.sum(-1, keepdims=True)) for k, v in g.items()})
+    for s, c, path, lg in zip(held, ids, paths, logs):
+        scores = {
+            p: lg["pi"][p[0]]
+            + sum(lg["A"][p[t - 1], p[t]] for t in range(1, len(s)))
+            + sum(lg["B"][p[t], c[t], s[t]] for t in range(len(s)))
+            for p in _paths(K, len(s))
+        }
+        best = max(scores.values())
+        assert path.dtype == np.int64 and scores[tuple(path)] == pytest.approx(best, abs=1e-9)

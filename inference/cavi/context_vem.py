@@ -53,6 +53,7 @@ __all__ = [
     "importance_log_weights",
     "count_table",
     "m_step",
+    "posterior_mean_logs",
     "posterior_mean_emissions",
 ]
 
@@ -492,6 +493,22 @@ def m_step(prior: dict, table: CountTable) -> tuple[dict, bool]:
         },
         result.capped,
     )
+
+
+def posterior_mean_logs(prior: dict, counts: dict, batch: ContextBatch) -> dict:
+    """``log E_q[pi_m]`` (M, K), ``log E_q[A_m]`` (M, K, K) and ``log E_q[B_m]`` at each pair
+    (M, K, P; 0 on padding pairs) under ``q(theta_m) = Dir(prior + counts)``: the chain a
+    decoding runs on (:func:`ldhmm.inference.ops.viterbi.viterbi_log`)."""
+    g_pi, g_A = prior["pi"] + counts["pi"], prior["A"] + counts["A"]
+    gathered = prior_at_pairs(prior["B"], batch)
+    at_pairs = gathered.at_pairs + counts["B"]
+    slot_rows = gathered.slot_rows + _slot_counts(counts["B"], batch)
+    rows = torch.gather(slot_rows, 2, batch.pair_slot[:, None, :].expand_as(at_pairs))
+    return {
+        "pi": torch.log(g_pi / g_pi.sum(-1, keepdim=True)),
+        "A": torch.log(g_A / g_A.sum(-1, keepdim=True)),
+        "B": (torch.log(at_pairs) - torch.log(rows)) * batch.pair_mask[:, None, :],
+    }
 
 
 def posterior_mean_emissions(
