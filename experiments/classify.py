@@ -51,6 +51,7 @@ from .along_k import (
     plan_states,
     store_for,
 )
+from .cluster_tasks import data_reference, read_on_workers
 from .datasets import resolve_data, run_settings
 from .lineup import ldhmm_names, model_names, model_order
 from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
@@ -488,6 +489,11 @@ def classify(
     digest = prepare_out_dir(out, "classify", settings, force=force, extra={**extra, "budget": budget})
     groups = classify_groups(plans, lr_plans, states, folds, classes, pairs)
     payload = {"db": db, "folds": fold_index, "settings": settings, "entries": {e.name: e for e in entries}}
+    if client is not None:  # the workers read a file or a data set themselves, once each
+        columns = {"sequence_col": sequence_col, "event_col": event_col, "time_col": time_col}
+        source = "splice" if data is None else data
+        reference = data_reference(source, db, data_dir, n_sequences, seed, labelled=True, columns=columns)
+        payload = read_on_workers(payload, reference, folds, seed, by_labels=True)
     # one pool over both kinds of task: classify_group dispatches on the task's fields
     records, errors = run_task_groups(
         groups, classify_group, payload, out, digest, jobs, quiet, "classify", client

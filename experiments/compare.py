@@ -70,6 +70,7 @@ from .along_k import (
     row_key,
     store_for,
 )
+from .cluster_tasks import data_reference, read_on_workers
 from .datasets import resolve_data, run_settings
 from .lineup import ldhmm_names, model_names, model_order
 from .measures import (
@@ -425,6 +426,10 @@ def compare(
     extra = {"models": names, "states": states, "jobs": jobs, "budget": budget_rules(plans, settings, states)}
     digest = prepare_out_dir(out, "compare", settings, extra=extra, force=force)
     payload = {"db": db, "folds": fold_index, "settings": settings, "entries": {e.name: e for e in entries}}
+    if client is not None:  # the workers read a file or a data set themselves, once each
+        columns = {"sequence_col": sequence_col, "event_col": event_col, "time_col": time_col}
+        reference = data_reference(data, db, data_dir, n_sequences, seed, columns=columns)
+        payload = read_on_workers(payload, reference, folds, seed)
     records, errors = run_task_groups(
         compare_groups(plans, states, folds),
         compare_group,

@@ -22,12 +22,14 @@ import numpy as np
 from ..data import (
     PAPER_SUBSETS,
     SequenceDatabase,
+    is_partitioned,
     load_dataset,
     load_paper_subset,
     load_path,
     read_msnbc,
     resolve_data_dir,
 )
+from ..data.storage import is_url
 from ..data.uci import ENTREE_ARCHIVE, ENTREE_SESSION_DIR
 from ..inference.cavi.emissions import emission_layout
 from ..models import LDHMM
@@ -295,7 +297,8 @@ def resolve_data(
     ----------
     data : None, str, Path, SequenceDatabase, or list of 1-D int arrays
         None: as :func:`select_database` without a data set (``default`` or synthetic); an
-        existing file: :func:`ldhmm.data.load_path` (event logs with the column options); one
+        existing file, a partitioned data set's directory or an fsspec URL:
+        :func:`ldhmm.data.load_path` (event logs with the column options); one
         of :data:`DATA_SET_NAMES`: that data set; a database or integer sequences as given
         (a seeded sample of ``n_sequences`` when given).
 
@@ -308,8 +311,9 @@ def resolve_data(
         return select_database(None, None, data_dir, n_sequences, seed, default=default, labelled=labelled)
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
-        if path.is_file():
-            return select_database(None, path, data_dir, n_sequences, seed, **columns)
+        if path.is_file() or is_partitioned(str(data)):  # a file, or a partitioned directory or URL
+            where = str(data) if is_url(str(data)) else path
+            return select_database(None, where, data_dir, n_sequences, seed, **columns)
         if str(data).lower() in DATA_SET_NAMES:
             return select_database(str(data).lower(), None, data_dir, n_sequences, seed, labelled=labelled)
         raise FileNotFoundError(f"{data}: no such file (nor a data set name: {', '.join(DATA_SET_NAMES)})")

@@ -48,6 +48,7 @@ from .along_k import (
     row_key,
     store_for,
 )
+from .cluster_tasks import data_reference, read_on_workers
 from .datasets import resolve_data, run_settings
 from .lineup import model_from_settings, resolve_models
 from .significance import runner_up_test
@@ -207,6 +208,8 @@ def next_event(
     extra = {"models": names, "states": states, "jobs": jobs, "budget": budget}
     digest = prepare_out_dir(out, "next-event", settings, extra=extra, force=force)
     payload = {"db": db, "folds": kfold_indices(len(db), folds, seed=seed), "settings": settings}
+    if client is not None:  # the workers read a file or a data set themselves, once each
+        payload = read_on_workers(payload, data_reference(data, db, data_dir, n_sequences, seed), folds, seed)
     groups = next_event_groups(plans, states, folds)
     records, errors = run_task_groups(
         groups, next_event_group, payload, out, digest, jobs, quiet, "next-event", client

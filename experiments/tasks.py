@@ -94,7 +94,7 @@ from ..inference.progress import progress_options
 from ..models.fit_settings import EFFORTS
 from ..models.memory import max_memory_override, set_max_memory
 from ..models.path import parse_states
-from .cluster_tasks import run_on_cluster
+from .cluster_tasks import run_on_cluster, worker_payload
 
 __all__ = [
     "ConfigMismatchError",
@@ -585,10 +585,14 @@ class _GroupCall:
 class _ClusterGroupCall(_GroupCall):
     """:class:`_GroupCall` on a cluster's worker (torch on one thread, as in a local worker): the
     answer holds the records of the parts it computed (:class:`_KeptOutput`), and an error is
-    reported as a local run reports it, beside the records saved before it."""
+    reported as a local run reports it, beside the records saved before it. A payload with a
+    :class:`ldhmm.experiments.cluster_tasks.DataReference` gets its database here, read once per
+    worker process (:func:`ldhmm.experiments.cluster_tasks.worker_payload`); data the worker cannot
+    read, or other data than the driver's, ends the run (``WorkerDataError``), not only the task."""
 
     def __call__(self, group, payload) -> dict:
         single_thread()
+        payload = worker_payload(payload)
         output = _KeptOutput(self.out, self.digest, group["parts"], group["todo"])
         answer = _guarded(lambda g, p: self.fn(g, p, output) or {}, group, payload)
         return {**answer, "records": output.records}
@@ -644,7 +648,9 @@ def run_task_groups(
     client : distributed.Client, optional
         Run the groups as Dask tasks on its workers instead (``jobs`` is then not used): the
         payload goes to every worker once, each group's records come back and are written here
-        (:mod:`ldhmm.experiments.cluster_tasks`), with the same numbers as a local run.
+        (:mod:`ldhmm.experiments.cluster_tasks`), with the same numbers as a local run. A
+        payload made by :func:`ldhmm.experiments.cluster_tasks.read_on_workers` carries a
+        reference in the place of its database and folds: the workers read them.
 
     Returns
     -------
