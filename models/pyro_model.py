@@ -8,6 +8,11 @@ For each sequence m (a ``pyro.plate`` over sequences)::
     z_m1  ~ Cat(pi_m),  z_mn ~ Cat(A_m[z_m(n-1)])   sites "z_0" .. "z_(T-1)" (pyro.markov)
     x_mn  ~ Cat(B_m[z_mn])                      sites "x_0" .. "x_(T-1)"
 
+With ``contexts`` (LDHMM with contextual emissions, docs/math.md "Emission contexts"), B has one
+row per state and context row, ``B_m[k, c] ~ Dir(beta[k, c])`` (site "B" of shape (M, K, C, V)),
+and ``x_mn ~ Cat(B_m[z_mn, c_mn])``, ``c_mn`` the context row of position n, a function of the
+data alone (:func:`ldhmm.inference.contexts.context_ids`).
+
 Variable lengths are handled by padding to T and masking every position ``n >= N_m``
 (``poutine.mask``), so padded sites contribute nothing to any log-density. The same function
 samples synthetic databases (``tokens=None``) and serves Pyro's ELBO estimators with the guides
@@ -33,6 +38,12 @@ draws its ``pi``, ``A``, ``B`` with the second):
   priors inside the plate over sequences;
 * :func:`observe_hmm`: the observed site ``x``, the masked categorical HMM with the hidden states
   summed out (:class:`~ldhmm.inference.svi.hmm_distribution.MaskedCategoricalHMM`).
+
+The first two take the emission contexts (``n_contexts=``, ``contextual=True``: ``beta`` and
+``B`` with a context dimension, (K, C, V)); the contextual observed site is
+:func:`ldhmm.models.pyro_contextual.observe_contextual_hmm`, which gathers each position's
+emission row ``B_m[:, c_mn, :]`` (the SVI route's contextual model,
+:class:`ldhmm.models.pyro_contextual.ContextualSequenceModel`, is built from the three).
 """
 
 from __future__ import annotations
@@ -84,7 +95,9 @@ def hyperparameter(name: str, shape: tuple, dtype, constraint=CONCENTRATION) -> 
     return pyro.param(name, lambda: torch.ones(shape, dtype=dtype), constraint=constraint)
 
 
-def ldhmm_priors(batch: SequenceBatch, leading: tuple = (), constraint=CONCENTRATION) -> tuple:
+def ldhmm_priors(
+    batch: SequenceBatch, leading: tuple = (), constraint=CONCENTRATION, n_contexts: int | None = None
+) -> tuple:
     """LDHMM's learned Dirichlet priors: params ``alpha_pi``, ``alpha_A``, ``beta`` (:func:`hyperparameter`).
 
     Parameters
@@ -95,44 +108,51 @@ def ldhmm_priors(batch: SequenceBatch, leading: tuple = (), constraint=CONCENTRA
         Dimensions in front of each prior (e.g. ``(C,)``: one prior per mixture component).
     constraint : Constraint
         Of all three (default :data:`~ldhmm.inference.svi.dirichlet_guide.CONCENTRATION`).
+    n_contexts : int, optional
+        C, the emission contexts: ``beta`` has one row per state and context row, (K, C, V)
+        (LDHMM with contextual emissions); None: LDHMM's (K, V).
 
     Returns
     -------
     alpha_pi : Tensor, shape leading + (K,)
     alpha_A : Tensor, shape leading + (K, K)
-    beta : Tensor, shape leading + (K, V)
+    beta : Tensor, shape leading + (K, V), or leading + (K, C, V) with ``n_contexts``
     """
     K, V, dtype, lead = batch.n_states, batch.n_symbols, batch.dtype, tuple(leading)
+    rows = (K,) if n_contexts is None else (K, int(n_contexts))
     return (
         hyperparameter("alpha_pi", lead + (K,), dtype, constraint),
         hyperparameter("alpha_A", lead + (K, K), dtype, constraint),
-        hyperparameter("beta", lead + (K, V), dtype, constraint),
+        hyperparameter("beta", lead + rows + (V,), dtype, constraint),
     )
 
 
-def sequence_parameters(alpha_pi, alpha_A, beta) -> tuple:
+def sequence_parameters(alpha_pi, alpha_A, beta, contextual: bool = False) -> tuple:
     """Each sequence's ``theta_m``: sample sites ``pi``, ``A``, ``B``; call inside the plate over sequences.
 
     ``pi_m ~ Dir(alpha_pi)``, ``A_m[i] ~ Dir(alpha_A[i])``, ``B_m[i] ~ Dir(beta[i])`` (the rows
-    of ``A`` and ``B`` are their sites' event).
+    of ``A`` and ``B`` are their sites' event); with ``contextual``, ``B_m[i, c] ~ Dir(beta[i, c])``
+    for every state i and context row c (the site's event is (K, C, V)).
 
     Parameters
     ----------
     alpha_pi : Tensor, shape (..., K)
     alpha_A : Tensor, shape (..., K, K)
-    beta : Tensor, shape (..., K, V)
+    beta : Tensor, shape (..., K, V), or (..., K, C, V) with ``contextual``
         Leading dimensions broadcast with the plate's (e.g. one prior per sequence, picked by
         an enumerated type).
+    contextual : bool
+        ``beta`` has a context dimension (LDHMM with contextual emissions).
 
     Returns
     -------
     pi : Tensor, shape (..., B, K)
     A : Tensor, shape (..., B, K, K)
-    B : Tensor, shape (..., B, K, V)
+    B : Tensor, shape (..., B, K, V), or (..., B, K, C, V) with ``contextual``
     """
     pi = pyro.sample("pi", dist.Dirichlet(alpha_pi))
     A = pyro.sample("A", dist.Dirichlet(alpha_A).to_event(1))
-    B = pyro.sample("B", dist.Dirichlet(beta).to_event(1))
+    B = pyro.sample("B", dist.Dirichlet(beta).to_event(2 if contextual else 1))
     return pi, A, B
 
 
@@ -157,7 +177,7 @@ def observe_hmm(batch: SequenceBatch, pi, A, B) -> torch.Tensor:
     return pyro.sample("x", MaskedCategoricalHMM.from_probs(pi, A, B, batch.mask), obs=batch.tokens)
 
 
-def ldhmm_model(tokens, lengths, alpha_pi, alpha_A, beta, init: dict | None = None):
+def ldhmm_model(tokens, lengths, alpha_pi, alpha_A, beta, init: dict | None = None, contexts=None):
     """Pyro model of a padded database.
 
     Parameters
@@ -168,29 +188,37 @@ def ldhmm_model(tokens, lengths, alpha_pi, alpha_A, beta, init: dict | None = No
         ``1 <= N_m <= T``.
     alpha_pi : Tensor, shape (K,)
     alpha_A : Tensor, shape (K, K)
-    beta : Tensor, shape (K, V)
+    beta : Tensor, shape (K, V), or (K, C, V) with ``contexts``
     init : ignored
         Accepted so that model and guide share one signature.
+    contexts : LongTensor, shape (M, T), optional
+        The emission context row (0..C-1) of every position (padding arbitrary in 0..C-1; e.g.
+        :func:`ldhmm.models.pyro_contextual.padded_contexts`): LDHMM with contextual emissions,
+        ``x_mn ~ Cat(B_m[z_mn, c_mn])``. The contexts are a function of the data, so ``tokens``
+        must be given with them.
 
     Returns
     -------
     LongTensor, shape (M, T): the observed or sampled symbols (padding: whatever was sampled).
     """
+    if contexts is not None and tokens is None:
+        raise ValueError("ldhmm_model: contexts are computed from the data; give tokens with them")
     lengths = torch.as_tensor(lengths)
     M = lengths.shape[0]
     T = int(lengths.max()) if tokens is None else tokens.shape[1]
     mask = torch.arange(T)[None, :] < lengths[:, None]
     xs = []
     with pyro.plate("sequences", M, dim=-1):
-        pi, A, B = sequence_parameters(alpha_pi, alpha_A, beta)
+        pi, A, B = sequence_parameters(alpha_pi, alpha_A, beta, contextual=contexts is not None)
         z = None
         for n in pyro.markov(range(T)):
             probs = pi if n == 0 else Vindex(A)[..., z, :]
             with poutine.mask(mask=mask[:, n]):
                 z = pyro.sample(f"z_{n}", dist.Categorical(probs))
+                row = Vindex(B)[..., z, :] if contexts is None else Vindex(B)[..., z, contexts[:, n], :]
                 x = pyro.sample(
                     f"x_{n}",
-                    dist.Categorical(Vindex(B)[..., z, :]),
+                    dist.Categorical(row),
                     obs=None if tokens is None else tokens[:, n],
                 )
             xs.append(x)
