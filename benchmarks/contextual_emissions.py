@@ -206,7 +206,8 @@ def main(argv=None) -> None:
         db = load(name, args.n, args.data_dir, args.seed)
         train_idx, held_idx = split(len(db), args.held_out, args.seed)
         train = db.subset(train_idx)
-        held = [db.sequences[i] for i in held_idx]
+        every = db.sequences  # a property that builds the list: once
+        held = [every[i] for i in held_idx]
         events = sum(len(s) for s in held)
         print(
             f"{name}: {len(train)} training sequences, {len(held)} held out ({events} events), "
