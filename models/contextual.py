@@ -32,6 +32,7 @@ from ..inference.cavi.context_vem import (
 )
 from ..inference.contexts import build_context_table, check_emission_context, context_ids, context_order
 from ..inference.monitor import ConvergenceMonitor, RelativeChange
+from ..inference.ops.dirichlet import MIN_CONCENTRATION
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel, check_seed
 from .contextual_file import read_contextual_file, write_contextual_file
@@ -67,6 +68,10 @@ class ContextualLDHMM(SequenceModel):
     max_iter, tol : EM iterations at most; stop at a relative ELBO change below ``tol``.
     n_init : int
         Random starts; the one of highest final ELBO is kept.
+    min_concentration : float
+        The smallest concentration the M-step may learn (a floor on every prior entry): an
+        event never seen after a context in training keeps at least this share of a row's
+        prior, so a prediction never rules it out (default: the project's numerical floor).
     seed : int
 
     Attributes
@@ -92,6 +97,7 @@ class ContextualLDHMM(SequenceModel):
         max_iter: int = 100,
         tol: float = 1e-4,
         n_init: int = 1,
+        min_concentration: float = MIN_CONCENTRATION,
         seed: int = 0,
     ):
         super().__init__(n_states, seed)
@@ -110,6 +116,16 @@ class ContextualLDHMM(SequenceModel):
         if not isinstance(tol, (int, float)) or not np.isfinite(tol) or tol < 0:
             raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
         self.max_iter, self.tol, self.n_init = int(max_iter), float(tol), int(n_init)
+        if (
+            isinstance(min_concentration, bool)
+            or not isinstance(min_concentration, (int, float))
+            or not MIN_CONCENTRATION <= min_concentration <= 0.5
+        ):
+            raise ValueError(
+                f"min_concentration must be a number in [{MIN_CONCENTRATION:g}, 0.5], "
+                f"got {min_concentration!r}"
+            )
+        self.min_concentration = float(min_concentration)
 
     # ------------------------------------------------------------------ fitting
     def _prepare(self, sequences):
@@ -148,7 +164,8 @@ class ContextualLDHMM(SequenceModel):
             counts = [r.counts for r in results]
             if monitor.record(float(sum(r.bounds.sum() for r in results))):
                 break
-            prior, cap = m_step(prior, count_table(results, batches, tuple(prior["B"].shape)))
+            table = count_table(results, batches, tuple(prior["B"].shape))
+            prior, cap = m_step(prior, table, self.min_concentration)
             capped |= cap
         if monitor.reason == "non_finite":
             raise FloatingPointError(f"ContextualLDHMM: the training bound is {monitor.bad_value}")

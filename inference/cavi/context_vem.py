@@ -29,6 +29,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
+from ..ops.dirichlet import MIN_CONCENTRATION
 from .exact_chain import forward_backward
 from .kernels.dirichlet_multinomial import CountTable, table_sums
 from .maximization import maximize_collapsed
@@ -474,16 +475,19 @@ def count_table(results: list, batches: list, shape_B: tuple) -> CountTable:
     )
 
 
-def m_step(prior: dict, table: CountTable) -> tuple[dict, bool]:
+def m_step(prior: dict, table: CountTable, min_value: float = MIN_CONCENTRATION) -> tuple[dict, bool]:
     """The priors that maximize ``sum_m sum_rows [log B(a + n_m) - log B(a)]`` from ``prior``
-    (every row an ascent: never lower), and whether a concentration reached the cap."""
+    over concentrations of at least ``min_value`` (every row an ascent: never lower), and
+    whether a concentration reached the cap."""
     K, C, V = prior["B"].shape
     initial = {
         "pi": prior["pi"].double().numpy()[None, :],
         "A": prior["A"].double().numpy(),
         "B": prior["B"].double().numpy().reshape(K * C, V),
     }
-    result = maximize_collapsed(initial, lambda alphas, rows: table_sums(table, alphas, rows))
+    result = maximize_collapsed(
+        initial, lambda alphas, rows: table_sums(table, alphas, rows), min_value=min_value
+    )
     new = result.concentration
     return (
         {
