@@ -24,7 +24,7 @@ Data sets (``--data``):
   are said to be, not that real logs are so;
 * ``msnbc-short``: the first ``--n`` sequences of length 2..8 of the full MSNBC file (short
   sessions, V = 17);
-* ``msnbc``, ``entree``, ``splice``: the paper's subsets (``load_paper_subset``; ``--n`` of them).
+* ``msnbc``, ``entree``, ``splice``: the paper's subsets (``load_paper_subset``; the first ``--n`` of them).
 
 Run::
 
@@ -131,7 +131,8 @@ def load(name: str, n: int, data_dir, seed: int) -> SequenceDatabase:
     if name == "msnbc-short":
         db = load_msnbc(data_dir, min_length=2, max_length=8)
         return db.subset(np.arange(min(n, len(db))))
-    return load_paper_subset(name, data_dir=data_dir, n=n)
+    db = load_paper_subset(name, data_dir=data_dir)
+    return db if n >= len(db) else db.subset(np.arange(n))  # its first n (all of a smaller one)
 
 
 def split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
