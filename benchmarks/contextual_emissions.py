@@ -24,7 +24,8 @@ Data sets (``--data``):
   are said to be, not that real logs are so;
 * ``msnbc-short``: the first ``--n`` sequences of length 2..8 of the full MSNBC file (short
   sessions, V = 17);
-* ``msnbc``, ``entree``, ``splice``: the paper's subsets (``load_paper_subset``; the first ``--n`` of them).
+* ``msnbc``, ``entree``: the paper's subsets (``load_paper_subset``), ``splice``: all three
+  classes' sequences; the first ``--n`` of them.
 
 Run::
 
@@ -40,7 +41,7 @@ import time
 import numpy as np
 
 from ldhmm.baselines.markov_smoothed import SmoothedMarkovChain
-from ldhmm.data import SequenceDatabase, load_msnbc, load_paper_subset
+from ldhmm.data import SequenceDatabase, load_msnbc, load_paper_subset, load_splice
 from ldhmm.models import LDHMM
 from ldhmm.models.contextual import ContextualLDHMM
 
@@ -131,7 +132,7 @@ def load(name: str, n: int, data_dir, seed: int) -> SequenceDatabase:
     if name == "msnbc-short":
         db = load_msnbc(data_dir, min_length=2, max_length=8)
         return db.subset(np.arange(min(n, len(db))))
-    db = load_paper_subset(name, data_dir=data_dir)
+    db = load_splice(data_dir) if name == "splice" else load_paper_subset(name, data_dir=data_dir)
     return db if n >= len(db) else db.subset(np.arange(n))  # its first n (all of a smaller one)
 
 
