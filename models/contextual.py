@@ -36,6 +36,7 @@ from ..inference.ops.dirichlet import MIN_CONCENTRATION
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel, check_seed
 from .contextual_file import read_contextual_file, write_contextual_file
+from .fit_starts import best_of
 from .memory import check_memory, contextual_fit_bytes
 from .registry import register
 
@@ -179,13 +180,11 @@ class ContextualLDHMM(SequenceModel):
         )
         _check_fit_memory(self, sequences)
         batches = self._prepare(sequences)
-        best = None
-        for start in range(self.n_init):
-            rng = np.random.default_rng([self.seed, start])
-            run = self._run(batches, rng)
-            if best is None or run[1].history[-1] > best[1].history[-1]:
-                best = run
-        prior, monitor, capped = best
+        runs = [
+            lambda start=start: self._run(batches, np.random.default_rng([self.seed, start]))
+            for start in range(self.n_init)
+        ]
+        _, (prior, monitor, capped), _ = best_of(runs, lambda run: run[1].history[-1])
         self.alpha_pi_ = prior["pi"].numpy()
         self.alpha_A_ = prior["A"].numpy()
         self.beta_ = prior["B"].numpy()

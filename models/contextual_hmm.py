@@ -24,6 +24,7 @@ from ..inference.contexts import build_context_table, check_emission_context, co
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel
+from .fit_starts import best_of
 from .memory import check_memory, contextual_fit_bytes
 from .registry import register
 
@@ -142,12 +143,11 @@ class ContextualHMM(SequenceModel):
         )
         _check_fit_memory(self, sequences)
         batches = self._batches(sequences)
-        best = None
-        for start in range(self.n_init):
-            run = self._run(batches, np.random.default_rng([self.seed, start]))
-            if best is None or run[1].history[-1] > best[1].history[-1]:
-                best = run
-        log_theta, monitor = best
+        runs = [
+            lambda start=start: self._run(batches, np.random.default_rng([self.seed, start]))
+            for start in range(self.n_init)
+        ]
+        _, (log_theta, monitor), _ = best_of(runs, lambda run: run[1].history[-1])
         self.startprob_ = log_theta["pi"].exp().numpy()
         self.transmat_ = log_theta["A"].exp().numpy()
         self.emissionprob_ = log_theta["B"].exp().numpy()
