@@ -40,7 +40,7 @@ from .fit_starts import best_of
 from .memory import check_memory, contextual_fit_bytes
 from .registry import register
 
-__all__ = ["ContextualLDHMM"]
+__all__ = ["ContextualLDHMM", "check_fit_memory"]
 
 #: Sweeps per sequence in each E-step of a fit (warm-started: a few suffice) and of scoring.
 FIT_SWEEPS = 1
@@ -178,7 +178,7 @@ class ContextualLDHMM(SequenceModel):
         self.context_table_ = build_context_table(
             sequences, context_order(self.emission_context), n_symbols, self.min_context_count
         )
-        _check_fit_memory(self, sequences)
+        check_fit_memory(self, sequences)
         batches = self._prepare(sequences)
         runs = [
             lambda start=start: self._run(batches, np.random.default_rng([self.seed, start]))
@@ -217,7 +217,7 @@ class ContextualLDHMM(SequenceModel):
 
     def _posteriors(self, sequences):
         """Every sequence's converged E-step from the prior: (batch, SweepResult) pairs."""
-        _check_fit_memory(self, sequences)  # a held-out E-step holds what a fit's does
+        check_fit_memory(self, sequences)  # a held-out E-step holds what a fit's does
         prior = self._prior()
         return [(b, best_of_starts(prior, b, SCORE_SWEEPS, SCORE_TOL)) for b in self._prepare(sequences)]
 
@@ -299,8 +299,9 @@ register(
 )
 
 
-def _check_fit_memory(model, sequences) -> None:
-    """A one-line refusal, before any work, of a fit that would not fit in memory."""
+def check_fit_memory(model, sequences) -> None:
+    """A one-line refusal, before any work, of a fit (or a held-out E-step) of a contextual model
+    (its ``context_table_`` built) that would not fit in memory."""
     K, C, V = model.n_states, model.context_table_.n_contexts, model.n_symbols_
     n_tokens = sum(len(s) for s in sequences)
     check_memory(

@@ -24,21 +24,14 @@ import numpy as np
 from ..data.atomic import write_atomically
 from ..inference.contexts import ContextTable
 from ..inference.ops.dirichlet import MAX_CONCENTRATION
-from .file_format import FORMAT_VERSION, ModelFileError, read_model_json
+from .file_format import FORMAT_VERSION, ModelFileError, read_model_json, vocabulary_to_write
 
 __all__ = ["write_contextual_file", "read_contextual_file"]
 
 
 def write_contextual_file(path, model, vocabulary=None) -> None:
     """Write the fitted ``model`` to ``path`` (see the module docstring)."""
-    if vocabulary is None:
-        vocabulary = getattr(model, "vocabulary_", None)
-    if vocabulary is not None:
-        vocabulary = [str(v) for v in vocabulary]
-        if len(vocabulary) != model.n_symbols_ or len(set(vocabulary)) != len(vocabulary):
-            raise ValueError(
-                f"vocabulary: expected {model.n_symbols_} distinct symbol names, got {len(vocabulary)}"
-            )
+    vocabulary = vocabulary_to_write(model, vocabulary)
     doc = {
         "format": "ldhmm",
         "version": FORMAT_VERSION,

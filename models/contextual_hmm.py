@@ -24,8 +24,8 @@ from ..inference.contexts import build_context_table, check_emission_context, co
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel
+from .contextual import check_fit_memory
 from .fit_starts import best_of
-from .memory import check_memory, contextual_fit_bytes
 from .registry import register
 
 __all__ = ["ContextualHMM"]
@@ -141,7 +141,7 @@ class ContextualHMM(SequenceModel):
         self.context_table_ = build_context_table(
             sequences, context_order(self.emission_context), n_symbols, self.min_context_count
         )
-        _check_fit_memory(self, sequences)
+        check_fit_memory(self, sequences)
         batches = self._batches(sequences)
         runs = [
             lambda start=start: self._run(batches, np.random.default_rng([self.seed, start]))
@@ -205,15 +205,3 @@ register(
     em_settings=("max_iter", "tol", "n_init"),
     in_lineup=False,
 )
-
-
-def _check_fit_memory(model, sequences) -> None:
-    """A one-line refusal, before any work, of a fit that would not fit in memory."""
-    K, C, V = model.n_states, model.context_table_.n_contexts, model.n_symbols_
-    n_tokens = sum(len(s) for s in sequences)
-    check_memory(
-        contextual_fit_bytes(K, C, V, len(sequences), n_tokens),
-        f"{type(model).__name__}: K = {K} states, {C} context rows, V = {V} symbols, "
-        f"{len(sequences)} sequences ({n_tokens} tokens)",
-        "fewer states (--states), a lower emission context order, a larger --min-context-count or less data",
-    )

@@ -105,6 +105,7 @@ __all__ = [
     "fit_record",
     "set_fit_record",
     "write_model_file",
+    "vocabulary_to_write",
     "read_model_file",
     "read_model_json",
     "PYRO_CLASS",
@@ -626,6 +627,21 @@ def set_fit_record(model, doc: dict) -> None:
         model.training_data_ = dict(doc["training_data"])
 
 
+def vocabulary_to_write(model, vocabulary=None) -> list | None:
+    """The symbol names a model file of ``model`` records: ``vocabulary`` (default the model's
+    ``vocabulary_``, when set) as strings, or None; a ValueError unless ``n_symbols_`` distinct."""
+    if vocabulary is None:
+        vocabulary = getattr(model, "vocabulary_", None)
+    if vocabulary is None:
+        return None
+    vocabulary = [str(v) for v in vocabulary]
+    if len(vocabulary) != model.n_symbols_ or len(set(vocabulary)) != len(vocabulary):
+        raise ValueError(
+            f"vocabulary: expected {model.n_symbols_} distinct symbol names, got {len(vocabulary)}"
+        )
+    return vocabulary
+
+
 def write_model_file(path, model, vocabulary=None) -> None:
     """Write a fitted estimator of the LDHMM family (:class:`ldhmm.models.variant_hmm.VariantHMM`
     or a subclass) to ``path`` as JSON, written to a temporary file and then renamed into place.
@@ -665,14 +681,7 @@ def write_model_file(path, model, vocabulary=None) -> None:
     ValueError
         A vocabulary that is not ``n_symbols_`` distinct names.
     """
-    if vocabulary is None:
-        vocabulary = getattr(model, "vocabulary_", None)
-    if vocabulary is not None:
-        vocabulary = [str(v) for v in vocabulary]
-        if len(vocabulary) != model.n_symbols_ or len(set(vocabulary)) != len(vocabulary):
-            raise ValueError(
-                f"vocabulary: expected {model.n_symbols_} distinct symbol names, got {len(vocabulary)}"
-            )
+    vocabulary = vocabulary_to_write(model, vocabulary)
     path = Path(path)
     side = {}  # large arrays: to the NPZ side file
 

@@ -48,9 +48,10 @@ from ..inference.cavi.context_vem import (
     position_potentials,
     prior_at_pairs,
 )
-from ..inference.cavi.guides import PFGuide
+from ..inference.cavi.guides import PFGuide, sequence_dirichlet_params
 from ..inference.contexts import ContextTable, context_ids
 from ..inference.ops.forward import chain_log_likelihood, gather_emissions
+from ..inference.svi.hmm_distribution import clamped_logs
 from ..inference.svi.minibatch import SequenceBatch
 from .pyro_model import ldhmm_priors, sequence_parameters
 
@@ -143,15 +144,7 @@ class ContextualCategoricalHMM(dist.TorchDistribution):
     def from_probs(cls, initial, transition, emission, contexts, mask, validate_args=None):
         """The same from probabilities (e.g. Dirichlet draws ``pi``, ``A``, ``B``); entries are
         clamped at the smallest normal float before the log, so an underflowed draw is finite."""
-        tiny = torch.finfo(initial.dtype).tiny
-        return cls(
-            initial.clamp_min(tiny).log(),
-            transition.clamp_min(tiny).log(),
-            emission.clamp_min(tiny).log(),
-            contexts,
-            mask,
-            validate_args=validate_args,
-        )
+        return cls(*clamped_logs(initial, transition, emission), contexts, mask, validate_args=validate_args)
 
     @property
     def n_symbols(self) -> int:
@@ -292,18 +285,9 @@ class ContextualChainGuide:
         (``contexts`` is not read: ``q`` does not depend on it). ``init`` gives the parameters'
         starting values (:func:`contextual_guide_init`); default: the prior and a flat chain."""
         M, T = tokens.shape
-        K, C, V = beta.shape
+        K = beta.shape[0]
         init = init or {}
-        positive = constraints.positive
-        g_pi = pyro.param(
-            "g_pi", lambda: init.get("g_pi", alpha_pi.detach().expand(M, K).clone()), constraint=positive
-        )
-        g_A = pyro.param(
-            "g_A", lambda: init.get("g_A", alpha_A.detach().expand(M, K, K).clone()), constraint=positive
-        )
-        g_B = pyro.param(
-            "g_B", lambda: init.get("g_B", beta.detach().expand(M, K, C, V).clone()), constraint=positive
-        )
+        g_pi, g_A, g_B = sequence_dirichlet_params(M, alpha_pi, alpha_A, beta, init)
         hidden = {}
         for name, (default, constraint) in self.hidden.init_pyro_hidden_params(M, T, K, beta.dtype).items():
             hidden[name] = pyro.param(name, lambda n=name, d=default: init.get(n, d), constraint=constraint)

@@ -11,6 +11,7 @@ command, to the records of an uninterrupted ``--jobs 1`` run.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
 import signal
@@ -45,7 +46,9 @@ from ldhmm.experiments.datasets import (  # noqa: E402
 )
 from ldhmm.experiments.tasks import _ClusterGroupCall  # noqa: E402
 
-STARTUP_TIMEOUT = 180.0  # a driver's imports and its LocalCluster's two workers, on a loaded machine
+_HELPERS = importlib.util.spec_from_file_location("run_helpers", Path(__file__).with_name("run_helpers.py"))
+run_helpers = importlib.util.module_from_spec(_HELPERS)
+_HELPERS.loader.exec_module(run_helpers)
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +59,6 @@ def client():
     with distributed.Client(cluster) as c:
         yield c
     cluster.close()
-
-
-def _without_seconds(frame: pd.DataFrame) -> pd.DataFrame:
-    cols = [c for c in frame.columns if "seconds" not in c]
-    return frame[cols].sort_values(["model", "K", "fold"]).reset_index(drop=True)
 
 
 def _write_tokens(db, path: Path) -> None:
@@ -84,7 +82,9 @@ def test_workers_read_a_data_file_once_and_compute_the_local_numbers(client, tmp
     local = compare(data=str(path), out=tmp_path / "local", **options)
     on_cluster = compare(data=str(path), out=tmp_path / "cluster", backend="dask", client=client, **options)
     assert not local.errors and not on_cluster.errors
-    pd.testing.assert_frame_equal(_without_seconds(local.folds), _without_seconds(on_cluster.folds))
+    pd.testing.assert_frame_equal(
+        run_helpers.without_seconds(local.folds), run_helpers.without_seconds(on_cluster.folds)
+    )
     pd.testing.assert_frame_equal(local.ttests, on_cluster.ttests)
     # the workers read the file themselves, each at most once for the run's 6 tasks
     reads = [
@@ -226,37 +226,6 @@ def _start(args, out: Path, log: Path) -> subprocess.Popen:
         )
 
 
-def _task_files(out: Path) -> list[Path]:
-    folder = out / "tasks"
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []
-
-
-def _wait_until(proc: subprocess.Popen, condition, timeout: float = STARTUP_TIMEOUT) -> bool:
-    """Poll ``condition()`` until true (True) or the process ended (False)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        if proc.poll() is not None:
-            return condition()
-        time.sleep(0.005)
-    raise AssertionError(f"the run did not get there in {timeout:.0f} s")
-
-
-def _session_processes(sid: int) -> list[int]:
-    """Live processes of session ``sid`` (Linux /proc; empty elsewhere)."""
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 3 and fields[0] != "Z" and int(fields[3]) == sid:
-            found.append(int(entry.name))
-    return found
-
-
 def _scores(out: Path, name: str = "folds.csv") -> pd.DataFrame:
     df = pd.read_csv(out / name)
     return df.drop(columns=[c for c in df if c.endswith("_seconds")])
@@ -275,18 +244,20 @@ def test_a_killed_driver_resumes_with_the_same_command_to_the_local_numbers(tmp_
     out = tmp_path / "cluster"
     driver = _start(command, out, tmp_path / "killed.err")
     try:
-        assert _wait_until(driver, lambda: len(_task_files(out)) >= 1), (tmp_path / "killed.err").read_text()
+        assert run_helpers.wait_until(driver, lambda: len(run_helpers.task_files(out)) >= 1), (
+            tmp_path / "killed.err"
+        ).read_text()
         driver.send_signal(signal.SIGKILL)
         assert driver.wait(60) == -signal.SIGKILL
-        saved = len(_task_files(out))
+        saved = len(run_helpers.task_files(out))
         assert 1 <= saved < n_parts  # killed mid-run
         # the LocalCluster's workers end with their driver
         deadline = time.monotonic() + 60
-        while _session_processes(driver.pid) and time.monotonic() < deadline:
+        while run_helpers.session_processes(driver.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _session_processes(driver.pid), "a killed driver left its workers running"
+        assert not run_helpers.session_processes(driver.pid), "a killed driver left its workers running"
     finally:
-        if _session_processes(driver.pid):
+        if run_helpers.session_processes(driver.pid):
             os.killpg(driver.pid, signal.SIGKILL)
     again = _start(command, out, tmp_path / "again.err")
     assert again.wait(300) == 0, (tmp_path / "again.err").read_text()

@@ -5,6 +5,7 @@ lost cluster is one line; the task messages stay small. A LocalCluster of 2 work
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,10 @@ from ldhmm.experiments import cluster_tasks  # noqa: E402
 from ldhmm.experiments.compare import compare  # noqa: E402
 from ldhmm.experiments.datasets import synthetic_database  # noqa: E402
 from ldhmm.experiments.tasks import cluster_client  # noqa: E402
+
+_HELPERS = importlib.util.spec_from_file_location("run_helpers", Path(__file__).with_name("run_helpers.py"))
+run_helpers = importlib.util.module_from_spec(_HELPERS)
+_HELPERS.loader.exec_module(run_helpers)
 
 # the plug-in below runs on the workers, which cannot import this file: send it by value
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -56,11 +61,6 @@ def client():
     cluster.close()
 
 
-def _without_seconds(frame: pd.DataFrame) -> pd.DataFrame:
-    cols = [c for c in frame.columns if "seconds" not in c]
-    return frame[cols].sort_values(["model", "K", "fold"]).reset_index(drop=True)
-
-
 def test_compare_on_a_cluster_equals_the_local_run_and_a_lost_worker_costs_its_task(client, tmp_path):
     mark = tmp_path / "killed"
     db = synthetic_database(24, seed=3)
@@ -80,7 +80,9 @@ def test_compare_on_a_cluster_equals_the_local_run_and_a_lost_worker_costs_its_t
     on_cluster = compare(out=tmp_path / "cluster", backend="dask", client=client, **options)
     assert mark.exists()  # one task's worker died, and the task ran again elsewhere
     assert not on_cluster.errors and not local.errors
-    pd.testing.assert_frame_equal(_without_seconds(local.folds), _without_seconds(on_cluster.folds))
+    pd.testing.assert_frame_equal(
+        run_helpers.without_seconds(local.folds), run_helpers.without_seconds(on_cluster.folds)
+    )
     # the driver wrote every part into the run's task store: a rerun resumes all of them
     again = compare(out=tmp_path / "cluster", backend="dask", client=client, **options)
     assert again.config["resumed_tasks"] == len(again.folds)

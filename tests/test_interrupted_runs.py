@@ -14,6 +14,7 @@ process of its own, killed by a real signal at the same moments (after it takes 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -42,6 +43,10 @@ from ldhmm.experiments.tasks import (
 fcntl = pytest.importorskip("fcntl")
 if not hasattr(os, "pidfd_open"):  # the fork server waits on its runs through pidfds (Linux)
     pytest.skip("no os.pidfd_open on this platform", allow_module_level=True)
+
+_HELPERS = importlib.util.spec_from_file_location("run_helpers", Path(__file__).with_name("run_helpers.py"))
+run_helpers = importlib.util.module_from_spec(_HELPERS)
+_HELPERS.loader.exec_module(run_helpers)
 
 WRAPPER = (
     "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
@@ -237,23 +242,6 @@ def _finish(args, out: Path, log: Path, timeout: float = 300.0, start=_start) ->
             proc.wait()
 
 
-def _task_files(out: Path) -> list[Path]:
-    folder = out / "tasks"
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []
-
-
-def _wait_until(proc: subprocess.Popen, condition, timeout: float = STARTUP_TIMEOUT) -> bool:
-    """Poll ``condition()`` until true (True) or the process ended (False)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        if proc.poll() is not None:
-            return condition()
-        time.sleep(0.005)
-    raise AssertionError(f"the run did not get there in {timeout:.0f} s")
-
-
 def _holds_lock(proc: subprocess.Popen, out: Path):
     """The run has taken the lock of ``out`` (its pid is in the lock file)."""
 
@@ -302,20 +290,6 @@ def _one_line(log: Path) -> str:
     return lines[0]
 
 
-def _session_processes(sid: int) -> list[int]:
-    """Live processes of session ``sid`` (Linux /proc; empty elsewhere)."""
-    found = []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 3 and fields[0] != "Z" and int(fields[3]) == sid:
-            found.append(int(entry.name))
-    return found
-
-
 @pytest.fixture(scope="module")
 def references(tmp_path_factory):
     """One uninterrupted run of each command, started at once and waited for when asked."""
@@ -343,15 +317,15 @@ def _kill_loop(start, args, out: Path, log: Path, n_tasks: int, kills: int, seed
     rng = random.Random(seed)
     saved = []
     for i in range(kills):
-        before = len(_task_files(out))
+        before = len(run_helpers.task_files(out))
         proc = start(args, out, log)
         try:
             # every restart takes the lock: the one of the killed run is not stale
-            assert _wait_until(proc, _holds_lock(proc, out)), log.read_text()
+            assert run_helpers.wait_until(proc, _holds_lock(proc, out)), log.read_text()
             if i % 3 == 2:  # anywhere in the run: tasks, reports, or after the end
                 time.sleep(rng.uniform(0.0, 1.0))
             else:  # inside the tasks: just after one more task is saved
-                _wait_until(proc, lambda n=before: len(_task_files(out)) > n)
+                run_helpers.wait_until(proc, lambda n=before: len(run_helpers.task_files(out)) > n)
                 time.sleep(rng.uniform(0.0, 0.05))
             proc.send_signal(signal.SIGKILL)
         finally:
@@ -399,7 +373,7 @@ def test_a_second_run_on_the_same_out_is_refused_with_one_line(tmp_path, forks):
     assert (out / LOCK_NAME).read_text() == ""  # released: emptied, no stale pid
     proc = forks(COMPARE, out, log)  # now it starts normally
     try:
-        assert _wait_until(proc, _holds_lock(proc, out)), log.read_text()
+        assert run_helpers.wait_until(proc, _holds_lock(proc, out)), log.read_text()
     finally:
         proc.kill()
         proc.wait()
@@ -414,7 +388,7 @@ def test_ctrl_c_ends_the_run_with_one_line_and_it_resumes(tmp_path, references, 
     args2 = [*COMPARE, "--jobs", "2"]
     proc = forks(args2, out, log, new_session=True)
     try:
-        assert _wait_until(proc, lambda: len(_task_files(out)) > 0), log.read_text()
+        assert run_helpers.wait_until(proc, lambda: len(run_helpers.task_files(out)) > 0), log.read_text()
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(60) == 130, log.read_text()
     finally:
@@ -426,16 +400,16 @@ def test_ctrl_c_ends_the_run_with_one_line_and_it_resumes(tmp_path, references, 
     assert f"of {total} tasks are saved in {out}: run the same command again to resume (" in line
     assert line.endswith(f"--jobs 2 --out {out}") and " -m ldhmm.cli compare --dataset synthetic " in line
     deadline = time.monotonic() + 10
-    while _session_processes(proc.pid) and time.monotonic() < deadline:
+    while run_helpers.session_processes(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _session_processes(proc.pid)  # the workers are gone
+    assert not run_helpers.session_processes(proc.pid)  # the workers are gone
     _assert_whole(out, total)
     # 2. --jobs 1, SIGINT to the process just after a task is saved
     log = tmp_path / "jobs1.err"
-    before = len(_task_files(out))
+    before = len(run_helpers.task_files(out))
     proc = forks(COMPARE, out, log)
     try:
-        _wait_until(proc, lambda: len(_task_files(out)) > before)
+        run_helpers.wait_until(proc, lambda: len(run_helpers.task_files(out)) > before)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 130, log.read_text()
     finally:

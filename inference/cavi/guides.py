@@ -41,7 +41,29 @@ pyro = LazyModule("pyro")
 dist = LazyModule("pyro.distributions")
 poutine = LazyModule("pyro.poutine")
 
-__all__ = ["ChainGuide", "PFGuide", "FFGuide", "KERNEL_UPDATES", "check_compiled_update", "resolve_guide"]
+__all__ = [
+    "sequence_dirichlet_params",
+    "ChainGuide",
+    "PFGuide",
+    "FFGuide",
+    "KERNEL_UPDATES",
+    "check_compiled_update",
+    "resolve_guide",
+]
+
+
+def sequence_dirichlet_params(M: int, alpha_pi, alpha_A, beta, init: dict) -> tuple:
+    """The guide's Dirichlet parameters of every sequence in Pyro's param store: ``g_pi`` (M, K),
+    ``g_A`` (M, K, K), ``g_B`` (M, *beta.shape) (B's rows: (K, V), or (K, C, V) with emission
+    contexts), from ``init`` where it has them, else the priors."""
+    positive = constraints.positive
+
+    def param(name, prior):
+        return pyro.param(
+            name, lambda: init.get(name, prior.detach().expand(M, *prior.shape).clone()), constraint=positive
+        )
+
+    return param("g_pi", alpha_pi), param("g_A", alpha_A), param("g_B", beta)
 
 
 class ChainGuide:
@@ -92,16 +114,7 @@ class ChainGuide:
         K, V = beta.shape
         dtype = beta.dtype
         init = init or {}
-        positive = constraints.positive
-        g_pi = pyro.param(
-            "g_pi", lambda: init.get("g_pi", alpha_pi.detach().expand(M, K).clone()), constraint=positive
-        )
-        g_A = pyro.param(
-            "g_A", lambda: init.get("g_A", alpha_A.detach().expand(M, K, K).clone()), constraint=positive
-        )
-        g_B = pyro.param(
-            "g_B", lambda: init.get("g_B", beta.detach().expand(M, K, V).clone()), constraint=positive
-        )
+        g_pi, g_A, g_B = sequence_dirichlet_params(M, alpha_pi, alpha_A, beta, init)
         defaults = self.init_pyro_hidden_params(M, T, K, dtype)
         hidden = {}
         for name, (default, constraint) in defaults.items():

@@ -22,7 +22,13 @@ from torch.distributions import constraints
 
 from ..ops.forward import chain_log_likelihood, gather_emissions
 
-__all__ = ["MaskedCategoricalHMM"]
+__all__ = ["MaskedCategoricalHMM", "clamped_logs"]
+
+
+def clamped_logs(*probs: torch.Tensor) -> tuple:
+    """The logs of probability tensors (Dirichlet draws), each entry clamped at the smallest
+    normal float first, so that an underflowed draw gives a finite log."""
+    return tuple(p.clamp_min(torch.finfo(p.dtype).tiny).log() for p in probs)
 
 
 class MaskedCategoricalHMM(dist.TorchDistribution):
@@ -73,14 +79,7 @@ class MaskedCategoricalHMM(dist.TorchDistribution):
     def from_probs(cls, initial, transition, emission, mask, validate_args=None):
         """The same from probabilities (e.g. Dirichlet draws ``pi``, ``A``, ``B``); entries are
         clamped at the smallest normal float before the log, so an underflowed draw is finite."""
-        tiny = torch.finfo(initial.dtype).tiny
-        return cls(
-            initial.clamp_min(tiny).log(),
-            transition.clamp_min(tiny).log(),
-            emission.clamp_min(tiny).log(),
-            mask,
-            validate_args=validate_args,
-        )
+        return cls(*clamped_logs(initial, transition, emission), mask, validate_args=validate_args)
 
     @property
     def n_symbols(self) -> int:
