@@ -28,6 +28,7 @@ from ..inference.cavi.context_vem import (
     position_potentials,
     posterior_mean_emissions,
     posterior_mean_logs,
+    random_point_parameters,
     total_counts,
 )
 from ..inference.contexts import build_context_table, check_emission_context, context_ids, context_order
@@ -138,12 +139,7 @@ class ContextualLDHMM(SequenceModel):
         by a few EM iterations from random parameters (the symmetry breaker: the first E-step's
         q(theta_m) = Dir(prior + counts) already tells the states apart)."""
         K, C, V = self.n_states, self.context_table_.n_contexts, self.n_symbols_
-        theta = {
-            "pi": rng.dirichlet(np.ones(K)),
-            "A": rng.dirichlet(np.ones(K), size=K),
-            "B": rng.dirichlet(np.ones(V), size=(K, C)),
-        }
-        log_theta = {g: torch.from_numpy(np.log(v)) for g, v in theta.items()}
+        log_theta = random_point_parameters(rng, K, C, V)
         for _ in range(START_HMM_ITER):
             counts = [point_e_step(log_theta, b).counts for b in batches]
             totals = total_counts(counts, batches, (K, C, V))

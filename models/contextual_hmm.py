@@ -18,6 +18,7 @@ from ..inference.cavi.context_vem import (
     point_e_step,
     point_m_step,
     position_potentials,
+    random_point_parameters,
     total_counts,
 )
 from ..inference.contexts import build_context_table, check_emission_context, context_ids, context_order
@@ -115,11 +116,7 @@ class ContextualHMM(SequenceModel):
 
     def _run(self, batches, rng):
         K, C, V = self.n_states, self.context_table_.n_contexts, self.n_symbols_
-        log_theta = {
-            "pi": torch.from_numpy(np.log(rng.dirichlet(np.ones(K)))),
-            "A": torch.from_numpy(np.log(rng.dirichlet(np.ones(K), size=K))),
-            "B": torch.from_numpy(np.log(rng.dirichlet(np.ones(V), size=(K, C)))),
-        }
+        log_theta = random_point_parameters(rng, K, C, V)
         monitor = ConvergenceMonitor(AbsoluteGain(self.tol), self.max_iter, unit="Baum-Welch iteration")
         while True:
             results = [point_e_step(log_theta, b) for b in batches]

@@ -50,6 +50,8 @@ __all__ = [
     "best_of_starts",
     "point_e_step",
     "point_m_step",
+    "random_point_parameters",
+    "chain_counts",
     "total_counts",
     "importance_log_weights",
     "count_table",
@@ -210,6 +212,16 @@ def pair_counts(marginals: torch.Tensor, batch: ContextBatch, n_pairs: int) -> t
     return out.scatter_add_(2, batch.pair_index[:, None, :].expand(M, K, -1), weights)
 
 
+def chain_counts(post, batch: ContextBatch) -> dict:
+    """The expected counts of a chain's posterior (:class:`ldhmm.inference.ops.potentials.ChainPosterior`):
+    ``pi`` (M, K), ``A`` (M, K, K) and ``B`` per pair (M, K, P)."""
+    return {
+        "pi": post.state_marginals[:, 0, :],
+        "A": post.transition_counts,
+        "B": pair_counts(post.state_marginals, batch, batch.pair_mask.shape[1]),
+    }
+
+
 def _log_beta_gain(prior: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """``sum_rows [log B(a + n) - log B(a)]`` per sequence for dense rows (..., R, D) or (..., D)."""
     g = prior + counts
@@ -248,7 +260,6 @@ def e_step(prior: dict, batch: ContextBatch, counts: dict | None, max_sweeps: in
     Stops when no sequence's bound moves by more than ``tol`` relative, or after ``max_sweeps``
     (``tol = 0``: exactly ``max_sweeps``, the bounds evaluated after the last one only). The
     bound never decreases from one sweep to the next (both are coordinate ascent steps)."""
-    P = batch.pair_mask.shape[1]
     gathered = prior_at_pairs(prior["B"], batch)
     bounds = None
     sweep = 0
@@ -256,11 +267,7 @@ def e_step(prior: dict, batch: ContextBatch, counts: dict | None, max_sweeps: in
         sweep += 1
         elog = expected_logs(prior, counts, batch, gathered)
         post = forward_backward(elog["pi"], elog["A"], position_potentials(elog["B"], batch), batch.mask)
-        counts = {
-            "pi": post.state_marginals[:, 0, :],
-            "A": post.transition_counts,
-            "B": pair_counts(post.state_marginals, batch, P),
-        }
+        counts = chain_counts(post, batch)
         if tol <= 0 and sweep < max_sweeps:
             continue
         energy = sum((counts[g] * elog[g]).reshape(batch.n_sequences, -1).sum(-1) for g in ("pi", "A", "B"))
@@ -277,7 +284,7 @@ def mean_start(prior: dict, batch: ContextBatch) -> dict:
     where a learned prior is sparse, the cold start's ``psi(a) - psi(a_0)`` all but forbids what
     the prior makes rare and coordinate ascent stays in that corner; the log mean does not
     (the ``"mean"`` start of :mod:`ldhmm.inference.cavi.sequence_starts`)."""
-    M, P = batch.n_sequences, batch.pair_mask.shape[1]
+    M = batch.n_sequences
     a_pi, a_A, beta = prior["pi"], prior["A"], prior["B"]
     gathered = prior_at_pairs(beta, batch)
     rows = torch.gather(gathered.slot_rows, 2, batch.pair_slot[:, None, :].expand_as(gathered.at_pairs))
@@ -288,11 +295,7 @@ def mean_start(prior: dict, batch: ContextBatch) -> dict:
         position_potentials(log_B, batch),
         batch.mask,
     )
-    return {
-        "pi": post.state_marginals[:, 0, :],
-        "A": post.transition_counts,
-        "B": pair_counts(post.state_marginals, batch, P),
-    }
+    return chain_counts(post, batch)
 
 
 def best_of_starts(prior: dict, batch: ContextBatch, max_sweeps: int, tol: float) -> SweepResult:
@@ -320,7 +323,7 @@ def point_e_step(log_theta: dict, batch: ContextBatch) -> SweepResult:
     """The contextual HMM with point parameters ``log_theta`` (``pi`` (K,), ``A`` (K, K), ``B``
     (K, C, V), log probabilities): each sequence's expected counts (pair layout), its exact
     ``log p(x)`` (M,) as ``bounds`` and its state marginals."""
-    M, P = batch.n_sequences, batch.pair_mask.shape[1]
+    M = batch.n_sequences
     log_B = log_theta["B"][:, batch.pair_context, batch.pair_symbol].permute(1, 0, 2)
     post = forward_backward(
         log_theta["pi"].expand(M, -1),
@@ -328,12 +331,19 @@ def point_e_step(log_theta: dict, batch: ContextBatch) -> SweepResult:
         position_potentials(log_B * batch.pair_mask[:, None, :], batch),
         batch.mask,
     )
-    counts = {
-        "pi": post.state_marginals[:, 0, :],
-        "A": post.transition_counts,
-        "B": pair_counts(post.state_marginals, batch, P),
+    return SweepResult(chain_counts(post, batch), post.log_normalizer, post.state_marginals, 1)
+
+
+def random_point_parameters(rng, n_states: int, n_contexts: int, n_symbols: int) -> dict:
+    """Log parameters of a contextual HMM drawn from flat Dirichlets (``rng``: numpy Generator):
+    ``pi`` (K,), ``A`` (K, K), ``B`` (K, C, V) — where Baum-Welch starts."""
+    K, C, V = n_states, n_contexts, n_symbols
+    draws = {
+        "pi": rng.dirichlet(np.ones(K)),
+        "A": rng.dirichlet(np.ones(K), size=K),
+        "B": rng.dirichlet(np.ones(V), size=(K, C)),
     }
-    return SweepResult(counts, post.log_normalizer, post.state_marginals, 1)
+    return {g: torch.from_numpy(np.log(v)) for g, v in draws.items()}
 
 
 def point_m_step(totals: dict, pseudocounts: dict) -> dict:
