@@ -41,7 +41,7 @@ from .fit_starts import best_of
 from .memory import check_memory, contextual_fit_bytes
 from .registry import register
 
-__all__ = ["ContextualLDHMM", "check_fit_memory"]
+__all__ = ["ContextualLDHMM", "best_start", "check_fit_memory"]
 
 #: Sweeps per sequence in each E-step of a fit (warm-started: a few suffice) and of scoring.
 FIT_SWEEPS = 1
@@ -130,7 +130,7 @@ class ContextualLDHMM(SequenceModel):
         self.min_concentration = float(min_concentration)
 
     # ------------------------------------------------------------------ fitting
-    def _prepare(self, sequences):
+    def _batches(self, sequences):
         contexts = context_ids(sequences, self.context_table_)
         return context_batches(sequences, contexts, self.n_symbols_)
 
@@ -169,18 +169,7 @@ class ContextualLDHMM(SequenceModel):
         return prior, monitor, capped
 
     def _fit(self, sequences, n_symbols, **fit_params):
-        if fit_params:
-            raise TypeError(f"ContextualLDHMM.fit takes no {', '.join(sorted(fit_params))}")
-        self.context_table_ = build_context_table(
-            sequences, context_order(self.emission_context), n_symbols, self.min_context_count
-        )
-        check_fit_memory(self, sequences)
-        batches = self._prepare(sequences)
-        runs = [
-            lambda start=start: self._run(batches, np.random.default_rng([self.seed, start]))
-            for start in range(self.n_init)
-        ]
-        _, (prior, monitor, capped), _ = best_of(runs, lambda run: run[1].history[-1])
+        prior, monitor, capped = best_start(self, sequences, n_symbols, fit_params, self._batches, self._run)
         self.alpha_pi_ = prior["pi"].numpy()
         self.alpha_A_ = prior["A"].numpy()
         self.beta_ = prior["B"].numpy()
@@ -215,7 +204,7 @@ class ContextualLDHMM(SequenceModel):
         """Every sequence's converged E-step from the prior: (batch, SweepResult) pairs."""
         check_fit_memory(self, sequences)  # a held-out E-step holds what a fit's does
         prior = self._prior()
-        return [(b, best_of_starts(prior, b, SCORE_SWEEPS, SCORE_TOL)) for b in self._prepare(sequences)]
+        return [(b, best_of_starts(prior, b, SCORE_SWEEPS, SCORE_TOL)) for b in self._batches(sequences)]
 
     def _score_samples(self, sequences):
         out = np.empty(len(sequences))
@@ -293,6 +282,26 @@ register(
     em_settings=("max_iter", "tol", "n_init"),
     in_lineup=False,
 )
+
+
+def best_start(model, sequences, n_symbols: int, fit_params: dict, batches_of, run):
+    """The common part of a contextual model's fit: its context table from the training
+    ``sequences`` (set as ``model.context_table_``), the memory check, and the best of its
+    ``n_init`` runs ``run(batches, rng)`` (seeded ``[seed, start]``; each returns a tuple whose
+    second item is its :class:`~ldhmm.inference.monitor.ConvergenceMonitor`), by the last value
+    recorded (:func:`ldhmm.models.fit_starts.best_of`)."""
+    if fit_params:
+        raise TypeError(f"{type(model).__name__}.fit takes no {', '.join(sorted(fit_params))}")
+    model.context_table_ = build_context_table(
+        sequences, context_order(model.emission_context), n_symbols, model.min_context_count
+    )
+    check_fit_memory(model, sequences)
+    batches = batches_of(sequences)
+    runs = [
+        lambda start=start: run(batches, np.random.default_rng([model.seed, start]))
+        for start in range(model.n_init)
+    ]
+    return best_of(runs, lambda result: result[1].history[-1])[1]
 
 
 def check_fit_memory(model, sequences) -> None:

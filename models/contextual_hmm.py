@@ -21,12 +21,11 @@ from ..inference.cavi.context_vem import (
     random_point_parameters,
     total_counts,
 )
-from ..inference.contexts import build_context_table, check_emission_context, context_ids, context_order
+from ..inference.contexts import check_emission_context, context_ids
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel
-from .contextual import check_fit_memory
-from .fit_starts import best_of
+from .contextual import best_start
 from .registry import register
 
 __all__ = ["ContextualHMM"]
@@ -133,18 +132,7 @@ class ContextualHMM(SequenceModel):
         return context_batches(sequences, context_ids(sequences, self.context_table_), self.n_symbols_)
 
     def _fit(self, sequences, n_symbols, **fit_params):
-        if fit_params:
-            raise TypeError(f"ContextualHMM.fit takes no {', '.join(sorted(fit_params))}")
-        self.context_table_ = build_context_table(
-            sequences, context_order(self.emission_context), n_symbols, self.min_context_count
-        )
-        check_fit_memory(self, sequences)
-        batches = self._batches(sequences)
-        runs = [
-            lambda start=start: self._run(batches, np.random.default_rng([self.seed, start]))
-            for start in range(self.n_init)
-        ]
-        _, (log_theta, monitor), _ = best_of(runs, lambda run: run[1].history[-1])
+        log_theta, monitor = best_start(self, sequences, n_symbols, fit_params, self._batches, self._run)
         self.startprob_ = log_theta["pi"].exp().numpy()
         self.transmat_ = log_theta["A"].exp().numpy()
         self.emissionprob_ = log_theta["B"].exp().numpy()

@@ -65,3 +65,16 @@ def numba_threads():
 
     yield set_threads
     numba.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def two_worker_client():
+    """A Dask client of a LocalCluster of two single-thread worker processes, one per test module
+    (skipped where Dask's ``distributed`` is not installed)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+    )
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()

@@ -52,13 +52,8 @@ _HELPERS.loader.exec_module(run_helpers)
 
 
 @pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
-    )
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
+def client(two_worker_client):
+    return two_worker_client
 
 
 def _write_tokens(db, path: Path) -> None:

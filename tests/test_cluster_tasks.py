@@ -52,13 +52,8 @@ def killer(n_states, n_symbols, seed, mark):
 
 
 @pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
-    )
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
+def client(two_worker_client):
+    return two_worker_client
 
 
 def test_compare_on_a_cluster_equals_the_local_run_and_a_lost_worker_costs_its_task(client, tmp_path):
