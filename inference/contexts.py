@@ -34,6 +34,7 @@ __all__ = [
     "history_keys",
     "build_context_table",
     "context_ids",
+    "next_context_rows",
 ]
 
 #: The named settings of ``emission_context=`` (an int n >= 1 is the order-n table).
@@ -173,3 +174,9 @@ def context_ids(sequences, table: ContextTable) -> list[np.ndarray]:
         found = kept[at] == keys[:, i]
         rows = np.where(found, table.offsets[i] + at, rows)
     return np.split(rows, np.cumsum(lengths)[:-1]) if lengths else []
+
+
+def next_context_rows(sequences, table: ContextTable) -> np.ndarray:
+    """The emission row of the position after each sequence's last event (its history: the
+    sequence's last events), int64 (M,): where a next-event prediction reads B."""
+    return np.array([c[-1] for c in context_ids([np.append(s, 0) for s in sequences], table)], dtype=np.int64)

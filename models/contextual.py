@@ -23,6 +23,7 @@ from ..inference.cavi.context_vem import (
     e_step,
     importance_log_weights,
     m_step,
+    next_event_proba,
     point_e_step,
     point_m_step,
     position_potentials,
@@ -31,7 +32,13 @@ from ..inference.cavi.context_vem import (
     random_point_parameters,
     total_counts,
 )
-from ..inference.contexts import build_context_table, check_emission_context, context_ids, context_order
+from ..inference.contexts import (
+    build_context_table,
+    check_emission_context,
+    context_ids,
+    context_order,
+    next_context_rows,
+)
 from ..inference.monitor import ConvergenceMonitor, RelativeChange
 from ..inference.ops.dirichlet import MIN_CONCENTRATION
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
@@ -252,7 +259,7 @@ class ContextualLDHMM(SequenceModel):
         emission row of the next position's context (its history, the last events) from
         ``E_q[B_m]``."""
         seqs = self._validate_for_score(sequences)
-        nxt = [c[-1] for c in context_ids([np.append(s, 0) for s in seqs], self.context_table_)]
+        nxt = next_context_rows(seqs, self.context_table_)
         out = np.empty((len(seqs), self.n_symbols_))
         prior = self._prior()
         for batch, res in self._posteriors(seqs):
@@ -261,10 +268,10 @@ class ContextualLDHMM(SequenceModel):
             q_last = res.marginals[torch.arange(batch.n_sequences), last]  # (M, K)
             g_A = prior["A"] + res.counts["A"]
             q_next = torch.einsum("mj,mjk->mk", q_last, g_A / g_A.sum(-1, keepdim=True))
-            rows = torch.as_tensor(np.asarray(nxt)[idx], dtype=torch.long)
-            B = posterior_mean_emissions(prior["B"], res.counts["B"], batch, rows)
-            p = torch.einsum("mk,mkv->mv", q_next, B)
-            out[idx] = (p / p.sum(-1, keepdim=True)).numpy()
+            rows = torch.from_numpy(nxt[idx])
+            out[idx] = next_event_proba(
+                q_next, posterior_mean_emissions(prior["B"], res.counts["B"], batch, rows)
+            )
         return out
 
 

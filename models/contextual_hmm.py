@@ -15,13 +15,14 @@ import torch
 
 from ..inference.cavi.context_vem import (
     context_batches,
+    next_event_proba,
     point_e_step,
     point_m_step,
     position_potentials,
     random_point_parameters,
     total_counts,
 )
-from ..inference.contexts import check_emission_context, context_ids
+from ..inference.contexts import check_emission_context, context_ids, next_context_rows
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel
@@ -169,7 +170,7 @@ class ContextualHMM(SequenceModel):
     def predict_next_proba(self, sequences) -> np.ndarray:
         """``p(x_(n+1) = v | x_1..x_n)`` of each sequence (the forward filter), (M, V)."""
         seqs = self._validate_for_score(sequences)
-        rows = np.array([c[-1] for c in context_ids([np.append(s, 0) for s in seqs], self.context_table_)])
+        rows = next_context_rows(seqs, self.context_table_)
         out = np.empty((len(seqs), self.n_symbols_))
         log_theta = self._log_theta()
         for batch in self._batches(seqs):
@@ -178,8 +179,7 @@ class ContextualHMM(SequenceModel):
             last = res.marginals[torch.arange(batch.n_sequences), batch.mask.sum(1) - 1]  # (M, K)
             q_next = last @ torch.from_numpy(self.transmat_)
             B = torch.from_numpy(self.emissionprob_)[:, torch.from_numpy(rows[idx]), :].permute(1, 0, 2)
-            p = torch.einsum("mk,mkv->mv", q_next, B)
-            out[idx] = (p / p.sum(-1, keepdim=True)).numpy()
+            out[idx] = next_event_proba(q_next, B)
         return out
 
 

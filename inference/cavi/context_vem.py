@@ -58,6 +58,7 @@ __all__ = [
     "m_step",
     "posterior_mean_logs",
     "posterior_mean_emissions",
+    "next_event_proba",
 ]
 
 #: Positions (padded) per batch: bounds the chain's (M, T, K, K) scan.
@@ -536,3 +537,11 @@ def posterior_mean_emissions(
     n = counts_B * hit[:, None, :]
     base.scatter_add_(2, batch.pair_symbol[:, None, :].expand(M, K, -1), n)
     return base / base.sum(-1, keepdim=True)
+
+
+def next_event_proba(q_next: torch.Tensor, rows_B: torch.Tensor) -> np.ndarray:
+    """``p(x_(n+1) = v) = sum_k q(z_(n+1) = k) B[k, v]`` of each sequence, rows renormalized,
+    float64 (M, V), from the next state's distribution (M, K) and the next position's emission
+    rows (M, K, V)."""
+    p = torch.einsum("mk,mkv->mv", q_next, rows_B)
+    return (p / p.sum(-1, keepdim=True)).numpy()
