@@ -95,7 +95,8 @@ class DataReference:
     source : str
         The absolute path or the URL (``"file"``), or the data set's name (``"dataset"``).
     options : tuple of (str, object)
-        How it was read, sorted by name: the columns of an event log (``"file"``) or the
+        How it was read, sorted by name: the :class:`ldhmm.data.DataOptions` set (``"file"``:
+        columns, separator, event selection and map, length limits) or the
         absolute ``data_dir`` and ``labelled`` (``"dataset"``); for both ``n_sequences`` and
         ``seed`` of a seeded sample.
     fingerprint : str
@@ -117,6 +118,8 @@ class DataReference:
                 self.source, None, options["data_dir"], n, seed, labelled=bool(options.get("labelled"))
             )
             return db
+        if options.get("event_map") is not None:
+            options["event_map"] = dict(options["event_map"])
         db = DataOptions(**options).read(self.source)
         return db.sample(min(int(n), len(db)), seed=seed) if n else db
 
@@ -190,6 +193,17 @@ def _absolute(path) -> str:
     return str(path) if is_url(str(path)) else os.path.abspath(path)
 
 
+def _hashable_options(options: dict) -> dict:
+    """``options`` of :class:`ldhmm.data.DataOptions` with hashable values (``events`` a tuple,
+    ``event_map`` a sorted tuple of pairs: :meth:`DataReference.read` turns it back)."""
+    out = dict(options)
+    if out.get("events") is not None:
+        out["events"] = tuple(out["events"])
+    if out.get("event_map") is not None:
+        out["event_map"] = tuple(sorted(dict(out["event_map"]).items()))
+    return out
+
+
 def data_reference(
     data,
     db: SequenceDatabase,
@@ -247,7 +261,10 @@ def data_reference(
         source = str(data.meta["source"])
         if not (is_url(source) or Path(source).exists()):
             return None
-        reference = file_reference(source, {k: data.meta.get(k) for k in _META_COLUMNS})
+        read_with = data.meta.get("data_options")  # DataOptions.read: every option it was read with
+        if read_with is None:
+            read_with = {k: data.meta.get(k) for k in _META_COLUMNS}
+        reference = file_reference(source, _hashable_options(read_with))
         try:
             same = data_fingerprint(reference.read()) == fingerprint
         except (OSError, ValueError):

@@ -145,9 +145,27 @@ def test_which_data_the_workers_read(tmp_path, data_dir):
     # a database read from the file (``ldhmm compare --file``): the same reference, checked here
     whole = load_path(text)
     assert data_reference(whole, whole) == DataReference("file", str(text), (), data_fingerprint(whole))
+    # ... one read with data options (``--min-length``, ``--events``, ``--event-map``): the file
+    # with those options, which the workers read to the same database
+    options = DataOptions(min_length=20, events=("a", "s2", "s3"), event_map={"s0": "a", "s1": "a"})
+    selected = options.read(text)
+    assert len(selected) < len(whole) and selected.vocabulary == ["a", "s2", "s3"]
+    ref = data_reference(selected, selected)
+    assert ref.kind == "file" and ref.source == str(text)
+    assert dict(ref.options)["min_length"] == 20 and dict(ref.options)["events"] == ("a", "s2", "s3")
+    assert pickle.loads(pickle.dumps(ref)) == ref and hash(ref) == hash(pickle.loads(pickle.dumps(ref)))
+    again = ref.load()  # the fingerprint checked: the same sequences, symbols and names
+    assert again.vocabulary == selected.vocabulary and np.array_equal(again.tokens, selected.tokens)
+    # the ldhmm-sequences text format, read by the CLI's data options: the file too
+    native = tmp_path / "s.ldhmm.txt"
+    db.to_text(native)
+    read = DataOptions(max_length=30).read(native)
+    ref = data_reference(read, read)
+    assert ref.source == str(native) and dict(ref.options) == {"max_length": 30}
+    assert data_fingerprint(ref.load()) == data_fingerprint(read)
     # ... but one whose sequences were selected after the read is not the file's: scattered
-    selected = DataOptions(min_length=20).read(text)
-    assert len(selected) < len(whole) and data_reference(selected, selected) is None
+    after = whole.filter_length(20)
+    assert len(after) < len(whole) and data_reference(after, after) is None
     # an event log, with its columns
     log = tmp_path / "log.csv"
     rows = [(f"u{i}", f"e{int(v)}", t) for i, s in enumerate(db.sequences) for t, v in enumerate(s)]

@@ -102,8 +102,27 @@ class DataOptions:
         return out
 
     def read(self, path) -> SequenceDatabase:
-        """The file at ``path``, read and selected (:meth:`load`, then :meth:`select`)."""
-        return self.select(self.load(path))
+        """The file at ``path``, read and selected (:meth:`load`, then :meth:`select`).
+
+        The database's ``meta`` records where and how: ``"source"`` (the path, where the reader
+        did not set it) and ``"data_options"`` (:meth:`given`), so that a cluster's workers can
+        read the same database again instead of being sent it.
+        """
+        db = self.select(self.load(path))
+        db.meta.setdefault("source", str(path))
+        db.meta["data_options"] = self.given()
+        return db
+
+    def given(self) -> dict:
+        """The options that are set (not None), by name: ``DataOptions(**options.given())``
+        reads as ``options`` does (``events`` as a list, ``event_map`` as a dict)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out = {name: value for name, value in out.items() if value is not None}
+        if "events" in out:
+            out["events"] = list(out["events"])
+        if "event_map" in out:
+            out["event_map"] = dict(out["event_map"])
+        return out
 
     @property
     def selects(self) -> bool:
