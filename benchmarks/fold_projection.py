@@ -8,6 +8,11 @@ seconds per fold and the projection to all folds::
 
     python benchmarks/fold_projection.py --dataset msnbc --data-dir ../shared/data --jobs 2 \\
         --run-folds 0 --out results/fold-projection-msnbc
+    python benchmarks/fold_projection.py --dataset msnbc --data-dir ../shared/data --backend dask \\
+        --workers 2 --run-folds 0 --out results/fold-projection-msnbc-dask
+
+(``--backend dask --workers N``: the same tasks on a LocalCluster of N worker processes, one
+numba thread each, as ``ldhmm compare --backend dask --workers N`` runs them.)
 
 The projection is ``sum over models of (task seconds per fold) x folds / jobs``: it assumes
 the other folds cost what the run ones did and the jobs stay busy to the end, so the full
@@ -17,10 +22,12 @@ run's wall time is longer by its tail (at most about one task).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import pandas as pd
 
+from ldhmm.cli.cluster import dask_client
 from ldhmm.experiments import compare as compare_module
 
 __all__ = ["main", "only_folds", "projection"]
@@ -52,6 +59,8 @@ def main(argv=None) -> None:
     parser.add_argument("--folds", type=int, default=10)
     parser.add_argument("--run-folds", type=int, nargs="+", default=[0], help="the folds to run (default 0)")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--backend", choices=["local", "dask"], default="local")
+    parser.add_argument("--workers", type=int, default=None, help="--backend dask: LocalCluster workers")
     parser.add_argument("--out", required=True)
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
@@ -64,8 +73,18 @@ def main(argv=None) -> None:
     # compare() builds its task groups through this module attribute: swapping it runs the full
     # run's tasks (same fold split, seeds and budgets) for the chosen folds only
     compare_module.compare_groups = some_groups
-    try:
+    cluster = argparse.Namespace(
+        backend=args.backend,
+        scheduler=None,
+        workers=args.workers,
+        worker_threads=1 if args.backend == "dask" else None,
+        scheduler_timeout=None,
+        quiet=args.quiet,
+    )
+    with contextlib.ExitStack() as stack:
+        stack.callback(setattr, compare_module, "compare_groups", full_groups)
         start = time.perf_counter()
+        client = stack.enter_context(dask_client(cluster))  # the cluster's start is in the wall time
         result = compare_module.compare(
             models=args.models,
             data=args.dataset,
@@ -75,20 +94,22 @@ def main(argv=None) -> None:
             jobs=args.jobs,
             out=args.out,
             quiet=args.quiet,
+            backend=args.backend,
+            client=client,
         )
         wall = time.perf_counter() - start
-    finally:
-        compare_module.compare_groups = full_groups
     table = projection(result.folds, len(keep), args.folds)
-    print(f"\nran folds {sorted(keep)} of {args.folds} in {wall:.0f} s wall ({args.jobs} jobs)")
+    where = f"{args.workers or 2} Dask workers" if args.backend == "dask" else f"{args.jobs} jobs"
+    print(f"\nran folds {sorted(keep)} of {args.folds} in {wall:.0f} s wall ({where})")
     print("| model | task seconds per fold | projected task seconds, all folds |")
     print("|---|---|---|")
     for model, row in table.iterrows():
         print(f"| {model} | {row.task_s_per_fold:.0f} | {row.task_s_all_folds:.0f} |")
     total = table["task_s_all_folds"].sum()
     print(f"| all | {total / args.folds:.0f} | {total:.0f} |")
-    minutes = total / args.jobs / 60
-    print(f"projected wall time of all {args.folds} folds with {args.jobs} jobs: {minutes:.1f} min")
+    lanes = (args.workers or 2) if args.backend == "dask" else args.jobs
+    minutes = total / lanes / 60
+    print(f"projected wall time of all {args.folds} folds with {where}: {minutes:.1f} min")
 
 
 if __name__ == "__main__":
