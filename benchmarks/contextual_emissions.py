@@ -142,14 +142,29 @@ def split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[:cut]), np.sort(order[cut:])
 
 
-def models(K: int, V: int, seed: int) -> dict:
+def models(K: int, V: int, seed: int, smoothing: float | None = None) -> dict:
+    """The compared models by name; ``smoothing``: the contextual variants' ``context_smoothing``
+    (None: their default)."""
+    extra = {} if smoothing is None else {"context_smoothing": smoothing}
     return {
         "LDHMM-PF": lambda: LDHMM(K, n_symbols=V, seed=seed),
-        "LDHMM-PF-ctx1": lambda: ContextualLDHMM(K, n_symbols=V, emission_context=1, seed=seed),
-        "LDHMM-PF-ctx3": lambda: ContextualLDHMM(K, n_symbols=V, emission_context=3, seed=seed),
+        "LDHMM-PF-ctx1": lambda: ContextualLDHMM(K, n_symbols=V, emission_context=1, seed=seed, **extra),
+        "LDHMM-PF-ctx3": lambda: ContextualLDHMM(K, n_symbols=V, emission_context=3, seed=seed, **extra),
         "MARKOV1": lambda: SmoothedMarkovChain(n_symbols=V, order=1),
         "MARKOV3": lambda: SmoothedMarkovChain(n_symbols=V, order=3),
     }
+
+
+def lineup(names: list, smoothings: list) -> list:
+    """(label, name, smoothing) of every run: each contextual variant once per smoothing
+    (labelled ``name s=value`` where several are compared), the others once."""
+    out = []
+    for name in names:
+        if "ctx" in name and len(smoothings) > 1:
+            out += [(f"{name} s={value:g}", name, value) for value in smoothings]
+        else:
+            out.append((name, name, smoothings[0] if smoothings else None))
+    return out
 
 
 def held_out_scores(model, held, is_samples: int, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -201,8 +216,18 @@ def main(argv=None) -> None:
         nargs="+",
         default=["LDHMM-PF", "LDHMM-PF-ctx1", "LDHMM-PF-ctx3", "MARKOV1", "MARKOV3"],
     )
+    parser.add_argument(
+        "--context-smoothing",
+        type=float,
+        nargs="+",
+        default=None,
+        metavar="S",
+        help="the contextual variants' context_smoothing (several: each variant once per value; "
+        "default: the model's default)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    runs = lineup(args.models, args.context_smoothing or [None])
     rows = []
     for name in args.data:
         db = load(name, args.n, args.data_dir, args.seed)
@@ -216,8 +241,8 @@ def main(argv=None) -> None:
             f"V = {db.n_symbols}"
         )
         for K in args.states:
-            for label in args.models:
-                model = models(K, db.n_symbols, args.seed)[label]()
+            for label, model_name, smoothing in runs:
+                model = models(K, db.n_symbols, args.seed, smoothing)[model_name]()
                 t0 = time.process_time()
                 model.fit(train.sequences)
                 cpu = time.process_time() - t0
@@ -237,7 +262,7 @@ def main(argv=None) -> None:
                 )
                 print(f"  K={K} {label}: {log_p.sum() / events:.4f} per event, {cpu:.1f} CPU s", flush=True)
     print()
-    print(table(rows, "LDHMM-PF-ctx1"))
+    print(table(rows, next((label for label, name, _ in runs if name == "LDHMM-PF-ctx1"), "LDHMM-PF-ctx1")))
 
 
 if __name__ == "__main__":

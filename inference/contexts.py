@@ -17,6 +17,11 @@ shorter contexts, as the interpolated Markov chains of :mod:`ldhmm.baselines.mar
 do). Order 1 is ``emission_context="previous"``: C = V + 1 rows, row ``c`` for the previous
 symbol ``c`` and row ``V`` for the beginning of a sequence.
 
+:func:`backoff_pseudocounts` ties each row to its shorter context, as MacKay and Peto's
+hierarchical Dirichlet language model does (1995): the pseudo-counts ``s m_parent(c)`` of a
+row, with ``m`` the events after the parent context in the training data, smoothed the same
+way down to the add-one unigram distribution.
+
 Pure functions over numpy arrays; the table is a small value object saved with the model.
 """
 
@@ -35,6 +40,7 @@ __all__ = [
     "build_context_table",
     "context_ids",
     "next_context_rows",
+    "backoff_pseudocounts",
 ]
 
 #: The named settings of ``emission_context=`` (an int n >= 1 is the order-n table).
@@ -180,3 +186,65 @@ def next_context_rows(sequences, table: ContextTable) -> np.ndarray:
     """The emission row of the position after each sequence's last event (its history: the
     sequence's last events), int64 (M,): where a next-event prediction reads B."""
     return np.array([c[-1] for c in context_ids([np.append(s, 0) for s in sequences], table)], dtype=np.int64)
+
+
+def backoff_pseudocounts(sequences, table: ContextTable, strength: float) -> np.ndarray:
+    """``strength`` pseudo-events per context row, spread as the events after its parent
+    context: float64 (C, V), every entry positive (zeros where ``strength`` is 0).
+
+    The parent of an order-1 row (the previous event, or BEGIN) is the unigram distribution
+    ``u_v = (n_v + 1) / (N + V)``; the parent of a longer kept history is its longest kept
+    proper suffix. A context's own distribution, as a parent, is MacKay and Peto's
+    interpolation ``(n_cv + s m_parent(c), v) / (n_c + s)`` of the training events after it
+    (every position whose history ends with it), so that a row's pseudo-counts are
+    ``s m_parent(c)``: a fixed function of the training symbols (never of the hidden states).
+
+    Parameters
+    ----------
+    sequences : list of 1-D int arrays
+        The training sequences (symbols 0..V-1).
+    table : ContextTable
+        Their context table (:func:`build_context_table`).
+    strength : float >= 0
+        ``s``: the pseudo-events of each row (one prior per hidden state and row).
+    """
+    V, base = table.n_symbols, table.n_symbols + 1
+    C = table.n_contexts
+    if strength <= 0:
+        return np.zeros((C, V))
+    seqs = [np.asarray(s, dtype=np.int64) for s in sequences]
+    symbols = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+    keys = history_keys(seqs, table.order, V)
+    unigram = (np.bincount(symbols, minlength=V)[:V] + 1.0) / (symbols.size + V)
+    own = np.empty((C, V))  # each row's interpolated distribution, as a parent
+    parent = np.empty((C, V))
+    for i in range(table.order):
+        kept = table.keys[i]
+        if not kept.size:
+            continue
+        rows = np.arange(table.offsets[i], table.offsets[i + 1])
+        if i == 0:
+            parent[rows] = unigram
+        else:
+            parent[rows] = own[_longest_kept_suffix(kept, i, table, base)]
+        at = np.searchsorted(kept, keys[:, i]).clip(max=kept.size - 1)
+        found = kept[at] == keys[:, i]
+        counts = np.zeros((kept.size, V))
+        np.add.at(counts, (at[found], symbols[found]), 1.0)
+        own[rows] = (counts + strength * parent[rows]) / (counts.sum(1, keepdims=True) + strength)
+    return strength * parent
+
+
+def _longest_kept_suffix(histories: np.ndarray, order: int, table: ContextTable, base: int) -> np.ndarray:
+    """The row of the longest kept proper suffix of each order-(``order`` + 1) history
+    (order 1 is always kept), int64."""
+    out = np.full(histories.size, -1, dtype=np.int64)
+    for i in range(order - 1, -1, -1):  # suffixes of order i + 1, longest first
+        suffix = histories % base ** (i + 1)
+        kept = table.keys[i]
+        if not kept.size:
+            continue
+        at = np.searchsorted(kept, suffix).clip(max=kept.size - 1)
+        hit = (kept[at] == suffix) & (out < 0)
+        out[hit] = table.offsets[i] + at[hit]
+    return out

@@ -22,6 +22,7 @@ from ..inference.cavi.context_vem import (
     count_table,
     e_step,
     importance_log_weights,
+    log_hyperprior,
     m_step,
     next_event_proba,
     point_e_step,
@@ -33,6 +34,7 @@ from ..inference.cavi.context_vem import (
     total_counts,
 )
 from ..inference.contexts import (
+    backoff_pseudocounts,
     build_context_table,
     check_emission_context,
     context_ids,
@@ -81,6 +83,13 @@ class ContextualLDHMM(SequenceModel):
         The smallest concentration the M-step may learn (a floor on every prior entry): an
         event never seen after a context in training keeps at least this share of a row's
         prior, so a prediction never rules it out (default: the project's numerical floor).
+    context_smoothing : float >= 0
+        Pseudo-events that tie each emission row to its shorter context (MacKay and Peto's
+        hierarchical Dirichlet smoothing, :func:`ldhmm.inference.contexts.backoff_pseudocounts`):
+        the M-step maximizes the bound plus the log of the hyperprior they make
+        (:func:`ldhmm.inference.cavi.context_vem.log_hyperprior`), so that an event rarely or
+        never seen after a context in training keeps about ``s m_parent / (n_c + s)`` of the
+        row. 0: the plain empirical-Bayes M-step.
     seed : int
 
     Attributes
@@ -89,8 +98,11 @@ class ContextualLDHMM(SequenceModel):
         The learned Dirichlet priors.
     context_table_ : ContextTable
     elbo_history_ : list of float
-        The training bound after every E-step (non-decreasing).
+        The training objective after every E-step: the bound plus the log hyperprior of the
+        context smoothing (non-decreasing; the bound itself where ``context_smoothing`` is 0).
     elbo_ : float
+        The training bound of the last E-step (the sum of the sequences' bounds: what
+        ``score_samples`` of the training set gives).
     """
 
     name = "LDHMM-CTX"
@@ -107,6 +119,7 @@ class ContextualLDHMM(SequenceModel):
         tol: float = 1e-4,
         n_init: int = 1,
         min_concentration: float = MIN_CONCENTRATION,
+        context_smoothing: float = 1.0,
         seed: int = 0,
     ):
         super().__init__(n_states, seed)
@@ -135,6 +148,14 @@ class ContextualLDHMM(SequenceModel):
                 f"got {min_concentration!r}"
             )
         self.min_concentration = float(min_concentration)
+        if (
+            isinstance(context_smoothing, bool)
+            or not isinstance(context_smoothing, (int, float))
+            or not np.isfinite(context_smoothing)
+            or context_smoothing < 0
+        ):
+            raise ValueError(f"context_smoothing must be a finite number >= 0, got {context_smoothing!r}")
+        self.context_smoothing = float(context_smoothing)
 
     # ------------------------------------------------------------------ fitting
     def _batches(self, sequences):
@@ -158,30 +179,39 @@ class ContextualLDHMM(SequenceModel):
         }
         return prior, counts
 
-    def _run(self, batches, rng):
-        """One EM run from a random start: (priors, monitor, whether a prior hit the cap)."""
+    def _run(self, batches, rng, pseudo_B=None):
+        """One EM run from a random start: (priors, monitor, whether a prior hit the cap, the
+        last E-step's bound). ``pseudo_B``: the context smoothing's pseudo-counts (C, V)."""
         prior, counts = self._start(batches, rng)
         monitor = ConvergenceMonitor(RelativeChange(self.tol), self.max_iter, unit="EM iteration")
         capped = False
         while True:
             results = [e_step(prior, b, c, FIT_SWEEPS, FIT_SWEEP_TOL) for b, c in zip(batches, counts)]
             counts = [r.counts for r in results]
-            if monitor.record(float(sum(r.bounds.sum() for r in results))):
+            bound = float(sum(r.bounds.sum() for r in results))
+            if monitor.record(bound + log_hyperprior(prior["B"], pseudo_B)):
                 break
-            table = count_table(results, batches, tuple(prior["B"].shape))
+            table = count_table(results, batches, tuple(prior["B"].shape), pseudo_B)
             prior, cap = m_step(prior, table, self.min_concentration)
             capped |= cap
         if monitor.reason == "non_finite":
             raise FloatingPointError(f"ContextualLDHMM: the training bound is {monitor.bad_value}")
-        return prior, monitor, capped
+        return prior, monitor, capped, bound
 
     def _fit(self, sequences, n_symbols, **fit_params):
-        prior, monitor, capped = best_start(self, sequences, n_symbols, fit_params, self._batches, self._run)
+        pseudo = {}  # the context smoothing's pseudo-counts, once the context table is built
+
+        def run(batches, rng):
+            if "B" not in pseudo and self.context_smoothing > 0:
+                pseudo["B"] = backoff_pseudocounts(sequences, self.context_table_, self.context_smoothing)
+            return self._run(batches, rng, pseudo.get("B"))
+
+        prior, monitor, capped, bound = best_start(self, sequences, n_symbols, fit_params, self._batches, run)
         self.alpha_pi_ = prior["pi"].numpy()
         self.alpha_A_ = prior["A"].numpy()
         self.beta_ = prior["B"].numpy()
         self.elbo_history_ = list(monitor.history)
-        self.elbo_ = monitor.history[-1]
+        self.elbo_ = bound
         self.capped_ = capped
         self._set_convergence(monitor.report())
 

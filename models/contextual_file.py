@@ -7,7 +7,8 @@ JSON, written atomically, read back checked field by field (a one-line
      "config": {...},                       # the constructor's arguments
      "contexts": {"order": 1, "min_count": 20, "keys": [[0, ..., V], ...]},
      "prior": {"pi": [...], "A": [[...]], "B": [[[...]]]},   # (K,), (K, K), (K, C, V)
-     "elbo_history": [...],
+     "elbo_history": [...],                 # the training objective after every E-step
+     "elbo": -1234.5,                       # the training bound (absent: the history's last)
      "vocabulary": ["symbol 0", ...] or null,
      "training_data": {...} or absent}
 
@@ -41,6 +42,7 @@ def write_contextual_file(path, model, vocabulary=None) -> None:
         "contexts": model.context_table_.to_json(),
         "prior": {"pi": model.alpha_pi_.tolist(), "A": model.alpha_A_.tolist(), "B": model.beta_.tolist()},
         "elbo_history": [float(x) for x in model.elbo_history_],
+        "elbo": float(model.elbo_),
         "vocabulary": vocabulary,
     }
     if getattr(model, "training_data_", None) is not None:
@@ -107,7 +109,10 @@ def read_contextual_file(path, cls):
     model.context_table_ = table
     model.n_symbols_ = V
     model.elbo_history_ = [float(x) for x in history]
-    model.elbo_ = model.elbo_history_[-1]
+    elbo = doc.get("elbo", model.elbo_history_[-1])
+    if isinstance(elbo, bool) or not isinstance(elbo, (int, float)) or not np.isfinite(elbo):
+        raise ModelFileError(path, "elbo", f"expected a finite number, got {elbo!r}")
+    model.elbo_ = float(elbo)
     if isinstance(doc.get("training_data"), dict):
         model.training_data_ = doc["training_data"]
     return model

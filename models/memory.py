@@ -256,7 +256,8 @@ def contextual_fit_bytes(K: int, C: int, V: int, n_sequences: int, n_tokens: int
       positions, ``is_draws`` of them side by side when importance sampling): the chain's
       potentials, messages and marginals, ten K-vectors per position, and K x K per position
       for the moves;
-    - database-level a dozen K x C x V arrays (priors, their sums, the M-step's candidates);
+    - database-level a dozen K x C x V arrays (priors, their sums, the M-step's candidates),
+      and four more for the context smoothing's pseudo-counts in the count table;
     - the database itself and :data:`COMMAND_BYTES`.
     """
     M, T = int(n_sequences), int(n_tokens)
@@ -265,7 +266,7 @@ def contextual_fit_bytes(K: int, C: int, V: int, n_sequences: int, n_tokens: int
         8 * (M * (K + K * K) + T * K)
         + 3 * (M * (K + K * K) + T * K)
         + positions * (10 * K + 2 * K * K)
-        + 12 * K * C * V
+        + 16 * K * C * V
     )
     data = INPUT_BYTES_PER_TOKEN * T + INPUT_BYTES_PER_SEQUENCE * M
     return int(8 * values + data + COMMAND_BYTES)

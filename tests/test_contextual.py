@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from scipy.optimize import minimize
 from scipy.special import gammaln, logsumexp
 
 from ldhmm.cli import main
@@ -16,17 +17,23 @@ from ldhmm.experiments.lineup import resolve_models
 from ldhmm.inference.cavi.context_vem import (
     best_of_starts,
     context_batch,
+    count_table,
     e_step,
     expected_logs,
+    log_hyperprior,
+    m_step,
     position_potentials,
     prior_at_pairs,
 )
+from ldhmm.inference.cavi.kernels.dirichlet_multinomial import table_sums
 from ldhmm.inference.contexts import (
     ContextTable,
+    backoff_pseudocounts,
     build_context_table,
     check_emission_context,
     context_ids,
 )
+from ldhmm.inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
 from ldhmm.modelfiles import load_model
 from ldhmm.models import LDHMM
 from ldhmm.models.contextual import ContextualLDHMM
@@ -232,11 +239,107 @@ def test_em_never_lowers_the_bound_and_rescoring_gives_the_training_elbo(seed):
     prior, table = _truth()
     rng = np.random.default_rng(seed)
     train = _draw(rng, prior, table, 80, (3, 20), 4)
-    model = ContextualLDHMM(2, n_symbols=4, seed=seed, tol=1e-6).fit(train)
+    model = ContextualLDHMM(2, n_symbols=4, seed=seed, tol=1e-6, context_smoothing=[0.0, 1.0, 4.0][seed]).fit(
+        train
+    )
     h = np.asarray(model.elbo_history_)
     assert np.all(np.diff(h) >= -1e-9 * np.abs(h[1:]))
     tokens = sum(len(s) for s in train)
     assert abs(model.score(train) - model.elbo_) / tokens < 0.005
+
+
+# ------------------------------------------------------------------ the context smoothing
+def test_backoff_pseudocounts_are_mackay_petos_interpolation_by_a_direct_count():
+    rng = np.random.default_rng(3)
+    V, s = 3, 2.5
+    seqs = [rng.integers(0, V, size=rng.integers(1, 12)) for _ in range(60)]
+    table = build_context_table(seqs, 2, V, min_count=8)
+    pseudo = backoff_pseudocounts(seqs, table, s)
+    assert pseudo.shape == (table.n_contexts, V) and np.all(pseudo > 0)
+    np.testing.assert_allclose(pseudo.sum(1), s)
+    # by hand: order 1 -> the add-one unigram; a kept pair (a, b) ("b then a", a the most recent)
+    # -> the interpolated distribution after a: (n_av + s u_v) / (n_a + s)
+    flat = np.concatenate(seqs)
+    u = (np.bincount(flat, minlength=V) + 1.0) / (flat.size + V)
+    np.testing.assert_allclose(pseudo[: V + 1], s * np.tile(u, (V + 1, 1)))
+    after = np.zeros((V + 1, V))  # after[a, v]: v right after a (a = V: at the start)
+    for q in seqs:
+        for t, v in enumerate(q):
+            after[q[t - 1] if t else V, v] += 1
+    for j, key in enumerate(table.keys[1]):
+        a = key % (V + 1)
+        want = (after[a] + s * u) / (after[a].sum() + s)
+        np.testing.assert_allclose(pseudo[table.offsets[1] + j], s * want)
+    assert not backoff_pseudocounts(seqs, table, 0.0).any()
+
+
+def test_the_smoothed_m_step_maximizes_the_bound_plus_the_log_hyperprior():
+    rng = np.random.default_rng(0)
+    V, K = 3, 2
+    seqs = [rng.integers(0, V, size=rng.integers(2, 9)) for _ in range(25)]
+    table = build_context_table(seqs, 1, V)
+    batch = context_batch(seqs, context_ids(seqs, table), np.arange(len(seqs)), V)
+    C = table.n_contexts
+    prior = {"pi": torch.full((K,), 1.0), "A": torch.full((K, K), 1.0), "B": torch.full((K, C, V), 0.7)}
+    res = e_step(prior, batch, None, 3, 1e-9)
+    pseudo = backoff_pseudocounts(seqs, table, 1.5)
+    counts = count_table([res], [batch], (K, C, V), pseudo)
+    plain = count_table([res], [batch], (K, C, V))
+
+    def objective(B):  # the B part of the collapsed bound plus the log hyperprior, from the tables
+        sums = table_sums(plain, {"B": B.reshape(K * C, V)})["B"]
+        return sums[0][0].sum() - sums[1][0].sum() + log_hyperprior(torch.from_numpy(B), pseudo)
+
+    # the table with the pseudo-sequence holds exactly the hyperprior's terms
+    B0 = prior["B"].numpy()
+    with_pseudo = table_sums(counts, {"B": B0.reshape(K * C, V)})["B"]
+    np.testing.assert_allclose(with_pseudo[0][0].sum() - with_pseudo[1][0].sum(), objective(B0), rtol=1e-12)
+    # by scipy's gammaln: log B(b + s) - log B(b) summed over rows
+    b, sc = B0, pseudo[None]
+    direct = (
+        gammaln(b + sc).sum(-1) - gammaln(b).sum(-1) - gammaln((b + sc).sum(-1)) + gammaln(b.sum(-1))
+    ).sum()
+    assert log_hyperprior(prior["B"], pseudo) == pytest.approx(direct, rel=1e-12)
+    # M-steps from there (the optimum of rows with little data is at the cap): each one at
+    # least as high, higher than the unsmoothed M-step's priors, and scipy's bounded L-BFGS
+    # started there finds nothing higher
+    current, values = prior, [objective(B0)]
+    for _ in range(8):
+        current, _ = m_step(current, counts)
+        values.append(objective(current["B"].numpy()))
+    assert np.all(np.diff(values) >= -1e-12 * abs(values[-1]))
+    unsmoothed = prior
+    for _ in range(8):
+        unsmoothed, _ = m_step(unsmoothed, plain)
+    assert values[-1] > objective(unsmoothed["B"].numpy()) + 1e-3
+    B1 = current["B"].numpy()
+    bounds = [(np.log(MIN_CONCENTRATION), np.log(MAX_CONCENTRATION))] * B1.size
+    best = minimize(lambda x: -objective(np.exp(x).reshape(B1.shape)), np.log(B1).ravel(), bounds=bounds)
+    assert -best.fun <= values[-1] + 1e-6 * abs(values[-1])
+
+
+def test_the_smoothing_keeps_an_event_never_seen_after_a_context_possible():
+    rng = np.random.default_rng(1)
+    V = 3
+    # symbol 2 never follows symbol 0 in training (0 is always followed by 1)
+    train = []
+    for _ in range(120):
+        q = [int(rng.integers(0, V))]
+        while len(q) < 10:
+            q.append(1 if q[-1] == 0 else int(rng.integers(0, V)))
+        train.append(np.array(q))
+    prefix = [np.array([1, 2, 0])]
+    plain = ContextualLDHMM(2, n_symbols=V, context_smoothing=0.0, seed=0).fit(train)
+    smoothed = ContextualLDHMM(2, n_symbols=V, seed=0).fit(train)
+    n_after_0 = sum(int(np.sum(q[:-1] == 0)) for q in train)
+    u2 = (sum(int(np.sum(q == 2)) for q in train) + 1.0) / (sum(len(q) for q in train) + V)
+    floor = smoothed.context_smoothing * u2 / (n_after_0 + smoothed.context_smoothing)
+    p_smoothed = smoothed.predict_next_proba(prefix)[0, 2]
+    p_plain = plain.predict_next_proba(prefix)[0, 2]
+    assert p_smoothed > 0.1 * floor and p_plain < 0.01 * floor
+    # and the training bound is still what re-scoring gives
+    tokens = sum(len(q) for q in train)
+    assert abs(smoothed.score(train) - smoothed.elbo_) / tokens < 0.005
 
 
 def test_data_from_the_variant_is_recovered():

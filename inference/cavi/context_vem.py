@@ -56,6 +56,7 @@ __all__ = [
     "importance_log_weights",
     "count_table",
     "m_step",
+    "log_hyperprior",
     "posterior_mean_logs",
     "posterior_mean_emissions",
     "next_event_proba",
@@ -431,10 +432,16 @@ def _fields(batch: ContextBatch) -> tuple:
     return tuple(getattr(batch, f.name) for f in fields(batch))
 
 
-def count_table(results: list, batches: list, shape_B: tuple) -> CountTable:
+def count_table(
+    results: list, batches: list, shape_B: tuple, pseudo_B: np.ndarray | None = None
+) -> CountTable:
     """The count table (:class:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.CountTable`)
     of groups ``pi`` (1, K), ``A`` (K, K) and ``B`` (K C, V) over every batch's counts, entries
-    in sequence order (the order of ``batches``, then of their rows)."""
+    in sequence order (the order of ``batches``, then of their rows).
+
+    ``pseudo_B`` (C, V), optional: one more sequence after the last, with these counts in every
+    state's emission rows (:func:`ldhmm.inference.contexts.backoff_pseudocounts`): the M-step
+    then also maximizes :func:`log_hyperprior`."""
     K, C, V = shape_B
     entry_parts = {"pi": [], "A": [], "B": []}
     row_parts = {"pi": [], "A": [], "B": []}
@@ -457,6 +464,11 @@ def count_table(results: list, batches: list, shape_B: tuple) -> CountTable:
         N = _slot_counts(torch.from_numpy(nB), batch).numpy()  # (M, K, Q)
         m, k, q = np.nonzero(N > 0)
         row_parts["B"].append((k * C + batch.slot_context.numpy()[m, q], seq[m], N[m, k, q]))
+    if pseudo_B is not None:
+        k, c, v = np.nonzero(np.broadcast_to(pseudo_B > 0, (K, C, V)))
+        entry_parts["B"].append(((k * C + c) * V + v, np.full(k.size, offset), pseudo_B[c, v]))
+        k, c = np.nonzero(np.broadcast_to(pseudo_B.sum(1) > 0, (K, C)))
+        row_parts["B"].append((k * C + c, np.full(k.size, offset), pseudo_B.sum(1)[c]))
     keys, bounds, values = [], [0], []
     entry_tasks, row_tasks = {}, {}
     n_tasks = n_values = 0
@@ -508,6 +520,20 @@ def m_step(prior: dict, table: CountTable, min_value: float = MIN_CONCENTRATION)
         },
         result.capped,
     )
+
+
+def log_hyperprior(prior_B: torch.Tensor, pseudo_B: np.ndarray | None) -> float:
+    """``sum_(k, c) [log B(beta[k, c] + s[c]) - log B(beta[k, c])]``, with ``log B`` the log
+    multivariate Beta function: the log of the (unnormalized) hyperprior that pseudo-counts
+    ``s = pseudo_B`` (C, V) put on the emission priors ``beta`` (K, C, V); 0 without them.
+    The M-step with ``count_table(..., pseudo_B)`` maximizes the bound plus this term."""
+    if pseudo_B is None:
+        return 0.0
+    beta = prior_B.double()
+    s = torch.from_numpy(np.ascontiguousarray(pseudo_B))[None].expand_as(beta)
+    gain = torch.lgamma(beta + s).sum(-1) - torch.lgamma(beta).sum(-1)
+    gain -= torch.lgamma(beta.sum(-1) + s.sum(-1)) - torch.lgamma(beta.sum(-1))
+    return float(gain.sum())
 
 
 def posterior_mean_logs(prior: dict, counts: dict, batch: ContextBatch) -> dict:
