@@ -446,12 +446,18 @@ def test_fit_command_writes_a_contextual_model_and_refuses_what_it_lacks(tmp_pat
     model = load_model(out)
     assert model.emission_context == "previous" and model.vocabulary_ == ["a", "b", "c", "d"]
     direct = ContextualLDHMM(2, n_symbols=4, n_init=1, seed=0).fit(train)
-    assert model.elbo_history_ == direct.elbo_history_
+    assert model.elbo_history_ == direct.elbo_history_ and model.elbo_ == direct.elbo_
+    smoothed = tmp_path / "ctx-s.json"
+    assert main([*argv, "--context-smoothing", "0", "--out", str(smoothed), "--quiet"]) == 0
+    unsmoothed = ContextualLDHMM(2, n_symbols=4, n_init=1, seed=0, context_smoothing=0.0).fit(train)
+    assert load_model(smoothed).context_smoothing == 0.0
+    assert load_model(smoothed).elbo_history_ == unsmoothed.elbo_history_ != direct.elbo_history_
     capsys.readouterr()
     for extra, message in [
         (["--emission-context", "next"], "--emission-context: expected 'previous' or an order 1..8"),
         (["--states", "2..3"], "--emission-context fits one K"),
         (["--guide", "ff"], "PF family only: no --guide ff"),
+        (["--context-smoothing", "-1"], "context_smoothing must be a finite number >= 0"),
     ]:
         assert main([*argv, *extra, "--out", str(tmp_path / "x.json")]) == 1
         err = capsys.readouterr().err

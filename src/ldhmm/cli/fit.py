@@ -72,6 +72,14 @@ def register(subparsers) -> argparse.ArgumentParser:
         "emission rows of its own (default 20)",
     )
     p.add_argument(
+        "--context-smoothing",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="with --emission-context: pseudo-events tying each emission row to its shorter context "
+        "(MacKay-Peto backoff, docs/math.md; 0: none; default 1)",
+    )
+    p.add_argument(
         "--out",
         default=None,
         help="model file to write (default model.json); with several K a directory (required)",

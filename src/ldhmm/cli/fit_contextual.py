@@ -51,6 +51,7 @@ def run_fit_contextual(args: argparse.Namespace, n_states: int, out) -> int:
         n_symbols=db.n_symbols,
         emission_context=context,
         min_context_count=args.min_context_count,
+        context_smoothing=args.context_smoothing,
         max_iter=args.max_iter,
         tol=args.tol,
         n_init=args.restarts,
