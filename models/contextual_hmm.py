@@ -22,7 +22,7 @@ from ..inference.cavi.context_vem import (
     random_point_parameters,
     total_counts,
 )
-from ..inference.contexts import check_emission_context, context_ids, next_context_rows
+from ..inference.contexts import backoff_pseudocounts, check_emission_context, context_ids, next_context_rows
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel
@@ -47,6 +47,11 @@ class ContextualHMM(SequenceModel):
     n_init : int
         Random starts; the one of highest final objective is kept.
     emission_pseudocount, transition_pseudocount : float >= 0
+    context_smoothing : float >= 0
+        Pseudo-events ``s m_parent(c)`` added to each emission row's prior beside the symmetric
+        pseudocount: the row tied to its shorter context (MacKay and Peto's backoff,
+        :func:`ldhmm.inference.contexts.backoff_pseudocounts`), so that an event never seen after
+        a context in training keeps about ``s m / (n_kc + s)`` of the row. 0: none.
     seed : int
 
     Attributes
@@ -71,6 +76,7 @@ class ContextualHMM(SequenceModel):
         n_init: int = 1,
         emission_pseudocount: float = 1e-2,
         transition_pseudocount: float = 1e-2,
+        context_smoothing: float = 1.0,
         seed: int = 0,
     ):
         super().__init__(n_states, seed)
@@ -89,6 +95,7 @@ class ContextualHMM(SequenceModel):
             ("tol", tol),
             ("emission_pseudocount", emission_pseudocount),
             ("transition_pseudocount", transition_pseudocount),
+            ("context_smoothing", context_smoothing),
         ):
             if (
                 isinstance(value, bool)
@@ -105,14 +112,24 @@ class ContextualHMM(SequenceModel):
         self.tol = float(tol)
         self.emission_pseudocount = float(emission_pseudocount)
         self.transition_pseudocount = float(transition_pseudocount)
+        self.context_smoothing = float(context_smoothing)
+        self._backoff = None  # the context smoothing's pseudo-counts (C, V), set by fit
 
     def _pseudocounts(self) -> dict:
         c = self.transition_pseudocount
-        return {"pi": c, "A": c, "B": self.emission_pseudocount}
+        B = self.emission_pseudocount
+        if self._backoff is not None:
+            B = B + torch.from_numpy(self._backoff)  # (C, V), broadcast over the states
+        return {"pi": c, "A": c, "B": B}
 
     def _log_prior(self, log_theta: dict) -> float:
-        """``sum c log theta`` of the Dir(1 + c) priors (the MAP objective's prior part)."""
-        return float(sum(c * log_theta[g].sum() for g, c in self._pseudocounts().items()))
+        """``sum c log theta`` of the Dir(1 + c) priors (the MAP objective's prior part; an entry
+        of pseudocount 0 adds 0, also where maximum likelihood put theta at 0)."""
+        total = 0.0
+        for g, c in self._pseudocounts().items():
+            c = torch.as_tensor(c, dtype=log_theta[g].dtype).expand_as(log_theta[g])
+            total += float(torch.where(c > 0, c * log_theta[g], 0.0).sum())
+        return total
 
     def _run(self, batches, rng):
         K, C, V = self.n_states, self.context_table_.n_contexts, self.n_symbols_
@@ -133,7 +150,16 @@ class ContextualHMM(SequenceModel):
         return context_batches(sequences, context_ids(sequences, self.context_table_), self.n_symbols_)
 
     def _fit(self, sequences, n_symbols, **fit_params):
-        log_theta, monitor = best_start(self, sequences, n_symbols, fit_params, self._batches, self._run)
+        def run(batches, rng):
+            if self._backoff is None and self.context_smoothing > 0:
+                self._backoff = backoff_pseudocounts(sequences, self.context_table_, self.context_smoothing)
+            return self._run(batches, rng)
+
+        self._backoff = None
+        try:
+            log_theta, monitor = best_start(self, sequences, n_symbols, fit_params, self._batches, run)
+        finally:
+            self._backoff = None
         self.startprob_ = log_theta["pi"].exp().numpy()
         self.transmat_ = log_theta["A"].exp().numpy()
         self.emissionprob_ = log_theta["B"].exp().numpy()

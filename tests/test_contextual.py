@@ -337,6 +337,11 @@ def test_the_smoothing_keeps_an_event_never_seen_after_a_context_possible():
     p_smoothed = smoothed.predict_next_proba(prefix)[0, 2]
     p_plain = plain.predict_next_proba(prefix)[0, 2]
     assert p_smoothed > 0.1 * floor and p_plain < 0.01 * floor
+    # the point variant (Baum-Welch, MAP) the same way
+    for smoothing, holds in ((0.0, lambda p: p < 0.01 * floor), (1.0, lambda p: p > 0.1 * floor)):
+        point = ContextualHMM(2, n_symbols=V, emission_pseudocount=0.0, context_smoothing=smoothing, seed=0)
+        assert holds(point.fit(train).predict_next_proba(prefix)[0, 2]), smoothing
+    assert np.all(np.diff(point.objective_history_) >= -1e-9 * np.abs(point.objective_history_[1:]))
     # and the training bound is still what re-scoring gives
     tokens = sum(len(q) for q in train)
     assert abs(smoothed.score(train) - smoothed.elbo_) / tokens < 0.005
