@@ -20,7 +20,10 @@ symbol ``c`` and row ``V`` for the beginning of a sequence.
 :func:`backoff_pseudocounts` ties each row to its shorter context, as MacKay and Peto's
 hierarchical Dirichlet language model does (1995): the pseudo-counts ``s m_parent(c)`` of a
 row, with ``m`` the events after the parent context in the training data, smoothed the same
-way down to the add-one unigram distribution.
+way down to the add-one unigram distribution. :func:`chain_pseudocounts` (``"chain"``) takes
+the strengths and the parents from the interpolated Markov chain of the table's order (the
+MARKOV baselines': one strength per order, chosen by leave-one-sequence-out likelihood), so
+that one hidden state with its rows at the cap predicts as that chain does.
 
 Pure functions over numpy arrays; the table is a small value object saved with the model.
 """
@@ -30,6 +33,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from .interpolated_chain import (
+    choose_concentrations,
+    context_keys,
+    interpolated_proba,
+    leave_one_out_counts,
+    lookup_counts,
+)
 
 __all__ = [
     "EMISSION_CONTEXTS",
@@ -41,6 +52,9 @@ __all__ = [
     "context_ids",
     "next_context_rows",
     "backoff_pseudocounts",
+    "chain_pseudocounts",
+    "smoothing_pseudocounts",
+    "check_context_smoothing",
 ]
 
 #: The named settings of ``emission_context=`` (an int n >= 1 is the order-n table).
@@ -248,3 +262,60 @@ def _longest_kept_suffix(histories: np.ndarray, order: int, table: ContextTable,
         hit = (kept[at] == suffix) & (out < 0)
         out[hit] = table.offsets[i] + at[hit]
     return out
+
+
+def chain_pseudocounts(sequences, table: ContextTable) -> tuple[np.ndarray, np.ndarray]:
+    """Pseudo-counts of the context rows from the interpolated Markov chain of order
+    ``table.order`` on the training ``sequences`` (:mod:`ldhmm.inference.interpolated_chain`,
+    its concentrations ``beta_0..beta_n`` chosen by leave-one-sequence-out log-likelihood, as
+    the MARKOV baselines choose theirs).
+
+    Returns
+    -------
+    (pseudo, concentrations) : float64 (C, V) and (n + 1,)
+        Row ``c`` of order ``i`` (history ``h_i``): ``beta_i p_(i-1)(. | h_(i-1))``, the chain's
+        interpolated distribution after the history's last ``i - 1`` events, weighted by the
+        chain's concentration of order ``i``: in the limit of a row at the cap and one hidden
+        state, the row's mean is the chain's ``p_i(. | h_i)``.
+    """
+    V, order, base = table.n_symbols, table.order, table.n_symbols + 1
+    seqs = [np.asarray(s, dtype=np.int64) for s in sequences]
+    keys = context_keys(seqs, order, V)  # (T, order + 1): column k the last k events
+    symbols = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+    sequence_of = np.repeat(np.arange(len(seqs)), [s.size for s in seqs])
+    betas, _ = choose_concentrations(*leave_one_out_counts(keys, symbols, sequence_of, V), V)
+    contexts = [np.unique(keys[:, k], return_counts=True) for k in range(order + 1)]
+    pairs = [np.unique(keys[:, k] * V + symbols, return_counts=True) for k in range(order + 1)]
+    out = np.zeros((table.n_contexts, V))
+    v = np.arange(V, dtype=np.int64)
+    for i in range(1, order + 1):  # the rows of order i; their parents' orders are 0..i-1
+        kept = table.keys[i - 1]
+        if not kept.size:
+            continue
+        suffix = [np.broadcast_to((kept % base**k)[:, None], (kept.size, V)) for k in range(i)]
+        pair_counts = np.stack([lookup_counts(*pairs[k], suffix[k] * V + v) for k in range(i)], axis=-1)
+        context_counts = np.stack([lookup_counts(*contexts[k], suffix[k]) for k in range(i)], axis=-1)
+        parent = interpolated_proba(pair_counts, context_counts, betas[:i], V)  # (R_i, V)
+        out[table.offsets[i - 1] : table.offsets[i]] = betas[i] * parent
+    return out, betas
+
+
+def check_context_smoothing(value):
+    """``context_smoothing`` checked: ``"chain"`` or a finite number >= 0 (as a float); else a
+    one-line ValueError."""
+    if value == "chain":
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
+        raise ValueError(f"context_smoothing must be 'chain' or a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def smoothing_pseudocounts(sequences, table: ContextTable, smoothing) -> np.ndarray | None:
+    """The context rows' pseudo-counts (C, V) of a ``context_smoothing`` setting on the training
+    ``sequences``: :func:`chain_pseudocounts` for ``"chain"``, :func:`backoff_pseudocounts`
+    for a strength ``s > 0``, None for 0 (no smoothing)."""
+    if smoothing == "chain":
+        return chain_pseudocounts(sequences, table)[0]
+    if smoothing <= 0:
+        return None
+    return backoff_pseudocounts(sequences, table, smoothing)

@@ -34,12 +34,13 @@ from ..inference.cavi.context_vem import (
     total_counts,
 )
 from ..inference.contexts import (
-    backoff_pseudocounts,
     build_context_table,
+    check_context_smoothing,
     check_emission_context,
     context_ids,
     context_order,
     next_context_rows,
+    smoothing_pseudocounts,
 )
 from ..inference.monitor import ConvergenceMonitor, RelativeChange
 from ..inference.ops.dirichlet import MIN_CONCENTRATION
@@ -83,13 +84,16 @@ class ContextualLDHMM(SequenceModel):
         The smallest concentration the M-step may learn (a floor on every prior entry): an
         event never seen after a context in training keeps at least this share of a row's
         prior, so a prediction never rules it out (default: the project's numerical floor).
-    context_smoothing : float >= 0
+    context_smoothing : ``"chain"`` or float >= 0
         Pseudo-events that tie each emission row to its shorter context (MacKay and Peto's
-        hierarchical Dirichlet smoothing, :func:`ldhmm.inference.contexts.backoff_pseudocounts`):
-        the M-step maximizes the bound plus the log of the hyperprior they make
-        (:func:`ldhmm.inference.cavi.context_vem.log_hyperprior`), so that an event rarely or
-        never seen after a context in training keeps about ``s m_parent / (n_c + s)`` of the
-        row. 0: the plain empirical-Bayes M-step.
+        hierarchical Dirichlet smoothing): the M-step maximizes the bound plus the log of the
+        hyperprior they make (:func:`ldhmm.inference.cavi.context_vem.log_hyperprior`), so that
+        an event rarely or never seen after a context in training keeps about
+        ``s m_parent / (n_c + s)`` of the row. ``"chain"``: the strengths and parents of the
+        interpolated Markov chain of the same order on the training data (the MARKOV
+        baselines', :func:`ldhmm.inference.contexts.chain_pseudocounts`); a number ``s``: ``s``
+        pseudo-events per row (:func:`ldhmm.inference.contexts.backoff_pseudocounts`); 0: the
+        plain empirical-Bayes M-step.
     seed : int
 
     Attributes
@@ -148,14 +152,7 @@ class ContextualLDHMM(SequenceModel):
                 f"got {min_concentration!r}"
             )
         self.min_concentration = float(min_concentration)
-        if (
-            isinstance(context_smoothing, bool)
-            or not isinstance(context_smoothing, (int, float))
-            or not np.isfinite(context_smoothing)
-            or context_smoothing < 0
-        ):
-            raise ValueError(f"context_smoothing must be a finite number >= 0, got {context_smoothing!r}")
-        self.context_smoothing = float(context_smoothing)
+        self.context_smoothing = check_context_smoothing(context_smoothing)
 
     # ------------------------------------------------------------------ fitting
     def _batches(self, sequences):
@@ -202,9 +199,9 @@ class ContextualLDHMM(SequenceModel):
         pseudo = {}  # the context smoothing's pseudo-counts, once the context table is built
 
         def run(batches, rng):
-            if "B" not in pseudo and self.context_smoothing > 0:
-                pseudo["B"] = backoff_pseudocounts(sequences, self.context_table_, self.context_smoothing)
-            return self._run(batches, rng, pseudo.get("B"))
+            if "B" not in pseudo:
+                pseudo["B"] = smoothing_pseudocounts(sequences, self.context_table_, self.context_smoothing)
+            return self._run(batches, rng, pseudo["B"])
 
         prior, monitor, capped, bound = best_start(self, sequences, n_symbols, fit_params, self._batches, run)
         self.alpha_pi_ = prior["pi"].numpy()

@@ -22,7 +22,13 @@ from ..inference.cavi.context_vem import (
     random_point_parameters,
     total_counts,
 )
-from ..inference.contexts import backoff_pseudocounts, check_emission_context, context_ids, next_context_rows
+from ..inference.contexts import (
+    check_context_smoothing,
+    check_emission_context,
+    context_ids,
+    next_context_rows,
+    smoothing_pseudocounts,
+)
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel
@@ -47,11 +53,12 @@ class ContextualHMM(SequenceModel):
     n_init : int
         Random starts; the one of highest final objective is kept.
     emission_pseudocount, transition_pseudocount : float >= 0
-    context_smoothing : float >= 0
+    context_smoothing : ``"chain"`` or float >= 0
         Pseudo-events ``s m_parent(c)`` added to each emission row's prior beside the symmetric
-        pseudocount: the row tied to its shorter context (MacKay and Peto's backoff,
-        :func:`ldhmm.inference.contexts.backoff_pseudocounts`), so that an event never seen after
-        a context in training keeps about ``s m / (n_kc + s)`` of the row. 0: none.
+        pseudocount: the row tied to its shorter context (MacKay and Peto's backoff), so that
+        an event never seen after a context in training keeps about ``s m / (n_kc + s)`` of the
+        row; ``"chain"`` and numbers as in :class:`ldhmm.models.contextual.ContextualLDHMM`.
+        0: none.
     seed : int
 
     Attributes
@@ -95,7 +102,6 @@ class ContextualHMM(SequenceModel):
             ("tol", tol),
             ("emission_pseudocount", emission_pseudocount),
             ("transition_pseudocount", transition_pseudocount),
-            ("context_smoothing", context_smoothing),
         ):
             if (
                 isinstance(value, bool)
@@ -112,7 +118,7 @@ class ContextualHMM(SequenceModel):
         self.tol = float(tol)
         self.emission_pseudocount = float(emission_pseudocount)
         self.transition_pseudocount = float(transition_pseudocount)
-        self.context_smoothing = float(context_smoothing)
+        self.context_smoothing = check_context_smoothing(context_smoothing)
         self._backoff = None  # the context smoothing's pseudo-counts (C, V), set by fit
 
     def _pseudocounts(self) -> dict:
@@ -151,8 +157,8 @@ class ContextualHMM(SequenceModel):
 
     def _fit(self, sequences, n_symbols, **fit_params):
         def run(batches, rng):
-            if self._backoff is None and self.context_smoothing > 0:
-                self._backoff = backoff_pseudocounts(sequences, self.context_table_, self.context_smoothing)
+            if self._backoff is None:
+                self._backoff = smoothing_pseudocounts(sequences, self.context_table_, self.context_smoothing)
             return self._run(batches, rng)
 
         self._backoff = None

@@ -12,6 +12,7 @@ import torch
 from scipy.optimize import minimize
 from scipy.special import gammaln, logsumexp
 
+from ldhmm.baselines.markov_smoothed import SmoothedMarkovChain
 from ldhmm.cli import main
 from ldhmm.experiments.lineup import resolve_models
 from ldhmm.inference.cavi.context_vem import (
@@ -30,6 +31,7 @@ from ldhmm.inference.contexts import (
     ContextTable,
     backoff_pseudocounts,
     build_context_table,
+    chain_pseudocounts,
     check_emission_context,
     context_ids,
 )
@@ -273,6 +275,36 @@ def test_backoff_pseudocounts_are_mackay_petos_interpolation_by_a_direct_count()
     assert not backoff_pseudocounts(seqs, table, 0.0).any()
 
 
+def test_chain_pseudocounts_are_the_markov_baselines_interpolation():
+    rng = np.random.default_rng(8)
+    V = 4
+    seqs = [rng.integers(0, V, size=rng.integers(1, 15)) for _ in range(80)]
+    table = build_context_table(seqs, 2, V, min_count=10)
+    assert table.keys[1].size > 3
+    pseudo, betas = chain_pseudocounts(seqs, table)
+    # the strengths: the order-2 chain's, chosen on the same data
+    np.testing.assert_allclose(betas, SmoothedMarkovChain(order=2, n_symbols=V).fit(seqs).concentrations_)
+    # order-1 rows: beta_1 times the order-0 chain's distribution (the unigram towards uniform)
+    p0 = SmoothedMarkovChain(order=0, n_symbols=V, concentrations=betas[:1]).fit(seqs)
+    np.testing.assert_allclose(pseudo[: V + 1], betas[1] * p0.predict_next_proba([np.array([0])] * (V + 1)))
+    # order-2 rows (b, a), a the last event: beta_2 times the order-1 chain's row after a
+    p1 = SmoothedMarkovChain(order=1, n_symbols=V, concentrations=betas[:2]).fit(seqs)
+    last = table.keys[1] % (V + 1)
+    events = last < V  # (BEGIN, BEGIN), the first position's history, has no prefix to predict from
+    assert events.sum() > 3
+    want = betas[2] * p1.predict_next_proba([np.array([a]) for a in last[events]])
+    np.testing.assert_allclose(pseudo[V + 1 :][events], want)
+    # as a model setting: one state with its rows tied by the chain predicts near the chain (not
+    # equal: a backed-off row counts only the positions no longer row took, and rows need not sit
+    # at the cap), and its objective never decreases
+    one = ContextualLDHMM(1, n_symbols=V, emission_context=2, min_context_count=10, context_smoothing="chain")
+    chain = SmoothedMarkovChain(order=2, n_symbols=V).fit(seqs)
+    prefixes = [np.array([1, 2]), np.array([3]), np.array([0, 0, 1])]
+    close = np.abs(one.fit(seqs).predict_next_proba(prefixes) - chain.predict_next_proba(prefixes)).max()
+    assert close < 0.15, close
+    assert np.all(np.diff(one.elbo_history_) >= -1e-9 * np.abs(one.elbo_history_[1:]))
+
+
 def test_the_smoothed_m_step_maximizes_the_bound_plus_the_log_hyperprior():
     rng = np.random.default_rng(0)
     V, K = 3, 2
@@ -462,7 +494,7 @@ def test_fit_command_writes_a_contextual_model_and_refuses_what_it_lacks(tmp_pat
         (["--emission-context", "next"], "--emission-context: expected 'previous' or an order 1..8"),
         (["--states", "2..3"], "--emission-context fits one K"),
         (["--guide", "ff"], "PF family only: no --guide ff"),
-        (["--context-smoothing", "-1"], "context_smoothing must be a finite number >= 0"),
+        (["--context-smoothing", "-1"], "context_smoothing must be 'chain' or a finite number >= 0"),
     ]:
         assert main([*argv, *extra, "--out", str(tmp_path / "x.json")]) == 1
         err = capsys.readouterr().err

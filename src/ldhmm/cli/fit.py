@@ -18,7 +18,7 @@ from ..models.collapse import diagnose_collapse
 from ..models.path import parse_states
 from .cluster import add_backend_arguments, dask_client
 from .data_options import add_data_options, given_data_options
-from .fit_contextual import run_fit_contextual
+from .fit_contextual import parse_context_smoothing, run_fit_contextual
 from .fit_path import effort_option, fit_data, load_init, run_fit_path
 from .options import add_command, add_options
 from .outputs import check_out, stopping_report
@@ -73,11 +73,12 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--context-smoothing",
-        type=float,
+        type=parse_context_smoothing,
         default=1.0,
         metavar="S",
         help="with --emission-context: pseudo-events tying each emission row to its shorter context "
-        "(MacKay-Peto backoff, docs/math.md; 0: none; default 1)",
+        "(MacKay-Peto backoff, docs/math.md): 'chain' (the interpolated Markov chain's strengths) "
+        "or a number per row (0: none; default 1)",
     )
     p.add_argument(
         "--out",

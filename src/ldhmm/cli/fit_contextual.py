@@ -13,7 +13,7 @@ from ..models.contextual import ContextualLDHMM
 from .fit_path import fit_data
 from .outputs import stopping_report
 
-__all__ = ["parse_emission_context", "run_fit_contextual"]
+__all__ = ["parse_emission_context", "parse_context_smoothing", "run_fit_contextual"]
 
 
 def parse_emission_context(text: str):
@@ -25,6 +25,16 @@ def parse_emission_context(text: str):
         raise ValueError(
             f"--emission-context: expected 'previous' or an order 1..8 (the last n events), got {text!r}"
         ) from None
+
+
+def parse_context_smoothing(text: str):
+    """``--context-smoothing``: ``chain`` or a number (checked by the model)."""
+    if text == "chain":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'chain' or a number, got {text!r}") from None
 
 
 def run_fit_contextual(args: argparse.Namespace, n_states: int, out) -> int:
