@@ -93,7 +93,7 @@ class ContextualLDHMM(SequenceModel):
         interpolated Markov chain of the same order on the training data (the MARKOV
         baselines', :func:`ldhmm.inference.contexts.chain_pseudocounts`); a number ``s``: ``s``
         pseudo-events per row (:func:`ldhmm.inference.contexts.backoff_pseudocounts`); 0: the
-        plain empirical-Bayes M-step.
+        plain empirical-Bayes M-step. Default ``"chain"``.
     seed : int
 
     Attributes
@@ -123,7 +123,7 @@ class ContextualLDHMM(SequenceModel):
         tol: float = 1e-4,
         n_init: int = 1,
         min_concentration: float = MIN_CONCENTRATION,
-        context_smoothing: float = 1.0,
+        context_smoothing="chain",
         seed: int = 0,
     ):
         super().__init__(n_states, seed)

@@ -57,8 +57,8 @@ class ContextualHMM(SequenceModel):
         Pseudo-events ``s m_parent(c)`` added to each emission row's prior beside the symmetric
         pseudocount: the row tied to its shorter context (MacKay and Peto's backoff), so that
         an event never seen after a context in training keeps about ``s m / (n_kc + s)`` of the
-        row; ``"chain"`` and numbers as in :class:`ldhmm.models.contextual.ContextualLDHMM`.
-        0: none.
+        row; ``"chain"`` (the default) and numbers as in
+        :class:`ldhmm.models.contextual.ContextualLDHMM`. 0: none.
     seed : int
 
     Attributes
@@ -83,7 +83,7 @@ class ContextualHMM(SequenceModel):
         n_init: int = 1,
         emission_pseudocount: float = 1e-2,
         transition_pseudocount: float = 1e-2,
-        context_smoothing: float = 1.0,
+        context_smoothing="chain",
         seed: int = 0,
     ):
         super().__init__(n_states, seed)

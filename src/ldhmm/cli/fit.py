@@ -74,11 +74,11 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument(
         "--context-smoothing",
         type=parse_context_smoothing,
-        default=1.0,
+        default="chain",
         metavar="S",
         help="with --emission-context: pseudo-events tying each emission row to its shorter context "
         "(MacKay-Peto backoff, docs/math.md): 'chain' (the interpolated Markov chain's strengths) "
-        "or a number per row (0: none; default 1)",
+        "(the default) or a number of pseudo-events per row (0: none)",
     )
     p.add_argument(
         "--out",
