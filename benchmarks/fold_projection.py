@@ -70,8 +70,9 @@ def main(argv=None) -> None:
     def some_groups(plans, states, folds):
         return only_folds(full_groups(plans, states, folds), keep)
 
-    # compare() builds its task groups through this module attribute: swapping it runs the full
-    # run's tasks (same fold split, seeds and budgets) for the chosen folds only
+    # compare()'s tasks come from this module attribute (Comparison.groups calls it by name):
+    # swapping it runs the full run's tasks (same fold split, seeds and budgets) for the chosen
+    # folds only
     compare_module.compare_groups = some_groups
     cluster = argparse.Namespace(
         backend=args.backend,

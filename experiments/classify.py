@@ -22,14 +22,16 @@ of pi, of the rows of A and of the rows of B (normalized ``posterior()["g_pi"]``
 ``g_B``, flattened, K + K^2 + K V features) go through a standardized L2 logistic regression
 (scikit-learn), whose test AUC is reported as model ``LDHMM-PF+LR`` / ``LDHMM-FF+LR``; one task
 per (LDHMM plan, fold, binary task), fitted along K as the class models are.
+
+The run is the pipeline of :func:`ldhmm.experiments.cross_validated.run_experiment`; what is
+classify's own is :class:`Classification`: the labelled data and its tasks, their measures
+(:func:`class_row`, :func:`lr_row`) and the AUC tables.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -38,45 +40,34 @@ from sklearn.metrics import roc_auc_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from ..data import kfold_indices
 from .along_k import (
     Fitter,
     budget_rules,
-    fit_along_k,
     fit_plans,
     has_states,
     model_label,
     part_k,
     path_fields,
     plan_states,
-    store_for,
 )
-from .cluster_tasks import data_reference, read_on_workers
-from .datasets import resolve_data, run_settings
+from .cross_validated import (
+    Experiment,
+    ExperimentResult,
+    ExperimentSettings,
+    RunOutcome,
+    fit_task,
+    run_experiment,
+    write_fold_table,
+)
 from .lineup import ldhmm_names, model_names, model_order
-from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
+from .plugins import build_model, check_scores, resolve_lineup
 from .significance import runner_up_test
-from .tables import effort_words, failure_lines, mean_std, spread_over_k, with_k_column
-from .tasks import (
-    MODELS_DIR,
-    atomic_write_csv,
-    atomic_write_text,
-    check_run_settings,
-    cluster_client,
-    default_out,
-    holds_out_dir_lock,
-    parse_states,
-    prepare_out_dir,
-    run_task_groups,
-    seed_everything,
-    timed,
-)
+from .tables import effort_words, failure_lines, mean_std, spread_over_k
+from .tasks import atomic_write_text, holds_out_dir_lock, timed
 
 __all__ = [
     "classify",
     "ClassificationResult",
-    "classify_group",
-    "classify_groups",
     "PAPER_TABLE3",
     "posterior_features",
     "parse_tasks",
@@ -254,19 +245,18 @@ def lr_row(model, payload, tr, te, ca, fit_seconds: float) -> dict:
     }
 
 
-def classify_group(group, payload, output) -> None:
+def _classify_group(group, payload, output) -> None:
     """One task: a fit plan on one class of a fold (``group["cls"]``) or, for the ``+LR`` rows,
     on both classes of a binary task of a fold (``group["task"]``), fitted along the run's K
-    values (:mod:`ldhmm.experiments.along_k`); each row is saved as soon as it is computed."""
-    plan, fold, states = group["plan"], int(group["fold"]), list(group["states"])
-    s = payload["settings"]
-    rows = {(p.get("base_model", p["model"]), part_k(p["K"])): p["key"] for p in group["parts"]}
+    values (:func:`ldhmm.experiments.cross_validated.fit_task`); each row is saved as soon as it
+    is computed."""
+    fold = int(group["fold"])
     # key_of: the file key of a base fit, the key its row has (or would have)
     if "cls" in group:
         c = group["cls"]
         tr, te = _class_training(payload, fold, c)
 
-        def row(name, model, seconds):
+        def measure(name, K, model, seconds):
             return class_row(model, name, payload, tr.size, te, seconds)
 
         def key_of(m, K):
@@ -275,18 +265,13 @@ def classify_group(group, payload, output) -> None:
         tr, te, ca = _pair_split(payload, fold, group["task"])
         pair = group["task"].replace("|", "-")
 
-        def row(name, model, seconds):
+        def measure(name, K, model, seconds):
             return lr_row(model, payload, tr, te, ca, seconds)
 
         def key_of(m, K):
             return f"{m}+LR__K{K}__fold{fold}__task{pair}"
 
-    def emit(name, K, model, seconds):
-        output.save(rows[(name, K)], row(name, model, seconds))
-
-    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, key_of)
-    fitter = _fitter(payload, tr)
-    fit_along_k(plan, states, rows, output.todo, fitter, store, emit, lambda: seed_everything(s["seed"]))
+    fit_task(group, output, _fitter(payload, tr), measure, key_of)
 
 
 def _class_key(model: str, K: int | None, fold: int, c: str) -> str:
@@ -295,7 +280,7 @@ def _class_key(model: str, K: int | None, fold: int, c: str) -> str:
     return f"{model}__K{K}__fold{fold}__class{c}"
 
 
-def classify_groups(plans, lr_plans, states, folds: int, classes, pairs) -> list[dict]:
+def _classify_groups(plans, lr_plans, states, folds: int, classes, pairs) -> list[dict]:
     """The tasks of a run: one per (plan, fold, class) and one per (LDHMM plan, fold, binary
     task) for the ``+LR`` rows; the LDHMM tasks, the costliest, first."""
 
@@ -350,9 +335,144 @@ def classify_groups(plans, lr_plans, states, folds: int, classes, pairs) -> list
     return first + lr + rest
 
 
+#: The columns of ``folds.csv``.
+FOLD_COLUMNS = ["task", "model", "K", "fold", "auc", "score_kind", "n_test", "n_train", "fit_seconds"]
+
+
+class Classification(Experiment):
+    """``classify``'s part of :func:`ldhmm.experiments.cross_validated.run_experiment`: a labelled
+    database, one task per (plan, fold, class) and per (LDHMM plan, fold, binary task) for the
+    ``+LR`` rows (:func:`_classify_group`); the AUCs of ``folds.csv`` and ``summary.md``.
+
+    Parameters
+    ----------
+    entries : list of ModelEntry
+        The line-up (:func:`ldhmm.experiments.plugins.resolve_lineup`).
+    tasks : list of str or None
+        The binary tasks ``"A-B"`` (None: every pair of the database's classes).
+    lr : bool
+        Add the ``+LR`` rows of the LDHMM models of the line-up.
+    lr_c : float
+        Inverse L2 strength of the logistic regression (a result-determining setting).
+    """
+
+    task = staticmethod(_classify_group)
+
+    def __init__(self, entries, tasks, lr: bool, lr_c: float):
+        super().__init__(entries)
+        self.tasks, self.lr_c = tasks, lr_c
+        self.lr_models = [m for m in ldhmm_names() if m in self.names] if lr else []
+        self.lr_plans = fit_plans(self.lr_models)
+        self.pairs, self.task_names, self.classes = [], [], []  # the data's: check_data
+
+    def check_data(self, db, what: str) -> None:
+        if db.labels is None:
+            raise ValueError(
+                f"{what}: the sequences have no class labels; classify needs a labelled database"
+            )
+        self.pairs = parse_tasks(self.tasks, db.label_names)
+        self.task_names = [f"{a}-{b}" for a, b in self.pairs]
+        self.classes = [c for c in db.label_names if any(c in p for p in self.pairs)]
+
+    def more_settings(self) -> dict:
+        return {"lr_c": self.lr_c, **super().more_settings()}
+
+    def record(self, settings: dict, states) -> dict:
+        budget = budget_rules(self.plans, settings, states, what="; one model per class")
+        budget.update(
+            budget_rules(self.lr_plans, settings, states, suffix="+LR", what="; fitted on both classes")
+        )
+        return {"budget": budget, "tasks": self.task_names, "lr_models": self.lr_models}
+
+    def groups(self, states, folds: int) -> list[dict]:
+        return _classify_groups(self.plans, self.lr_plans, states, folds, self.classes, self.pairs)
+
+    def tables(self, outcome: RunOutcome) -> ClassificationResult:
+        rows = _auc_rows(outcome, self.pairs, self.names) + _lr_rows(outcome.records)
+        if not rows:
+            first = f"; the first: {outcome.errors[0]}" if outcome.errors else ""
+            raise RuntimeError(f"no task finished ({len(outcome.errors)} failed{first})")
+        df = write_fold_table(outcome.out, rows, FOLD_COLUMNS, ["task", "K", "model", "fold"], model_order)
+        col_models = self.names + [f"{m}+LR" for m in self.lr_models]
+        md = summary_markdown(
+            df,
+            outcome.what,
+            outcome.settings,
+            self.task_names,
+            outcome.states,
+            col_models,
+            outcome.db.name,
+            errors=outcome.errors,
+        )
+        atomic_write_text(outcome.out / "summary.md", md)
+        return ClassificationResult.of(outcome, df, md)
+
+
+def _auc_rows(outcome: RunOutcome, pairs, models) -> list[dict]:
+    """The generative rows of ``folds.csv``: per binary task, K, model and fold, the AUC of the
+    ratio of the two class models' scores of the fold's test sequences of the task's classes."""
+    db, states, folds = outcome.db, outcome.states, outcome.settings["folds"]
+    by_key = {
+        (r["model"], part_k(r["K"]), int(r["fold"]), r["cls"]): r for r in outcome.records if "cls" in r
+    }
+    rows = []
+    for a, b in pairs:
+        ca, cb = db.label_names.index(a), db.label_names.index(b)
+        for K in states:
+            for m in models:
+                if not has_states(m) and K != states[0]:
+                    continue  # one row per fold, K empty
+                k = K if has_states(m) else None
+                for f in range(folds):
+                    ra, rb = by_key.get((m, k, f, a)), by_key.get((m, k, f, b))
+                    if ra is None or rb is None:
+                        continue
+                    idx = np.asarray(ra["test_index"])
+                    llr = np.asarray(ra["test_scores"]) - np.asarray(rb["test_scores"])
+                    keep = np.isin(db.labels[idx], [ca, cb])
+                    y = (db.labels[idx][keep] == ca).astype(int)
+                    score = llr[keep]
+                    auc = math.nan
+                    if np.all(np.isfinite(score)) and 0 < y.sum() < y.size:
+                        auc = float(roc_auc_score(y, score))
+                    rows.append(
+                        {
+                            "task": f"{a}-{b}",
+                            "model": m,
+                            "K": k,
+                            "fold": f,
+                            "auc": auc,
+                            "score_kind": ra["score_kind"],
+                            "n_test": int(keep.sum()),
+                            "n_train": ra["n_train"] + rb["n_train"],
+                            "fit_seconds": ra["fit_seconds"] + rb["fit_seconds"],
+                        }
+                    )
+    return rows
+
+
+def _lr_rows(records) -> list[dict]:
+    """The ``+LR`` rows of ``folds.csv``: one per record of an LDHMM fitted on both classes."""
+    return [
+        {
+            "task": r["task"].replace("|", "-"),
+            "model": r["model"],
+            "K": int(r["K"]),
+            "fold": int(r["fold"]),
+            "auc": r["auc"],
+            "score_kind": "discriminative",
+            "n_test": r["n_test"],
+            "n_train": r["n_train"],
+            "fit_seconds": r["fit_seconds"],
+        }
+        for r in records
+        if "base_model" in r
+    ]
+
+
 # ------------------------------------------------------------------------ the command
 @dataclass
-class ClassificationResult:
+class ClassificationResult(ExperimentResult):
     """What :func:`classify` returns; the same files are under ``out``.
 
     Attributes
@@ -370,17 +490,6 @@ class ClassificationResult:
     data : str
         Which database was used.
     """
-
-    folds: pd.DataFrame
-    summary: str
-    out: Path
-    errors: list
-    config: dict
-    data: str
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
 
     def table(self) -> pd.DataFrame:
         """Mean AUC over folds per (task, K) (rows) and model (columns)."""
@@ -442,127 +551,9 @@ def classify(
     -------
     ClassificationResult
     """
-    check_run_settings(folds, jobs, max_iter, tol, m_step, restarts, effort=effort)
-    entries = resolve_lineup(models, extra=plugins)
-    client = cluster_client(backend, client)
-    check_sendable(entries, jobs if client is None else 2)
-    models = [e.name for e in entries]
-    states = parse_states(states)
-    db, what = resolve_data(
-        "splice" if data is None else data,
-        data_dir,
-        n_sequences,
-        seed,
-        labelled=True,
-        sequence_col=sequence_col,
-        event_col=event_col,
-        time_col=time_col,
-    )
-    if db.labels is None:
-        raise ValueError(f"{what}: the sequences have no class labels; classify needs a labelled database")
-    pairs = parse_tasks(tasks, db.label_names)
-    task_names = [f"{a}-{b}" for a, b in pairs]
-    classes = [c for c in db.label_names if any(c in p for p in pairs)]
-    fold_index = kfold_indices(db, folds, seed=seed)
-    settings = run_settings(
-        db,
-        what,
-        states,
-        folds,
-        jobs,
-        seed,
-        max_iter,
-        tol,
-        m_step,
-        restarts,
-        labelled=True,
-        effort=effort,
-        lr_c=lr_c,
-        **plugin_settings(entries),
-    )
-    out = default_out("classify", db.name, out)
-    lr_models = [m for m in ldhmm_names() if m in models] if lr else []
-    plans, lr_plans = fit_plans(models), fit_plans(lr_models)
-    budget = budget_rules(plans, settings, states, what="; one model per class")
-    budget.update(budget_rules(lr_plans, settings, states, suffix="+LR", what="; fitted on both classes"))
-    extra = {"models": models, "states": states, "tasks": task_names, "lr_models": lr_models, "jobs": jobs}
-    digest = prepare_out_dir(out, "classify", settings, force=force, extra={**extra, "budget": budget})
-    groups = classify_groups(plans, lr_plans, states, folds, classes, pairs)
-    payload = {"db": db, "folds": fold_index, "settings": settings, "entries": {e.name: e for e in entries}}
-    if client is not None:  # the workers read a file or a data set themselves, once each
-        columns = {"sequence_col": sequence_col, "event_col": event_col, "time_col": time_col}
-        source = "splice" if data is None else data
-        reference = data_reference(source, db, data_dir, n_sequences, seed, labelled=True, columns=columns)
-        payload = read_on_workers(payload, reference, folds, seed, by_labels=True)
-    # one pool over both kinds of task: classify_group dispatches on the task's fields
-    records, errors = run_task_groups(
-        groups, classify_group, payload, out, digest, jobs, quiet, "classify", client
-    )
-    resumed = sum(bool(r.get("resumed")) for r in records)
-    by_key = {(r["model"], part_k(r["K"]), int(r["fold"]), r["cls"]): r for r in records if "cls" in r}
-    rows = []
-    for a, b in pairs:
-        ca, cb = db.label_names.index(a), db.label_names.index(b)
-        for K in states:
-            for m in models:
-                if not has_states(m) and K != states[0]:
-                    continue  # one row per fold, K empty
-                k = K if has_states(m) else None
-                for f in range(folds):
-                    ra, rb = by_key.get((m, k, f, a)), by_key.get((m, k, f, b))
-                    if ra is None or rb is None:
-                        continue
-                    idx = np.asarray(ra["test_index"])
-                    llr = np.asarray(ra["test_scores"]) - np.asarray(rb["test_scores"])
-                    keep = np.isin(db.labels[idx], [ca, cb])
-                    y = (db.labels[idx][keep] == ca).astype(int)
-                    score = llr[keep]
-                    auc = math.nan
-                    if np.all(np.isfinite(score)) and 0 < y.sum() < y.size:
-                        auc = float(roc_auc_score(y, score))
-                    rows.append(
-                        {
-                            "task": f"{a}-{b}",
-                            "model": m,
-                            "K": k,
-                            "fold": f,
-                            "auc": auc,
-                            "score_kind": ra["score_kind"],
-                            "n_test": int(keep.sum()),
-                            "n_train": ra["n_train"] + rb["n_train"],
-                            "fit_seconds": ra["fit_seconds"] + rb["fit_seconds"],
-                        }
-                    )
-    for r in records:
-        if "base_model" in r:
-            rows.append(
-                {
-                    "task": r["task"].replace("|", "-"),
-                    "model": r["model"],
-                    "K": int(r["K"]),
-                    "fold": int(r["fold"]),
-                    "auc": r["auc"],
-                    "score_kind": "discriminative",
-                    "n_test": r["n_test"],
-                    "n_train": r["n_train"],
-                    "fit_seconds": r["fit_seconds"],
-                }
-            )
-    if not rows:
-        first = f"; the first: {errors[0]}" if errors else ""
-        raise RuntimeError(f"no task finished ({len(errors)} failed{first})")
-    df = with_k_column(pd.DataFrame(rows))
-    df = df.sort_values(
-        ["task", "K", "model", "fold"], key=lambda c: c.map(model_order) if c.name == "model" else c
-    ).reset_index(drop=True)
-    atomic_write_csv(df, out / "folds.csv")
-    col_models = [m for m in models] + [f"{m}+LR" for m in lr_models]
-    md = summary_markdown(df, what, settings, task_names, states, col_models, db.name, errors=errors)
-    atomic_write_text(out / "summary.md", md)
-    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    config["resumed_tasks"] = resumed
-    config["n_tasks"] = sum(len(g["parts"]) for g in groups)
-    return ClassificationResult(folds=df, summary=md, out=out, errors=list(errors), config=config, data=what)
+    # the call's arguments by name: the experiment functions name their shared ones alike
+    run = ExperimentSettings.of("classify", locals(), labelled=True, default_data="splice")
+    return run_experiment(run, Classification(resolve_lineup(models, extra=plugins), tasks, lr, lr_c))
 
 
 def _auc_table(cells, task_names, states, col_models, bold=True):

@@ -39,11 +39,14 @@ measure :func:`ldhmm.experiments.measures.comparison_measure` picks, the models'
 score where every one is of one kind and family, else log p(x) (exact where there is one, the
 importance-sampled estimate otherwise), and say which. The summary keeps the two measures in
 separate tables and labels every row with its kind and family.
+
+The run is the pipeline of :func:`ldhmm.experiments.cross_validated.run_experiment`; what is
+compare's own is :class:`Comparison`: the tasks, their measure (:func:`score_fit`) and the
+tables.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,25 +56,19 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy.stats import ttest_rel
 
-from ..data import kfold_indices
 from ..inference.ops.importance import LOW_ESS
 from ..models.base import importance_estimate
 from ..models.choice_of_k import suggest_k
 from ..models.collapse import SHARED_HMM, share_at_cap
-from .along_k import (
-    Fitter,
-    budget_rules,
-    fit_along_k,
-    fit_plans,
-    fold_groups,
-    has_states,
-    model_label,
-    part_k,
-    row_key,
-    store_for,
+from .along_k import Fitter, fold_groups, has_states, model_label
+from .cross_validated import (
+    Experiment,
+    ExperimentSettings,
+    RunOutcome,
+    fit_task,
+    run_experiment,
+    write_fold_table,
 )
-from .cluster_tasks import data_reference, read_on_workers
-from .datasets import resolve_data, run_settings
 from .lineup import ldhmm_names, model_names, model_order
 from .measures import (
     LOG_PX,
@@ -83,24 +80,10 @@ from .measures import (
     score_family_of,
     with_log_px,
 )
-from .plugins import build_model, check_scores, check_sendable, plugin_settings, resolve_lineup
+from .plugins import build_model, check_scores, resolve_lineup
 from .significance import ALPHA, runner_up_test
-from .tables import NO_K, effort_words, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
-from .tasks import (
-    MODELS_DIR,
-    atomic_savefig,
-    atomic_write_csv,
-    atomic_write_text,
-    check_run_settings,
-    cluster_client,
-    default_out,
-    holds_out_dir_lock,
-    parse_states,
-    prepare_out_dir,
-    run_task_groups,
-    seed_everything,
-    timed,
-)
+from .tables import NO_K, effort_words, failure_lines, fmt_pm, mean_std, spread_over_k
+from .tasks import atomic_savefig, atomic_write_csv, atomic_write_text, holds_out_dir_lock, timed
 
 __all__ = [
     "compare",
@@ -108,9 +91,7 @@ __all__ = [
     "compare_group",
     "compare_groups",
     "score_fit",
-    "write_reports",
     "console_table",
-    "failure_lines",
     "ttests",
     "SCORE_COLUMNS",
     "CSV_COLUMNS",
@@ -213,18 +194,15 @@ def _fold_fitter(payload, fold: int):
 
 def compare_group(group, payload, output) -> None:
     """One task: a fit plan (:class:`ldhmm.experiments.along_k.FitPlan`) on one fold, fitted
-    along the run's K values; each (model, K, fold) row is saved the moment it is scored."""
-    plan, fold, states = group["plan"], int(group["fold"]), list(group["states"])
-    s = payload["settings"]
+    along the run's K values (:func:`ldhmm.experiments.cross_validated.fit_task`); each (model,
+    K, fold) row is saved the moment it is scored (:func:`score_fit`)."""
+    fold = int(group["fold"])
     train, test, fitter = _fold_fitter(payload, fold)
-    rows = {(p["model"], part_k(p["K"])): p["key"] for p in group["parts"]}
 
-    def emit(name, K, model, seconds):
-        row = {"n_train": len(train), **score_fit(model, name, K, fold, test, s, seconds)}
-        output.save(rows[(name, K)], row)
+    def measure(name, K, model, seconds) -> dict:
+        return {"n_train": len(train), **score_fit(model, name, K, fold, test, payload["settings"], seconds)}
 
-    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, lambda m, K: row_key(m, K, fold))
-    fit_along_k(plan, states, rows, output.todo, fitter, store, emit, lambda: seed_everything(s["seed"]))
+    fit_task(group, output, fitter, measure)
 
 
 def compare_groups(plans, states, folds: int) -> list[dict]:
@@ -234,7 +212,52 @@ def compare_groups(plans, states, folds: int) -> list[dict]:
     return fold_groups(plans, states, folds)
 
 
-# ------------------------------------------------------------------------ the API
+class Comparison(Experiment):
+    """``compare``'s part of :func:`ldhmm.experiments.cross_validated.run_experiment`: every
+    model on every fold, scored on the held-out fold (:func:`compare_group`); ``folds.csv``,
+    the t-tests, ``summary.md`` and the plot.
+
+    Parameters
+    ----------
+    entries : list of ModelEntry
+        The line-up (:func:`ldhmm.experiments.plugins.resolve_lineup`).
+    sampling : dict
+        The importance-sampling settings of the run (``is_samples``, and the rule for more
+        draws where it is on: :func:`_more_draws_settings`), into its hash.
+    """
+
+    task = staticmethod(compare_group)
+
+    def __init__(self, entries, sampling: dict):
+        super().__init__(entries)
+        self.sampling = sampling
+
+    def more_settings(self) -> dict:
+        return {**self.sampling, **super().more_settings()}
+
+    def groups(self, states, folds: int) -> list[dict]:
+        # through the module's name: benchmarks/fold_projection.py swaps it to run some folds only
+        return compare_groups(self.plans, states, folds)
+
+    def tables(self, outcome: RunOutcome) -> ComparisonResult:
+        out = outcome.out
+        df = write_fold_table(out, outcome.records, CSV_COLUMNS, ["K", "model", "fold"], model_order)
+        summary, best, tt = write_reports(
+            df, out, outcome.what, outcome.settings, self.names, outcome.states, errors=outcome.errors
+        )
+        return ComparisonResult(
+            folds=df,
+            ttests=tt,
+            summary=summary,
+            plot=out / "loglik_vs_K.png",
+            out=out,
+            errors=outcome.errors,
+            best=best,
+            config=outcome.config,
+            data=outcome.what,
+        )
+
+
 @dataclass
 class ComparisonResult:
     """What :func:`compare` returns; the same files are under ``out``.
@@ -394,79 +417,10 @@ def compare(
         Failed tasks (a plug-in that raises, returns NaN or violates the protocol) are listed
         in ``errors`` and in ``summary.md``; the other tasks' results are kept.
     """
-    entries = resolve_lineup(models, extra=plugins)
-    client = cluster_client(backend, client)
-    check_sendable(entries, jobs if client is None else 2)
-    names = [e.name for e in entries]
-    states = parse_states(states)
-    check_run_settings(folds, jobs, max_iter, tol, m_step, restarts, is_samples, effort=effort)
-    more_draws = _more_draws_settings(is_min_ess, is_max_samples, is_samples)
-    db, what = resolve_data(
-        data, data_dir, n_sequences, seed, sequence_col=sequence_col, event_col=event_col, time_col=time_col
-    )
-    fold_index = kfold_indices(len(db), folds, seed=seed)
-    settings = run_settings(
-        db,
-        what,
-        states,
-        folds,
-        jobs,
-        seed,
-        max_iter,
-        tol,
-        m_step,
-        restarts,
-        effort=effort,
-        is_samples=is_samples,
-        **more_draws,
-        **plugin_settings(entries),
-    )
-    out = default_out("compare", db.name, out)
-    plans = fit_plans(names)
-    extra = {"models": names, "states": states, "jobs": jobs, "budget": budget_rules(plans, settings, states)}
-    digest = prepare_out_dir(out, "compare", settings, extra=extra, force=force)
-    payload = {"db": db, "folds": fold_index, "settings": settings, "entries": {e.name: e for e in entries}}
-    if client is not None:  # the workers read a file or a data set themselves, once each
-        columns = {"sequence_col": sequence_col, "event_col": event_col, "time_col": time_col}
-        reference = data_reference(data, db, data_dir, n_sequences, seed, columns=columns)
-        payload = read_on_workers(payload, reference, folds, seed)
-    records, errors = run_task_groups(
-        compare_groups(plans, states, folds),
-        compare_group,
-        payload,
-        out,
-        digest,
-        jobs,
-        quiet,
-        "compare",
-        client,
-    )
-    if not records:
-        raise RuntimeError(f"no task finished ({len(errors)} failed; the first: {errors[0]})")
-    resumed = sum(bool(r.get("resumed")) for r in records)
-    df = pd.DataFrame(records)
-    for c in CSV_COLUMNS:
-        if c not in df:
-            df[c] = np.nan
-    df = with_k_column(df[CSV_COLUMNS]).sort_values(
-        ["K", "model", "fold"], key=lambda c: c.map(model_order) if c.name == "model" else c
-    )
-    df = df.reset_index(drop=True)
-    atomic_write_csv(df, out / "folds.csv")
-    summary_md, best, tt = write_reports(df, out, what, settings, names, states, errors=errors)
-    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    config["resumed_tasks"] = resumed
-    return ComparisonResult(
-        folds=df,
-        ttests=tt,
-        summary=summary_md,
-        plot=out / "loglik_vs_K.png",
-        out=out,
-        errors=list(errors),
-        best=best,
-        config=config,
-        data=what,
-    )
+    # the call's arguments by name: the experiment functions name their shared ones alike
+    run = ExperimentSettings.of("compare", locals())
+    sampling = {"is_samples": is_samples, **_more_draws_settings(is_min_ess, is_max_samples, is_samples)}
+    return run_experiment(run, Comparison(resolve_lineup(models, extra=plugins), sampling))
 
 
 def _paired_test(dk, a: str, b: str, measure: Measure) -> dict:

@@ -48,37 +48,43 @@ from .tasks import (
     timed,
 )
 
-__all__ = [  # noqa: F822 - the first four are served by the module's __getattr__
+__all__ = [  # noqa: F822 - the first five are served by the module's __getattr__
+    # the line-up (lineup)
     "MODEL_NAMES",
     "LINEUP_NAMES",
     "LDHMM_NAMES",
     "IS_MODELS",
     "MODELS",
-    "ConfigMismatchError",
     "make_model",
     "resolve_models",
     "model_score_kind",
     "model_order",
+    # the data (datasets)
     "SYNTHETIC_HYPERPARAMETERS",
     "synthetic_database",
     "labelled_synthetic_database",
     "select_database",
     "data_fingerprint",
+    # resumable tasks (tasks), in the order of the module docstring: the output directory and its
+    # configuration, the runners, atomic writes, seeding, the K grid's parser
+    "prepare_out_dir",
+    "ConfigMismatchError",
     "config_hash",
     "default_out",
-    "prepare_out_dir",
+    "run_task_groups",
+    "run_tasks",
     "task_path",
     "load_task",
-    "run_tasks",
-    "run_task_groups",
-    "fit_plans",
-    "budget_rules",
     "atomic_write_json",
     "atomic_write_text",
     "single_thread",
     "seed_everything",
     "timed",
     "parse_states",
+    # fits along K (along_k)
+    "fit_plans",
+    "budget_rules",
+    # the tables
     "mean_std",
     "fmt_pm",
 ]

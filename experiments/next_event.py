@@ -22,66 +22,59 @@ and saves each (model, K, fold) row as it goes, so a run resumes at K granularit
 Columns of ``folds.csv``: ``log_loss`` (mean ``-log p(x_n | prefix)`` over test sequences,
 nats), ``hit1`` / ``hit3`` (fraction whose last event is the top-1 / among the top-3
 predictions), ``n_test``, ``fit_seconds``.
+
+The run is the pipeline of :func:`ldhmm.experiments.cross_validated.run_experiment`; what is
+next-event's own is :class:`NextEvent`: the line-up with :data:`MARKOV`, the measure
+(:func:`prediction_row`) and the tables.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from matplotlib.figure import Figure
 
 from ..baselines import MarkovChain
-from ..data import kfold_indices
 from ..models.predictive_scores import prediction_scores
-from .along_k import (
-    Fitter,
-    budget_rules,
-    fit_along_k,
-    fit_plans,
-    fold_groups,
-    has_states,
-    part_k,
-    row_key,
-    store_for,
+from .along_k import Fitter, budget_rules, fold_groups, has_states
+from .cross_validated import (
+    Experiment,
+    ExperimentResult,
+    ExperimentSettings,
+    RunOutcome,
+    fit_task,
+    run_experiment,
+    write_fold_table,
 )
-from .cluster_tasks import data_reference, read_on_workers
-from .datasets import resolve_data, run_settings
 from .lineup import model_from_settings, resolve_models
 from .significance import runner_up_test
-from .tables import NO_K, effort_words, failure_lines, fmt_pm, mean_std, spread_over_k, with_k_column
-from .tasks import (
-    MODELS_DIR,
-    atomic_savefig,
-    atomic_write_csv,
-    atomic_write_text,
-    check_run_settings,
-    cluster_client,
-    default_out,
-    holds_out_dir_lock,
-    parse_states,
-    prepare_out_dir,
-    run_task_groups,
-    seed_everything,
-    timed,
-)
+from .tables import NO_K, effort_words, failure_lines, fmt_pm, mean_std, spread_over_k
+from .tasks import atomic_savefig, atomic_write_text, holds_out_dir_lock, timed
 
 __all__ = [
     "next_event",
     "NextEventResult",
-    "next_event_group",
-    "next_event_groups",
     "prediction_scores",
-    "prediction_row",
     "MARKOV",
 ]
 
 #: The name of the Markov-chain baseline in this experiment's tables.
 MARKOV = "MARKOV"
 DEFAULT_MODELS = ("LDHMM-PF", "LDHMM-FF", "HMM", "VBHMM", "MARKOV1", "MARKOV3", MARKOV)
+#: The columns of ``folds.csv``.
+FOLD_COLUMNS = [
+    "model",
+    "K",
+    "fold",
+    "log_loss",
+    "hit1",
+    "hit3",
+    "n_train",
+    "n_test",
+    "fit_seconds",
+    "predict_seconds",
+]
 
 
 def _stateless(name: str) -> bool:
@@ -122,38 +115,62 @@ def prediction_row(model, n_train: int, test, fit_seconds: float) -> dict:
     }
 
 
-def next_event_group(group, payload, output) -> None:
+def _next_event_group(group, payload, output) -> None:
     """One task: a fit plan on one fold, fitted along the run's K values
-    (:mod:`ldhmm.experiments.along_k`); each row is saved as soon as it is computed."""
-    plan, fold, states = group["plan"], int(group["fold"]), list(group["states"])
-    s = payload["settings"]
-    train, test = _fold(payload, fold)
-    rows = {(p["model"], part_k(p["K"])): p["key"] for p in group["parts"]}
+    (:func:`ldhmm.experiments.cross_validated.fit_task`); each row is saved as soon as it is
+    computed (:func:`prediction_row`)."""
+    train, test = _fold(payload, int(group["fold"]))
+    fitter = Fitter(train, payload["db"].n_symbols, payload["settings"], _build(payload))
 
-    def emit(name, K, model, seconds):
-        output.save(rows[(name, K)], prediction_row(model, len(train), test, seconds))
+    def measure(name, K, model, seconds) -> dict:
+        return prediction_row(model, len(train), test, seconds)
 
-    fitter = Fitter(train, payload["db"].n_symbols, s, _build(payload))
-    store = store_for(plan, output.out / MODELS_DIR, output.digest, states, lambda m, K: row_key(m, K, fold))
-    fit_along_k(plan, states, rows, output.todo, fitter, store, emit, lambda: seed_everything(s["seed"]))
+    fit_task(group, output, fitter, measure)
 
 
-def next_event_groups(plans, states, folds: int) -> list[dict]:
-    """The tasks of a run: one per (plan, fold), in plan order; a Markov chain has no K, so
-    its task fits it once, with ``K = None``."""
-    return fold_groups(plans, states, folds, stateless=_stateless)
+class NextEvent(Experiment):
+    """``next_event``'s part of :func:`ldhmm.experiments.cross_validated.run_experiment`: the
+    registered models and the fixed Markov chain :data:`MARKOV` (no K: fitted once per fold) on
+    every fold, each test sequence's last event predicted (:func:`_next_event_group`);
+    ``folds.csv``, ``summary.md`` and ``next_event.png``.
+
+    Parameters
+    ----------
+    models : str or iterable of str
+        Registered model names and/or ``"MARKOV"`` (any case).
+    """
+
+    task = staticmethod(_next_event_group)
+
+    def __init__(self, models):
+        given = [str(m) for m in ([models] if isinstance(models, str) else models)]
+        others = [m for m in given if m.upper() != MARKOV]
+        with_markov = len(others) < len(given)
+        super().__init__([], (resolve_models(others) if others else []) + ([MARKOV] if with_markov else []))
+
+    def record(self, settings: dict, states) -> dict:
+        budget = budget_rules([p for p in self.plans if p.base != MARKOV], settings, states)
+        if MARKOV in self.names:
+            budget[MARKOV] = {"fit": "once per fold", "restarts": None, "rule": "no K: fitted once per fold"}
+        return {"budget": budget}
+
+    def groups(self, states, folds: int) -> list[dict]:
+        # a Markov chain has no K: its task fits it once, with K = None
+        return fold_groups(self.plans, states, folds, stateless=_stateless)
+
+    def tables(self, outcome: RunOutcome) -> NextEventResult:
+        names, states = self.names, outcome.states
+        df = write_fold_table(outcome.out, outcome.records, FOLD_COLUMNS, ["K", "model", "fold"], names.index)
+        md = _summary(df, outcome.what, outcome.settings, names, states, outcome.errors)
+        atomic_write_text(outcome.out / "summary.md", md)
+        _plot(df, names, states, outcome.out / "next_event.png", outcome.db.name)
+        return NextEventResult.of(outcome, df, md)
 
 
 @dataclass
-class NextEventResult:
-    """What :func:`next_event` returns (``folds.csv``, ``summary.md``, ``next_event.png`` under ``out``)."""
-
-    folds: pd.DataFrame
-    summary: str
-    out: Path
-    errors: list
-    config: dict
-    data: str
+class NextEventResult(ExperimentResult):
+    """What :func:`next_event` returns (``folds.csv``, ``summary.md``, ``next_event.png`` under
+    ``out``; the attributes of :class:`ldhmm.experiments.cross_validated.ExperimentResult`)."""
 
 
 @holds_out_dir_lock
@@ -189,56 +206,9 @@ def next_event(
     backend, client
         As for :func:`ldhmm.experiments.compare.compare`.
     """
-    check_run_settings(folds, jobs, max_iter, tol, None, restarts, effort=effort)
-    client = cluster_client(backend, client)
-    given = [str(m) for m in ([models] if isinstance(models, str) else models)]
-    with_markov = any(m.upper() == MARKOV for m in given)
-    others = [m for m in given if m.upper() != MARKOV]
-    names = (resolve_models(others) if others else []) + ([MARKOV] if with_markov else [])
-    states = parse_states(states)
-    db, what = resolve_data(data, data_dir, n_sequences, seed)
-    settings = run_settings(
-        db, what, states, folds, jobs, seed, max_iter, tol, "collapsed", restarts, effort=effort
-    )
-    out = default_out("next-event", db.name, out)
-    plans = fit_plans(names)
-    budget = budget_rules([p for p in plans if p.base != MARKOV], settings, states)
-    if with_markov:
-        budget[MARKOV] = {"fit": "once per fold", "restarts": None, "rule": "no K: fitted once per fold"}
-    extra = {"models": names, "states": states, "jobs": jobs, "budget": budget}
-    digest = prepare_out_dir(out, "next-event", settings, extra=extra, force=force)
-    payload = {"db": db, "folds": kfold_indices(len(db), folds, seed=seed), "settings": settings}
-    if client is not None:  # the workers read a file or a data set themselves, once each
-        payload = read_on_workers(payload, data_reference(data, db, data_dir, n_sequences, seed), folds, seed)
-    groups = next_event_groups(plans, states, folds)
-    records, errors = run_task_groups(
-        groups, next_event_group, payload, out, digest, jobs, quiet, "next-event", client
-    )
-    if not records:
-        raise RuntimeError(f"no task finished ({len(errors)} failed; the first: {errors[0]})")
-    df = pd.DataFrame(records)
-    cols = [
-        "model",
-        "K",
-        "fold",
-        "log_loss",
-        "hit1",
-        "hit3",
-        "n_train",
-        "n_test",
-        "fit_seconds",
-        "predict_seconds",
-    ]
-    df = with_k_column(df[cols]).sort_values(
-        ["K", "model", "fold"], key=lambda c: c.map(names.index) if c.name == "model" else c
-    )
-    df = df.reset_index(drop=True)
-    atomic_write_csv(df, out / "folds.csv")
-    md = _summary(df, what, settings, names, states, errors)
-    atomic_write_text(out / "summary.md", md)
-    _plot(df, names, states, out / "next_event.png", db.name)
-    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    return NextEventResult(folds=df, summary=md, out=out, errors=list(errors), config=config, data=what)
+    # the call's arguments by name: the experiment functions name their shared ones alike
+    run = ExperimentSettings.of("next-event", locals())
+    return run_experiment(run, NextEvent(models))
 
 
 def _summary(df, what, settings, names, states, errors) -> str:
