@@ -25,6 +25,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 #: Every benchmark script; those that need Dask's ``distributed`` to load.
 SCRIPTS = (
     "baseline_cost",
+    "context_smoothing",
     "contextual_emissions",
     "dask_cli",
     "dask_iteration",
@@ -300,6 +301,17 @@ def test_the_baseline_benchmark_reads_candidates_and_times_an_iteration_of_each_
     assert bench.final_objective(model) == model.objective_history_[-1]
     score, logp = bench.held_out_scores(model, seqs[:5], is_samples=2)
     assert score == logp == pytest.approx(model.score_samples(seqs[:5]).sum() / sum(map(len, seqs[:5])))
+
+
+# ------------------------------------------------------------------ context_smoothing.py
+def test_the_smoothing_sweep_predicts_the_last_event_of_held_out_fold_zero():
+    bench = benchmark("context_smoothing")
+    rng = np.random.default_rng(0)
+    seqs = [rng.integers(0, 5, size=int(n)) for n in rng.integers(1, 9, size=200)]
+    train, prefixes, targets = bench.next_event_split(seqs, 100, n_test=20)
+    assert len(train) == 100 and len(prefixes) == len(targets) <= 20
+    assert all(len(p) >= 1 for p in prefixes)
+    assert bench.parse_smoothing("chain") == "chain" and bench.parse_smoothing("0.5") == 0.5
 
 
 # ------------------------------------------------------------------ contextual_emissions.py
