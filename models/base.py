@@ -58,6 +58,27 @@ the configuration read off the constructor's signature), so that a model only wr
 ``_fit`` and ``_score_samples`` on already validated ``int64`` arrays.
 :class:`SequenceModelProtocol` is the structural type (``isinstance`` works on it) for models
 that do not inherit the base.
+
+Writing a model: a subclass of :class:`SequenceModel` sets the class attributes ``name`` and
+``score_kind``, calls ``super().__init__(n_states, seed)``, stores every other constructor
+argument as an attribute of the same name (checking it), and implements:
+
+``_fit(sequences, n_symbols, **fit_params)``
+    ``sequences`` is a validated list of ``int64`` arrays with every symbol
+    ``< n_symbols``; ``n_symbols_`` is already set. Learn, set attributes ending in
+    ``_``; the return value is ignored. ``fit_params`` are the keyword arguments of
+    :meth:`SequenceModel.fit` beyond the data (e.g. a starting point).
+``_score_samples(sequences) -> np.ndarray``
+    Validated sequences, all symbols ``< n_symbols_``; return shape ``(M,)`` float64.
+
+A subclass that takes an ``n_symbols`` option stores it as ``self.n_symbols``; then the
+training data must lie in ``0..n_symbols-1`` and ``n_symbols_ = n_symbols`` (symbols
+that never occur in training are still part of the model). Otherwise
+``n_symbols_ = max training symbol + 1``.
+
+:meth:`SequenceModel.get_params` and :meth:`SequenceModel.get_config` are read off the
+constructor's signature (as scikit-learn's ``get_params`` is), so a subclass never writes them
+by hand; it names the constructor arguments that are not configuration in ``_not_config``.
 """
 
 from __future__ import annotations
@@ -77,6 +98,7 @@ from ..inference.ops.importance import ImportanceEstimate, pool_estimates
 __all__ = [
     "SCORE_KINDS",
     "data_source",
+    "keep_vocabulary",
     "NotFittedError",
     "SequenceModel",
     "SequenceModelProtocol",
@@ -97,6 +119,14 @@ def data_source(data) -> str | None:
     meta = getattr(data, "meta", None)
     source = meta.get("source") if isinstance(meta, dict) else None
     return None if source is None else str(source)
+
+
+def keep_vocabulary(model, vocabulary) -> None:
+    """Set ``model.vocabulary_`` to ``vocabulary``, the names of the training symbols (a
+    :class:`ldhmm.data.SequenceDatabase`'s, a partitioned directory's manifest's), where it is a
+    list of ``model.n_symbols_`` names; anything else names no symbol of the model and is left out."""
+    if isinstance(vocabulary, list) and len(vocabulary) == model.n_symbols_:
+        model.vocabulary_ = list(vocabulary)
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -169,29 +199,8 @@ def _init_parameters(cls) -> tuple[list[str], bool]:
 
 
 class SequenceModel(abc.ABC):
-    """Base of every harness model: the protocol implemented around two hooks.
-
-    Subclasses set the class attributes ``name`` and ``score_kind``, call
-    ``super().__init__(n_states, seed)``, store every other constructor argument as an
-    attribute of the same name (checking it), and implement:
-
-    ``_fit(sequences, n_symbols, **fit_params)``
-        ``sequences`` is a validated list of ``int64`` arrays with every symbol
-        ``< n_symbols``; ``n_symbols_`` is already set. Learn, set attributes ending in
-        ``_``; the return value is ignored. ``fit_params`` are the keyword arguments of
-        :meth:`fit` beyond the data (e.g. a starting point).
-    ``_score_samples(sequences) -> np.ndarray``
-        Validated sequences, all symbols ``< n_symbols_``; return shape ``(M,)`` float64.
-
-    A subclass that takes an ``n_symbols`` option stores it as ``self.n_symbols``; then the
-    training data must lie in ``0..n_symbols-1`` and ``n_symbols_ = n_symbols`` (symbols
-    that never occur in training are still part of the model). Otherwise
-    ``n_symbols_ = max training symbol + 1``.
-
-    :meth:`get_params` and :meth:`get_config` are read off the constructor's signature (as
-    scikit-learn's ``get_params`` is), so a subclass never writes them by hand; it names
-    the constructor arguments that are not configuration in :attr:`_not_config`.
-    """
+    """Base of every harness model: the protocol implemented around two hooks, ``_fit`` and
+    ``_score_samples`` (what a subclass writes: "Writing a model" in the module docstring)."""
 
     name: ClassVar[str] = ""
     score_kind: ClassVar[str] = ""
@@ -205,14 +214,7 @@ class SequenceModel(abc.ABC):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        # checked for every class that declares either attribute itself
-        if "score_kind" in cls.__dict__ or "name" in cls.__dict__:
-            if cls.score_kind not in SCORE_KINDS:
-                raise TypeError(
-                    f"{cls.__name__}.score_kind must be one of {SCORE_KINDS}, got {cls.score_kind!r}"
-                )
-            if not isinstance(cls.name, str) or not cls.name:
-                raise TypeError(f"{cls.__name__}.name must be a non-empty string")
+        _check_class_attributes(cls)
 
     def __init__(self, n_states: int, seed: int = 0):
         self.n_states = check_n_states(n_states)
@@ -226,9 +228,7 @@ class SequenceModel(abc.ABC):
         ``training_data_``); returns ``self``."""
         seqs = self._validate_for_fit(sequences)
         self._fit(seqs, self.n_symbols_, **fit_params)
-        vocabulary = getattr(sequences, "vocabulary", None)  # a SequenceDatabase names its symbols
-        if isinstance(vocabulary, list) and len(vocabulary) == self.n_symbols_:
-            self.vocabulary_ = list(vocabulary)
+        keep_vocabulary(self, getattr(sequences, "vocabulary", None))  # a SequenceDatabase's names
         self.training_data_ = training_record(seqs, data_source(sequences))
         return self
 
@@ -286,34 +286,9 @@ class SequenceModel(abc.ABC):
         return validate_sequences(sequences, n_symbols=self.n_symbols_)
 
     # ------------------------------------------------------- configuration
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        """The constructor's parameters, with those its ``**kwargs`` forwards to the bases.
-
-        Each name is listed where the most basic class that declares it puts it, then a
-        subclass's own additions: saved configurations keep one key order through the class
-        hierarchy (an LDHMM file lists VariantHMM's settings in VariantHMM's order).
-        """
-        accepted: set[str] = set()
-        for klass in cls.__mro__:  # cls, then the bases its **kwargs reach
-            if "__init__" not in vars(klass) or klass is object:
-                continue
-            params, var_keyword = _init_parameters(klass)
-            accepted.update(params)
-            if not var_keyword:
-                break
-        order: list[str] = []
-        for klass in reversed(cls.__mro__):
-            if "__init__" in vars(klass) and klass not in (object, SequenceModel):
-                order += [p for p in _init_parameters(klass)[0] if p not in order]
-        # n_states and seed (SequenceModel's own) go last: every subclass so far names them
-        # itself, where it wants them; only one passing them on through **kwargs gets here
-        order += [p for p in _init_parameters(SequenceModel)[0] if p not in order]
-        return [p for p in order if p in accepted]
-
     def get_params(self) -> dict:
         """Constructor arguments of this model as stored on it (scikit-learn's ``get_params``)."""
-        return {p: getattr(self, p) for p in self._param_names()}
+        return {p: getattr(self, p) for p in _constructor_parameters(type(self))}
 
     def get_config(self) -> dict:
         """The configuration a model file records: :meth:`get_params` less ``_not_config``.
@@ -326,6 +301,41 @@ class SequenceModel(abc.ABC):
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({opts})"
+
+
+def _check_class_attributes(cls) -> None:
+    """Refuse a subclass that declares ``name`` or ``score_kind`` itself with a bad value (checked
+    when the class is created, so that a bad plug-in fails at import, not in the harness)."""
+    if "score_kind" in cls.__dict__ or "name" in cls.__dict__:
+        if cls.score_kind not in SCORE_KINDS:
+            raise TypeError(f"{cls.__name__}.score_kind must be one of {SCORE_KINDS}, got {cls.score_kind!r}")
+        if not isinstance(cls.name, str) or not cls.name:
+            raise TypeError(f"{cls.__name__}.name must be a non-empty string")
+
+
+def _constructor_parameters(cls) -> list[str]:
+    """The constructor's parameters, with those its ``**kwargs`` forwards to the bases.
+
+    Each name is listed where the most basic class that declares it puts it, then a
+    subclass's own additions: saved configurations keep one key order through the class
+    hierarchy (an LDHMM file lists VariantHMM's settings in VariantHMM's order).
+    """
+    accepted: set[str] = set()
+    for klass in cls.__mro__:  # cls, then the bases its **kwargs reach
+        if "__init__" not in vars(klass) or klass is object:
+            continue
+        params, var_keyword = _init_parameters(klass)
+        accepted.update(params)
+        if not var_keyword:
+            break
+    order: list[str] = []
+    for klass in reversed(cls.__mro__):
+        if "__init__" in vars(klass) and klass not in (object, SequenceModel):
+            order += [p for p in _init_parameters(klass)[0] if p not in order]
+    # n_states and seed (SequenceModel's own) go last: every subclass so far names them
+    # itself, where it wants them; only one passing them on through **kwargs gets here
+    order += [p for p in _init_parameters(SequenceModel)[0] if p not in order]
+    return [p for p in order if p in accepted]
 
 
 def importance_estimate(

@@ -1,14 +1,17 @@
 """scikit-learn style estimator over any parameter-sharing variant of the LDHMM family.
 
-:class:`VariantHMM` holds configuration and learned state and delegates: the math to
-:mod:`ldhmm.inference`, where a fit starts and which run it keeps to :mod:`ldhmm.models.fit_starts`,
-where the data lives and whether it fits to :mod:`ldhmm.models.placement`, the held-out passes to
-:mod:`ldhmm.models.held_out`, fits along K to :mod:`ldhmm.models.path`, the model file to
-:mod:`ldhmm.models.file_format`. :class:`ldhmm.models.ldhmm.LDHMM`,
-:class:`ldhmm.baselines.vbhmm.VBHMM` and :class:`ldhmm.baselines.hmmv.HMMV` are this class with a
-different :class:`ldhmm.inference.ParameterSharing`. It is a :class:`ldhmm.models.base.SequenceModel`,
-the base of every model the harness runs (input checks, the fitted check, the configuration read
-off the constructor).
+:class:`VariantHMM` is the user's surface: its settings, the learned state, and methods that
+delegate. The math goes to :mod:`ldhmm.inference`; a fit's run (in process or over partitions,
+its checkpoint, the learned attributes it sets) to :mod:`ldhmm.models.variant_fit`, where it
+starts and which run it keeps to :mod:`ldhmm.models.fit_starts`, where the data lives and whether
+it fits to :mod:`ldhmm.models.placement`; the held-out passes to :mod:`ldhmm.models.held_out` and
+their results' shapes to :mod:`ldhmm.models.held_out_answers`; fits along K to
+:mod:`ldhmm.models.path`; the model file to :mod:`ldhmm.models.file_format`.
+:class:`ldhmm.models.ldhmm.LDHMM`, :class:`ldhmm.baselines.vbhmm.VBHMM` and
+:class:`ldhmm.baselines.hmmv.HMMV` are this class with a different
+:class:`ldhmm.inference.ParameterSharing`. It is a :class:`ldhmm.models.base.SequenceModel`, the
+base of every model the harness runs (input checks, the fitted check, the configuration read off
+the constructor).
 
 Saved models are JSON (see :meth:`VariantHMM.save`): human-readable, exact for float64 (Python's
 float repr round-trips), and never executable.
@@ -16,42 +19,30 @@ float repr round-trips), and never executable.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import zlib
-from functools import partial
 
 import numpy as np
 
-from ..data import read_manifest
-from ..data.fingerprint import training_record
 from ..data.seeds import derived_seeds
-from ..inference import ParameterSharing, VariantParameters, VariationalEM, make_buckets, resolve_guide
+from ..inference import ParameterSharing, VariantParameters, VariationalEM, resolve_guide
 from ..inference.cavi.emissions import emission_layout as layout_of
-from ..inference.cavi.posterior import stack_posterior
-from ..inference.checkpoint import FitCheckpoint
-from ..inference.distributed.workers import LocalBackend, PartitionWorker
-from ..inference.em import NonFiniteELBOError
-from ..inference.ops.importance import ImportanceEstimate
-from .base import SequenceModel, check_n_symbols, data_source
+from ..inference.distributed.workers import PartitionWorker
+from .base import SequenceModel, check_n_symbols
 from .description import ModelDescription, describe_model
 from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .fit_settings import DTYPES as _DTYPES
 from .fit_settings import TakesFitSettings
-from .fit_starts import initial_parameters, search
-from .held_out import (
-    by_key,
-    check_importance_arguments,
-    held_out,
-    importance_memory_check,
-    in_input_order,
-    in_memory,
+from .fit_starts import initial_parameters
+from .held_out import by_key, held_out, in_input_order, in_memory
+from .held_out_answers import (
+    bound_family,
+    first_impossible_events,
+    importance_log_marginals,
+    posterior_arrays,
 )
-from .memory import fit_bytes
 from .path import fit_path
-from .placement import Placement, in_given_order
-from .placement import partitions as cut_partitions
+from .placement import Placement
+from .variant_fit import buckets_of, check_fit_arguments, fit_in_process, fit_partitioned
 
 __all__ = ["VariantHMM", "FORMAT_VERSION"]
 
@@ -98,10 +89,9 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         **settings,
     ):
         super().__init__(n_states, seed)
-        n_symbols = check_n_symbols(n_symbols)
+        self.n_symbols = check_n_symbols(n_symbols)
         if prior_concentration <= 0:
             raise ValueError(f"prior_concentration must be > 0, got {prior_concentration}")
-        self.n_symbols = n_symbols
         self.sharing = sharing if sharing is not None else ParameterSharing()
         self.guide = resolve_guide(guide)
         self.prior_concentration = prior_concentration
@@ -110,17 +100,9 @@ class VariantHMM(SequenceModel, TakesFitSettings):
 
     @property
     def score_family(self) -> str:
-        """The variational family of the held-out bound: the guide's family of q(Z) (``"PF"``,
-        ``"FF"``, a guide's own ``score_family`` or ``name``), and, for a sharing other than
-        LDHMM's, which of pi, A, B are per sequence, shared or point estimates (their q(theta)
-        differs, and so does the bound's gap). Bounds are compared only within one family
-        (:mod:`ldhmm.experiments.measures`)."""
-        guide = getattr(self.guide, "score_family", None) or getattr(self.guide, "name", "custom")
-        guide = {"pf": "PF", "ff": "FF"}.get(guide, guide)
-        s = self.sharing
-        if (s.pi, s.A, s.B) == ("sequence", "sequence", "sequence"):
-            return guide
-        return f"{guide}; pi {s.pi}, A {s.A}, B {s.B}"
+        """The held-out bound's variational family (:func:`ldhmm.models.held_out_answers.bound_family`);
+        bounds are compared only within one family (:mod:`ldhmm.experiments.measures`)."""
+        return bound_family(self.guide, self.sharing)
 
     # ---- what the parts of a fit are built from ---------------------------------------------
     @property
@@ -131,9 +113,8 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     def _engine(self, guide=None, checkpoint=None) -> VariationalEM:
         """The EM driver with this model's settings (``guide`` for another guide)."""
         settings = self.fit_settings.arguments(VariationalEM)
-        return VariationalEM(
-            self.guide if guide is None else guide, progress=self.verbose, checkpoint=checkpoint, **settings
-        )
+        guide = self.guide if guide is None else guide
+        return VariationalEM(guide, progress=self.verbose, checkpoint=checkpoint, **settings)
 
     def placement(self) -> Placement:
         """Where this model's partitions live and whether they fit
@@ -152,14 +133,11 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         return layout_of(self.n_states, self.n_symbols_, self.emission_layout) == "sparse"
 
     def _buckets(self, seqs):
-        return make_buckets(
-            seqs, max_cells=self.bucket_cells, sparse=self.sparse_emissions, n_symbols=self.n_symbols_
-        )
+        return buckets_of(self, seqs)
 
     def _set_params(self, params: VariantParameters):
         self.params_ = params
-        self.n_symbols_ = params.n_symbols
-        self.n_features_in_ = self.n_symbols_
+        self.n_symbols_ = self.n_features_in_ = params.n_symbols
 
     # ---- fitting -------------------------------------------------------------------------
     def initial_parameters(self, seqs, seed: int | None = None) -> VariantParameters:
@@ -207,15 +185,10 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         -------
         self
         """
-        if init_params is not None and grown:
-            raise ValueError("fit: give init_params or grown starts, not both")
-        if checkpoint is not None and grown:
-            raise ValueError(
-                "fit: checkpoint= does not resume grown starts (fit_path); give one or the other"
-            )
+        check_fit_arguments(init_params, grown, checkpoint)
         if backend == "local" and n_partitions is None and not isinstance(sequences, (str, os.PathLike)):
             return super().fit(sequences, init_params=init_params, grown=grown, checkpoint=checkpoint)
-        self._fit_partitioned(sequences, backend, client, n_partitions, init_params, grown, checkpoint)
+        fit_partitioned(self, sequences, backend, client, n_partitions, init_params, grown, checkpoint)
         return self
 
     @classmethod
@@ -246,106 +219,8 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         """
         return fit_path(cls, sequences, states, previous=previous, callback=callback, **options)
 
-    def _fit_partitioned(
-        self, data, backend: str, client, n_partitions, init_params, grown=(), checkpoint=None
-    ):
-        """:meth:`fit` over partitions of the database (a directory or in-memory sequences)."""
-        partitions, directory = cut_partitions(data, backend, client, n_partitions, self._validate_for_fit)
-        manifest = read_manifest(data) if directory else None
-        if directory:
-            V = int(manifest["n_symbols"])
-            if self.n_symbols is not None and self.n_symbols < V:
-                raise ValueError(f"n_symbols={self.n_symbols} but {data} holds {V} symbols")
-            self.n_symbols_ = self.n_features_in_ = int(self.n_symbols or V)
-        placement = self.placement()
-        placement.check_partitions(placement.process_sizes(partitions, backend), backend)
-        runner = placement.runner(backend, client, partitions)
-        self.n_partitions_ = runner.n_partitions
-        content = (
-            training_record(in_given_order(partitions), "")["sha256"]
-            if checkpoint is not None and not directory
-            else None
-        )
-        self._fit_on(
-            runner, np.sum(runner.call("symbol_counts"), axis=0), init_params, grown, checkpoint, content
-        )
-        vocabulary = manifest.get("vocabulary") if directory else getattr(data, "vocabulary", None)
-        if isinstance(vocabulary, list) and len(vocabulary) == self.n_symbols_:
-            self.vocabulary_ = list(vocabulary)
-        if directory:  # its tokens never pass through this process: sizes from its manifest, no hash
-            sizes = {k: int(manifest[k]) for k in ("n_sequences", "n_tokens")}
-            self.training_data_ = {"source": str(data), **sizes, "sha256": None}
-        else:
-            self.training_data_ = training_record(in_given_order(partitions), data_source(data))
-
     def _fit(self, seqs, n_symbols, init_params=None, grown: tuple = (), checkpoint=None):
-        # In process: the driver over one partition holding every bucket.
-        kept = getattr(grown, "previous_states", None) is not None  # the K - 1 fit's state, held
-        estimate = partial(fit_bytes, path_states=self.n_states - 1) if kept else fit_bytes
-        knob = "fewer states (n_states / --states) or fewer sequences"
-        self.placement().check_memory(seqs, "fitting", knob, estimate)
-        runner = LocalBackend([self._engine().worker(self._buckets(seqs), self.n_symbols_)])
-        counts = np.bincount(np.concatenate(seqs), minlength=self.n_symbols_)
-        content = training_record(seqs, "")["sha256"] if checkpoint is not None else None
-        self._fit_on(runner, counts, init_params, grown, checkpoint, content)
-
-    def _fit_on(self, runner, symbol_counts, init_params=None, grown=(), checkpoint=None, content=None):
-        """The start policy (:func:`ldhmm.models.fit_starts.search`) over a backend's partitions;
-        ``grown``: further starts raced after the policy's; ``checkpoint``: a directory the fit
-        is checkpointed in and resumed from (:mod:`ldhmm.inference.checkpoint`), which must
-        hold a fit of the data whose coded sequences hash to ``content`` (SHA-256; None where
-        the tokens never pass through this process). A non-finite ELBO stops the fit with the
-        last finite parameters kept (the model stays usable for scoring) and raises."""
-        if init_params is not None:
-            _check_start(init_params, self.n_states, len(symbol_counts), self.sharing)
-        store = None
-        if checkpoint is not None:
-            fingerprint = {**self._fingerprint(symbol_counts, runner, init_params), "data_sha256": content}
-            store = FitCheckpoint(checkpoint, fingerprint, self.sharing)
-        try:
-            found = search(
-                self, partial(self._engine, checkpoint=store), runner, symbol_counts, init_params, grown
-            )
-        except NonFiniteELBOError as err:
-            self._set_params(err.last_params)
-            self._set_convergence(err.convergence)
-            raise
-        result = found.result
-        self.start_kind_, self.kept_restart_ = found.kind, found.kept_restart
-        self.restart_elbo_histories_, self.init_elbo_history_ = found.restart_histories, found.init_history
-        self.start_elbo_histories_ = dict(found.start_histories)
-        if found.hmm_histories is not None:
-            self.hmm_objective_histories_ = found.hmm_histories
-        # a path's next K continues from this run (in process: its partition's state)
-        keep = getattr(grown, "keep_states", False) and result.states is not None
-        self._path_states = [result.states] if keep else None
-        self.recoveries_ = list(result.recoveries)
-        self._set_params(result.params)
-        self.elbo_history_ = np.asarray(result.elbo_history)
-        self.e_step_elbo_history_ = np.asarray(result.e_step_elbo_history)
-        self.elbo_trace_ = list(result.trace)
-        self._set_convergence(result.convergence)
-        self.prior_capped_ = result.capped
-
-    def _fingerprint(self, symbol_counts, runner, init_params) -> dict:
-        """What a checkpoint must match to be resumed: the settings (not ``verbose``), the data's
-        symbol counts, the partitions, and the starting point given."""
-        config = {k: v for k, v in self.get_config().items() if k != "verbose"}
-        start = None
-        if init_params is not None:
-            start = [
-                zlib.crc32(np.ascontiguousarray(t.detach().cpu().numpy()).tobytes())
-                for d in ("prior", "posterior", "log_point")
-                for _, t in sorted(getattr(init_params, d).items())
-            ]
-        return {
-            "class": type(self).__name__,
-            # objects (a guide given as an object) by their class: a repr may hold an address
-            "config": json.loads(json.dumps(config, default=lambda o: type(o).__qualname__)),
-            "symbol_counts": hashlib.sha256(np.asarray(symbol_counts, dtype=np.int64).tobytes()).hexdigest(),
-            "partitions": [list(map(int, size)) for size in runner.call("size")],
-            "init_params": start,
-        }
+        fit_in_process(self, seqs, init_params, grown, checkpoint)
 
     def restart_seeds(self) -> list[int]:
         """The seeds of the restarts: ``seed`` itself, then seeds derived from ``(seed, r)`` (so
@@ -391,10 +266,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         sequence -inf; the other per-sequence methods raise
         :class:`ldhmm.inference.cavi.support.ImpossibleSequenceError` (a ``ValueError``).
         """
-        results, _ = held_out(self, "impossible", sequences)
-        if not results:
-            return np.empty((0, 2), dtype=np.int64)
-        return by_key(results, False).astype(np.int64)
+        return first_impossible_events(self, sequences)
 
     def _score_samples(self, seqs):
         return self.score_samples(seqs)
@@ -416,17 +288,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         (:func:`ldhmm.inference.cavi.emissions.dense_emission_posterior` forms ``g_B``).
         A sequence of probability 0 raises ``ValueError``: it has no posterior.
         """
-        found = held_out(self, "posterior", sequences, backend, client, n_partitions, out)
-        if out is not None:
-            return found
-        results, directory = found
-        if directory:
-            result = stack_posterior(
-                [r for _, rows in results for r in rows], self.params_, self.sparse_emissions
-            )
-            result["sequence"] = [k for keys, _ in results for k in keys]
-            return result
-        return stack_posterior(in_input_order(results), self.params_, self.sparse_emissions)
+        return posterior_arrays(self, sequences, backend, client, n_partitions, out)
 
     def predict_next_proba(
         self, sequences, backend: str = "local", client=None, n_partitions=None
@@ -514,23 +376,8 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         np.ndarray, shape (M,) (a Series by id for a directory input), the Parquet paths
         written with ``out``, or with ``diagnostics`` an ``ImportanceEstimate``.
         """
-        check_importance_arguments(n_samples, seed)
-        if diagnostics and out is not None:
-            raise ValueError("diagnostics=True returns the estimates: it does not write them (out=)")
-        method = "log_marginal_is_diagnostics" if diagnostics else "log_marginal_is"
-        check = importance_memory_check(self, int(n_samples))
-        found = held_out(
-            self, method, sequences, backend, client, n_partitions, out, (int(n_samples),), int(seed), check
-        )
-        if out is not None:
-            return found
-        if not diagnostics:
-            return by_key(*found, "log_marginal")
-        if found[1]:
-            raise ValueError("diagnostics=True takes sequences in memory, not a partitioned directory")
-        values = by_key(*found).reshape(-1, 3)
-        return ImportanceEstimate(
-            values[:, 0], values[:, 1], values[:, 2], np.full(len(values), int(n_samples))
+        return importance_log_marginals(
+            self, sequences, n_samples, seed, backend, client, n_partitions, out, diagnostics
         )
 
     # ---- persistence ---------------------------------------------------------------------
@@ -540,9 +387,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         A guide is recorded by its name (``"pf"``, ``"ff"``; a user-written guide by its
         ``name`` or ``"custom"``): guides are code, and a model file is never executable.
         """
-        config = super().get_config()
-        config["guide"] = getattr(self.guide, "name", "custom")
-        return config
+        return {**super().get_config(), "guide": getattr(self.guide, "name", "custom")}
 
     def save(self, path, vocabulary=None) -> None:
         """Write the fitted model as JSON, atomically (:func:`ldhmm.models.file_format.write_model_file`).
@@ -567,21 +412,3 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     @classmethod
     def _from_config(cls, config, sharing, guide):
         return cls(sharing=sharing, guide=guide, **config)
-
-
-def _check_start(params: VariantParameters, n_states: int, n_symbols: int, sharing) -> None:
-    """Refuse, in one line, ``init_params`` of another shape or variant than the model's."""
-    if not isinstance(params, VariantParameters):
-        raise TypeError(
-            f"init_params must be VariantParameters (a fitted model's params_), got {type(params).__name__}"
-        )
-    if (params.n_states, params.n_symbols) != (n_states, n_symbols):
-        raise ValueError(
-            f"init_params has K = {params.n_states} states and V = {params.n_symbols} symbols; this "
-            f"model has K = {n_states} (n_states) and V = {n_symbols} (n_symbols)"
-        )
-    theirs, ours = ([sh.kind(g) for g in ("pi", "A", "B")] for sh in (params.sharing, sharing))
-    if theirs != ours:
-        raise ValueError(
-            f"init_params have pi, A, B {', '.join(theirs)}; this model's are {', '.join(ours)} (sharing)"
-        )
