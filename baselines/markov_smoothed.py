@@ -29,28 +29,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..inference import interpolated_chain
 from ..inference.interpolated_chain import (
-    CONCENTRATION_BOUNDS,
+    CONCENTRATION_BOUNDS,  # noqa: F401 (re-exported)
     choose_concentrations,
     context_keys,
     interpolated_proba,
     leave_one_out_counts,
-    log_likelihood_and_gradient,
+    log_likelihood_and_gradient,  # noqa: F401 (re-exported)
     lookup_counts,
 )
 from ..models.base import SequenceModel
 from ..models.registry import register
 
-__all__ = [
-    "SmoothedMarkovChain",
-    "CONCENTRATION_BOUNDS",
-    "context_keys",
-    "lookup_counts",
-    "interpolated_proba",
-    "leave_one_out_counts",
-    "log_likelihood_and_gradient",
-    "choose_concentrations",
-]
+# the estimator, and the kernels it is built on (imported above, kept importable from here)
+__all__ = ["SmoothedMarkovChain", *interpolated_chain.__all__]
 
 
 # ------------------------------------------------------------------------ the estimator
