@@ -53,6 +53,7 @@ __all__ = [
     "next_context_rows",
     "backoff_pseudocounts",
     "chain_pseudocounts",
+    "interpolated_pseudocounts",
     "smoothing_pseudocounts",
     "check_context_smoothing",
 ]
@@ -207,11 +208,13 @@ def backoff_pseudocounts(sequences, table: ContextTable, strength: float) -> np.
     context: float64 (C, V), every entry positive (zeros where ``strength`` is 0).
 
     The parent of an order-1 row (the previous event, or BEGIN) is the unigram distribution
-    ``u_v = (n_v + 1) / (N + V)``; the parent of a longer kept history is its longest kept
-    proper suffix. A context's own distribution, as a parent, is MacKay and Peto's
-    interpolation ``(n_cv + s m_parent(c), v) / (n_c + s)`` of the training events after it
-    (every position whose history ends with it), so that a row's pseudo-counts are
-    ``s m_parent(c)``: a fixed function of the training symbols (never of the hidden states).
+    ``u_v = (n_v + 1) / (N + V)``; the parent of a longer kept history its suffix one event
+    shorter (kept too: a suffix is seen at least as often). A context's own distribution, as a
+    parent, is MacKay and Peto's interpolation ``(n_cv + s m_parent(c), v) / (n_c + s)`` of the
+    training events after it (every position whose history ends with it), so that a row's
+    pseudo-counts are ``s m_parent(c)``: a fixed function of the training symbols (never of
+    the hidden states). The interpolated chain's recursion with concentrations ``V, s, ..., s``
+    (:func:`interpolated_pseudocounts`).
 
     Parameters
     ----------
@@ -222,70 +225,46 @@ def backoff_pseudocounts(sequences, table: ContextTable, strength: float) -> np.
     strength : float >= 0
         ``s``: the pseudo-events of each row (one prior per hidden state and row).
     """
-    V, base = table.n_symbols, table.n_symbols + 1
-    C = table.n_contexts
     if strength <= 0:
-        return np.zeros((C, V))
-    seqs = [np.asarray(s, dtype=np.int64) for s in sequences]
-    symbols = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
-    keys = history_keys(seqs, table.order, V)
-    unigram = (np.bincount(symbols, minlength=V)[:V] + 1.0) / (symbols.size + V)
-    own = np.empty((C, V))  # each row's interpolated distribution, as a parent
-    parent = np.empty((C, V))
-    for i in range(table.order):
-        kept = table.keys[i]
-        if not kept.size:
-            continue
-        rows = np.arange(table.offsets[i], table.offsets[i + 1])
-        if i == 0:
-            parent[rows] = unigram
-        else:
-            parent[rows] = own[_longest_kept_suffix(kept, i, table, base)]
-        at = np.searchsorted(kept, keys[:, i]).clip(max=kept.size - 1)
-        found = kept[at] == keys[:, i]
-        counts = np.zeros((kept.size, V))
-        np.add.at(counts, (at[found], symbols[found]), 1.0)
-        own[rows] = (counts + strength * parent[rows]) / (counts.sum(1, keepdims=True) + strength)
-    return strength * parent
-
-
-def _longest_kept_suffix(histories: np.ndarray, order: int, table: ContextTable, base: int) -> np.ndarray:
-    """The row of the longest kept proper suffix of each order-(``order`` + 1) history
-    (order 1 is always kept), int64."""
-    out = np.full(histories.size, -1, dtype=np.int64)
-    for i in range(order - 1, -1, -1):  # suffixes of order i + 1, longest first
-        suffix = histories % base ** (i + 1)
-        kept = table.keys[i]
-        if not kept.size:
-            continue
-        at = np.searchsorted(kept, suffix).clip(max=kept.size - 1)
-        hit = (kept[at] == suffix) & (out < 0)
-        out[hit] = table.offsets[i] + at[hit]
-    return out
+        return np.zeros((table.n_contexts, table.n_symbols))
+    concentrations = np.array([float(table.n_symbols)] + [float(strength)] * table.order)
+    return interpolated_pseudocounts(sequences, table, concentrations)
 
 
 def chain_pseudocounts(sequences, table: ContextTable) -> tuple[np.ndarray, np.ndarray]:
     """Pseudo-counts of the context rows from the interpolated Markov chain of order
-    ``table.order`` on the training ``sequences`` (:mod:`ldhmm.inference.interpolated_chain`,
+    ``table.order`` on the training ``sequences`` (:mod:`ldhmm.inference.interpolated_chain`),
     its concentrations ``beta_0..beta_n`` chosen by leave-one-sequence-out log-likelihood, as
-    the MARKOV baselines choose theirs).
+    the MARKOV baselines choose theirs (:func:`interpolated_pseudocounts` with them).
 
     Returns
     -------
     (pseudo, concentrations) : float64 (C, V) and (n + 1,)
-        Row ``c`` of order ``i`` (history ``h_i``): ``beta_i p_(i-1)(. | h_(i-1))``, the chain's
-        interpolated distribution after the history's last ``i - 1`` events, weighted by the
-        chain's concentration of order ``i``: in the limit of a row at the cap and one hidden
-        state, the row's mean is the chain's ``p_i(. | h_i)``.
+        In the limit of a row at the cap and one hidden state, the row's mean is the chain's
+        ``p_i(. | h_i)``.
     """
+    seqs = [np.asarray(s, dtype=np.int64) for s in sequences]
+    V = table.n_symbols
+    keys = context_keys(seqs, table.order, V)
+    symbols = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+    sequence_of = np.repeat(np.arange(len(seqs)), [s.size for s in seqs])
+    betas, _ = choose_concentrations(*leave_one_out_counts(keys, symbols, sequence_of, V), V)
+    return interpolated_pseudocounts(seqs, table, betas), betas
+
+
+def interpolated_pseudocounts(sequences, table: ContextTable, concentrations) -> np.ndarray:
+    """``beta_i p_(i-1)(. | h_(i-1))`` for every context row of order ``i`` (history ``h_i``),
+    float64 (C, V): the interpolated chain's distribution after the history's last ``i - 1``
+    events (:func:`ldhmm.inference.interpolated_chain.interpolated_proba`, over the training
+    counts of ``sequences``), weighted by its concentration of order ``i``; ``concentrations``
+    ``beta_0..beta_n`` (n = ``table.order``)."""
     V, order, base = table.n_symbols, table.order, table.n_symbols + 1
     seqs = [np.asarray(s, dtype=np.int64) for s in sequences]
     keys = context_keys(seqs, order, V)  # (T, order + 1): column k the last k events
     symbols = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
-    sequence_of = np.repeat(np.arange(len(seqs)), [s.size for s in seqs])
-    betas, _ = choose_concentrations(*leave_one_out_counts(keys, symbols, sequence_of, V), V)
     contexts = [np.unique(keys[:, k], return_counts=True) for k in range(order + 1)]
     pairs = [np.unique(keys[:, k] * V + symbols, return_counts=True) for k in range(order + 1)]
+    betas = np.asarray(concentrations, dtype=np.float64)
     out = np.zeros((table.n_contexts, V))
     v = np.arange(V, dtype=np.int64)
     for i in range(1, order + 1):  # the rows of order i; their parents' orders are 0..i-1
@@ -297,7 +276,7 @@ def chain_pseudocounts(sequences, table: ContextTable) -> tuple[np.ndarray, np.n
         context_counts = np.stack([lookup_counts(*contexts[k], suffix[k]) for k in range(i)], axis=-1)
         parent = interpolated_proba(pair_counts, context_counts, betas[:i], V)  # (R_i, V)
         out[table.offsets[i - 1] : table.offsets[i]] = betas[i] * parent
-    return out, betas
+    return out
 
 
 def check_context_smoothing(value):
