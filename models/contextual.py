@@ -196,14 +196,9 @@ class ContextualLDHMM(SequenceModel):
         return prior, monitor, capped, bound
 
     def _fit(self, sequences, n_symbols, **fit_params):
-        pseudo = {}  # the context smoothing's pseudo-counts, once the context table is built
-
-        def run(batches, rng):
-            if "B" not in pseudo:
-                pseudo["B"] = smoothing_pseudocounts(sequences, self.context_table_, self.context_smoothing)
-            return self._run(batches, rng, pseudo["B"])
-
-        prior, monitor, capped, bound = best_start(self, sequences, n_symbols, fit_params, self._batches, run)
+        prior, monitor, capped, bound = best_start(
+            self, sequences, n_symbols, fit_params, self._batches, self._run
+        )
         self.alpha_pi_ = prior["pi"].numpy()
         self.alpha_A_ = prior["A"].numpy()
         self.beta_ = prior["B"].numpy()
@@ -320,9 +315,11 @@ register(
 
 def best_start(model, sequences, n_symbols: int, fit_params: dict, batches_of, run):
     """The common part of a contextual model's fit: its context table from the training
-    ``sequences`` (set as ``model.context_table_``), the memory check, and the best of its
-    ``n_init`` runs ``run(batches, rng)`` (seeded ``[seed, start]``; each returns a tuple whose
-    second item is its :class:`~ldhmm.inference.monitor.ConvergenceMonitor`), by the last value
+    ``sequences`` (set as ``model.context_table_``), the memory check, the context smoothing's
+    pseudo-counts (:func:`ldhmm.inference.contexts.smoothing_pseudocounts` of
+    ``model.context_smoothing``; None without smoothing), and the best of its ``n_init`` runs
+    ``run(batches, rng, pseudo_B)`` (seeded ``[seed, start]``; each returns a tuple whose second
+    item is its :class:`~ldhmm.inference.monitor.ConvergenceMonitor`), by the last value
     recorded (:func:`ldhmm.models.fit_starts.best_of`)."""
     if fit_params:
         raise TypeError(f"{type(model).__name__}.fit takes no {', '.join(sorted(fit_params))}")
@@ -331,8 +328,9 @@ def best_start(model, sequences, n_symbols: int, fit_params: dict, batches_of, r
     )
     check_fit_memory(model, sequences)
     batches = batches_of(sequences)
+    pseudo_B = smoothing_pseudocounts(sequences, model.context_table_, model.context_smoothing)
     runs = [
-        lambda start=start: run(batches, np.random.default_rng([model.seed, start]))
+        lambda start=start: run(batches, np.random.default_rng([model.seed, start]), pseudo_B)
         for start in range(model.n_init)
     ]
     return best_of(runs, lambda result: result[1].history[-1])[1]

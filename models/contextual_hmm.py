@@ -27,7 +27,6 @@ from ..inference.contexts import (
     check_emission_context,
     context_ids,
     next_context_rows,
-    smoothing_pseudocounts,
 )
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
@@ -119,35 +118,38 @@ class ContextualHMM(SequenceModel):
         self.emission_pseudocount = float(emission_pseudocount)
         self.transition_pseudocount = float(transition_pseudocount)
         self.context_smoothing = check_context_smoothing(context_smoothing)
-        self._backoff = None  # the context smoothing's pseudo-counts (C, V), set by fit
 
-    def _pseudocounts(self) -> dict:
+    def _pseudocounts(self, pseudo_B) -> dict:
+        """The Dir(1 + c) priors' pseudocounts: scalars, and the context smoothing's (C, V)
+        added to the emission rows' (broadcast over the states)."""
         c = self.transition_pseudocount
         B = self.emission_pseudocount
-        if self._backoff is not None:
-            B = B + torch.from_numpy(self._backoff)  # (C, V), broadcast over the states
+        if pseudo_B is not None:
+            B = B + torch.from_numpy(pseudo_B)
         return {"pi": c, "A": c, "B": B}
 
-    def _log_prior(self, log_theta: dict) -> float:
+    @staticmethod
+    def _log_prior(log_theta: dict, pseudocounts: dict) -> float:
         """``sum c log theta`` of the Dir(1 + c) priors (the MAP objective's prior part; an entry
         of pseudocount 0 adds 0, also where maximum likelihood put theta at 0)."""
         total = 0.0
-        for g, c in self._pseudocounts().items():
+        for g, c in pseudocounts.items():
             c = torch.as_tensor(c, dtype=log_theta[g].dtype).expand_as(log_theta[g])
             total += float(torch.where(c > 0, c * log_theta[g], 0.0).sum())
         return total
 
-    def _run(self, batches, rng):
+    def _run(self, batches, rng, pseudo_B=None):
         K, C, V = self.n_states, self.context_table_.n_contexts, self.n_symbols_
+        pseudocounts = self._pseudocounts(pseudo_B)
         log_theta = random_point_parameters(rng, K, C, V)
         monitor = ConvergenceMonitor(AbsoluteGain(self.tol), self.max_iter, unit="Baum-Welch iteration")
         while True:
             results = [point_e_step(log_theta, b) for b in batches]
-            objective = float(sum(r.bounds.sum() for r in results)) + self._log_prior(log_theta)
+            objective = float(sum(r.bounds.sum() for r in results)) + self._log_prior(log_theta, pseudocounts)
             if monitor.record(objective):
                 break
             totals = total_counts([r.counts for r in results], batches, (K, C, V))
-            log_theta = point_m_step(totals, self._pseudocounts())
+            log_theta = point_m_step(totals, pseudocounts)
         if monitor.reason == "non_finite":
             raise FloatingPointError(f"ContextualHMM: the training objective is {monitor.bad_value}")
         return log_theta, monitor
@@ -156,16 +158,7 @@ class ContextualHMM(SequenceModel):
         return context_batches(sequences, context_ids(sequences, self.context_table_), self.n_symbols_)
 
     def _fit(self, sequences, n_symbols, **fit_params):
-        def run(batches, rng):
-            if self._backoff is None:
-                self._backoff = smoothing_pseudocounts(sequences, self.context_table_, self.context_smoothing)
-            return self._run(batches, rng)
-
-        self._backoff = None
-        try:
-            log_theta, monitor = best_start(self, sequences, n_symbols, fit_params, self._batches, run)
-        finally:
-            self._backoff = None
+        log_theta, monitor = best_start(self, sequences, n_symbols, fit_params, self._batches, self._run)
         self.startprob_ = log_theta["pi"].exp().numpy()
         self.transmat_ = log_theta["A"].exp().numpy()
         self.emissionprob_ = log_theta["B"].exp().numpy()
