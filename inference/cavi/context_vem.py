@@ -440,7 +440,7 @@ def count_table(
     in sequence order (the order of ``batches``, then of their rows).
 
     ``pseudo_B`` (C, V), optional: one more sequence after the last, with these counts in every
-    state's emission rows (:func:`ldhmm.inference.contexts.backoff_pseudocounts`): the M-step
+    state's emission rows (:func:`ldhmm.inference.contexts.smoothing_pseudocounts`): the M-step
     then also maximizes :func:`log_hyperprior`."""
     K, C, V = shape_B
     entry_parts = {"pi": [], "A": [], "B": []}
