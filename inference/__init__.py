@@ -63,7 +63,7 @@ from .sharing import (
 
 #: The SVI route's names, imported from :mod:`.svi.svi_fit` on first use (PEP 562): the route
 #: needs Pyro, which the closed form, its scoring and the commands built on it do not load.
-_SVI_NAMES = ("SVIResult", "fit_svi", "guide_init_from_state", "pad_database")
+_SVI_NAMES = ("SVIResult", "fit_svi", "guide_init_from_state")
 __getattr__, __dir__ = lazy_attributes({LazyModule(".svi.svi_fit", __name__): _SVI_NAMES}, globals())
 
 
@@ -115,7 +115,6 @@ __all__ = [
     "SVIResult",
     "fit_svi",
     "guide_init_from_state",
-    "pad_database",
     "GROUPS",
     "HMM_SHARING",
     "HMMV_SHARING",

@@ -24,10 +24,9 @@ from ldhmm.inference.ops.dirichlet import (
     kl_dirichlet,
     newton_dirichlet,
 )
-from ldhmm.inference.ops.forward import chain_posterior
+from ldhmm.inference.ops.forward import chain_log_likelihood, chain_posterior, forward_log_messages
 from ldhmm.inference.ops.hashing import hashed_uniform, splitmix64
 from ldhmm.inference.ops.mean_field import init_mean_field, mean_field_stats, mean_field_sweep
-from ldhmm.inference.ops.potentials import backward_log_messages
 from ldhmm.inference.sharing import LDHMM_SHARING
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -121,17 +120,28 @@ def test_fast_path_survives_extreme_potentials():
     assert torch.allclose(fast.state_marginals, ref.state_marginals, atol=1e-8)
 
 
-def test_backward_messages_give_the_chain_conditionals():
-    # Sampling z_n from W_n[z_(n-1), :] + log b_n must reproduce the chain's pair marginals:
-    # check that exp(log alpha_(n-1) + W_n + log b_n - log Z) sums to the reference pair counts.
-    M, T, K = 4, 6, 3
-    li, lt, lo, mask = random_chain(M, T, K, seed=13, lengths=[6, 1, 3, 5])
+def test_forward_messages_give_log_z_and_the_filtered_marginals():
+    # The scan's down-sweep against the sequential forward recursion, position by position:
+    # alpha_n = logsumexp_j(alpha_(n-1)(j) + W_n[j, :]); at the last real position it holds log Z
+    # and the last state's marginal; past it, it stays. Lengths 1 .. T cover odd and even levels.
+    M, T, K = 5, 11, 3
+    li, lt, lo, mask = random_chain(M, T, K, seed=13, lengths=[11, 1, 3, 8, 6])
     step = lt[:, None] + lo[:, :, None, :]  # (M, T, K, K), time-homogeneous transition
-    log_b = backward_log_messages(step, mask)
+    first = li + lo[:, 0]
+    log_alpha = forward_log_messages(first, step, mask)
+    sequential = [first]
+    for n in range(1, T):
+        moved = torch.logsumexp(sequential[-1][:, :, None] + step[:, n], dim=-2)
+        sequential.append(torch.where(mask[:, n, None], moved, sequential[-1]))
+    assert torch.allclose(log_alpha, torch.stack(sequential, 1), atol=1e-12)
     ref = forward_backward_log(li, lt, lo, mask)
-    first = li + lo[:, 0] + log_b[:, 0]
-    assert torch.allclose(torch.logsumexp(first, -1), ref.log_normalizer, atol=1e-10)
-    assert torch.allclose(torch.softmax(first, -1), ref.state_marginals[:, 0], atol=1e-10)
+    last = log_alpha[:, -1]
+    assert torch.allclose(torch.logsumexp(last, -1), ref.log_normalizer, atol=1e-10)
+    assert torch.allclose(torch.logsumexp(last, -1), chain_log_likelihood(li, lt, lo, mask), atol=1e-12)
+    ends = mask.sum(-1) - 1
+    assert torch.allclose(torch.softmax(last, -1), ref.state_marginals[torch.arange(M), ends], atol=1e-10)
+    # One position: the first potential itself.
+    assert torch.equal(forward_log_messages(first, step[:, :1], mask[:, :1])[:, 0], first)
 
 
 def test_very_long_sequence_has_normalized_marginals():

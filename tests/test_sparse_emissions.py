@@ -26,7 +26,6 @@ from ldhmm.inference.cavi.emissions import (
     emission_layout,
     emission_log_sums,
     slot_mask,
-    to_dense_counts,
     token_potentials,
 )
 from ldhmm.inference.cavi.kernels.dirichlet_multinomial import SUM_BLOCK
@@ -34,6 +33,15 @@ from ldhmm.inference.cavi.kernels.sparse import local_symbols, scatter_blocks, s
 from ldhmm.inference.ops.dirichlet import expected_log_dirichlet
 from ldhmm.inference.parameters import group_shape, init_parameters
 from ldhmm.inference.sharing import GROUPS
+
+
+def to_dense_counts(counts_B: torch.Tensor, bucket, n_symbols: int) -> torch.Tensor:
+    """A sparse bucket's emission counts as (M_b, K, V) (small V only: M_b K V numbers)."""
+    if not bucket.sparse:
+        return counts_B
+    M, K, _ = counts_B.shape
+    dense = counts_B.new_zeros(M, K, n_symbols)
+    return dense.scatter_add_(2, bucket.symbols[:, None, :].expand_as(counts_B), counts_B)
 
 
 def _data(seed, V, n=70, held=25, max_len=15, unseen=2):

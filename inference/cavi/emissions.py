@@ -44,7 +44,6 @@ __all__ = [
     "emission_log_sums",
     "expected_log_emissions",
     "token_potentials",
-    "to_dense_counts",
     "LocalView",
     "LOCAL_CHUNK",
     "chunks",
@@ -238,15 +237,6 @@ def token_potentials(
         log_B = expected_log_emissions(params.prior["B"], counts["B"], bucket)
         log_obs = emission_potentials(log_B, bucket.emission_tokens)
     return elog["pi"], elog["A"], log_obs
-
-
-def to_dense_counts(counts_B: torch.Tensor, bucket: Bucket, n_symbols: int) -> torch.Tensor:
-    """A sparse bucket's emission counts as (M_b, K, V) (small V only: M_b K V numbers)."""
-    if not bucket.sparse:
-        return counts_B
-    M, K, _ = counts_B.shape
-    dense = counts_B.new_zeros(M, K, n_symbols)
-    return dense.scatter_add_(2, bucket.symbols[:, None, :].expand_as(counts_B), counts_B)
 
 
 def _rest_of(values: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:

@@ -30,8 +30,8 @@ import torch
 from torch.distributions import constraints
 
 from ...data.lazy_modules import LazyModule
+from ..ops.forward import forward_log_messages
 from ..ops.mean_field import mean_field_stats, mean_field_sweep
-from ..ops.potentials import backward_log_messages
 from .exact_chain import ExactChain, chain_update, forward_backward
 from .protocol import GuideProtocol, HiddenUpdate
 
@@ -135,7 +135,8 @@ class PFGuide(ChainGuide):
 
     In Pyro, q(Z) is a general chain with free log-potentials ``chain_initial`` (M, K) and
     ``chain_transition`` (M, T, K, K) (entry ``[m, n, j, k]`` scores ``z_(n-1)=j, z_n=k``, plus the
-    emission of position n; entry n = 0 is unused), sampled forward from its exact conditionals.
+    emission of position n; entry n = 0 is unused), sampled exactly by forward filtering,
+    backward sampling (:func:`ldhmm.inference.ops.forward.forward_log_messages`).
 
     Parameters
     ----------
@@ -182,16 +183,18 @@ class PFGuide(ChainGuide):
     def sample_hidden(self, params, mask):
         initial, transition = params["chain_initial"], params["chain_transition"]
         M, T, K = initial.shape[0], transition.shape[1], initial.shape[1]
-        # Beyond a sequence's end the backward messages are zero, so q(z_n | z_(n-1)) is
-        # exactly the chain's conditional.
-        log_b = backward_log_messages(transition, mask)
+        # Forward filtering, backward sampling: z_(L-1) from the last forward message, then each
+        # z_n given z_(n+1) from alpha_n(j) + W_(n+1)[j, z_(n+1)]; the sites' log-probabilities
+        # sum to log q(z) exactly, differentiable in the parameters (the scan of ops/forward.py).
+        log_alpha = forward_log_messages(initial, transition, mask)
         z = None
-        for n in pyro.markov(range(T)):
-            if n == 0:
-                logits = initial + log_b[:, 0]
-            else:
-                rows = transition[:, n].gather(1, z[:, None, None].expand(M, 1, K))[:, 0]
-                logits = rows + log_b[:, n]
+        for n in pyro.markov(range(T - 1, -1, -1)):
+            logits = log_alpha[:, n]
+            if n < T - 1:
+                # Where position n + 1 is real, the column of z_(n+1) in W_(n+1); at a sequence's
+                # last position, alpha alone.
+                columns = transition[:, n + 1].gather(2, z[:, None, None].expand(M, K, 1))[..., 0]
+                logits = logits + torch.where(mask[:, n + 1, None], columns, torch.zeros_like(columns))
             with poutine.mask(mask=mask[:, n]):
                 z = pyro.sample(f"z_{n}", dist.Categorical(logits=logits))
 

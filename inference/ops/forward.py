@@ -10,8 +10,10 @@ the identity matrix and contributes nothing, so sequences of different lengths s
 
 This is the project's one torch recursion (the other is the compiled chain core,
 :mod:`ldhmm.inference.cavi.kernels.scaled_chain`). :func:`chain_log_likelihood` gives ``log Z``
-over any leading batch dimensions (Monte Carlo samples, enumerated variables), with gradients;
-:func:`chain_posterior` gives the forward-backward marginals as the gradients of ``log Z``.
+over any leading batch dimensions (Monte Carlo samples, enumerated variables), with gradients
+(the scan's up-sweep); :func:`chain_posterior` gives the forward-backward marginals as the
+gradients of ``log Z``; :func:`forward_log_messages` gives every forward message (the same
+up-sweep, then its down-sweep), from which the PF guide draws its paths backward.
 The tests check both against a log-space forward-backward and against all hidden paths
 (``tests/reference_chain.py``, ``tests/test_pyro_route.py``, ``tests/test_kernels.py``).
 """
@@ -22,7 +24,13 @@ import torch
 
 from .potentials import ChainPosterior, check_chain_shapes
 
-__all__ = ["log_matmul_exp", "gather_emissions", "chain_log_likelihood", "chain_posterior"]
+__all__ = [
+    "log_matmul_exp",
+    "gather_emissions",
+    "chain_log_likelihood",
+    "forward_log_messages",
+    "chain_posterior",
+]
 
 
 def log_matmul_exp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -59,8 +67,11 @@ def log_matmul_exp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.where(positive, log_prod, exact)
 
 
-def _product_scan(log_steps: torch.Tensor) -> torch.Tensor:
-    """``log(exp(W_1) @ exp(W_2) @ ... )`` over dimension -3 of (..., N, K, K), pairwise."""
+def _scan_levels(log_steps: torch.Tensor) -> list[torch.Tensor]:
+    """The pairwise products of (..., N, K, K) over dimension -3, round by round (the up-sweep):
+    level 0 is ``log_steps``, each next level the products of its neighbours' pairs (an odd
+    last matrix carried over), the last level the whole product (one matrix)."""
+    levels = [log_steps]
     while log_steps.shape[-3] > 1:
         n = log_steps.shape[-3]
         even = n - n % 2
@@ -68,7 +79,40 @@ def _product_scan(log_steps: torch.Tensor) -> torch.Tensor:
         if even < n:
             paired = torch.cat([paired, log_steps[..., even:, :, :]], dim=-3)
         log_steps = paired
-    return log_steps[..., 0, :, :]
+        levels.append(log_steps)
+    return levels
+
+
+def _prefix_products(levels: list[torch.Tensor]) -> torch.Tensor:
+    """Every prefix product ``W_1 @ ... @ W_i`` (i = 1..N) of the up-sweep's matrices, (..., N, K, K).
+
+    The down-sweep of the same scan: at each level, an odd entry's prefix is its pair's prefix
+    one level up, an even entry's (past the first) the prefix of the pair before it times the
+    entry itself; ``ceil(log2 N)`` rounds of batched products, no loop over positions.
+    """
+    prefix = levels[-1]
+    for level in reversed(levels[:-1]):
+        n = level.shape[-3]
+        half = n // 2
+        evens = torch.cat(
+            [
+                level[..., :1, :, :],
+                log_matmul_exp(prefix[..., : (n + 1) // 2 - 1, :, :], level[..., 2::2, :, :]),
+            ],
+            dim=-3,
+        )
+        odds = prefix[..., :half, :, :]
+        paired = torch.stack([evens[..., :half, :, :], odds], dim=-3).flatten(-4, -3)
+        prefix = torch.cat([paired, evens[..., half:, :, :]], dim=-3)
+    return prefix
+
+
+def _masked_steps(log_steps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``log_steps`` (..., N, K, K) with the identity where ``mask`` (..., N) is False: a padded
+    position contributes nothing to any product."""
+    K = log_steps.shape[-1]
+    identity = torch.full((K, K), -float("inf"), dtype=log_steps.dtype).fill_diagonal_(0.0)
+    return torch.where(mask[..., None, None], log_steps, identity)
 
 
 def gather_emissions(log_emission: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -124,11 +168,50 @@ def chain_log_likelihood(
     first = log_initial + log_obs[..., 0, :]
     if T == 1:
         return torch.logsumexp(first, -1)
-    steps = log_transition[..., None, :, :] + log_obs[..., 1:, None, :]
-    identity = torch.full((K, K), -float("inf"), dtype=log_obs.dtype).fill_diagonal_(0.0)
-    steps = torch.where(mask[..., 1:, None, None], steps, identity)
-    total = _product_scan(steps)
+    steps = _masked_steps(log_transition[..., None, :, :] + log_obs[..., 1:, None, :], mask[..., 1:])
+    total = _scan_levels(steps)[-1][..., 0, :, :]
     return torch.logsumexp(first[..., :, None] + total, dim=(-2, -1))
+
+
+def forward_log_messages(
+    log_first: torch.Tensor, log_steps: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """The forward messages of a batch of chains with position-dependent potentials, from the scan.
+
+    ``log alpha_n(k) = log sum_(z_0 .. z_(n-1)) exp(f[z_0] + W_1[z_0, z_1] + ... + W_n[z_(n-1), k])``:
+    the potential of every prefix that ends in state k at position n. The prefix products are
+    the down-sweep of the same pairwise scan whose up-sweep gives :func:`chain_log_likelihood`
+    (``ceil(log2 T)`` rounds each way), differentiable. Forward filtering, backward sampling
+    draws a path from them alone: ``z_(L-1)`` from ``alpha_(L-1)``, then each ``z_n`` given
+    ``z_(n+1)`` from ``alpha_n(j) + W_(n+1)[j, z_(n+1)]`` (the PF guide's Pyro sampler,
+    :meth:`ldhmm.inference.cavi.guides.PFGuide.sample_hidden`).
+
+    Parameters
+    ----------
+    log_first : Tensor, shape (..., K)
+        ``f``: the log-potential of ``z_0`` (with whatever position 0 emits).
+    log_steps : Tensor, shape (..., T, K, K)
+        ``W_n[j, k]``: the log-potential of ``z_(n-1) = j, z_n = k`` with whatever position n
+        emits; entry n = 0 is unused.
+    mask : BoolTensor, shape (..., T)
+        True on real positions; each row a prefix of Trues starting at position 0.
+
+    Returns
+    -------
+    Tensor, shape (..., T, K): ``log alpha_n``; past a chain's last position, its last message
+    (a padded position is the identity). ``logsumexp`` of the last real one is ``log Z``.
+    """
+    T = log_steps.shape[-3]
+    if log_first.shape[-1] != log_steps.shape[-1] or mask.shape[-1] != T:
+        raise ValueError(
+            f"chain shapes do not fit: first {tuple(log_first.shape)}, steps {tuple(log_steps.shape)}, "
+            f"mask {tuple(mask.shape)}"
+        )
+    if T == 1:
+        return log_first[..., None, :]
+    prefix = _prefix_products(_scan_levels(_masked_steps(log_steps[..., 1:, :, :], mask[..., 1:])))
+    later = torch.logsumexp(log_first[..., None, :, None] + prefix, dim=-2)
+    return torch.cat([log_first[..., None, :], later], dim=-2)
 
 
 def chain_posterior(

@@ -6,8 +6,8 @@ recursion gives an ordinary HMM's posterior when the potentials are log-probabil
 recursion itself lives twice, once per route: compiled in
 :mod:`ldhmm.inference.cavi.kernels.scaled_chain`, and in torch in
 :func:`ldhmm.inference.ops.forward.chain_posterior`. This module holds what surrounds it:
-gathering emission potentials, shape checks, the backward messages that PF's Pyro guide samples
-from, and expected complete log-likelihoods. Pure torch, no project imports.
+gathering emission potentials, shape checks and expected complete log-likelihoods. Pure torch,
+no project imports.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ __all__ = [
     "ChainPosterior",
     "emission_potentials",
     "check_chain_shapes",
-    "backward_log_messages",
     "weighted_sum",
     "expected_complete_log_lik",
 ]
@@ -72,29 +71,6 @@ def check_chain_shapes(log_initial, log_transition, log_obs, mask):
     if log_initial.shape[-1] != K or log_transition.shape[-2:] != (K, K):
         raise ValueError("initial/transition potentials do not match the number of states")
     return M, T, K
-
-
-def backward_log_messages(log_step: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Backward messages ``log b_n(j) = log sum_k exp(W_(n+1)[j, k] + log b_(n+1)(k))``.
-
-    Parameters
-    ----------
-    log_step : Tensor, shape (M, T, K, K)
-        ``W_n[j, k]``: the log-potential of ``z_(n-1) = j, z_n = k`` including whatever position
-        n emits (entry n = 0 is unused).
-    mask : BoolTensor, shape (M, T)
-
-    Returns
-    -------
-    Tensor, shape (M, T, K): zero at and beyond each chain's last position, so that
-    ``W_n[j, :] + log b_n`` are the exact conditionals of the chain.
-    """
-    M, T, K = log_step.shape[0], log_step.shape[1], log_step.shape[-1]
-    log_b = log_step.new_zeros(M, T, K)
-    for n in range(T - 2, -1, -1):
-        step = torch.logsumexp(log_step[:, n + 1] + log_b[:, n + 1, None, :], dim=-1)
-        log_b[:, n] = torch.where(mask[:, n + 1, None], step, torch.zeros_like(step))
-    return log_b
 
 
 def weighted_sum(weights: torch.Tensor, log_values: torch.Tensor, dims) -> torch.Tensor:

@@ -28,9 +28,10 @@ database until the stopping rule :class:`~ldhmm.inference.monitor.SmoothedPatien
 Scoring new sequences is the same call with the fitted global parameters in ``param_state``
 and frozen (``frozen``): only the new sequences' local parameters move.
 
-:func:`guide_init_from_state` and :func:`pad_database` serve the check of the closed-form
-ELBO against Pyro's ``Trace_ELBO`` on the original (sampled-Z) model
-(``tests/test_pyro_elbo.py``).
+:func:`guide_init_from_state` is the warm start of Pyro's guides from a closed-form fit: the
+values of a PF or FF guide's parameters (``init`` of :class:`~ldhmm.inference.cavi.guides.ChainGuide`)
+that make it the closed form's q, on the original (sampled-Z) model; the check of the closed-form
+ELBO against Pyro's ``Trace_ELBO`` starts there (``tests/test_pyro_elbo.py``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from pyro.infer.util import zero_grads
 from pyro.optim import Adam
 from tqdm.auto import tqdm
 
-from ..batch import Bucket, make_buckets
+from ..batch import Bucket
 from ..cavi.expectation import BucketState
 from ..monitor import ConvergenceMonitor, ConvergenceReport, SmoothedPatience
 from ..ops.dirichlet import kl_dirichlet
@@ -60,7 +61,6 @@ from .minibatch import length_batches
 from .model_check import check_model, in_sequence_plate
 
 __all__ = [
-    "pad_database",
     "fit_svi",
     "SVIResult",
     "NonFiniteSVIError",
@@ -83,15 +83,6 @@ class NonFiniteSVIError(ValueError):
     def __init__(self, message: str, convergence: ConvergenceReport | None = None):
         super().__init__(message)
         self.convergence = convergence
-
-
-def pad_database(sequences) -> Bucket:
-    """All sequences in one padded bucket, in their original order."""
-    (bucket,) = make_buckets(sequences, max_cells=1 << 62, max_padding_ratio=float("inf"))
-    order = torch.argsort(bucket.index)
-    return Bucket(
-        torch.arange(bucket.n_sequences), bucket.tokens[order], bucket.lengths[order], bucket.mask[order]
-    )
 
 
 @dataclass
@@ -383,10 +374,34 @@ def _constrained(state: dict) -> dict:
 def guide_init_from_state(guide, params: VariantParameters, bucket: Bucket, state: BucketState):
     """Pyro parameter values that make ``guide`` equal a closed-form q, and that q's ELBO.
 
-    For the original model with Z sampled (:func:`ldhmm.models.pyro_model.ldhmm_model`) and the
-    guides of :mod:`ldhmm.inference.cavi.guides`. One more q(Z) update is made from ``E log theta``
-    of the stored Dirichlet posteriors, so that q(Z) and q(theta) are exactly the ones whose
-    ELBO is returned.
+    The warm start of a PF or FF guide (:mod:`ldhmm.inference.cavi.guides`) on the original
+    model with Z sampled (:func:`ldhmm.models.pyro_model.ldhmm_model`): Pyro's SVI on them starts
+    from a closed-form fit instead of the prior. One more q(Z) update is made from
+    ``E log theta`` of the stored Dirichlet posteriors, so that q(Z) and q(theta) are exactly
+    the ones whose ELBO is returned. For example, from an LDHMM fitted in closed form::
+
+        guide = PFGuide()
+        model = LDHMM(3, guide=guide).fit(sequences)
+        (bucket,) = make_buckets(sequences, max_cells=1 << 62, max_padding_ratio=float("inf"))
+        state = e_step_bucket(bucket, model.params_, guide)
+        init, elbo = guide_init_from_state(guide, model.params_, bucket, state)
+        prior = model.params_.prior
+        args = (bucket.tokens, bucket.lengths, prior["pi"], prior["A"], prior["B"])
+        svi = pyro.infer.SVI(ldhmm_model, lambda *a: guide(*a, init=init), optimizer, Trace_ELBO())
+
+    The rows of ``init`` and ``elbo`` are the bucket's rows (``bucket.index`` names their
+    sequences).
+
+    Parameters
+    ----------
+    guide : PFGuide or FFGuide
+        The family of the closed-form fit (its ``update_hidden`` and ``pyro_hidden_params``).
+    params : VariantParameters
+        The fitted parameters with LDHMM sharing (``model.params_``).
+    bucket : Bucket
+        The sequences, padded (:func:`ldhmm.inference.make_buckets`).
+    state : BucketState
+        Their closed-form E-step (:func:`ldhmm.inference.e_step_bucket`).
 
     Returns
     -------
