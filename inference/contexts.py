@@ -51,6 +51,7 @@ __all__ = [
     "build_context_table",
     "context_ids",
     "next_context_rows",
+    "context_labels",
     "backoff_pseudocounts",
     "chain_pseudocounts",
     "interpolated_pseudocounts",
@@ -201,6 +202,23 @@ def next_context_rows(sequences, table: ContextTable) -> np.ndarray:
     """The emission row of the position after each sequence's last event (its history: the
     sequence's last events), int64 (M,): where a next-event prediction reads B."""
     return np.array([c[-1] for c in context_ids([np.append(s, 0) for s in sequences], table)], dtype=np.int64)
+
+
+def context_labels(table: ContextTable, vocabulary=None) -> list[str]:
+    """A name for every context row (C,): its history oldest event first, joined by ``" > "``,
+    the beginning of a sequence as ``"BEGIN"`` (``vocabulary``: the V symbols' names; default
+    their codes). Row ``c < V`` of order 1 is ``vocabulary[c]``, row ``V`` is ``"BEGIN"``."""
+    V = table.n_symbols
+    names = [str(v) for v in (vocabulary if vocabulary is not None else range(V))] + ["BEGIN"]
+    if len(names) != V + 1:
+        raise ValueError(f"context_labels: {len(names) - 1} symbol names for a table of {V} symbols")
+    base = V + 1
+    labels = []
+    for order, keys in enumerate(table.keys, start=1):
+        for key in keys.tolist():
+            recent_first = [(key // base**j) % base for j in range(order)]
+            labels.append(" > ".join(names[d] for d in reversed(recent_first)))
+    return labels
 
 
 def backoff_pseudocounts(sequences, table: ContextTable, strength: float) -> np.ndarray:

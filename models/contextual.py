@@ -38,6 +38,7 @@ from ..inference.contexts import (
     check_context_smoothing,
     check_emission_context,
     context_ids,
+    context_labels,
     context_order,
     next_context_rows,
     smoothing_pseudocounts,
@@ -46,7 +47,9 @@ from ..inference.monitor import ConvergenceMonitor, RelativeChange
 from ..inference.ops.dirichlet import MIN_CONCENTRATION
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel, check_seed
+from .contextual_description import describe_contextual
 from .contextual_file import read_contextual_file, write_contextual_file
+from .description import ModelDescription
 from .fit_starts import best_of
 from .memory import check_memory, contextual_fit_bytes
 from .registry import register
@@ -101,6 +104,9 @@ class ContextualLDHMM(SequenceModel):
     alpha_pi_ (K,), alpha_A_ (K, K), beta_ (K, C, V) : ndarray
         The learned Dirichlet priors.
     context_table_ : ContextTable
+    context_counts_ : ndarray (C,) int64
+        Training positions per context row (None for a model file written before they were
+        saved): the weights of the states' emission means in :meth:`describe`.
     elbo_history_ : list of float
         The training objective after every E-step: the bound plus the log hyperprior of the
         context smoothing (non-decreasing; the bound itself where ``context_smoothing`` is 0).
@@ -256,6 +262,49 @@ class ContextualLDHMM(SequenceModel):
             out[batch.index.numpy()] = (torch.logsumexp(w, 0) - np.log(n_samples)).numpy()
         return out
 
+    def posterior(self, sequences) -> dict:
+        """Per-sequence variational parameters after the held-out E-step (the PF family).
+
+        Returns
+        -------
+        dict with ``g_pi`` (M, K) and ``g_A`` (M, K, K) (Dirichlet parameters of q), the
+        emission rows in the sparse pair layout: ``B_contexts`` and ``B_symbols`` (lists of
+        (P_m,) int64: the (context row, symbol) pairs sequence m contains, sorted) and
+        ``B_counts`` (list of (K, P_m)): ``q(B_m[k, c]) = Dir(beta[k, c] + n_m[k, c])`` with
+        ``n_m`` zero off the pairs (every other row of ``q(B_m)`` is its prior row);
+        ``state_marginals`` (list of (N_m, K)), ``elbo`` (M,) and ``context_labels`` (C names,
+        :func:`ldhmm.inference.contexts.context_labels`).
+        """
+        seqs = self._validate_for_score(sequences)
+        M, K = len(seqs), self.n_states
+        out = {"g_pi": np.empty((M, K)), "g_A": np.empty((M, K, K)), "elbo": np.empty(M)}
+        lists = {key: [None] * M for key in ("B_contexts", "B_symbols", "B_counts", "state_marginals")}
+        prior = self._prior()
+        for batch, res in self._posteriors(seqs):
+            idx = batch.index.numpy()
+            out["g_pi"][idx] = (prior["pi"] + res.counts["pi"]).numpy()
+            out["g_A"][idx] = (prior["A"] + res.counts["A"]).numpy()
+            out["elbo"][idx] = res.bounds.numpy()
+            lengths = batch.mask.sum(1).tolist()
+            for row, i in enumerate(idx.tolist()):
+                live = batch.pair_mask[row]
+                lists["B_contexts"][i] = batch.pair_context[row][live].numpy()
+                lists["B_symbols"][i] = batch.pair_symbol[row][live].numpy()
+                lists["B_counts"][i] = res.counts["B"][row][:, live].numpy()
+                lists["state_marginals"][i] = res.marginals[row, : lengths[row]].numpy()
+        vocabulary = getattr(self, "vocabulary_", None)
+        return {**out, **lists, "context_labels": context_labels(self.context_table_, vocabulary)}
+
+    def describe(
+        self, data=None, *, baseline=None, n_clusters: int = 3, n_examples: int = 2, seed: int = 0
+    ) -> ModelDescription:
+        """The model explained as tables, what ``ldhmm report`` shows, its ``contexts`` table
+        included (:func:`ldhmm.models.contextual_description.describe_contextual`; the arguments
+        of :meth:`ldhmm.models.variant_hmm.VariantHMM.describe`)."""
+        return describe_contextual(
+            self, data, baseline=baseline, n_clusters=n_clusters, n_examples=n_examples, seed=seed
+        )
+
     def decode(self, sequences) -> list:
         """Most probable hidden-state path of each sequence under its posterior-mean parameters
         (Viterbi after the held-out E-step, as LDHMM's ``decode``).
@@ -327,6 +376,11 @@ def best_start(model, sequences, n_symbols: int, fit_params: dict, batches_of, r
         sequences, context_order(model.emission_context), n_symbols, model.min_context_count
     )
     check_fit_memory(model, sequences)
+    rows = context_ids(sequences, model.context_table_)
+    model.context_counts_ = np.bincount(
+        np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64),
+        minlength=model.context_table_.n_contexts,
+    )
     batches = batches_of(sequences)
     pseudo_B = smoothing_pseudocounts(sequences, model.context_table_, model.context_smoothing)
     runs = [

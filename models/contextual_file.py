@@ -10,6 +10,7 @@ JSON, written atomically, read back checked field by field (a one-line
      "elbo_history": [...],                 # the training objective after every E-step
      "elbo": -1234.5,                       # the training bound (absent: the history's last)
      "vocabulary": ["symbol 0", ...] or null,
+     "context_counts": [...] or absent,     # training positions per context row (C,)
      "training_data": {...} or absent}
 
 Floats as Python's repr (an exact float64 round trip); never a pickle.
@@ -45,6 +46,8 @@ def write_contextual_file(path, model, vocabulary=None) -> None:
         "elbo": float(model.elbo_),
         "vocabulary": vocabulary,
     }
+    if getattr(model, "context_counts_", None) is not None:
+        doc["context_counts"] = [int(n) for n in model.context_counts_]
     if getattr(model, "training_data_", None) is not None:
         doc["training_data"] = model.training_data_
     write_atomically(Path(path), lambda f: f.write(json.dumps(doc)))
@@ -62,6 +65,21 @@ def _array(path, field, value, shape) -> np.ndarray:
             path, field, f"concentrations must be finite numbers in (0, {MAX_CONCENTRATION:g}]"
         )
     return out
+
+
+def _context_counts(path, value, n_contexts: int):
+    """The training positions per context row (None where the file predates them)."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != n_contexts
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value)
+    ):
+        raise ModelFileError(
+            path, "context_counts", f"expected {n_contexts} integers >= 0 (one per context row)"
+        )
+    return np.asarray(value, dtype=np.int64)
 
 
 def read_contextual_file(path, cls):
@@ -107,6 +125,7 @@ def read_contextual_file(path, cls):
             raise ModelFileError(path, "vocabulary", f"expected {V} distinct symbol names")
         model.vocabulary_ = list(vocabulary)
     model.context_table_ = table
+    model.context_counts_ = _context_counts(path, doc.get("context_counts"), C)
     model.n_symbols_ = V
     model.elbo_history_ = [float(x) for x in history]
     elbo = doc.get("elbo", model.elbo_history_[-1])

@@ -40,6 +40,13 @@ __all__ = [
     "top_events",
     "restart_table",
     "start_table",
+    "vocabulary_names",
+    "package_version",
+    "training_rows",
+    "next_event_table",
+    "user_posteriors",
+    "user_tables",
+    "assemble_description",
 ]
 
 #: Events shown per state in the states table.
@@ -273,6 +280,12 @@ class ModelDescription:
         row per event of a few typical and unusual users (``role``, ``position``, ``event``,
         ``state``); ``next_event``: log loss, hit@1 and hit@3 of each user's last event
         predicted from the rest, the model and the baseline.
+    contexts : DataFrame or None
+        A model whose emissions see the events before
+        (:func:`ldhmm.models.contextual_description.describe_contextual`): one row per (state,
+        context) for the most frequent contexts: ``share`` (of the training events), the
+        state's most likely next events after it and the row's ``concentration`` (the sum of its
+        Dirichlet prior: the larger, the more alike the users' rows). None for other models.
     """
 
     summary: pd.DataFrame
@@ -288,20 +301,23 @@ class ModelDescription:
     clusters: pd.DataFrame | None = None
     examples: pd.DataFrame | None = None
     next_event: pd.DataFrame | None = None
+    contexts: pd.DataFrame | None = None
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every table present, by name (the order of the page)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
-def _vocabulary(model) -> list[str]:
+def vocabulary_names(model) -> list[str]:
+    """The model's V symbol names (its ``vocabulary_``; else the codes ``"0".."V-1"``)."""
     vocabulary = getattr(model, "vocabulary_", None)
     return (
         [str(v) for v in vocabulary] if vocabulary is not None else [str(v) for v in range(model.n_symbols_)]
     )
 
 
-def _version() -> str:
+def package_version() -> str:
+    """The installed ldhmm's version (``"unknown"`` in a source tree that is not installed)."""
     try:
         return importlib.metadata.version("ldhmm")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree without installing
@@ -325,8 +341,8 @@ def _summary_rows(model, extra: dict) -> pd.DataFrame:
         "stopped because": stop_report(model)
         or "not recorded in the model file (written by an earlier ldhmm)",
         "per-user priors": diagnose_collapse(model.params_).line().partition(": ")[2],
-        **_training_rows(getattr(model, "training_data_", None)),
-        "ldhmm version": _version(),
+        **training_rows(getattr(model, "training_data_", None)),
+        "ldhmm version": package_version(),
         **extra,
     }
     return pd.DataFrame({"field": list(rows), "value": [str(v) for v in rows.values()]})
@@ -377,7 +393,7 @@ def kept_start_words(kind) -> str | None:
     return _START_WORDS.get(kind)
 
 
-def _training_rows(record) -> dict:
+def training_rows(record) -> dict:
     """The summary's rows of what the model was fitted on (``training_data_``)."""
     if record is None:
         return {"training data": "not recorded in the model file"}
@@ -396,7 +412,7 @@ def _baseline_model(baseline, n_symbols: int, seed: int):
     return getattr(baseline, "name", type(baseline).__name__), copy.deepcopy(baseline)
 
 
-def _next_event_table(model, sequences, baseline, seed: int) -> pd.DataFrame:
+def next_event_table(model, sequences, baseline, seed: int) -> pd.DataFrame:
     """Each user's last event predicted from the rest (users with at least 2 events): the model,
     and the baseline fitted on the same prefixes (the last events are never seen by it); and
     with a baseline, the verdict (:func:`ldhmm.models.predictive_scores.next_event_verdict`),
@@ -421,7 +437,7 @@ def _next_event_table(model, sequences, baseline, seed: int) -> pd.DataFrame:
     return pd.DataFrame([{**r, "n_users": len(test)} for r in rows], columns=columns), verdict
 
 
-def _user_posteriors(model, sequences):
+def user_posteriors(model, sequences):
     """The users' posterior means of pi, A and B (``(M, 0)`` when not per-user), state occupancy
     (M, K) and bound (M,)."""
     post = model.posterior(sequences)
@@ -433,11 +449,13 @@ def _user_posteriors(model, sequences):
     return means, occupancy.reshape(M, K), np.asarray(post["elbo"], dtype=np.float64)
 
 
-def _user_tables(model, sequences, ids, names, vocabulary, n_clusters, n_examples, seed):
+def user_tables(model, sequences, ids, names, vocabulary, n_clusters, n_examples, seed, posteriors=None):
     """users, clusters, examples, the states' occupancy, the users' posterior means of B and
-    whether the users differ (:func:`ldhmm.models.collapse.users_differ`)."""
+    whether the users differ (:func:`ldhmm.models.collapse.users_differ`). ``posteriors``: the
+    function of ``(model, sequences)`` that gives the users' posterior means by group, their
+    occupancy and bounds (default :func:`user_posteriors`)."""
     lengths = np.array([len(s) for s in sequences])
-    means, occupancy, bound = _user_posteriors(model, sequences)
+    means, occupancy, bound = (posteriors or user_posteriors)(model, sequences)
     mean_B = means["B"]
     features = posterior_features(means["A"], mean_B, occupancy)
     k = max(1, min(n_clusters, len(sequences)))
@@ -524,11 +542,40 @@ def describe_model(
         Seed of the clustering (and of a baseline built by name).
     """
     model._check_fitted()
-    vocabulary = _vocabulary(model)
     params = model.params_
-    pi_mean, pi_std = database_dirichlet(params, "pi")
-    A_mean, A_std = database_dirichlet(params, "A")
-    B_mean, B_std = database_dirichlet(params, "B")
+    levels = {g: database_dirichlet(params, g) for g in GROUPS}
+    return assemble_description(
+        model,
+        levels,
+        _summary_rows,
+        data,
+        ids=ids,
+        baseline=baseline,
+        n_clusters=n_clusters,
+        n_examples=n_examples,
+        seed=seed,
+    )
+
+
+def assemble_description(
+    model, levels: dict, summary_rows, data, *, ids, baseline, n_clusters, n_examples, seed, posteriors=None
+) -> ModelDescription:
+    """The :class:`ModelDescription` of a fitted model from its database-level means and spreads.
+
+    Parameters
+    ----------
+    model : a fitted model with ``decode``, ``posterior`` and ``predict_next_proba``
+    levels : dict
+        ``"pi"``, ``"A"``, ``"B"``: (mean, spread) pairs of shapes (K,), (K, K), (K, V).
+    summary_rows : callable
+        ``summary_rows(model, extra)``: the summary table (``extra``: the rows that data add).
+    data, ids, baseline, n_clusters, n_examples, seed
+        As in :func:`describe_model`.
+    posteriors : callable, optional
+        The users' posterior means, occupancy and bounds (:func:`user_tables`).
+    """
+    vocabulary = vocabulary_names(model)
+    (pi_mean, pi_std), (A_mean, A_std), (B_mean, B_std) = levels["pi"], levels["A"], levels["B"]
     names = state_names(B_mean, vocabulary)
     K, V = B_mean.shape
     states = pd.DataFrame(
@@ -559,14 +606,14 @@ def describe_model(
             raise ValueError("describe: the data hold no sequence")
         given = ids if ids is not None else getattr(data, "ids", None)
         ids = [str(i) for i in (given if given is not None else range(len(sequences)))]
-        *users, occupancy, mean_B, differ = _user_tables(
-            model, sequences, ids, names, vocabulary, n_clusters, n_examples, seed
+        *users, occupancy, mean_B, differ = user_tables(
+            model, sequences, ids, names, vocabulary, n_clusters, n_examples, seed, posteriors
         )
         states["occupancy"] = occupancy
         if mean_B.size:
             emissions["users_mean"] = mean_B.mean(axis=0).reshape(-1)
             emissions["users_spread"] = mean_B.std(axis=0).reshape(-1)
-        next_event, verdict = _next_event_table(model, sequences, baseline, seed)
+        next_event, verdict = next_event_table(model, sequences, baseline, seed)
         extra = {
             "users described": len(sequences),
             "their events": int(sum(len(s) for s in sequences)),
@@ -575,7 +622,7 @@ def describe_model(
         }
     history = np.asarray(getattr(model, "elbo_history_", []), dtype=np.float64)
     return ModelDescription(
-        summary=_summary_rows(model, extra),
+        summary=summary_rows(model, extra),
         states=states,
         emissions=emissions,
         initial=pd.DataFrame({"state": np.arange(K), "name": names, "mean": pi_mean, "spread": pi_std}),

@@ -65,6 +65,13 @@ class LDHMM(VariantHMM):
         the closed-form E-step of ``guide`` with them.
     svi_steps, svi_lr : int, float
         Epochs at most of the SVI route, and Adam's learning rate.
+    emission_context : None, ``"previous"`` or int 1..8
+        None (default): a position's emission row is its hidden state's. ``"previous"`` (the
+        previous event) or an order n (the last n events, backed off to shorter histories): the
+        constructor returns :class:`ldhmm.models.contextual.ContextualLDHMM`, whose rows are
+        chosen by (state, context), with ``max_iter``, ``tol``, ``n_init``, ``seed`` and the
+        contextual options (``min_context_count``, ``context_smoothing``, ``min_concentration``)
+        given here (:mod:`ldhmm.models.emission_context`; PF family, closed form).
     {fit_settings}
 
     Attributes
@@ -111,9 +118,19 @@ class LDHMM(VariantHMM):
         optimizer: str = "cavi",
         svi_steps: int = 500,
         svi_lr: float = 0.05,
+        emission_context=None,
         **settings,
     ):
-        super().__init__(n_states, n_symbols, LDHMM_SHARING, guide, seed=seed, verbose=verbose, **settings)
+        super().__init__(
+            n_states,
+            n_symbols,
+            LDHMM_SHARING,
+            guide,
+            seed=seed,
+            verbose=verbose,
+            emission_context=emission_context,
+            **settings,
+        )
         if optimizer not in ("cavi", "svi"):
             raise ValueError(f"optimizer must be 'cavi' or 'svi', got {optimizer!r}")
         self.optimizer = optimizer

@@ -29,6 +29,7 @@ from ..inference.cavi.emissions import emission_layout as layout_of
 from ..inference.distributed.workers import PartitionWorker
 from .base import SequenceModel, check_n_symbols
 from .description import ModelDescription, describe_model
+from .emission_context import InitSignature, contextual_model
 from .file_format import FORMAT_VERSION, read_model_file, write_model_file
 from .fit_settings import DTYPES as _DTYPES
 from .fit_settings import TakesFitSettings
@@ -68,13 +69,22 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     seed : int
     verbose : bool
         Progress bar over EM iterations.
+    emission_context : None, ``"previous"`` or int 1..8
+        Not None: the contextual model of this sharing (:mod:`ldhmm.models.emission_context`).
     {fit_settings}
     """
 
     name = "variant"
     score_kind = "lower_bound"
     # the sharing is written to its own section of a model file (and fixed by each subclass)
-    _not_config = ("sharing", "verbose")
+    _not_config = ("sharing", "verbose", "emission_context")
+
+    __signature__ = InitSignature()  # what inspect shows: __init__'s arguments, not __new__'s
+
+    def __new__(cls, *args, emission_context=None, **kwargs):
+        if emission_context is None:
+            return super().__new__(cls)
+        return contextual_model(cls, emission_context, args, kwargs)  # models/emission_context.py
 
     def __init__(
         self,
@@ -86,9 +96,11 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         prior_concentration: float = 1.0,
         seed: int = 0,
         verbose: bool = False,
+        emission_context=None,
         **settings,
     ):
         super().__init__(n_states, seed)
+        self.emission_context = emission_context  # None here: a context made another class (__new__)
         self.n_symbols = check_n_symbols(n_symbols)
         if prior_concentration <= 0:
             raise ValueError(f"prior_concentration must be > 0, got {prior_concentration}")
@@ -167,8 +179,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
             One run from this start, instead of the effort preset's starts.
         backend : {"local", "dask"}
             Where the partitions live: in this process, or as Dask actors on the workers of
-            ``client`` (a ``distributed.Client``; ``pip install -e ".[dask]"``). The same driver
-            runs both, with the same numbers on the same partitions (docs/distributed.md).
+            ``client`` (a ``distributed.Client``): the same numbers (docs/distributed.md).
         client : distributed.Client, optional
         n_partitions : int, optional
             Partitions balanced by tokens (default: one in process, two per Dask worker).
@@ -223,11 +234,8 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         fit_in_process(self, seqs, init_params, grown, checkpoint)
 
     def restart_seeds(self) -> list[int]:
-        """The seeds of the restarts: ``seed`` itself, then seeds derived from ``(seed, r)`` (so
-        that models with neighbouring seeds share no restart; :func:`ldhmm.data.seeds.derived_seeds`).
-
-        ``n_init`` of them, or as many as the fit ran where it recorded its restarts (a path's K
-        after the first runs ``min(n_init, path_n_init)``: the first of these seeds)."""
+        """The seeds of the restarts (:func:`ldhmm.data.seeds.derived_seeds` of ``seed``): ``n_init``,
+        or as many as the fit ran (a path's K after the first runs ``min(n_init, path_n_init)``)."""
         ran = getattr(self, "restart_elbo_histories_", None)
         return derived_seeds(self.seed, len(ran) if ran else self.n_init)
 
@@ -256,15 +264,10 @@ class VariantHMM(SequenceModel, TakesFitSettings):
         return found if out is not None else by_key(*found, "elbo")
 
     def impossible_events(self, sequences) -> np.ndarray:
-        """Where the model gives each sequence probability 0 (the rule of every scoring method:
-        :mod:`ldhmm.inference.cavi.support`; a point-estimated group with a -inf entry).
-
-        Returns
-        -------
-        np.ndarray, shape (M, 2), int64, in the input order: the position and symbol of the
-        first event no state path reaches, or (-1, -1). :meth:`score_samples` scores such a
-        sequence -inf; the other per-sequence methods raise
-        :class:`ldhmm.inference.cavi.support.ImpossibleSequenceError` (a ``ValueError``).
+        """Where the model gives each sequence probability 0 (:mod:`ldhmm.inference.cavi.support`):
+        (M, 2) int64, in the input order, the position and symbol of the first event no state path
+        reaches, or (-1, -1). :meth:`score_samples` scores such a sequence -inf; the other
+        per-sequence methods raise :class:`ldhmm.inference.cavi.support.ImpossibleSequenceError`.
         """
         return first_impossible_events(self, sequences)
 
@@ -317,8 +320,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
 
         Returns
         -------
-        list of np.ndarray, each of shape (N_m,) and dtype int64 (states in 0..K-1), in the
-        input order.
+        list of np.ndarray, each (N_m,) int64 (states in 0..K-1), in the input order.
         """
         results, _ = held_out(self, "decode", in_memory(sequences), backend, client, n_partitions)
         return in_input_order(results)
@@ -334,8 +336,7 @@ class VariantHMM(SequenceModel, TakesFitSettings):
 
         Returns
         -------
-        ModelDescription
-            ``.tables()``: the DataFrames by name (``summary``, ``states``, ``emissions``, ...).
+        ModelDescription: ``.tables()``, the DataFrames by name (``summary``, ``states``, ...).
         """
         return describe_model(
             self, data, baseline=baseline, n_clusters=n_clusters, n_examples=n_examples, seed=seed

@@ -19,6 +19,7 @@ import pytest
 
 from ldhmm import LDHMM
 from ldhmm.modelfiles import load_model
+from ldhmm.models.contextual import ContextualLDHMM
 from ldhmm.models.description import NAME_MIN
 from ldhmm.report_html import write_report
 from ldhmm.report_svg import transition_diagram
@@ -162,3 +163,21 @@ def _assert_apart(labels):
         for b in labels[i + 1 :]:
             overlap = min(a[2], b[2]) - max(a[0], b[0]) > 0.5 and min(a[3], b[3]) - max(a[1], b[1]) > 0.5
             assert not overlap, f"labels {a[4]!r} and {b[4]!r} overlap"
+
+
+def test_a_contextual_models_report_shows_its_contexts_in_a_browser(tmp_path):
+    """A model whose emissions see the previous event (issue 47): its page, from its model file,
+    lists what each state emits after the most frequent contexts, inside the page."""
+    train, users = _funnel(90, 0), _funnel(30, 1)
+    ContextualLDHMM(3, emission_context="previous", max_iter=15).fit(train).save(
+        tmp_path / "m.json", vocabulary=EVENTS
+    )
+    d = load_model(tmp_path / "m.json").describe(users, baseline="MARKOV1")
+    write_report(d, tmp_path / "report.html", "funnel, contexts")
+    with _page_at_1400(tmp_path / "report.html") as page:
+        text = page.inner_text("body")
+        page_width = page.evaluate("document.documentElement.scrollWidth")
+        rows = page.locator("h2:has-text('Contexts') ~ div table").first.locator("tbody tr")
+        cells = rows.evaluate_all("rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+    assert "Contexts" in text and page_width <= 1400
+    assert len(cells) == len(d.contexts) and {c[2] for c in cells} <= set(EVENTS) | {"BEGIN"}

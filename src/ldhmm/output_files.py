@@ -50,7 +50,7 @@ COLUMN_SHAPES = {
 }
 
 
-def posterior_metadata(n_states: int, vocabulary, columns, sparse: bool = False) -> dict:
+def posterior_metadata(n_states: int, vocabulary, columns, sparse: bool = False, context_labels=None) -> dict:
     """What ``ldhmm posterior`` stores beside its table (``attrs[POSTERIOR_KEY]``).
 
     Parameters
@@ -63,6 +63,10 @@ def posterior_metadata(n_states: int, vocabulary, columns, sparse: bool = False)
         The table's columns.
     sparse : bool
         ``B_mean`` holds each sequence's own symbols only (``B_symbols``): shape (K, D).
+    context_labels : list of C str, optional
+        A contextual model's context rows (:func:`ldhmm.inference.contexts.context_labels`):
+        ``B_mean`` and ``B_row_total`` are then at each sequence's (context, symbol) pairs
+        (``B_contexts``, ``B_symbols``): shape (K, P).
 
     Returns
     -------
@@ -72,6 +76,12 @@ def posterior_metadata(n_states: int, vocabulary, columns, sparse: bool = False)
     shapes = {c: list(s) for c, s in COLUMN_SHAPES.items() if c in set(columns)}
     if sparse and "B_mean" in shapes:
         shapes["B_mean"] = ["K", "D"]
+    extra = {}
+    if context_labels is not None:
+        shapes.update(
+            {"B_contexts": ["P"], "B_symbols": ["P"], "B_mean": ["K", "P"], "B_row_total": ["K", "P"]}
+        )
+        extra = {"contexts": [str(c) for c in context_labels]}
     return {
         "format": POSTERIOR_FORMAT,
         "K": int(n_states),
@@ -79,6 +89,7 @@ def posterior_metadata(n_states: int, vocabulary, columns, sparse: bool = False)
         "vocabulary": [str(v) for v in vocabulary],
         "order": "C",
         "shapes": shapes,
+        **extra,
     }
 
 
@@ -115,9 +126,14 @@ class PosteriorFile:
         the file holds (dense ``B`` only; a sparse file's ``B`` is in :attr:`sparse_B`).
     sparse_B : list of (np.ndarray (D,), np.ndarray (K, D), np.ndarray (K,)) or None
         Per sequence: its own symbols, ``E_q[B]`` at them, and the row totals (``E_q[B_kv] =
-        beta_kv / total_k`` at any other symbol v).
+        beta_kv / total_k`` at any other symbol v). A contextual model's file: its (context,
+        symbol) pairs' symbols (P,), ``E_q[B]`` at the pairs (K, P) and their rows' totals (K, P).
     state_marginals : list of np.ndarray, each (N_m, K)
         ``q(z_n = k)`` of each sequence.
+    B_contexts : list of np.ndarray (P,) or None
+        A contextual model's file: the context row of each of a sequence's pairs.
+    context_labels : list of C str or None
+        A contextual model's context rows by name (from the Parquet metadata).
     """
 
     table: pd.DataFrame
@@ -126,6 +142,8 @@ class PosteriorFile:
     arrays: dict
     sparse_B: list | None
     state_marginals: list
+    B_contexts: list | None = None
+    context_labels: list | None = None
 
 
 def _model_vocabulary(model) -> list | None:
@@ -193,11 +211,17 @@ def read_posterior_file(path, model=None) -> PosteriorFile:
     sparse = None
     if "B_symbols" in table:
         sparse = [
-            (np.asarray(s, dtype=np.int64), np.asarray(m, dtype=np.float64).reshape(K, -1), np.asarray(t))
+            (
+                np.asarray(s, dtype=np.int64),
+                np.asarray(m, dtype=np.float64).reshape(K, -1),
+                np.asarray(t, dtype=np.float64).reshape(K, -1) if "B_contexts" in table else np.asarray(t),
+            )
             for s, m, t in zip(table["B_symbols"], table["B_mean"], table["B_row_total"])
         ]
     marginals = [
         np.asarray(m, dtype=np.float64).reshape(int(n), K)
         for m, n in zip(table["state_marginals"], table["length"])
     ]
-    return PosteriorFile(table, K, vocabulary, arrays, sparse, marginals)
+    contexts = [np.asarray(c, dtype=np.int64) for c in table["B_contexts"]] if "B_contexts" in table else None
+    labels = meta.get("contexts") if meta is not None else None
+    return PosteriorFile(table, K, vocabulary, arrays, sparse, marginals, contexts, labels)

@@ -101,6 +101,23 @@ def _states_section(d) -> list[str]:
     ]
 
 
+def _contexts_section(d) -> list[str]:
+    """A model whose emissions see the events before: what each state emits after the most
+    frequent contexts (nothing for other models)."""
+    if d.contexts is None:
+        return []
+    return [
+        "<h2>Contexts</h2>",
+        "<p>The emissions of this model see the events before: each state has one emission row per "
+        "context (the previous event, or a longer history). Above, a state's emission probabilities "
+        "are its rows' means weighted by each context's <em>share</em> of the training events. "
+        "Here, for the most frequent contexts, the events each state emits next; "
+        "<em>concentration</em> is the sum of the row's Dirichlet prior: the larger, the more "
+        "alike the users' rows.</p>",
+        html_table(d.contexts),
+    ]
+
+
 def _structure_section(d) -> list[str]:
     names = list(d.states["name"])
     priors = (_summary_value(d.summary, "per-user priors") or "").rpartition(" (")[0]
@@ -222,7 +239,7 @@ def render_report(description, title: str) -> str:
         *_findings(d.summary),
         html_table(d.summary),
     ]
-    parts += _states_section(d) + _structure_section(d)
+    parts += _states_section(d) + _contexts_section(d) + _structure_section(d)
     if d.users is not None:
         parts += _users_section(d) + _next_event_section(d)
     else:

@@ -49,7 +49,9 @@ def posterior_table(model, db, where: dict | None = None) -> pd.DataFrame:
         else:
             continue
         table[f"{group}_mean"] = list(mean.reshape(mean.shape[0], -1))
-    if "B_symbols" in post:
+    if "B_contexts" in post:
+        _contextual_columns(table, post, model.beta_)
+    elif "B_symbols" in post:
         # Sparse emission layout: q(B_m) = Dir(beta + n_m) with n_m zero off the sequence's own
         # symbols; its mean there, and the row totals that give it everywhere else.
         beta = model.params_.prior["B"].double().numpy()
@@ -65,9 +67,34 @@ def posterior_table(model, db, where: dict | None = None) -> pd.DataFrame:
     table["state_marginals"] = [np.asarray(m, dtype=np.float64).reshape(-1) for m in post["state_marginals"]]
     vocabulary = getattr(model, "vocabulary_", None) or [str(v) for v in range(model.n_symbols_)]
     table.attrs[POSTERIOR_KEY] = posterior_metadata(
-        model.n_states, vocabulary, table.columns, sparse="B_symbols" in post
+        model.n_states,
+        vocabulary,
+        table.columns,
+        sparse="B_symbols" in post,
+        context_labels=post.get("context_labels"),
     )
     return table
+
+
+def _contextual_columns(table: pd.DataFrame, post: dict, beta: np.ndarray) -> None:
+    """A contextual model's emissions at each sequence's own (context, symbol) pairs:
+    ``B_contexts`` and ``B_symbols`` (P), ``E_q[B_m[k, c, v]]`` there (``B_mean``, K*P) and the
+    total of each pair's row (``B_row_total``, K*P): ``E_q[B_m[k, c, v]] = beta[k, c, v] / total``
+    at a symbol the sequence never emitted after context c, ``beta[k, c] / beta[k, c].sum()`` in a
+    row it never used."""
+    beta_rows = beta.sum(axis=-1)  # (K, C)
+    means, totals = [], []
+    for contexts, symbols, counts in zip(post["B_contexts"], post["B_symbols"], post["B_counts"]):
+        # a row's total: its prior total plus every count in that row (pairs of one context)
+        per_row = np.zeros((beta.shape[0], beta.shape[1]))
+        np.add.at(per_row.T, contexts, counts.T)
+        total = beta_rows[:, contexts] + per_row[:, contexts]
+        means.append(((beta[:, contexts, symbols] + counts) / total).reshape(-1))
+        totals.append(total.reshape(-1))
+    table["B_contexts"] = [np.asarray(c, dtype=np.int64) for c in post["B_contexts"]]
+    table["B_symbols"] = [np.asarray(v, dtype=np.int64) for v in post["B_symbols"]]
+    table["B_mean"] = means
+    table["B_row_total"] = totals
 
 
 def run_posterior(args: argparse.Namespace) -> int:

@@ -1,0 +1,171 @@
+"""What a fitted contextual LDHMM says, as tables: ``ContextualLDHMM.describe`` and its report.
+
+The tables of :class:`ldhmm.models.description.ModelDescription`, read through the contexts. A
+state's emission distribution is the mean of its context rows weighted by each context's share
+of the training events (``context_counts_``): ``B_k = sum_c w_c E[B[k, c]]``, so that the states
+are named and compared as in LDHMM, and its spread the weighted root mean square of the rows'
+standard deviations. What the contexts add is one more table, ``contexts``: for the most
+frequent contexts, what each state emits after them, and how alike the users' rows are (the
+row's concentration). With data, a user's emission means are its posterior rows weighted the
+same way (the rows it never used keep the prior's means).
+
+The math is in small pure functions of arrays;
+:func:`ldhmm.models.description.assemble_description` builds the tables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..inference.contexts import context_labels
+from ..inference.sharing import GROUPS
+from .description import (
+    TOP_EVENTS,
+    ModelDescription,
+    assemble_description,
+    dirichlet_mean,
+    dirichlet_std,
+    package_version,
+    top_events,
+    training_rows,
+    vocabulary_names,
+)
+from .file_format import stop_report
+
+__all__ = [
+    "TOP_CONTEXTS",
+    "context_weights",
+    "state_emissions",
+    "user_emission_means",
+    "contexts_table",
+    "describe_contextual",
+]
+
+#: The most frequent contexts shown per state in the contexts table.
+TOP_CONTEXTS = 8
+
+
+def context_weights(counts, n_contexts: int) -> np.ndarray:
+    """Each context row's share of the training events, (C,), summing to 1: ``counts`` (C,) the
+    training positions per row (uniform where None or all zero: a model file without them)."""
+    if counts is None:
+        return np.full(n_contexts, 1.0 / n_contexts)
+    counts = np.asarray(counts, dtype=np.float64)
+    total = counts.sum()
+    return counts / total if total > 0 else np.full(n_contexts, 1.0 / n_contexts)
+
+
+def state_emissions(beta: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The states' emission means ``sum_c w_c E[B[k, c]]`` and spreads (the weighted root mean
+    square of the rows' standard deviations), each (K, V), from the priors ``beta`` (K, C, V)."""
+    mean = np.einsum("c,kcv->kv", weights, dirichlet_mean(beta))
+    spread = np.sqrt(np.einsum("c,kcv->kv", weights, dirichlet_std(beta) ** 2))
+    return mean, spread
+
+
+def user_emission_means(beta: np.ndarray, weights: np.ndarray, contexts, symbols, counts) -> np.ndarray:
+    """One user's emission means ``sum_c w_c E_q[B_m[k, c]]``, (K, V), from its pairs' context
+    rows and symbols (P,) and expected counts (K, P) (``q(B_m[k, c]) = Dir(beta[k, c] + n_m[k, c])``;
+    the rows it never used are the prior's)."""
+    prior_mean = dirichlet_mean(beta)
+    used, slot = np.unique(np.asarray(contexts, dtype=np.int64), return_inverse=True)
+    rows = beta[:, used, :].copy()  # (K, U, V)
+    np.add.at(rows, (slice(None), slot.reshape(-1), np.asarray(symbols, dtype=np.int64)), counts)
+    change = dirichlet_mean(rows) - prior_mean[:, used, :]
+    return np.einsum("c,kcv->kv", weights, prior_mean) + np.einsum("u,kuv->kv", weights[used], change)
+
+
+def contexts_table(beta, weights, labels, names, vocabulary, n_contexts: int = TOP_CONTEXTS) -> pd.DataFrame:
+    """One row per (state, context) for the ``n_contexts`` most frequent contexts: ``state``,
+    ``state_name``, ``context`` (its label), ``share`` (of the training events), the state's
+    most likely ``next_events`` after it and the row's ``concentration`` (``sum_v beta[k, c, v]``)."""
+    order = np.argsort(-np.asarray(weights), kind="stable")[:n_contexts]
+    means = dirichlet_mean(beta)
+    rows = []
+    for k, name in enumerate(names):
+        tops = top_events(means[k][order], TOP_EVENTS)
+        for c, top in zip(order.tolist(), tops):
+            rows.append(
+                {
+                    "state": k,
+                    "state_name": name,
+                    "context": labels[c],
+                    "share": float(weights[c]),
+                    "next_events": ", ".join(f"{vocabulary[v]} ({means[k, c, v]:.2f})" for v in top),
+                    "concentration": float(beta[k, c].sum()),
+                }
+            )
+    columns = ["state", "state_name", "context", "share", "next_events", "concentration"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _user_posteriors(model, sequences):
+    """The users' posterior means by group (B: :func:`user_emission_means`), occupancy, bounds."""
+    post = model.posterior(sequences)
+    weights = context_weights(model.context_counts_, model.context_table_.n_contexts)
+    mean_B = np.stack(
+        [
+            user_emission_means(model.beta_, weights, c, v, n)
+            for c, v, n in zip(post["B_contexts"], post["B_symbols"], post["B_counts"])
+        ]
+    )
+    means = {"pi": dirichlet_mean(post["g_pi"]), "A": dirichlet_mean(post["g_A"]), "B": mean_B}
+    occupancy = np.stack([np.asarray(m, dtype=np.float64).mean(axis=0) for m in post["state_marginals"]])
+    return means, occupancy, np.asarray(post["elbo"], dtype=np.float64)
+
+
+def _summary_rows(model, extra: dict) -> pd.DataFrame:
+    history = np.asarray(model.elbo_history_, dtype=np.float64)
+    table = model.context_table_
+    rows = {
+        "model": type(model).__name__,
+        "K (states)": model.n_states,
+        "V (events)": model.n_symbols_,
+        "guide": "pf",
+        "sharing (pi, A, B)": ", ".join("sequence" for _ in GROUPS),
+        "emission context": f"{model.emission_context!r} (order {table.order}: "
+        f"{table.n_contexts} context rows)",
+        "min context count": model.min_context_count,
+        "context smoothing": repr(model.context_smoothing),
+        "restarts (n_init)": model.n_init,
+        "EM iterations": len(history),
+        "final training ELBO (nats)": f"{model.elbo_:.6g}",
+        "final training objective (ELBO + log hyperprior)": f"{history[-1]:.6g}",
+        "stopped because": stop_report(model) or "not recorded in the model file",
+        "context shares": "from the training data"
+        if model.context_counts_ is not None
+        else "not recorded in the model file (written by an earlier ldhmm): contexts weighted alike",
+        **training_rows(getattr(model, "training_data_", None)),
+        "ldhmm version": package_version(),
+        **extra,
+    }
+    return pd.DataFrame({"field": list(rows), "value": [str(v) for v in rows.values()]})
+
+
+def describe_contextual(
+    model, data=None, *, ids=None, baseline=None, n_clusters: int = 3, n_examples: int = 2, seed: int = 0
+) -> ModelDescription:
+    """The tables of :class:`ModelDescription` for a fitted
+    :class:`ldhmm.models.contextual.ContextualLDHMM`, its ``contexts`` table included; the
+    arguments as in :func:`ldhmm.models.description.describe_model`."""
+    model._check_fitted()
+    weights = context_weights(model.context_counts_, model.context_table_.n_contexts)
+    levels = {
+        "pi": (dirichlet_mean(model.alpha_pi_), dirichlet_std(model.alpha_pi_)),
+        "A": (dirichlet_mean(model.alpha_A_), dirichlet_std(model.alpha_A_)),
+        "B": state_emissions(model.beta_, weights),
+    }
+    settings = {"ids": ids, "baseline": baseline, "n_clusters": n_clusters, "n_examples": n_examples}
+    description = assemble_description(
+        model, levels, _summary_rows, data, seed=seed, posteriors=_user_posteriors, **settings
+    )
+    vocabulary = vocabulary_names(model)
+    description.contexts = contexts_table(
+        model.beta_,
+        weights,
+        context_labels(model.context_table_, vocabulary),
+        list(description.states["name"]),
+        vocabulary,
+    )
+    return description
