@@ -36,8 +36,9 @@ paths. Resumed rows equal uninterrupted ones when ``fit_path`` from a saved fit 
 continues as the uninterrupted path does: it depends on the saved fit's parameters, its options
 and, where every start of the next K falls below it, its per-sequence state
 (:func:`ldhmm.models.path.continue_previous`), which is saved beside the newest K's model file
-(``.state.npz``); a saved fit whose state file cannot be read resumes the path from its first
-K. The global random generators are re-seeded at every K to keep that so.
+(``.state.npz``, a file of :mod:`ldhmm.inference.state_store`; one written before that store is
+read too); a saved fit whose state file cannot be read resumes the path from its first K. The
+global random generators are re-seeded at every K to keep that so.
 """
 
 from __future__ import annotations
@@ -352,14 +353,16 @@ class FitStore:
 
     def state_path(self, K: int) -> Path:
         """Where the per-sequence state of ``K``'s fit is kept for the next K of its path
-        (:func:`ldhmm.models.path.save_path_state`), beside its model file."""
+        (:func:`ldhmm.models.path.save_path_state`: a state file of
+        :mod:`ldhmm.inference.state_store`), beside its model file."""
         return self.path(K).with_suffix(".state.npz")
 
     def load_state(self, K: int, model) -> bool:
         """Read ``K``'s per-sequence state into ``model`` (its saved fit) where it was saved;
-        False where it is unreadable (the path is then refitted from its first K: resumed
-        without it, it could differ from the uninterrupted one). None was saved for a path's
-        last K and by a ``fit_path`` that keeps none (a plug-in's): True, nothing read."""
+        False where it is unreadable or refused (the path is then refitted from its first K:
+        resumed without it, it could differ from the uninterrupted one); a file of before the
+        state store is read. None was saved for a path's last K and by a ``fit_path`` that keeps
+        none (a plug-in's): True, nothing read."""
         path = self.state_path(K)
         if not path.is_file():
             return True

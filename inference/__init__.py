@@ -12,7 +12,9 @@ imports only the layers before it:
 3. :mod:`.cavi`: the closed-form route (compiled kernels, guide protocol, PF and FF guides,
    E-step driver, M-steps, posteriors and importance sampling).
 4. :mod:`.distributed`: partition workers, in process and as Dask actors.
-5. :mod:`.checkpoint`: an EM run's state after every iteration, to resume a stopped fit;
+5. :mod:`.state_store`: the one store of per-sequence state (NPZ and a JSON manifest) that
+   checkpoints, paths along K and the harness write and read back checked;
+   :mod:`.checkpoint`: an EM run's state after every iteration, to resume a stopped fit;
    :mod:`.em_observers`: what watches a run (its checkpoint, progress bar, a callback);
    :mod:`.em`: the variational EM driver over a backend's partitions, reporting to them.
 6. :mod:`.svi`: Pyro's route, ``fit_svi(model, guide, ...)``.

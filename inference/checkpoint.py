@@ -13,13 +13,15 @@ seeds a mean-field guide, the fit from ``init_params``):
 
 Every :data:`STATE_EVERY` EM iterations the run in progress writes its per-sequence state
 (each partition's expected counts and the guide's state) to ``DIR/checkpoint.state.rR.iN.npz``
-(run R after EM iteration N) and empties its journal; the checkpoint then names that file, and
-older state files are removed. On resume the state is restored and the journal's E-steps are
-replayed over the partitions (each E-step is a deterministic function of the parameters, the
-starts and the previous state), which rebuilds the state bit for bit at the cost of fewer than
-:data:`STATE_EVERY` E-steps: a resume makes progress however often the fit is killed. A guide
-whose state is not an array (a custom guide's object) writes no state file: its resume replays
-every E-step of the run.
+(run R after EM iteration N: a state file of :mod:`ldhmm.inference.state_store`, its manifest
+naming the fit, the run and the iteration) and empties its journal; the checkpoint then names that
+file, and older state files are removed. A state file written before that store (the same arrays,
+no manifest) is read as before: a checkpoint of an earlier ldhmm resumes. On resume the state is
+restored and the journal's E-steps are replayed over the partitions (each E-step is a
+deterministic function of the parameters, the starts and the previous state), which rebuilds the
+state bit for bit at the cost of fewer than :data:`STATE_EVERY` E-steps: a resume makes progress
+however often the fit is killed. A guide whose state is not an array (a custom guide's object)
+writes no state file: its resume replays every E-step of the run.
 
 A checkpoint records a fingerprint of the fit (the model's settings, the data's symbol counts,
 the SHA-256 of its coded sequences where they pass through the fitting process, the partitions,
@@ -37,8 +39,8 @@ dtype and values against the fit that resumes: concentrations finite and > 0, lo
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
-import io
 import json
 import math
 import os
@@ -50,12 +52,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data.atomic import write_atomically
 from ..data.directory_lock import acquire, release
 from ..data.npz_archives import read_stored_npz
 from ..data.terminal_text import shown
 from .monitor import ConvergenceReport
 from .parameters import VariantParameters
+from .state_store import CHECKPOINT_ARRAYS, StateFileError, read_states, write_npz, write_states
 
 __all__ = [
     "FitCheckpoint",
@@ -77,7 +79,6 @@ _FORMAT = 2
 _DICTS = ("prior", "posterior", "log_point")
 _STATE_FILE = re.compile(r"checkpoint\.state\.r(\d+)\.i(\d+)\.npz")
 _PARAMS_KEY = re.compile(r"run(\d+)/(params|sent\d+)/(prior|posterior|log_point)/(\w+)")
-_STATE_KEY = re.compile(r"p(\d+)/b(\d+)/(counts_\w+|phi|entropy|elbo|local_elbo)")
 #: the largest meta record read (its JSON: settings, histories, the journal's starts)
 _MAX_META_BYTES = 64 << 20
 
@@ -106,7 +107,7 @@ def _float_member(key: str, shape: tuple, dtype) -> str | None:
         if dtype != np.uint8 or len(shape) != 1 or shape[0] > _MAX_META_BYTES:
             return f"expected at most {_MAX_META_BYTES} bytes of JSON, got shape {shape} of {dtype}"
         return None
-    if not (_PARAMS_KEY.fullmatch(key) or _STATE_KEY.fullmatch(key)):
+    if not _PARAMS_KEY.fullmatch(key):
         return "not an array of an ldhmm checkpoint"
     if dtype not in (np.float32, np.float64):
         return f"holds {dtype} values; a checkpoint's arrays are float64 (float32 for a float32 fit)"
@@ -116,8 +117,8 @@ def _float_member(key: str, shape: tuple, dtype) -> str | None:
 
 
 def _check_values(where: str, key: str, array: np.ndarray, kind: str) -> None:
-    """``kind``: ``"concentration"`` (finite, > 0), ``"log_probability"`` (no NaN, no +inf,
-    <= 0) or ``"count"`` (finite, >= 0; ``"finite"``: finite only)."""
+    """``kind``: ``"concentration"`` (finite, > 0) or ``"log_probability"`` (no NaN, no +inf,
+    <= 0)."""
     problem = None
     if np.isnan(array).any():
         problem = "holds NaN"
@@ -128,8 +129,6 @@ def _check_values(where: str, key: str, array: np.ndarray, kind: str) -> None:
         problem = "holds an infinite value"
     elif kind == "concentration" and (array <= 0).any():
         problem = f"holds a concentration <= 0 ({float(array.min()):g})"
-    elif kind == "count" and (array < 0).any():
-        problem = f"holds a negative count ({float(array.min()):g})"
     if problem:
         raise CheckpointError(f"checkpoint {where}: array '{key}' {problem}: {START_OVER}")
 
@@ -274,73 +273,55 @@ class FitCheckpoint:
                 arrays.update(_params_arrays(f"run{r}/sent{k}", params))
         meta = {"format": _FORMAT, "fingerprint": self.fingerprint, "runs": runs}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-        _write_npz(self.path, arrays)
+        write_npz(self.path, arrays)
         named = {run.state_file for run in self.runs if run.state_file}
         _remove_state_files(self.directory, keep=named)
 
     def save_state(self, run: RunRecord, parts: list, n_iter: int) -> bool:
         """Write ``run``'s per-sequence state after EM iteration ``n_iter`` (``parts``: each
         partition's :meth:`ldhmm.inference.distributed.workers.PartitionWorker.state_arrays`) to
-        a new state file and empty its journal; :meth:`save` then names it. False, writing
-        nothing, where a partition has no state as arrays."""
+        a new state file (:func:`ldhmm.inference.state_store.write_states`) and empty its journal;
+        :meth:`save` then names it. False, writing nothing, where a partition has no state as arrays."""
         if not parts or any(part is None for part in parts):
             return False
-        arrays = {
-            f"p{p}/b{b}/{name}": value
-            for p, part in enumerate(parts)
-            for b, bucket in enumerate(part)
-            for name, value in bucket.items()
-        }
-        name = f"checkpoint.state.r{self.runs.index(run)}.i{n_iter}.npz"
-        _write_npz(self.directory / name, arrays)
+        index = self.runs.index(run)
+        name = f"checkpoint.state.r{index}.i{n_iter}.npz"
+        write_states(self.directory / name, parts, run.params.n_states, self._state_owner(index, n_iter))
         run.state_file, run.state_after, run.journal = name, int(n_iter), []
         return True
 
     def state_parts(self, run: RunRecord, start: VariantParameters, n_partitions: int) -> list:
-        """The per-partition state of ``run``'s state file, checked (one list of per-bucket
-        dicts of arrays per partition, for
-        :meth:`ldhmm.inference.distributed.workers.PartitionWorker.set_state_arrays`)."""
+        """The per-partition state of ``run``'s state file, checked
+        (:func:`ldhmm.inference.state_store.read_states`; a state file of before the store, without
+        a manifest, too): one list of per-bucket dicts of arrays per partition, for
+        :meth:`ldhmm.inference.distributed.workers.PartitionWorker.set_state_arrays`."""
         path = self.directory / run.state_file
-        where = shown(path)
         try:
-            arrays = read_stored_npz(path, "checkpoint state file", _float_member, follow=False)
+            return read_states(
+                path,
+                what="checkpoint state file",
+                n_states=start.n_states,
+                owner=self._state_owner(self.runs.index(run), run.state_after),
+                start_over=START_OVER,
+                required=CHECKPOINT_ARRAYS,
+                dtype=_numpy_dtype(start),
+                n_partitions=n_partitions,
+                legacy=("checkpoint",),
+                follow=False,
+            )
         except FileNotFoundError:
             raise CheckpointError(
-                f"checkpoint {shown(self.path)} names the state file {where}, which is missing: {START_OVER}"
+                f"checkpoint {shown(self.path)} names the state file {shown(path)}, which is missing: "
+                f"{START_OVER}"
             ) from None
-        except ValueError as err:
-            raise CheckpointError(f"checkpoint {err}: {START_OVER}") from None
-        parts: list = [[] for _ in range(n_partitions)]
-        for key in sorted(arrays, key=_state_order):
-            p, b, name = _STATE_KEY.fullmatch(key).groups()
-            p, b = int(p), int(b)
-            if p >= n_partitions:
-                raise CheckpointError(
-                    f"checkpoint {where}: array '{key}': the fit has {n_partitions} partitions: {START_OVER}"
-                )
-            while len(parts[p]) <= b:
-                parts[p].append({})
-            array = arrays[key]
-            if array.dtype != _numpy_dtype(start):
-                raise CheckpointError(
-                    f"checkpoint {where}: array '{key}' holds {array.dtype} values, the fit "
-                    f"{_numpy_dtype(start)}: {START_OVER}"
-                )
-            if name == "counts_pi" and (array.ndim != 2 or array.shape[1] != start.n_states):
-                raise CheckpointError(
-                    f"checkpoint {where}: array '{key}' of shape {array.shape}: the fit has "
-                    f"K = {start.n_states} states: {START_OVER}"
-                )
-            _check_values(where, key, array, "count" if name.startswith("counts_") else "finite")
-            parts[p][b][name] = array
-        for p, part in enumerate(parts):
-            for b, bucket in enumerate(part):
-                missing = {"counts_pi", "counts_A", "counts_B", "entropy", "elbo", "local_elbo"} - set(bucket)
-                if missing:
-                    raise CheckpointError(
-                        f"checkpoint {where}: no array 'p{p}/b{b}/{sorted(missing)[0]}': {START_OVER}"
-                    )
-        return parts
+        except StateFileError as err:
+            raise CheckpointError(str(err)) from None
+
+    def _state_owner(self, index: int, n_iter: int) -> dict:
+        """What a state file of this checkpoint belongs to: the fit (a hash of its fingerprint),
+        the run and the EM iteration."""
+        fit = hashlib.sha256(json.dumps(self.fingerprint, sort_keys=True).encode()).hexdigest()[:16]
+        return {"fit": fit, "run": index, "after": int(n_iter)}
 
     def refusal(self, what: str) -> CheckpointError:
         """A :class:`CheckpointError` about this checkpoint: ``what`` is wrong, and how to start over."""
@@ -468,11 +449,6 @@ def _numpy_dtype(params: VariantParameters):
     return torch.empty((), dtype=params.dtype).numpy().dtype
 
 
-def _state_order(key: str) -> tuple:
-    p, b, name = _STATE_KEY.fullmatch(key).groups()
-    return int(p), int(b), name
-
-
 def _finite_floats(values) -> list:
     out = [float(v) for v in values]
     if not all(math.isfinite(v) for v in out):
@@ -510,15 +486,6 @@ def _run_record(entry: dict) -> RunRecord:
     if not run.done and run.history and len(run._starts) != len(run.history) - run.state_after:
         raise ValueError("starts")
     return run
-
-
-def _write_npz(path: Path, arrays: dict) -> None:
-    def write(f):
-        buffer = io.BytesIO()
-        np.savez(buffer, **arrays)  # stored, not compressed: read back by read_stored_npz
-        f.write(buffer.getvalue())
-
-    write_atomically(path, write, binary=True)
 
 
 def _remove_state_files(directory: Path, keep: set) -> None:

@@ -21,14 +21,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from ..data.atomic import write_atomically
 from ..data.fingerprint import content_sha256
-from ..data.npz_archives import read_stored_npz
-from ..inference.cavi.expectation import BucketState
 from ..inference.growth import UNUSED_WEIGHT, expected_occupancy, pad_states, split_state
 from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
+from ..inference.state_store import bucket_arrays, bucket_states, read_states, write_states
 
 __all__ = [
     "PROBE_ITERATIONS",
@@ -41,7 +38,7 @@ __all__ = [
     "probe",
     "continue_grown",
     "continue_previous",
-    "STATE_FORMAT",
+    "START_OVER",
     "save_path_state",
     "load_path_state",
     "fit_path",
@@ -269,90 +266,46 @@ def continue_previous(engine, runner, grown: GrownStarts):
     return engine.fit_backend(runner, params, label=label, warm_states=padded)
 
 
-#: The ``format`` entry of a path's per-sequence state file (:func:`save_path_state`).
-STATE_FORMAT = "ldhmm-path-state"
-_STATE_VERSION = 1
+#: How to start a path over, ending a refusal of its state file (a caller may say it its way).
+START_OVER = "fit the path again from its first K"
 
 
 def save_path_state(model, path) -> bool:
     """Write the per-sequence state a path keeps of ``model`` (its kept run's final expected
-    counts, and the guide's state marginals where it has them) to ``path``, an NPZ file beside
-    its model file, atomically; a path resumed from that model (``previous=``) then continues it
-    as the uninterrupted path would (:func:`continue_previous`). Returns False, writing nothing,
-    where the model keeps none (the last K of a path, a fit outside a path).
-
-    Format (numpy NPZ, no pickles): ``format`` = :data:`STATE_FORMAT`, ``version`` = 1,
-    ``n_states``, ``n_buckets``, ``sha256`` (the model's ``training_data_["sha256"]``: the data
-    it belongs to), and per bucket ``b`` of the training data's layout ``pi_b`` (M_b, K),
-    ``A_b`` (M_b, K, K), ``B_b`` (M_b, K, W) and, for a guide with state marginals, ``phi_b``
-    (M_b, T_b, K), all float.
-    """
+    counts, and the guide's state marginals where it has them) to ``path``, a state file
+    (:func:`ldhmm.inference.state_store.write_states`: NPZ with a JSON manifest, no pickles)
+    beside its model file, atomically; a path resumed from that model (``previous=``) then
+    continues it as the uninterrupted path would (:func:`continue_previous`). Its manifest's
+    owner is the model's ``training_data_["sha256"]`` (the data it belongs to). Returns False,
+    writing nothing, where the model keeps none (the last K of a path, a fit outside a path)."""
     states = getattr(model, "_path_states", None)
     if not states or len(states) != 1:  # one in-process partition
         return False
-    arrays = {
-        "format": np.array(STATE_FORMAT),
-        "version": np.array(_STATE_VERSION),
-        "n_states": np.array(model.n_states),
-        "n_buckets": np.array(len(states[0])),
-        "sha256": np.array(str((getattr(model, "training_data_", None) or {}).get("sha256"))),
-    }
-    for b, st in enumerate(states[0]):
-        for g in ("pi", "A", "B"):
-            arrays[f"{g}_{b}"] = st.counts[g].detach().cpu().numpy()
-        if isinstance(st.guide_state, torch.Tensor):
-            arrays[f"phi_{b}"] = st.guide_state.detach().cpu().numpy()
-    write_atomically(path, lambda f: np.savez(f, **arrays), binary=True)
+    write_states(path, [bucket_arrays(states[0])], model.n_states, {"sha256": _fitted_on(model)})
     return True
 
 
-def _state_error(path, what: str) -> ValueError:
-    return ValueError(f"{path}: not a path state file of this model ({what}); remove it to refit from that K")
+def load_path_state(model, path, start_over: str = START_OVER) -> None:
+    """Read a file of :func:`save_path_state` (or of an ldhmm before the state store: format
+    ``ldhmm-path-state``) into ``model`` (the model it was written with, read back from its
+    model file), checked (:func:`ldhmm.inference.state_store.read_states`): its K, the training
+    data's hash, every array's shape, dtype and values. A one-line ``ValueError`` names the file
+    and what is wrong, ended by ``start_over``; the partition's layout is checked when the path
+    uses it."""
+    parts = read_states(
+        path,
+        what="path state file",
+        n_states=model.n_states,
+        owner={"sha256": _fitted_on(model)},
+        start_over=start_over,
+        n_partitions=1,
+        legacy=("path",),
+    )
+    model._path_states = [bucket_states(parts[0])]
 
 
-def load_path_state(model, path) -> None:
-    """Read a file of :func:`save_path_state` into ``model`` (the model it was written with,
-    read back from its model file), checked: its format, K, the training data's hash, and every
-    array's shape, dtype and values (finite, non-negative). A one-line ``ValueError`` names the
-    file and what is wrong; the partition's layout is checked when the path uses it."""
-    # through the hardened reader: a regular file, members stored (no zip bomb), headers first
-    data = read_stored_npz(path, "path state file", text=("format", "sha256"))
-    if str(data.get("format")) != STATE_FORMAT or data.get("version") != _STATE_VERSION:
-        raise _state_error(path, "format or version")
-    K = model.n_states
-    if data.get("n_states") != K:
-        raise _state_error(path, f"K = {data.get('n_states')}, the model's {K}")
-    sha = (getattr(model, "training_data_", None) or {}).get("sha256")
-    if str(data.get("sha256")) != str(sha):
-        raise _state_error(path, "fitted on other data")
-    n_buckets = data.get("n_buckets")
-    if n_buckets is None or n_buckets.shape != () or n_buckets.dtype.kind not in "iu" or n_buckets < 0:
-        raise _state_error(path, "n_buckets")
-    n_buckets = int(n_buckets)
-    out = []
-    for b in range(n_buckets):
-        arrays = {}
-        for g, ndim in (("pi", 2), ("A", 3), ("B", 3), ("phi", 3)):
-            a = data.get(f"{g}_{b}")
-            if a is None:
-                if g == "phi":
-                    continue
-                raise _state_error(path, f"no {g}_{b}")
-            if a.dtype.kind != "f" or a.ndim != ndim or not np.all(np.isfinite(a)) or np.any(a < 0):
-                raise _state_error(path, f"{g}_{b}: a {a.ndim}-D {a.dtype} array with bad values")
-            arrays[g] = torch.from_numpy(np.ascontiguousarray(a))
-        M = arrays["pi"].shape[0]
-        want = {"pi": (M, K), "A": (M, K, K)}
-        for g, shape in want.items():
-            if tuple(arrays[g].shape) != shape:
-                raise _state_error(path, f"{g}_{b} of shape {tuple(arrays[g].shape)}")
-        if arrays["B"].shape[:2] != (M, K) or (
-            "phi" in arrays and (arrays["phi"].shape[0], arrays["phi"].shape[2]) != (M, K)
-        ):
-            raise _state_error(path, f"B_{b} or phi_{b} of another shape")
-        counts = {g: arrays[g] for g in ("pi", "A", "B")}
-        out.append(BucketState(counts, None, arrays.get("phi"), None, None, {}, 0))
-    model._path_states = [out]
+def _fitted_on(model) -> str:
+    return str((getattr(model, "training_data_", None) or {}).get("sha256"))
 
 
 def fit_path(cls, sequences, states, previous=None, callback=None, **options) -> dict:

@@ -285,21 +285,27 @@ def test_path_resumed_with_its_state_continues_as_the_uninterrupted_one(falling_
 
 
 def test_path_state_file_is_checked(falling_path, tmp_path):
+    """A state file of :mod:`ldhmm.inference.state_store` (tests/test_state_store.py checks every
+    field): one line naming the file and the field, and how to start over."""
     train, options, _, folder, _ = falling_path
     previous = LDHMM.load(folder / "K2.json")
-    with pytest.raises(ValueError, match="K = 2, the model's 3"):
+    with pytest.raises(
+        ValueError, match="field 'n_states': K = 2 there, 3 here: fit the path again from its first K"
+    ):
         load_path_state(LDHMM.load(folder / "K3.json"), folder / "K2.state.npz")
     with np.load(folder / "K2.state.npz") as npz:
         arrays = {k: npz[k] for k in npz.files}
+    manifest = json.loads(arrays["manifest"].tobytes())
     bad = tmp_path / "bad.state.npz"
-    np.savez(bad, **{**arrays, "A_0": -arrays["A_0"] - 1.0})
-    with pytest.raises(ValueError, match=r"bad\.state\.npz: .*A_0"):
+    np.savez(bad, **{**arrays, "p0/b0/counts_A": -arrays["p0/b0/counts_A"] - 1.0})
+    with pytest.raises(ValueError, match=r"bad\.state\.npz: array 'p0/b0/counts_A' holds a negative count"):
         load_path_state(previous, bad)
-    np.savez(bad, **{**arrays, "n_buckets": np.array("two")})
-    with pytest.raises(ValueError, match=r"array 'n_buckets' holds <U3 values, not numbers"):
+    np.savez(bad, **{**arrays, "p0/b0/counts_pi": np.array("two")})
+    with pytest.raises(ValueError, match=r"array 'p0/b0/counts_pi' holds <U3 values, not numbers"):
         load_path_state(previous, bad)
-    np.savez(bad, **{**arrays, "sha256": np.array("0" * 64)})
-    with pytest.raises(ValueError, match="fitted on other data"):
+    other = json.dumps({**manifest, "owner": {"sha256": "0" * 64}}).encode()
+    np.savez(bad, **{**arrays, "manifest": np.frombuffer(other, np.uint8)})
+    with pytest.raises(ValueError, match="field 'owner.sha256' is '0+' there"):
         load_path_state(previous, bad)
     bad.write_bytes(b"not a zip file")
     with pytest.raises(ValueError, match="not a path state file"):

@@ -4,11 +4,12 @@ Run by :func:`ldhmm.cli.fit.run_fit` when ``--states`` names more than one K. ``
 directory: ``K<k>.json`` per K (the model-file writer of :mod:`ldhmm.models.file_format`),
 ``path.csv`` (the table, also printed) and ``path.json`` (the run's settings); beside the last
 saved K, ``K<k>.state.npz`` (:func:`ldhmm.models.path.save_path_state`: its per-sequence state,
-which the next K may continue). The models come
+a file of :mod:`ldhmm.inference.state_store`, which the next K may continue). The models come
 from :meth:`ldhmm.models.variant_hmm.VariantHMM.fit_path`: each K after the first is grown from
 the one before. A run that stopped resumes at the first K without a model file, grown from the
-last one saved (the same models as an uninterrupted run); one with other settings in ``--out``
-is refused.
+last one saved (the same models as an uninterrupted run; a directory written by an ldhmm before
+the state store too); one with other settings in ``--out``, or whose state file cannot be read,
+is refused in one line.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pandas as pd
 from ..data.atomic import write_atomically
 from ..data.fingerprint import training_record
 from ..data.resume import RunInterrupted
+from ..data.terminal_text import shown
 from ..modelfiles import load_model
 from ..models import LDHMM
 from ..models.choice_of_k import suggest_k
@@ -343,7 +345,10 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
     previous = saved[max(saved)] if saved else None
     last = [max(saved), previous] if saved else [None, None]
     if previous is not None and todo and _state_file(out, max(saved)).is_file():
-        load_path_state(previous, _state_file(out, max(saved)))
+        # a state file of before the state store is read too; one that cannot be is one line
+        load_path_state(
+            previous, _state_file(out, max(saved)), f"delete {shown(out)} or choose another --out"
+        )
     try:
         if todo and previous is None and start is not None:
             keep = GrownStarts((), keep_states=len(todo) > 1)
