@@ -6,6 +6,9 @@ fitted on the rest in this process, one after another:
 * ``LDHMM-PF`` (``LDHMM(K)``, the defaults) and ``LDHMM-PF-ctx1`` / ``-ctx3``
   (``ContextualLDHMM(K, emission_context=1 or 3)``): held-out ``log p(x)`` by importance
   sampling (``--is-samples`` draws per sequence) and the held-out bound;
+* ``HMM`` (the harness's HMM baseline: hmmlearn's ``CategoricalHMM`` with its restarts) and
+  ``HMM-ctx1`` (``ContextualHMM(K, emission_context=1)``: an HMM whose emissions see the previous
+  event): exact ``log p(x)``;
 * ``MARKOV1`` / ``MARKOV3`` (``SmoothedMarkovChain``, smoothing chosen on the training data:
   the best-smoothed first-order chain, and the interpolated order-3 chain): exact ``log p(x)``.
 
@@ -44,6 +47,8 @@ from ldhmm.baselines.markov_smoothed import SmoothedMarkovChain
 from ldhmm.data import SequenceDatabase, load_msnbc, load_paper_subset, load_splice
 from ldhmm.models import LDHMM
 from ldhmm.models.contextual import ContextualLDHMM
+from ldhmm.models.contextual_hmm import ContextualHMM
+from ldhmm.models.registry import get_spec
 
 #: The shop log's pages, in the order of the funnel.
 SHOP_PAGES = (
@@ -150,6 +155,8 @@ def models(K: int, V: int, seed: int, smoothing: float | None = None) -> dict:
         "LDHMM-PF": lambda: LDHMM(K, n_symbols=V, seed=seed),
         "LDHMM-PF-ctx1": lambda: ContextualLDHMM(K, n_symbols=V, emission_context=1, seed=seed, **extra),
         "LDHMM-PF-ctx3": lambda: ContextualLDHMM(K, n_symbols=V, emission_context=3, seed=seed, **extra),
+        "HMM": lambda: get_spec("HMM").make(K, V, seed=seed),
+        "HMM-ctx1": lambda: ContextualHMM(K, n_symbols=V, emission_context=1, seed=seed, **extra),
         "MARKOV1": lambda: SmoothedMarkovChain(n_symbols=V, order=1),
         "MARKOV3": lambda: SmoothedMarkovChain(n_symbols=V, order=3),
     }

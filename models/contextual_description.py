@@ -76,12 +76,15 @@ def user_emission_means(beta: np.ndarray, weights: np.ndarray, contexts, symbols
     return np.einsum("c,kcv->kv", weights, prior_mean) + np.einsum("u,kuv->kv", weights[used], change)
 
 
-def contexts_table(beta, weights, labels, names, vocabulary, n_contexts: int = TOP_CONTEXTS) -> pd.DataFrame:
+def contexts_table(
+    means, concentrations, weights, labels, names, vocabulary, n_contexts: int = TOP_CONTEXTS
+) -> pd.DataFrame:
     """One row per (state, context) for the ``n_contexts`` most frequent contexts: ``state``,
     ``state_name``, ``context`` (its label), ``share`` (of the training events), the state's
-    most likely ``next_events`` after it and the row's ``concentration`` (``sum_v beta[k, c, v]``)."""
+    most likely ``next_events`` after it (``means`` (K, C, V): the rows' probabilities) and the
+    row's ``concentration`` (``concentrations`` (K, C): ``sum_v beta[k, c, v]``; the column is
+    left out for point estimates, None)."""
     order = np.argsort(-np.asarray(weights), kind="stable")[:n_contexts]
-    means = dirichlet_mean(beta)
     rows = []
     for k, name in enumerate(names):
         tops = top_events(means[k][order], TOP_EVENTS)
@@ -93,16 +96,21 @@ def contexts_table(beta, weights, labels, names, vocabulary, n_contexts: int = T
                     "context": labels[c],
                     "share": float(weights[c]),
                     "next_events": ", ".join(f"{vocabulary[v]} ({means[k, c, v]:.2f})" for v in top),
-                    "concentration": float(beta[k, c].sum()),
+                    "concentration": None if concentrations is None else float(concentrations[k, c]),
                 }
             )
     columns = ["state", "state_name", "context", "share", "next_events", "concentration"]
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=columns[: 5 if concentrations is None else 6])
 
 
 def _user_posteriors(model, sequences):
-    """The users' posterior means by group (B: :func:`user_emission_means`), occupancy, bounds."""
+    """The users' posterior means by group (B: :func:`user_emission_means`; (M, 0) for point
+    estimates: nothing per user), occupancy, bounds (the exact log p(x) for point estimates)."""
     post = model.posterior(sequences)
+    occupancy = np.stack([np.asarray(m, dtype=np.float64).mean(axis=0) for m in post["state_marginals"]])
+    if not hasattr(model, "beta_"):
+        means = dict.fromkeys(GROUPS, np.zeros((len(sequences), 0)))
+        return means, occupancy, np.asarray(post["elbo"], dtype=np.float64)
     weights = context_weights(model.context_counts_, model.context_table_.n_contexts)
     mean_B = np.stack(
         [
@@ -111,27 +119,40 @@ def _user_posteriors(model, sequences):
         ]
     )
     means = {"pi": dirichlet_mean(post["g_pi"]), "A": dirichlet_mean(post["g_A"]), "B": mean_B}
-    occupancy = np.stack([np.asarray(m, dtype=np.float64).mean(axis=0) for m in post["state_marginals"]])
     return means, occupancy, np.asarray(post["elbo"], dtype=np.float64)
 
 
+def _fit_rows(model) -> dict:
+    """The summary's rows of the fit: the family, sharing, iterations and final objective."""
+    if not hasattr(model, "beta_"):  # point estimates (Baum-Welch, MAP)
+        history = model.objective_history_
+        return {
+            "guide": "none: point estimates (Baum-Welch), the exact log p(x)",
+            "sharing (pi, A, B)": ", ".join("point" for _ in GROUPS),
+            "Baum-Welch iterations": len(history),
+            "final training objective (log p(x) + log prior)": f"{history[-1]:.6g}",
+        }
+    return {
+        "guide": "pf",
+        "sharing (pi, A, B)": ", ".join("sequence" for _ in GROUPS),
+        "EM iterations": len(model.elbo_history_),
+        "final training ELBO (nats)": f"{model.elbo_:.6g}",
+        "final training objective (ELBO + log hyperprior)": f"{model.elbo_history_[-1]:.6g}",
+    }
+
+
 def _summary_rows(model, extra: dict) -> pd.DataFrame:
-    history = np.asarray(model.elbo_history_, dtype=np.float64)
     table = model.context_table_
     rows = {
         "model": type(model).__name__,
         "K (states)": model.n_states,
         "V (events)": model.n_symbols_,
-        "guide": "pf",
-        "sharing (pi, A, B)": ", ".join("sequence" for _ in GROUPS),
         "emission context": f"{model.emission_context!r} (order {table.order}: "
         f"{table.n_contexts} context rows)",
         "min context count": model.min_context_count,
         "context smoothing": repr(model.context_smoothing),
         "restarts (n_init)": model.n_init,
-        "EM iterations": len(history),
-        "final training ELBO (nats)": f"{model.elbo_:.6g}",
-        "final training objective (ELBO + log hyperprior)": f"{history[-1]:.6g}",
+        **_fit_rows(model),
         "stopped because": stop_report(model) or "not recorded in the model file",
         "context shares": "from the training data"
         if model.context_counts_ is not None
@@ -147,22 +168,34 @@ def describe_contextual(
     model, data=None, *, ids=None, baseline=None, n_clusters: int = 3, n_examples: int = 2, seed: int = 0
 ) -> ModelDescription:
     """The tables of :class:`ModelDescription` for a fitted
-    :class:`ldhmm.models.contextual.ContextualLDHMM`, its ``contexts`` table included; the
+    :class:`ldhmm.models.contextual.ContextualLDHMM` or
+    :class:`ldhmm.models.contextual_hmm.ContextualHMM` (point estimates: no spread, nothing per
+    user but the state paths and the exact log p(x)), its ``contexts`` table included; the
     arguments as in :func:`ldhmm.models.description.describe_model`."""
     model._check_fitted()
     weights = context_weights(model.context_counts_, model.context_table_.n_contexts)
-    levels = {
-        "pi": (dirichlet_mean(model.alpha_pi_), dirichlet_std(model.alpha_pi_)),
-        "A": (dirichlet_mean(model.alpha_A_), dirichlet_std(model.alpha_A_)),
-        "B": state_emissions(model.beta_, weights),
-    }
+    if hasattr(model, "beta_"):
+        rows, concentrations = dirichlet_mean(model.beta_), model.beta_.sum(-1)
+        levels = {
+            "pi": (dirichlet_mean(model.alpha_pi_), dirichlet_std(model.alpha_pi_)),
+            "A": (dirichlet_mean(model.alpha_A_), dirichlet_std(model.alpha_A_)),
+            "B": state_emissions(model.beta_, weights),
+        }
+    else:  # point estimates: every user's parameters are the model's (spread 0)
+        rows, concentrations = model.emissionprob_, None
+        B_mean = np.einsum("c,kcv->kv", weights, rows)
+        levels = {
+            g: (p, np.zeros_like(p))
+            for g, p in (("pi", model.startprob_), ("A", model.transmat_), ("B", B_mean))
+        }
     settings = {"ids": ids, "baseline": baseline, "n_clusters": n_clusters, "n_examples": n_examples}
     description = assemble_description(
         model, levels, _summary_rows, data, seed=seed, posteriors=_user_posteriors, **settings
     )
     vocabulary = vocabulary_names(model)
     description.contexts = contexts_table(
-        model.beta_,
+        rows,
+        concentrations,
         weights,
         context_labels(model.context_table_, vocabulary),
         list(description.states["name"]),

@@ -1,4 +1,5 @@
-"""The model file of a contextual LDHMM (:class:`ldhmm.models.contextual.ContextualLDHMM`).
+"""The model file of a contextual model: :class:`ldhmm.models.contextual.ContextualLDHMM` and
+:class:`ldhmm.models.contextual_hmm.ContextualHMM` (the point variant).
 
 JSON, written atomically, read back checked field by field (a one-line
 :class:`ldhmm.models.file_format.ModelFileError` names the file and the field)::
@@ -11,7 +12,12 @@ JSON, written atomically, read back checked field by field (a one-line
      "elbo": -1234.5,                       # the training bound (absent: the history's last)
      "vocabulary": ["symbol 0", ...] or null,
      "context_counts": [...] or absent,     # training positions per context row (C,)
+     "stopped": "converged: ..." or absent,  # how the fit stopped, one line
      "training_data": {...} or absent}
+
+A ContextualHMM's file holds ``"parameters"`` (its probabilities pi, A, B, each row summing to
+1) in place of ``"prior"``, and ``"objective_history"`` (the MAP objective after every E-step) in
+place of ``"elbo_history"`` and ``"elbo"``.
 
 Floats as Python's repr (an exact float64 round trip); never a pickle.
 """
@@ -26,7 +32,7 @@ import numpy as np
 from ..data.atomic import write_atomically
 from ..inference.contexts import ContextTable
 from ..inference.ops.dirichlet import MAX_CONCENTRATION
-from .file_format import FORMAT_VERSION, ModelFileError, read_model_json, vocabulary_to_write
+from .file_format import FORMAT_VERSION, ModelFileError, read_model_json, stop_report, vocabulary_to_write
 
 __all__ = ["write_contextual_file", "read_contextual_file"]
 
@@ -41,11 +47,25 @@ def write_contextual_file(path, model, vocabulary=None) -> None:
         "config": model.get_config(),
         "n_symbols": int(model.n_symbols_),
         "contexts": model.context_table_.to_json(),
-        "prior": {"pi": model.alpha_pi_.tolist(), "A": model.alpha_A_.tolist(), "B": model.beta_.tolist()},
-        "elbo_history": [float(x) for x in model.elbo_history_],
-        "elbo": float(model.elbo_),
         "vocabulary": vocabulary,
     }
+    if hasattr(model, "beta_"):
+        doc["prior"] = {
+            "pi": model.alpha_pi_.tolist(),
+            "A": model.alpha_A_.tolist(),
+            "B": model.beta_.tolist(),
+        }
+        doc["elbo_history"] = [float(x) for x in model.elbo_history_]
+        doc["elbo"] = float(model.elbo_)
+    else:
+        doc["parameters"] = {
+            "pi": model.startprob_.tolist(),
+            "A": model.transmat_.tolist(),
+            "B": model.emissionprob_.tolist(),
+        }
+        doc["objective_history"] = [float(x) for x in model.objective_history_]
+    if stop_report(model) is not None:
+        doc["stopped"] = stop_report(model)
     if getattr(model, "context_counts_", None) is not None:
         doc["context_counts"] = [int(n) for n in model.context_counts_]
     if getattr(model, "training_data_", None) is not None:
@@ -65,6 +85,53 @@ def _array(path, field, value, shape) -> np.ndarray:
             path, field, f"concentrations must be finite numbers in (0, {MAX_CONCENTRATION:g}]"
         )
     return out
+
+
+def _history(path, doc, field: str) -> list:
+    history = doc.get(field)
+    if not isinstance(history, list) or not history or not all(isinstance(x, (int, float)) for x in history):
+        raise ModelFileError(path, field, "expected a non-empty list of numbers")
+    return [float(x) for x in history]
+
+
+def _read_priors(path, doc, model, shape) -> None:
+    """A ContextualLDHMM's priors, training objective and bound."""
+    K, C, V = shape
+    prior = doc.get("prior")
+    if not isinstance(prior, dict):
+        raise ModelFileError(path, "prior", "expected an object")
+    model.alpha_pi_ = _array(path, "prior.pi", prior.get("pi"), (K,))
+    model.alpha_A_ = _array(path, "prior.A", prior.get("A"), (K, K))
+    model.beta_ = _array(path, "prior.B", prior.get("B"), (K, C, V))
+    model.elbo_history_ = _history(path, doc, "elbo_history")
+    elbo = doc.get("elbo", model.elbo_history_[-1])
+    if isinstance(elbo, bool) or not isinstance(elbo, (int, float)) or not np.isfinite(elbo):
+        raise ModelFileError(path, "elbo", f"expected a finite number, got {elbo!r}")
+    model.elbo_ = float(elbo)
+
+
+def _probabilities(path, field, value, shape) -> np.ndarray:
+    try:
+        out = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ModelFileError(path, field, "not an array of numbers") from None
+    if out.shape != shape:
+        raise ModelFileError(path, field, f"shape {out.shape}, expected {shape}")
+    if not np.all(np.isfinite(out)) or np.any(out < 0) or not np.allclose(out.sum(-1), 1.0, atol=1e-9):
+        raise ModelFileError(path, field, "expected probabilities: finite, >= 0, each row summing to 1")
+    return out
+
+
+def _read_point_parameters(path, doc, model, shape) -> None:
+    """A ContextualHMM's probabilities and MAP objective history."""
+    K, C, V = shape
+    parameters = doc.get("parameters")
+    if not isinstance(parameters, dict):
+        raise ModelFileError(path, "parameters", "expected an object")
+    model.startprob_ = _probabilities(path, "parameters.pi", parameters.get("pi"), (K,))
+    model.transmat_ = _probabilities(path, "parameters.A", parameters.get("A"), (K, K))
+    model.emissionprob_ = _probabilities(path, "parameters.B", parameters.get("B"), (K, C, V))
+    model.objective_history_ = _history(path, doc, "objective_history")
 
 
 def _context_counts(path, value, n_contexts: int):
@@ -105,15 +172,10 @@ def read_contextual_file(path, cls):
     except ValueError as err:
         raise ModelFileError(path, "contexts", str(err)) from None
     K, C = model.n_states, table.n_contexts
-    prior = doc.get("prior")
-    if not isinstance(prior, dict):
-        raise ModelFileError(path, "prior", "expected an object")
-    model.alpha_pi_ = _array(path, "prior.pi", prior.get("pi"), (K,))
-    model.alpha_A_ = _array(path, "prior.A", prior.get("A"), (K, K))
-    model.beta_ = _array(path, "prior.B", prior.get("B"), (K, C, V))
-    history = doc.get("elbo_history")
-    if not isinstance(history, list) or not history or not all(isinstance(x, (int, float)) for x in history):
-        raise ModelFileError(path, "elbo_history", "expected a non-empty list of numbers")
+    if cls.score_kind == "exact":
+        _read_point_parameters(path, doc, model, (K, C, V))
+    else:
+        _read_priors(path, doc, model, (K, C, V))
     vocabulary = doc.get("vocabulary")
     if vocabulary is not None:
         if (
@@ -127,11 +189,10 @@ def read_contextual_file(path, cls):
     model.context_table_ = table
     model.context_counts_ = _context_counts(path, doc.get("context_counts"), C)
     model.n_symbols_ = V
-    model.elbo_history_ = [float(x) for x in history]
-    elbo = doc.get("elbo", model.elbo_history_[-1])
-    if isinstance(elbo, bool) or not isinstance(elbo, (int, float)) or not np.isfinite(elbo):
-        raise ModelFileError(path, "elbo", f"expected a finite number, got {elbo!r}")
-    model.elbo_ = float(elbo)
+    stopped = doc.get("stopped")
+    if stopped is not None and not isinstance(stopped, str):
+        raise ModelFileError(path, "stopped", f"expected a string (how the fit stopped), got {stopped!r}")
+    model.stop_report_ = stopped
     if isinstance(doc.get("training_data"), dict):
         model.training_data_ = doc["training_data"]
     return model

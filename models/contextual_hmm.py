@@ -32,6 +32,9 @@ from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel
 from .contextual import best_start
+from .contextual_description import describe_contextual
+from .contextual_file import read_contextual_file, write_contextual_file
+from .description import ModelDescription
 from .registry import register
 
 __all__ = ["ContextualHMM"]
@@ -64,6 +67,8 @@ class ContextualHMM(SequenceModel):
     ----------
     startprob_ (K,), transmat_ (K, K), emissionprob_ (K, C, V) : ndarray
     context_table_ : ContextTable
+    context_counts_ : ndarray (C,) int64
+        Training positions per context row (the weights of :meth:`describe`).
     objective_history_ : list of float
         The MAP objective (log-likelihood plus the log priors) after every E-step.
     """
@@ -178,6 +183,43 @@ class ContextualHMM(SequenceModel):
         for batch in self._batches(sequences):
             out[batch.index.numpy()] = point_e_step(log_theta, batch).bounds.numpy()
         return out
+
+    def posterior(self, sequences) -> dict:
+        """Each sequence's state marginals ``q(z_n) = p(z_n | x)`` (list of (N_m, K)) and exact
+        ``log p(x)`` (``elbo``, (M,): the name the other models' posteriors give their score);
+        nothing else is per sequence (pi, A, B are point estimates)."""
+        seqs = self._validate_for_score(sequences)
+        marginals, out = [None] * len(seqs), np.empty(len(seqs))
+        log_theta = self._log_theta()
+        for batch in self._batches(seqs):
+            res = point_e_step(log_theta, batch)
+            lengths = batch.mask.sum(1).tolist()
+            for row, i in enumerate(batch.index.tolist()):
+                marginals[i] = res.marginals[row, : lengths[row]].numpy()
+                out[i] = float(res.bounds[row])
+        return {"state_marginals": marginals, "elbo": out}
+
+    def describe(
+        self, data=None, *, baseline=None, n_clusters: int = 3, n_examples: int = 2, seed: int = 0
+    ) -> ModelDescription:
+        """The model explained as tables, what ``ldhmm report`` shows, its ``contexts`` table
+        included (:func:`ldhmm.models.contextual_description.describe_contextual`)."""
+        return describe_contextual(
+            self, data, baseline=baseline, n_clusters=n_clusters, n_examples=n_examples, seed=seed
+        )
+
+    def save(self, path, vocabulary=None) -> None:
+        """Write the fitted model to ``path`` as JSON (:mod:`ldhmm.models.contextual_file`)."""
+        self._check_fitted()
+        write_contextual_file(path, self, vocabulary=vocabulary)
+
+    @classmethod
+    def load(cls, path, guide=None) -> ContextualHMM:
+        """A model written by :meth:`save`, every field checked (``guide``: accepted for
+        :func:`ldhmm.load_model`; an HMM has none)."""
+        if guide is not None:
+            raise ValueError(f"{path}: a ContextualHMM has no guide to set")
+        return read_contextual_file(path, cls)
 
     def decode(self, sequences) -> list:
         """Most probable hidden-state path of each sequence (Viterbi), a list of (N_m,) int64 arrays."""

@@ -261,3 +261,40 @@ def test_the_constructors_still_show_their_arguments():
     )
     assert {"optimizer", "emission_context", "n_init"} <= set(inspect.signature(LDHMM).parameters)
     assert "self" not in inspect.signature(LDHMM).parameters
+
+
+# ------------------------------------------------------------------ the point variant answers too
+def test_the_contextual_hmm_saves_answers_and_reports(fitted, tmp_path):
+    _, train, held = fitted
+    model = VariantHMM(2, 4, HMM_SHARING, emission_context="previous", n_init=2).fit(train)
+    model.save(tmp_path / "hmm.json", vocabulary=EVENTS)
+    again = load_model(tmp_path / "hmm.json")
+    assert type(again) is ContextualHMM and again.vocabulary_ == EVENTS
+    np.testing.assert_array_equal(again.score_samples(held), model.score_samples(held))
+    np.testing.assert_array_equal(again.predict_next_proba(held), model.predict_next_proba(held))
+    assert (
+        str(model.convergence_) == dict(again.describe().summary.itertuples(index=False))["stopped because"]
+    )
+    # the posterior: exact log p(x), and marginals that are the chain's smoothing marginals
+    post = again.posterior(held)
+    np.testing.assert_array_equal(post["elbo"], model.score_samples(held))
+    for m, s in enumerate(held):
+        np.testing.assert_allclose(post["state_marginals"][m].sum(1), 1.0, atol=1e-12)
+        paths = again.decode([s])[0]
+        assert paths.shape == (len(s),)
+    d = again.describe(held)
+    w = context_weights(model.context_counts_, model.context_table_.n_contexts)
+    B = d.emissions.pivot(index="state", columns="event", values="mean")[EVENTS].to_numpy()
+    np.testing.assert_allclose(B, np.einsum("c,kcv->kv", w, model.emissionprob_), rtol=1e-12)
+    assert (d.emissions["spread"] == 0).all() and "concentration" not in d.contexts
+    out = tmp_path / "r.html"
+    log = tmp_path / "held.txt"
+    log.write_text("".join(" ".join(EVENTS[v] for v in s) + "\n" for s in held))
+    assert main(["report", str(tmp_path / "hmm.json"), str(log), "--out", str(out), "--quiet"]) == 0
+    assert "<h2>Contexts</h2>" in out.read_text()
+    doc = json.loads((tmp_path / "hmm.json").read_text())
+    bad = {**doc, "parameters": {**doc["parameters"], "A": [[0.5, 0.6], [0.5, 0.5]]}}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="field 'parameters.A': expected probabilities") as err:
+        load_model(tmp_path / "bad.json")
+    assert "\n" not in str(err.value)
