@@ -34,9 +34,9 @@ the project's one compiled chain core over length buckets (:func:`forward_log_li
 parallel over sequences, the same kernel as the LDHMM E-step); it matches hmmlearn's
 ``score`` of each sequence to ~1e-13. Training uses hmmlearn's ``fit`` (its
 initialization, M-step, convergence monitor) with, by default, the E-step statistics
-computed by the same core (:func:`forward_backward_stats`, ``fast_estep=True``);
-``fast_estep=False`` runs hmmlearn's own per-sequence E-step, and the tests check that
-both give the same EM trajectory.
+computed by the same core (:func:`bucket_stats` over :func:`training_buckets`,
+``fast_estep=True``); ``fast_estep=False`` runs hmmlearn's own per-sequence E-step, and the
+tests check that both give the same EM trajectory.
 
 Convergence
 -----------
@@ -80,7 +80,6 @@ from ..models.registry import register
 __all__ = [
     "HMM",
     "forward_log_likelihood",
-    "forward_backward_stats",
     "TrainingBuckets",
     "training_buckets",
     "bucket_stats",
@@ -168,7 +167,7 @@ class _MAPCategoricalHMM(CategoricalHMM):
         self.loglik_history_.append(float(curr_logprob))
         return curr_logprob + self._log_prior()
 
-    #: set to True (after construction) to run :func:`forward_backward_stats` as the E-step
+    #: set to True (after construction) to run :func:`bucket_stats` as the E-step
     fast_estep = False
 
     #: the fit's data cut into buckets (:func:`training_buckets`), set by :class:`HMM` for all
@@ -308,17 +307,6 @@ def bucket_stats(
     return log_prob, start, trans, obs.T.numpy().copy()
 
 
-def forward_backward_stats(
-    startprob: np.ndarray,
-    transmat: np.ndarray,
-    emissionprob: np.ndarray,
-    sequences: list[np.ndarray],
-    max_cells: int = 1 << 18,
-):
-    """:func:`bucket_stats` of ``sequences`` cut by :func:`training_buckets` (one E-step)."""
-    return bucket_stats(startprob, transmat, emissionprob, training_buckets(sequences, max_cells))
-
-
 @register(em_settings=("max_iter", "tol", "n_init"))
 class HMM(SequenceModel):
     """Categorical HMM shared by all sequences (Baum-Welch via hmmlearn); exact held-out score.
@@ -364,7 +352,7 @@ class HMM(SequenceModel):
         hmmlearn's forward-backward implementation used in training when
         ``fast_estep=False``. Both give the same fit to ~1e-12; "scaling" is ~5-10x faster.
     fast_estep : bool
-        Compute the E-step statistics with :func:`forward_backward_stats` (scaled
+        Compute the E-step statistics with :func:`bucket_stats` (scaled
         forward-backward vectorized over all sequences) instead of hmmlearn's loop over
         sequences; hmmlearn's fit loop, initialization, M-step and convergence monitor are
         used either way, and the two E-steps agree to ~1e-14 (tested). Default True

@@ -103,7 +103,6 @@ __all__ = [
     "LOCK_NAME",
     "MODELS_DIR",
     "holds_out_dir_lock",
-    "lock_out_dir",
     "release_out_dir",
     "command_line",
     "invocation",
@@ -214,17 +213,6 @@ def release_out_dir(out) -> None:
     """Release one hold of ``out``'s lock taken by :func:`prepare_out_dir` outside an
     experiment function (the flock goes with the last hold)."""
     _release(os.path.realpath(Path(out)))
-
-
-@contextlib.contextmanager
-def lock_out_dir(out):
-    """Hold the lock of the existing directory ``out`` inside the ``with`` block (re-entrant
-    within a process; :class:`OutputLockedError` when another process holds it)."""
-    key, _ = _acquire(Path(out))
-    try:
-        yield
-    finally:
-        _release(key)
 
 
 def holds_out_dir_lock(fn: Callable) -> Callable:

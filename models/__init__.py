@@ -5,7 +5,7 @@ variants and the baselines); :func:`register` enters a model class into the harn
 """
 
 from ..data.lazy_modules import LazyModule, lazy_attributes
-from .base import SCORE_KINDS, NotFittedError, SequenceModel, SequenceModelProtocol
+from .base import SCORE_KINDS, NotFittedError, SequenceModel
 from .ldhmm import LDHMM
 from .registry import ModelSpec, register
 from .variant_hmm import VariantHMM
@@ -20,7 +20,6 @@ __all__ = [
     "LDHMM",
     "VariantHMM",
     "SequenceModel",
-    "SequenceModelProtocol",
     "NotFittedError",
     "SCORE_KINDS",
     "ModelSpec",

@@ -1,8 +1,9 @@
 """The one base class of every model the comparison harness runs.
 
 Every model in the comparison (LDHMM and its variants as well as the baselines of
-:mod:`ldhmm.baselines`) is used by the harness through the same small interface,
-:class:`SequenceModelProtocol`:
+:mod:`ldhmm.baselines`) is used by the harness through the same small interface (a model that
+does not subclass :class:`SequenceModel` needs ``fit``, ``score_samples`` and ``score_kind``:
+:func:`ldhmm.experiments.plugins.check_protocol`):
 
 ``Model(n_states, seed=0, **options)``
     ``n_states`` (int >= 1) is the number of hidden states or topics, the ``K`` that the
@@ -18,8 +19,8 @@ Every model in the comparison (LDHMM and its variants as well as the baselines o
     The sum of ``score_samples``.
 ``log_marginal_is(sequences, n_samples, seed) -> np.ndarray`` (optional)
     An importance-sampled estimate of ``log p(x_m)`` per sequence, for models whose
-    ``score_samples`` is a bound (:class:`LogMarginalProtocol`); the harness reports it
-    beside ``score_samples`` when a model has it.
+    ``score_samples`` is a bound; the harness reports it beside ``score_samples`` when a model
+    has it.
 
 Class attributes:
 
@@ -56,8 +57,6 @@ index error.
 :func:`ldhmm.inference.validate_sequences`, the fitted check, the vocabulary range check and
 the configuration read off the constructor's signature), so that a model only writes
 ``_fit`` and ``_score_samples`` on already validated ``int64`` arrays.
-:class:`SequenceModelProtocol` is the structural type (``isinstance`` works on it) for models
-that do not inherit the base.
 
 Writing a model: a subclass of :class:`SequenceModel` sets the class attributes ``name`` and
 ``score_kind``, calls ``super().__init__(n_states, seed)``, stores every other constructor
@@ -86,7 +85,7 @@ from __future__ import annotations
 import abc
 import inspect
 import numbers
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import ClassVar
 
 import numpy as np
 
@@ -101,8 +100,6 @@ __all__ = [
     "keep_vocabulary",
     "NotFittedError",
     "SequenceModel",
-    "SequenceModelProtocol",
-    "LogMarginalProtocol",
     "check_n_states",
     "check_seed",
     "check_n_symbols",
@@ -132,29 +129,6 @@ def keep_vocabulary(model, vocabulary) -> None:
 class NotFittedError(ValueError, AttributeError):
     """A model used before ``fit``: the bases of scikit-learn's ``NotFittedError``, defined here
     so that loading a model does not import scikit-learn (over half a second of start-up)."""
-
-
-@runtime_checkable
-class SequenceModelProtocol(Protocol):
-    """Structural type of a model in the comparison harness (see the module docstring)."""
-
-    name: ClassVar[str]
-    score_kind: ClassVar[str]
-    n_states: int
-    seed: int
-
-    def fit(self, sequences) -> SequenceModelProtocol: ...
-
-    def score_samples(self, sequences) -> np.ndarray: ...
-
-    def score(self, sequences) -> float: ...
-
-
-@runtime_checkable
-class LogMarginalProtocol(Protocol):
-    """The optional part of the protocol: an importance-sampled ``log p(x_m)`` per sequence."""
-
-    def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0) -> np.ndarray: ...
 
 
 def _is_int(value) -> bool:

@@ -109,7 +109,6 @@ __all__ = [
     "read_model_file",
     "read_model_json",
     "PYRO_CLASS",
-    "is_pyro_document",
     "validate_pyro_document",
     "write_pyro_model_file",
     "read_pyro_model_file",
@@ -793,11 +792,6 @@ def read_model_file(path, cls, guide=None):
 #: The class name of a model of the SVI route in a model file.
 PYRO_CLASS = "PyroSequenceModel"
 _PYRO_FIELDS = ("format", "version", "class", "factory", "config", "params")
-
-
-def is_pyro_document(doc) -> bool:
-    """Whether a parsed model file is of a model of the SVI route (:data:`PYRO_CLASS`)."""
-    return isinstance(doc, dict) and doc.get("class") == PYRO_CLASS
 
 
 def _check_version(doc, path, versions=FORMAT_HISTORY) -> None:

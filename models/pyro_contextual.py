@@ -336,6 +336,28 @@ def contextual_guide_init(prior: dict, batch: ContextBatch, counts: dict | None)
     ``bounds`` the ELBO of exactly that ``q`` (the collapsed bound,
     ``H(q(z)) + sum_rows [log B(a + n) - log B(a)]``).
 
+    The warm start of Pyro's SVI on the contextual model with the hidden states sampled
+    (:func:`ldhmm.models.pyro_model.ldhmm_model` with ``contexts=``), as
+    :func:`ldhmm.inference.svi.svi_fit.guide_init_from_state` is LDHMM's: the guide starts at a
+    closed-form fit's ``q`` instead of the prior. For example, from a fitted
+    :class:`~ldhmm.models.contextual.ContextualLDHMM` (``context_batch``, ``best_of_starts``:
+    :mod:`ldhmm.inference.cavi.context_vem`)::
+
+        model = ContextualLDHMM(2, emission_context="previous").fit(sequences)
+        prior = {"pi": torch.from_numpy(model.alpha_pi_), "A": torch.from_numpy(model.alpha_A_),
+                 "B": torch.from_numpy(model.beta_)}
+        contexts = context_ids(sequences, model.context_table_)
+        batch = context_batch(sequences, contexts, range(len(sequences)), model.n_symbols_)
+        warm = best_of_starts(prior, batch, 200, 1e-9)  # the held-out E-step of score_samples
+        init, result = contextual_guide_init(prior, batch, warm.counts)
+        guide = ContextualChainGuide()
+        tokens, contexts, lengths = context_batch_positions(batch)
+        svi = pyro.infer.SVI(ldhmm_model, lambda *a, **k: guide(*a, init=init), optimizer, Trace_ELBO())
+        svi.step(tokens, lengths, prior["pi"], prior["A"], prior["B"], contexts=contexts)
+
+    ``result.bounds`` is then ``model.score_samples(sequences)`` (to rounding), and Pyro's
+    ``Trace_ELBO`` at ``init`` estimates its sum (``tests/test_contextual_pyro.py``).
+
     Parameters
     ----------
     prior : dict

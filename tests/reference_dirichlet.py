@@ -1,8 +1,9 @@
 """What the tests check the collapsed M-step against, loaded from this file (not part of the library).
 
 :func:`dirichlet_multinomial_objective`: the collapsed M-step's objective in dense torch;
-:func:`dirichlet_multinomial_sums_reference`: the dense scipy twin of the compiled
-Dirichlet-multinomial sums; :func:`newton_dirichlet_multinomial`: the M-step's maximizer
+:func:`dirichlet_multinomial_sums`: the compiled Dirichlet-multinomial sums of one group from
+its count batches, and :func:`dirichlet_multinomial_sums_reference`, their dense scipy twin;
+:func:`newton_dirichlet_multinomial`: the M-step's maximizer
 (:func:`ldhmm.inference.cavi.maximization.maximize_collapsed`) of one group from its count
 batches, with either sums.
 """
@@ -19,6 +20,7 @@ from ldhmm.inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
 
 __all__ = [
     "dirichlet_multinomial_objective",
+    "dirichlet_multinomial_sums",
     "dirichlet_multinomial_sums_reference",
     "newton_dirichlet_multinomial",
 ]
@@ -48,10 +50,28 @@ def dirichlet_multinomial_objective(concentration: torch.Tensor, counts: torch.T
     ).sum(0)
 
 
+def dirichlet_multinomial_sums(alpha, count_batches, rows=None):
+    """:func:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.table_sums` of one group from its
+    count batches (the table built here).
+
+    Parameters
+    ----------
+    alpha : ndarray float64 (R, D)
+    count_batches : list of ndarray float64 (M_b, R, D), or of pairs (counts (M_b, R, W),
+        symbols (M_b, W)) in the sparse emission layout
+    rows : ndarray of bool (R,), optional
+
+    Returns
+    -------
+    entry : ndarray (3, R, D); row : ndarray (3, R)
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    table = count_table({"": (alpha.shape, count_batches)})
+    return table_sums(table, {"": alpha}, None if rows is None else {"": rows})[""]
+
+
 def dirichlet_multinomial_sums_reference(concentration, count_batches, rows=None):
-    """Dense scipy twin of
-    :func:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.dirichlet_multinomial_sums` (same
-    output; for tests)."""
+    """Dense scipy twin of :func:`dirichlet_multinomial_sums` (same output)."""
     a = np.asarray(concentration, dtype=np.float64)
     entry = np.zeros((3,) + a.shape)
     row = np.zeros((3, a.shape[0]))

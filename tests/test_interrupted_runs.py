@@ -30,12 +30,12 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 from ldhmm.data.atomic import TEMPORARY_NAME, write_atomically
+from ldhmm.data.directory_lock import locked_directory
 from ldhmm.experiments.tasks import (
     LOCK_NAME,
     OutputLockedError,
     atomic_savefig,
     atomic_write_csv,
-    lock_out_dir,
     prepare_out_dir,
     release_out_dir,
 )
@@ -361,7 +361,7 @@ def test_classify_killed_resumes_to_the_same_results(tmp_path, references, forks
 def test_a_second_run_on_the_same_out_is_refused_with_one_line(tmp_path, forks):
     out, log = tmp_path / "run", tmp_path / "run.err"
     out.mkdir()
-    with lock_out_dir(out):  # this process holds it, as a running ldhmm would
+    with locked_directory(out):  # this process holds it, as a running ldhmm would
         assert (out / LOCK_NAME).read_text().startswith(f"{os.getpid()}\n")
         proc = forks(COMPARE, out, log)
         assert proc.wait(STARTUP_TIMEOUT) == 1
@@ -443,7 +443,7 @@ def test_lock_is_reentrant_in_a_process_and_released_by_the_last_hold(tmp_path):
     out = tmp_path / "out"
     digest = prepare_out_dir(out, "unit", {"a": 1})  # outside an experiment function: kept
     assert (out / LOCK_NAME).read_text().startswith(f"{os.getpid()}\n")
-    with lock_out_dir(out):  # re-entered, not refused
+    with locked_directory(out):  # re-entered, not refused
         assert digest == prepare_out_dir(out, "unit", {"a": 1})
         release_out_dir(out)
         assert not _flock_is_free(out)
@@ -591,8 +591,7 @@ def test_without_fcntl_the_module_imports_and_runs_unlocked(tmp_path, monkeypatc
     out = tmp_path / "out"
     tasks_mod.prepare_out_dir(out, "unit", {"a": 1})
     assert not (out / LOCK_NAME).exists()
-    with tasks_mod.lock_out_dir(out):
-        pass
+    tasks_mod.release_out_dir(out)
     with module.locked_directory(out):
         pass
 

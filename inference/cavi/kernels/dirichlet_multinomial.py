@@ -28,7 +28,6 @@ __all__ = [
     "CountTable",
     "count_table",
     "table_sums",
-    "dirichlet_multinomial_sums",
 ]
 
 # Sequences per block of the E-step kernels' parallel sums (fused_sweeps, emissions): each block
@@ -266,22 +265,3 @@ def table_sums(table: CountTable, alphas: dict, rows: dict | None = None) -> dic
         row[:, table.keys[totals]] = out[totals].T
         result[g] = (entry.reshape(3, R, D), row)
     return result
-
-
-def dirichlet_multinomial_sums(alpha, count_batches, rows=None):
-    """:func:`table_sums` of one group from its count batches (the table built here).
-
-    Parameters
-    ----------
-    alpha : ndarray float64 (R, D)
-    count_batches : list of ndarray float64 (M_b, R, D), or of pairs (counts (M_b, R, W),
-        symbols (M_b, W)) in the sparse emission layout
-    rows : ndarray of bool (R,), optional
-
-    Returns
-    -------
-    entry : ndarray (3, R, D); row : ndarray (3, R)
-    """
-    alpha = np.asarray(alpha, dtype=np.float64)
-    table = count_table({"": (alpha.shape, count_batches)})
-    return table_sums(table, {"": alpha}, None if rows is None else {"": rows})[""]

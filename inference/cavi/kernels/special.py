@@ -17,7 +17,6 @@ __all__ = [
     "lgamma_digamma",
     "digamma",
     "gamma_functions_scalar",
-    "gamma_functions",
 ]
 
 # No 'nnan'/'ninf' (finiteness checks must stay), and no reassociation inside the series.
@@ -139,18 +138,3 @@ def gamma_functions_scalar(x):  # pragma: no cover - compiled
         - d2p / p
     )
     return lgamma - np.log(p), psi - ratio, trigamma
-
-
-@njit(cache=True)
-def _gamma_functions_array(x, out):  # pragma: no cover - compiled
-    flat = x.ravel()
-    for i in range(flat.shape[0]):
-        out[0].ravel()[i], out[1].ravel()[i], out[2].ravel()[i] = gamma_functions_scalar(flat[i])
-
-
-def gamma_functions(x):
-    """``(lgamma, digamma, trigamma)`` of a float64 array, stacked on a new first axis."""
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    out = np.empty((3,) + x.shape)
-    _gamma_functions_array(x, out)
-    return out

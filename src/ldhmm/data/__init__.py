@@ -14,8 +14,7 @@
 * Partitioned data sets (a directory of Parquet files plus ``dataset.json``) that cluster
   workers read without a driver: :func:`write_partitioned`, :func:`plan_partitions` into
   :class:`PartitionSpec`, :func:`read_partition`, :func:`load_partitioned`, and
-  :func:`partition_database` (over :func:`balanced_partitions`) for balanced in-memory
-  partitions.
+  :func:`balanced_partitions` for balanced in-memory partitions.
 * :func:`fetch`: download a UCI data set with checksum verification.
 
 Errors in a file raise :class:`DataFormatError` (a ``ValueError``) naming file and line.
@@ -30,7 +29,6 @@ from .partitions import (
     balanced_partitions,
     is_partitioned,
     load_partitioned,
-    partition_database,
     plan_partitions,
     read_manifest,
     read_partition,
@@ -95,7 +93,6 @@ __all__ = [
     "balanced_partitions",
     "is_partitioned",
     "load_partitioned",
-    "partition_database",
     "plan_partitions",
     "read_manifest",
     "read_partition",

@@ -3,8 +3,8 @@
 A cluster fit must not funnel a large database through one driver process. This module
 writes a :class:`~ldhmm.data.SequenceDatabase` as a directory of Parquet files plus a small
 ``dataset.json`` sidecar, plans balanced partitions from the sidecar alone (no token is
-read), and reads one partition on a worker. It also splits an in-memory database into
-balanced partitions. Only numpy and pyarrow are used.
+read), and reads one partition on a worker. It also plans balanced partitions of an in-memory
+database from its lengths (:func:`balanced_partitions`). Only numpy and pyarrow are used.
 
 On-disk format (``dataset.json`` format ``ldhmm-partitioned``, version 1)
 --------------------------------------------------------------------------
@@ -69,7 +69,6 @@ __all__ = [
     "is_partitioned",
     "load_partitioned",
     "balanced_partitions",
-    "partition_database",
     "plan_partitions",
     "read_manifest",
     "read_partition",
@@ -680,36 +679,6 @@ def balanced_partitions(lengths, n_partitions: int) -> list[np.ndarray]:
     order = np.argsort(assign, kind="stable")
     cuts = np.searchsorted(assign[order], np.arange(int(assign.max()) + 2))
     return [order[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
-
-
-def partition_database(
-    db: SequenceDatabase, n_partitions: int
-) -> tuple[list[SequenceDatabase], list[np.ndarray]]:
-    """Split an in-memory database into partitions balanced by token count
-    (:func:`balanced_partitions` of its lengths).
-
-    Inside a partition sequences keep database order. Every sequence is in exactly one
-    partition, and the most tokens of a partition is at most ``T / n + max(N_m)``.
-
-    Parameters
-    ----------
-    db : SequenceDatabase
-        M sequences.
-    n_partitions : int
-        At most this many partitions; ``min(n_partitions, M)`` are made (none is empty).
-
-    Returns
-    -------
-    parts : list of SequenceDatabase
-        ``parts[p] == db.subset(indices[p])``.
-    indices : list of np.ndarray of int64, shape (M_p,)
-        The ascending database indices of each partition's sequences.
-    """
-    n_partitions = _positive_int(n_partitions, "n_partitions")
-    if len(db) == 0:
-        return [], []
-    indices = balanced_partitions(db.lengths, n_partitions)
-    return [db.subset(idx) for idx in indices], indices
 
 
 # ============================================================================ reading
