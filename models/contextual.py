@@ -213,6 +213,40 @@ class ContextualLDHMM(SequenceModel):
         self.capped_ = capped
         self._set_convergence(monitor.report())
 
+    @classmethod
+    def fit_path(cls, sequences, states, *, previous=None, callback=None, **options) -> dict:
+        """Fit a model at every K of ``states`` (strictly increasing), each from its own starts
+        (seeded ``[seed, start]`` as :meth:`fit`; unlike LDHMM's path, no K is grown from the one
+        before it, so a larger K's training objective is not bound to be higher).
+
+        Parameters
+        ----------
+        sequences : list of 1-D integer arrays, or a SequenceDatabase
+        states : iterable of int
+        previous : accepted for :meth:`ldhmm.models.variant_hmm.VariantHMM.fit_path`'s callers
+            (a run resumed after its last saved K); not used.
+        callback : callable, optional
+            ``callback(K, model)`` after each K is fitted (to save it).
+        **options
+            Constructor arguments of every model.
+
+        Returns
+        -------
+        dict {K: fitted model}; each model's ``path_start_`` is ``"restart"``.
+        """
+        del previous  # every K starts afresh
+        states = list(states)
+        if not states or any(b <= a for a, b in zip(states, states[1:])):
+            raise ValueError(f"states must be strictly increasing, got {states}")
+        out = {}
+        for K in states:
+            model = cls(K, **options).fit(sequences)
+            model.path_start_ = "restart"
+            out[K] = model
+            if callback is not None:
+                callback(K, model)
+        return out
+
     # ------------------------------------------------------------------ files
     def save(self, path, vocabulary=None) -> None:
         """Write the fitted model to ``path`` as JSON (:mod:`ldhmm.models.contextual_file`)."""

@@ -116,7 +116,7 @@ class ModelSpec:
     name : str
         The harness name.
     cls : type
-        The model class (follows :class:`ldhmm.models.base.SequenceModelProtocol`).
+        The model class (follows the harness protocol: :func:`ldhmm.experiments.plugins.check_protocol`).
     options : Mapping
         Constructor arguments fixed for this name.
     em_settings : tuple of str

@@ -494,7 +494,6 @@ def test_fit_command_writes_a_contextual_model_and_refuses_what_it_lacks(tmp_pat
     capsys.readouterr()
     for extra, message in [
         (["--emission-context", "next"], "--emission-context: expected 'previous' or an order 1..8"),
-        (["--states", "2..3"], "--emission-context fits one K"),
         (["--guide", "ff"], "PF family only: no --guide ff"),
         (["--context-smoothing", "-1"], "context_smoothing must be 'chain' or a finite number >= 0"),
     ]:

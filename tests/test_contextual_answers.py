@@ -12,10 +12,12 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ldhmm import LDHMM, VariantHMM
 from ldhmm.cli import main
+from ldhmm.cli.fit_path import holdout_split
 from ldhmm.inference.contexts import build_context_table, context_ids, context_labels
 from ldhmm.inference.sharing import HMM_SHARING, VBHMM_SHARING
 from ldhmm.modelfiles import load_model
@@ -298,3 +300,36 @@ def test_the_contextual_hmm_saves_answers_and_reports(fitted, tmp_path):
     with pytest.raises(ValueError, match="field 'parameters.A': expected probabilities") as err:
         load_model(tmp_path / "bad.json")
     assert "\n" not in str(err.value)
+
+
+# ------------------------------------------------------------------ fit along K
+def test_fit_along_k_with_an_emission_context_writes_each_k_and_resumes(fitted, tmp_path, capsys):
+    _, train, _ = fitted
+    log = tmp_path / "log.txt"
+    log.write_text("".join(" ".join(EVENTS[v] for v in s) + "\n" for s in train))
+    out = tmp_path / "path"
+    argv = ["fit", str(log), "--states", "2..3", "--emission-context", "previous", "--restarts", "1"]
+    argv += ["--holdout", "0.25", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    table = pd.read_csv(out / "path.csv")
+    assert list(table["K"]) == [2, 3] and set(table["start"]) == {"restart"}
+    # each K is the model fitted on the training part alone, from its own starts
+    keep, held = holdout_split(len(train), 0.25, 0)
+    names = sorted(EVENTS)  # the log's vocabulary: its symbols in sorted order
+    recode = {EVENTS.index(n): i for i, n in enumerate(names)}
+    part = [np.array([recode[int(v)] for v in train[i]]) for i in keep]
+    for K in (2, 3):
+        saved = load_model(out / f"K{K}.json")
+        direct = ContextualLDHMM(K, n_symbols=4, n_init=1, seed=0).fit(part)
+        assert type(saved) is ContextualLDHMM and saved.elbo_history_ == direct.elbo_history_
+    # a stopped run resumes at the first K without a model file, to the same file
+    first = (out / "K3.json").read_text()
+    (out / "K3.json").unlink()
+    assert main(argv) == 0
+    assert (out / "K3.json").read_text() == first
+    # another emission context in the same directory: one line
+    capsys.readouterr()
+    other = [a if a != "previous" else "2" for a in argv]
+    assert main(other) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "emission_context 'previous' there, 2 here" in err

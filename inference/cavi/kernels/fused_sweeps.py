@@ -921,7 +921,7 @@ def fused_e_step(
     ----------
     family : {"pf", "ff"}
         ``"ff"`` updates the factors ``phi`` (M, T, K) in place; ``phi=None`` starts them from
-        the emission potentials, as :func:`ldhmm.inference.ops.mean_field.init_mean_field` does.
+        the emission potentials (a softmax of them).
     tokens : ndarray int64 (M, T); lengths : ndarray int64 (M,)
     prior : tuple of float64 ndarray (K,), (K, K), (K, V)
         Dirichlet priors of the groups (ignored for groups that are not per-sequence).

@@ -18,7 +18,12 @@ from ..models.collapse import diagnose_collapse
 from ..models.path import parse_states
 from .cluster import add_backend_arguments, dask_client
 from .data_options import add_data_options, given_data_options
-from .fit_contextual import parse_context_smoothing, run_fit_contextual
+from .fit_contextual import (
+    parse_context_smoothing,
+    parse_emission_context,
+    refuse_contextual_settings,
+    run_fit_contextual,
+)
 from .fit_path import effort_option, fit_data, load_init, run_fit_path
 from .options import add_command, add_options
 from .outputs import check_out, stopping_report
@@ -212,10 +217,13 @@ def run_fit(args: argparse.Namespace) -> int:
         )
     states = parse_states(args.states) if args.states is not None else None
     if args.emission_context is not None:
-        if states is None or len(states) != 1:
-            raise ValueError("--emission-context fits one K: give --states K")
-        out = check_out(args.out if args.out is not None else "model.json", suffixes=(".json",))
-        return run_fit_contextual(args, states[0], out)
+        args.emission_context = parse_emission_context(args.emission_context)
+        if states is None:
+            raise ValueError("--emission-context needs --states K (or a range of K)")
+        if len(states) == 1:
+            out = check_out(args.out if args.out is not None else "model.json", suffixes=(".json",))
+            return run_fit_contextual(args, states[0], out)
+        refuse_contextual_settings(args)
     if states is not None and len(states) > 1:
         with _path_directory(args):
             return run_fit_path(args, states)

@@ -1,5 +1,6 @@
 """``ldhmm fit DATA --states K --emission-context previous|N``: LDHMM whose emissions see the
-events before (:class:`ldhmm.models.contextual.ContextualLDHMM`), one K, fitted in this process."""
+events before (:class:`ldhmm.models.contextual.ContextualLDHMM`), one K, fitted in this process
+(several K: :mod:`ldhmm.cli.fit_path`, the same path as LDHMM's)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,19 @@ from ..models.contextual import ContextualLDHMM
 from .fit_path import fit_data
 from .outputs import stopping_report
 
-__all__ = ["parse_emission_context", "parse_context_smoothing", "run_fit_contextual"]
+__all__ = [
+    "parse_emission_context",
+    "parse_context_smoothing",
+    "refuse_contextual_settings",
+    "run_fit_contextual",
+]
 
 
 def parse_emission_context(text: str):
-    """``--emission-context``: ``previous`` or an order 1..8 (a one-line ValueError otherwise)."""
+    """``--emission-context``: ``previous`` or an order 1..8 (a one-line ValueError otherwise);
+    a value parsed already is returned as it is."""
+    if not isinstance(text, str):
+        return check_emission_context(text)
     value = text if text == "previous" else (int(text) if text.isdigit() else text)
     try:
         return check_emission_context(value)
@@ -37,8 +46,8 @@ def parse_context_smoothing(text: str):
         raise argparse.ArgumentTypeError(f"expected 'chain' or a number, got {text!r}") from None
 
 
-def run_fit_contextual(args: argparse.Namespace, n_states: int, out) -> int:
-    """Fit and save the contextual model of ``ldhmm fit`` (settings the variant lacks refused)."""
+def refuse_contextual_settings(args: argparse.Namespace) -> None:
+    """One line naming the settings given that a contextual fit lacks."""
     unsupported = [
         flag
         for flag, given in (
@@ -54,6 +63,11 @@ def run_fit_contextual(args: argparse.Namespace, n_states: int, out) -> int:
         raise ValueError(
             f"--emission-context fits in this process, PF family only: no {', '.join(unsupported)}"
         )
+
+
+def run_fit_contextual(args: argparse.Namespace, n_states: int, out) -> int:
+    """Fit and save the contextual model of ``ldhmm fit`` (settings the variant lacks refused)."""
+    refuse_contextual_settings(args)
     context = parse_emission_context(args.emission_context)
     db, _ = fit_data(args)
     model = ContextualLDHMM(

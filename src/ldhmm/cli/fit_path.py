@@ -1,5 +1,9 @@
 """``ldhmm fit DATA --states 2..8``: fit along K, one model file per K and a table, resumable.
 
+With ``--emission-context`` the path's models are
+:class:`ldhmm.models.contextual.ContextualLDHMM` (:meth:`~ldhmm.models.contextual.ContextualLDHMM.fit_path`:
+every K from its own starts, no state file), with the same files, table and suggested K.
+
 Run by :func:`ldhmm.cli.fit.run_fit` when ``--states`` names more than one K. ``--out`` is a
 directory: ``K<k>.json`` per K (the model-file writer of :mod:`ldhmm.models.file_format`),
 ``path.csv`` (the table, also printed) and ``path.json`` (the run's settings); beside the last
@@ -31,6 +35,7 @@ from ..modelfiles import load_model
 from ..models import LDHMM
 from ..models.choice_of_k import suggest_k
 from ..models.collapse import diagnose_collapse
+from ..models.contextual import ContextualLDHMM
 from ..models.path import GrownStarts, load_path_state, save_path_state
 from .data_options import DATA_OPTIONS, read_data
 from .outputs import with_unknown, write_table
@@ -65,6 +70,9 @@ _SETTINGS = (
     "init",
     "data_sha256",
 )
+#: The settings of an ``--emission-context`` path (recorded and checked only there, so that a
+#: directory of a plain path written before they existed still resumes).
+_CONTEXT_SETTINGS = ("emission_context", "min_context_count", "context_smoothing")
 
 
 def holdout_split(n_sequences: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,6 +109,18 @@ def _settings(args, guide: str, content: str | None = None) -> dict:
         "unknown": args.unknown,
         "init": None if args.init is None else str(Path(args.init).resolve()),
         "data_sha256": content,
+        **_context_settings(args),
+    }
+
+
+def _context_settings(args) -> dict:
+    """The emission context's settings of an ``--emission-context`` path (empty otherwise)."""
+    if getattr(args, "emission_context", None) is None:
+        return {}
+    return {
+        "emission_context": args.emission_context,  # parsed by run_fit
+        "min_context_count": args.min_context_count,
+        "context_smoothing": args.context_smoothing,
     }
 
 
@@ -117,7 +137,8 @@ def _check_out_dir(out: Path, settings: dict) -> None:
             before = json.loads(saved.read_text())
         except (OSError, ValueError) as err:
             raise ValueError(f"{saved}: not a path settings file ({err})") from None
-        differ = [k for k in _SETTINGS if before.get(k) != settings[k]]
+        keys = list(_SETTINGS) + [k for k in _CONTEXT_SETTINGS if k in settings or k in before]
+        differ = [k for k in keys if before.get(k) != settings.get(k)]
         if differ:
             k = differ[0]
             raise ValueError(
@@ -173,7 +194,18 @@ def effort_option(args) -> dict:
 
 
 def _options(args, guide: str, n_symbols: int) -> dict:
-    """The constructor arguments of every model of the path."""
+    """The constructor arguments of every model of the path (a contextual path's: those of
+    :class:`ldhmm.models.contextual.ContextualLDHMM`)."""
+    context = _context_settings(args)
+    if context:
+        return {
+            "n_symbols": n_symbols,
+            **context,
+            "max_iter": args.max_iter,
+            "tol": args.tol,
+            "n_init": args.restarts,
+            "seed": args.seed,
+        }
     return {
         "n_symbols": n_symbols,
         "guide": guide,
@@ -188,20 +220,23 @@ def _options(args, guide: str, n_symbols: int) -> dict:
     }
 
 
-def _saved(out: Path, states: list[int], options: dict) -> dict:
+def _saved(out: Path, states: list[int], options: dict, cls=LDHMM) -> dict:
     """The models of the longest run of ``states`` from the first whose files ``out`` holds,
-    each checked against this run's settings."""
+    each checked against this run's settings (``cls``: the path's model class)."""
     found = {}
     for K in states:
         path = out / f"K{K}.json"
         if not path.is_file():
             break
         model = load_model(path)
-        if not isinstance(model, LDHMM):
+        if not isinstance(model, cls):
             raise ValueError(
-                f"{path}: an {type(model).__name__} model, not LDHMM: remove it or choose another --out"
+                f"{path}: an {type(model).__name__} model, not {cls.__name__}: "
+                f"remove it or choose another --out"
             )
-        config = {**model.get_config(), "guide": getattr(model.guide, "name", "custom")}
+        config = model.get_config()
+        if hasattr(model, "guide"):
+            config["guide"] = getattr(model.guide, "name", "custom")
         for key, value in {"n_states": K, **options}.items():
             if config.get(key) != value:
                 raise ValueError(
@@ -266,7 +301,7 @@ def _verdict_lines(states, held_scores: dict, held, out: Path, last) -> str:
         choice = suggest_k(ks, np.stack([held_scores[k] for k in ks]), lengths)
         lines = choice.lines()
         K, model = choice.K, (last[1] if choice.K == last[0] else load_model(out / f"K{choice.K}.json"))
-    if model is not None:
+    if model is not None and hasattr(model, "params_"):  # the collapse diagnosis reads LDHMM's priors
         lines.append(f"K = {K}: {diagnose_collapse(model.params_).line()}")
     return "\n".join(lines)
 
@@ -288,6 +323,7 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
             "--checkpoint is for one K: a path along K resumes at the first K without a model file"
         )
     out = Path(args.out)
+    cls = ContextualLDHMM if _context_settings(args) else LDHMM
     db, start = fit_data(args)
     if start is not None and start.n_states != states[0]:
         raise ValueError(f"--init {args.init} has K = {start.n_states}; the range starts at K = {states[0]}")
@@ -302,7 +338,7 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
     held = [db.sequences[i] for i in held_idx]
     n_train, n_held = train.n_tokens, int(sum(len(s) for s in held))
     options = _options(args, guide, db.n_symbols)
-    saved = _saved(out, states, options)
+    saved = _saved(out, states, options, cls)
     _check_saved_data(out, saved, training_record(train.sequences, "")["sha256"])
     table = _read_table(out)
     rows, held_scores = [], {}
@@ -329,8 +365,10 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
         seconds = time.perf_counter() - clock[0]
         # the next K may continue this fit: its per-sequence state, written before the model
         # file that says K is fitted (a run killed between the two refits K from K - 1, whose
-        # state is still there, rather than growing the next K from a fit without its state)
-        save_path_state(model, _state_file(out, K))
+        # state is still there, rather than growing the next K from a fit without its state);
+        # a contextual path fits every K afresh and keeps no state
+        if cls is LDHMM:
+            save_path_state(model, _state_file(out, K))
         model.save(out / f"K{K}.json", vocabulary=db.vocabulary)
         for k in states:  # only the newest K's state is needed to go on
             if k < K:
@@ -344,7 +382,7 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
 
     previous = saved[max(saved)] if saved else None
     last = [max(saved), previous] if saved else [None, None]
-    if previous is not None and todo and _state_file(out, max(saved)).is_file():
+    if cls is LDHMM and previous is not None and todo and _state_file(out, max(saved)).is_file():
         # a state file of before the state store is read too; one that cannot be is one line
         load_path_state(
             previous, _state_file(out, max(saved)), f"delete {shown(out)} or choose another --out"
@@ -357,7 +395,7 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
             finished(todo[0], first)
             previous, todo = first, todo[1:]
         if todo:
-            LDHMM.fit_path(train, todo, previous=previous, callback=finished, **options)
+            cls.fit_path(train, todo, previous=previous, callback=finished, **options)
     except KeyboardInterrupt:
         # each K's model file is written as it is fitted: the same command resumes at the next
         raise RunInterrupted(out, len(rows), len(states)) from None
