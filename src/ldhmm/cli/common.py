@@ -17,13 +17,15 @@ from ..experiments.lineup import model_names
 from ..experiments.tables import failure_lines
 from .cluster import add_cluster_arguments
 from .data_options import add_data_options, read_data, refuse_data_options
-from .options import add_options, add_run_options, positive_int
+from .options import add_options, add_run_options
 
 __all__ = [
     "add_common_arguments",
     "add_data_arguments",
     "experiment_data",
     "common_options",
+    "task_options",
+    "TASK_OPTIONS",
     "report_failures",
     "default_data",
     "print_files",
@@ -69,27 +71,23 @@ TASKS_BACKEND_HELP = (
 
 def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_default: int = 10) -> None:
     """The options ``compare`` and ``classify`` share (data, K grid, folds, models, EM, output)."""
-    add_options(p, "--data-dir", "--n-sequences")
-    p.add_argument(
+    add_options(
+        p,
+        "--data-dir",
+        "--n-sequences",
         "--states",
-        nargs="+",
-        default=states_default,
-        metavar="K",
-        help="numbers of hidden states, integers or ranges like 2..6 (also 2-6 or 2:6; default "
-        f"{' '.join(states_default)})",
-    )
-    p.add_argument(
         "--folds",
-        type=positive_int,
-        default=folds_default,
-        help=f"cross-validation folds (default {folds_default})",
-    )
-    p.add_argument(
         "--models",
-        nargs="+",
-        default=["all"],
-        metavar="NAME",
-        help=f"'all' (the built-in models and installed plug-ins) or some of {', '.join(model_names())}",
+        states={
+            "default": states_default,
+            "help": "numbers of hidden states, integers or ranges like 2..6 (also 2-6 or 2:6; default "
+            f"{' '.join(states_default)})",
+        },
+        folds={"default": folds_default, "help": f"cross-validation folds (default {folds_default})"},
+        models={
+            "help": "'all' (the built-in models and installed plug-ins) or some of "
+            f"{', '.join(model_names())}"
+        },
     )
     p.add_argument(
         "--model",
@@ -121,27 +119,35 @@ def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_defau
     add_cluster_arguments(p, TASKS_BACKEND_HELP)
 
 
+#: The options of the cross-validated experiment commands (``compare``, ``classify``,
+#: ``next-event``) that their API functions take under the same name.
+TASK_OPTIONS = (
+    "states",
+    "folds",
+    "jobs",
+    "out",
+    "seed",
+    "n_sequences",
+    "max_iter",
+    "tol",
+    "effort",
+    "restarts",
+    "force",
+    "quiet",
+    "backend",
+)
+
+
+def task_options(args: argparse.Namespace, data_dir) -> dict:
+    """The keyword arguments of an experiment's API function (``compare``, ``classify``,
+    ``next_event``) that the options :data:`TASK_OPTIONS` give, with ``data_dir``."""
+    return {**{name: getattr(args, name) for name in TASK_OPTIONS}, "data_dir": data_dir}
+
+
 def common_options(args: argparse.Namespace, data_dir) -> dict:
     """The keyword arguments of the API (``compare``, ``classify``) that the options of
     :func:`add_data_arguments` and :func:`add_common_arguments` give, with ``data_dir``."""
-    return {
-        "states": args.states,
-        "folds": args.folds,
-        "jobs": args.jobs,
-        "out": args.out,
-        "seed": args.seed,
-        "n_sequences": args.n_sequences,
-        "data_dir": data_dir,
-        "max_iter": args.max_iter,
-        "tol": args.tol,
-        "m_step": args.m_step,
-        "effort": args.effort,
-        "restarts": args.restarts,
-        "force": args.force,
-        "quiet": args.quiet,
-        "plugins": args.model,
-        "backend": args.backend,
-    }
+    return {**task_options(args, data_dir), "m_step": args.m_step, "plugins": args.model}
 
 
 def report_failures(command: str, errors, lines=()) -> int:

@@ -8,8 +8,8 @@ import sys
 from ..experiments.next_event import DEFAULT_MODELS, next_event
 from ..experiments.tables import failure_lines
 from .cluster import add_cluster_arguments, dask_client
-from .common import TASKS_BACKEND_HELP, add_data_arguments, experiment_data, print_files
-from .options import add_command, add_options, positive_int
+from .common import TASKS_BACKEND_HELP, add_data_arguments, experiment_data, print_files, task_options
+from .options import add_command, add_options
 
 __all__ = ["register", "run_next_event"]
 
@@ -31,24 +31,13 @@ def register(subparsers) -> argparse.ArgumentParser:
         datasets=["msnbc", "entree", "synthetic"],
         file_help="a user's data file (any format `ldhmm data info` reads; default data: msnbc)",
     )
-    add_options(p, "--data-dir", "--n-sequences", n_sequences={"help": "a seeded random sample of this many"})
-    p.add_argument(
-        "--states",
-        nargs="+",
-        default=["2", "4", "8"],
-        metavar="K",
-        help="K values: integers or ranges like 2..6 (also 2-6; default 2 4 8)",
-    )
-    p.add_argument("--folds", type=positive_int, default=5, help="cross-validation folds (default 5)")
-    p.add_argument(
-        "--models",
-        nargs="+",
-        default=list(DEFAULT_MODELS),
-        metavar="NAME",
-        help="models (default: %(default)s)",
-    )
     add_options(
         p,
+        "--data-dir",
+        "--n-sequences",
+        "--states",
+        "--folds",
+        "--models",
         "--restarts",
         "--max-iter",
         "--tol",
@@ -59,6 +48,13 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--force",
         "--quiet",
         "--max-memory",
+        n_sequences={"help": "a seeded random sample of this many"},
+        states={
+            "default": ["2", "4", "8"],
+            "help": "K values: integers or ranges like 2..6 (also 2-6; default 2 4 8)",
+        },
+        folds={"default": 5, "help": "cross-validation folds (default 5)"},
+        models={"default": list(DEFAULT_MODELS), "help": "models (default: %(default)s)"},
         max_iter={"help": "EM iterations at most (default: each model's)"},
         tol={"help": "EM relative tolerance (default: each model's)"},
         out={"help": "output directory (default results/next-event-<data>)"},
@@ -82,7 +78,7 @@ def run_next_event(args: argparse.Namespace) -> int:
     """The ``next-event`` command."""
     data = experiment_data(args, args.dataset or "msnbc")
     with dask_client(args) as client:
-        result = _next_event(args, data, client)
+        result = next_event(args.models, data, client=client, **task_options(args, args.data_dir))
     print(f"data: {result.data}\n")
     print(terminal_summary(result.summary))
     print()
@@ -90,26 +86,3 @@ def run_next_event(args: argparse.Namespace) -> int:
     for line in failure_lines(result.errors):
         print(f"ldhmm next-event: warning: {line}", file=sys.stderr)
     return 1 if result.errors else 0
-
-
-def _next_event(args: argparse.Namespace, data, client):
-    """The API call of the command's options (``client``: the cluster of ``--backend dask``)."""
-    return next_event(
-        args.models,
-        data,
-        states=args.states,
-        folds=args.folds,
-        jobs=args.jobs,
-        out=args.out,
-        seed=args.seed,
-        n_sequences=args.n_sequences,
-        data_dir=args.data_dir,
-        max_iter=args.max_iter,
-        tol=args.tol,
-        restarts=args.restarts,
-        effort=args.effort,
-        force=args.force,
-        quiet=args.quiet,
-        backend=args.backend,
-        client=client,
-    )

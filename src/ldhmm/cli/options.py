@@ -93,6 +93,10 @@ SHARED_OPTIONS = {
         "default": None,
         "help": "use a seeded random sample of this many sequences",
     },
+    # the grid of the experiments: each command passes its own default and help
+    "--states": {"nargs": "+", "default": ["2..6"], "metavar": "K", "help": "K values (default 2..6)"},
+    "--folds": {"type": positive_int, "default": 10, "help": "cross-validation folds (default 10)"},
+    "--models": {"nargs": "+", "default": ["all"], "metavar": "NAME", "help": "models (default: all)"},
     "--out": {"default": None, "help": "output directory"},
     "--jobs": {"type": positive_int, "default": 1, "help": "worker processes (default 1)"},
     "--quiet": {"action": "store_true", "help": "no progress bar"},

@@ -26,20 +26,21 @@ def register(subparsers) -> argparse.ArgumentParser:
         choices=["entree", "msnbc", "synthetic"],
         help="data sets (default: entree msnbc)",
     )
-    add_options(p, "--data-dir")
-    p.add_argument("--states", nargs="+", default=["2..6"], metavar="K", help="K values (default 2..6)")
-    p.add_argument(
+    add_options(
+        p,
+        "--data-dir",
+        "--states",
         "--n-sequences",
-        type=nonneg_int,
-        default=1000,
-        help="msnbc/synthetic: seeded sample size (default 1000; 0 = the whole msnbc subset)",
-    )
-    p.add_argument(
         "--models",
-        nargs="+",
-        default=list(TIMING_MODELS),
-        metavar="NAME",
-        help="models to time (default LDHMM-FF LDHMM-PF; any registry name works)",
+        n_sequences={
+            "type": nonneg_int,
+            "default": 1000,
+            "help": "msnbc/synthetic: seeded sample size (default 1000; 0 = the whole msnbc subset)",
+        },
+        models={
+            "default": list(TIMING_MODELS),
+            "help": "models to time (default LDHMM-FF LDHMM-PF; any registry name works)",
+        },
     )
     add_run_options(
         p,
