@@ -98,6 +98,10 @@ class ContextualLDHMM(SequenceModel):
         pseudo-events per row (:func:`ldhmm.inference.contexts.backoff_pseudocounts`); 0: the
         plain empirical-Bayes M-step. Default ``"chain"``.
     seed : int
+    guide : ``"pf"`` or ``"ff"``
+        The variational family of q(Z): ``"pf"`` a Markov chain (forward-backward), ``"ff"``
+        fully factorized (:func:`ldhmm.inference.cavi.context_vem.e_step`); the held-out bound
+        is that family's (FF's at most PF's at the same priors).
 
     Attributes
     ----------
@@ -117,7 +121,6 @@ class ContextualLDHMM(SequenceModel):
 
     name = "LDHMM-CTX"
     score_kind = "lower_bound"
-    score_family = "pf"
 
     def __init__(
         self,
@@ -131,8 +134,12 @@ class ContextualLDHMM(SequenceModel):
         min_concentration: float = MIN_CONCENTRATION,
         context_smoothing="chain",
         seed: int = 0,
+        guide: str = "pf",
     ):
         super().__init__(n_states, seed)
+        if guide not in ("pf", "ff"):
+            raise ValueError(f"guide must be 'pf' or 'ff' (a contextual model's family), got {guide!r}")
+        self.guide = guide
         self.n_symbols = n_symbols
         if check_emission_context(emission_context) is None:
             raise ValueError("ContextualLDHMM needs an emission_context ('previous' or an order 1..8)")
@@ -159,6 +166,11 @@ class ContextualLDHMM(SequenceModel):
             )
         self.min_concentration = float(min_concentration)
         self.context_smoothing = check_context_smoothing(context_smoothing)
+
+    @property
+    def score_family(self) -> str:
+        """The held-out bound's variational family: the guide's (bounds compare within one)."""
+        return self.guide
 
     # ------------------------------------------------------------------ fitting
     def _batches(self, sequences):
@@ -188,9 +200,14 @@ class ContextualLDHMM(SequenceModel):
         prior, counts = self._start(batches, rng)
         monitor = ConvergenceMonitor(RelativeChange(self.tol), self.max_iter, unit="EM iteration")
         capped = False
+        factors = [None] * len(batches)  # FF: each batch's q(Z) factors, warm from one E-step to the next
         while True:
-            results = [e_step(prior, b, c, FIT_SWEEPS, FIT_SWEEP_TOL) for b, c in zip(batches, counts)]
+            results = [
+                e_step(prior, b, c, FIT_SWEEPS, FIT_SWEEP_TOL, self.guide, f)
+                for b, c, f in zip(batches, counts, factors)
+            ]
             counts = [r.counts for r in results]
+            factors = [r.marginals if self.guide == "ff" else None for r in results]
             bound = float(sum(r.bounds.sum() for r in results))
             if monitor.record(bound + log_hyperprior(prior["B"], pseudo_B)):
                 break
@@ -273,7 +290,10 @@ class ContextualLDHMM(SequenceModel):
         """Every sequence's converged E-step from the prior: (batch, SweepResult) pairs."""
         check_fit_memory(self, sequences)  # a held-out E-step holds what a fit's does
         prior = self._prior()
-        return [(b, best_of_starts(prior, b, SCORE_SWEEPS, SCORE_TOL)) for b in self._batches(sequences)]
+        return [
+            (b, best_of_starts(prior, b, SCORE_SWEEPS, SCORE_TOL, self.guide))
+            for b in self._batches(sequences)
+        ]
 
     def _score_samples(self, sequences):
         out = np.empty(len(sequences))
@@ -391,6 +411,13 @@ register(
     ContextualLDHMM,
     name="LDHMM-PF-ctx3",
     options={"emission_context": 3},
+    em_settings=("max_iter", "tol", "n_init"),
+    in_lineup=False,
+)
+register(
+    ContextualLDHMM,
+    name="LDHMM-FF-ctx1",
+    options={"emission_context": "previous", "guide": "ff"},
     em_settings=("max_iter", "tol", "n_init"),
     in_lineup=False,
 )

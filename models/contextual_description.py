@@ -133,7 +133,7 @@ def _fit_rows(model) -> dict:
             "final training objective (log p(x) + log prior)": f"{history[-1]:.6g}",
         }
     return {
-        "guide": "pf",
+        "guide": model.guide,
         "sharing (pi, A, B)": ", ".join("sequence" for _ in GROUPS),
         "EM iterations": len(model.elbo_history_),
         "final training ELBO (nats)": f"{model.elbo_:.6g}",

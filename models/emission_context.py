@@ -8,10 +8,10 @@ family); a :class:`VariantHMM` whose three groups are point estimates (the HMM) 
 returns an instance of that class (``type(model)`` says which), so that a model file, the
 harness and ``ldhmm.load_model`` see the variant they know. The settings that carry over are
 those the contextual class has (``n_states``, ``n_symbols``, ``seed``, ``max_iter``, ``n_init``,
-and ``tol`` for LDHMM); the contextual options (:data:`CONTEXT_OPTIONS`) are passed through;
-anything else given that the variant would ignore (the FF family, the SVI route, mixed sharing,
-another setting) is refused in one line that names it. ``emission_context=None`` is the model
-as before, bit for bit.
+and ``tol`` and the guide, PF or FF, for LDHMM); the contextual options (:data:`CONTEXT_OPTIONS`)
+are passed through; anything else given that the variant would ignore (a custom guide, the SVI
+route, mixed sharing, another setting) is refused in one line that names it.
+``emission_context=None`` is the model as before, bit for bit.
 """
 
 from __future__ import annotations
@@ -71,9 +71,9 @@ def _target(plain) -> type:
             f"({', '.join(plain.sharing.kind(g) for g in GROUPS)})"
         )
     guide = getattr(plain.guide, "name", None)
-    if target is ContextualLDHMM and guide != "pf":
+    if target is ContextualLDHMM and guide not in ("pf", "ff"):
         raise ValueError(
-            f"emission_context: the contextual LDHMM has the PF family only, not guide {guide!r}"
+            f"emission_context: the contextual LDHMM has the PF and FF families, not guide {guide!r}"
         )
     if getattr(plain, "optimizer", "cavi") != "cavi":
         raise ValueError(
@@ -111,6 +111,8 @@ def contextual_variant(plain, emission_context, options: dict):
     settings = {
         name: getattr(plain, name) for name in carried if getattr(plain, name) != getattr(defaults, name)
     }
+    if target is ContextualLDHMM:
+        settings["guide"] = getattr(plain.guide, "name", "pf")
     try:
         return target(
             plain.n_states,

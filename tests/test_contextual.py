@@ -494,7 +494,7 @@ def test_fit_command_writes_a_contextual_model_and_refuses_what_it_lacks(tmp_pat
     capsys.readouterr()
     for extra, message in [
         (["--emission-context", "next"], "--emission-context: expected 'previous' or an order 1..8"),
-        (["--guide", "ff"], "PF family only: no --guide ff"),
+        (["--partitions", "2"], "fits in this process: no --partitions"),
         (["--context-smoothing", "-1"], "context_smoothing must be 'chain' or a finite number >= 0"),
     ]:
         assert main([*argv, *extra, "--out", str(tmp_path / "x.json")]) == 1

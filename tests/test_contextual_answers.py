@@ -14,10 +14,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
+from scipy.special import digamma, gammaln
 
 from ldhmm import LDHMM, VariantHMM
 from ldhmm.cli import main
 from ldhmm.cli.fit_path import holdout_split
+from ldhmm.inference.cavi.context_vem import best_of_starts, context_batch, e_step
 from ldhmm.inference.contexts import build_context_table, context_ids, context_labels
 from ldhmm.inference.sharing import HMM_SHARING, VBHMM_SHARING
 from ldhmm.modelfiles import load_model
@@ -29,6 +32,7 @@ from ldhmm.models.contextual_description import (
     user_emission_means,
 )
 from ldhmm.models.contextual_hmm import ContextualHMM
+from ldhmm.models.registry import get_spec
 from ldhmm.output_files import read_posterior_file
 
 # the contextual tests' generator: data drawn from the variant (one place)
@@ -237,7 +241,7 @@ def test_emission_context_none_is_the_plain_model_bit_for_bit(fitted):
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: LDHMM(2, guide="ff", emission_context=1), "PF family only, not guide 'ff'"),
+        (lambda: ContextualLDHMM(2, guide="chain"), "guide must be 'pf' or 'ff'"),
         (lambda: LDHMM(2, optimizer="svi", emission_context=1), "optimizer 'svi' is the Pyro route"),
         (lambda: LDHMM(2, effort="quick", emission_context=1), "ContextualLDHMM takes no effort"),
         (lambda: LDHMM(2, emission_context=1, emission_pseudocount=0.1), "takes no 'emission_pseudocount'"),
@@ -333,3 +337,77 @@ def test_fit_along_k_with_an_emission_context_writes_each_k_and_resumes(fitted, 
     assert main(other) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "emission_context 'previous' there, 2 here" in err
+
+
+# ------------------------------------------------------------------ the FF family
+def _mean_field_elbo(seq, ctx, prior, phi, K, C, V):
+    """The FF ELBO by its definition, dense: ``E_q[log p(x, z | theta)] + H[q(z)] - KL(q(theta) ||
+    p(theta))`` with ``q(theta) = Dir(prior + n)``, ``n`` the expected counts of the factors ``phi``
+    (independent positions), each term from scipy's digamma and gammaln."""
+    n_pi, n_A, n_B = phi[0], np.zeros((K, K)), np.zeros((K, C, V))
+    for t in range(1, len(seq)):
+        n_A += np.outer(phi[t - 1], phi[t])
+    for t, (x, c) in enumerate(zip(seq, ctx)):
+        n_B[:, c, x] += phi[t]
+    total = -(phi * np.log(np.where(phi > 0, phi, 1.0))).sum()
+    for a, n in zip((prior["pi"], prior["A"], prior["B"]), (n_pi, n_A, n_B)):
+        g = a + n
+        elog = digamma(g) - digamma(g.sum(-1, keepdims=True))
+        total += (n * elog).sum()
+        kl = gammaln(g.sum(-1)) - gammaln(g).sum(-1) - gammaln(a.sum(-1)) + gammaln(a).sum(-1)
+        kl += ((g - a) * elog).sum(-1)
+        total -= kl.sum()
+    return total
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_ff_bound_is_the_mean_field_elbo_and_at_most_pf_and_log_p_x(seed):
+    rng = np.random.default_rng(200 + seed)
+    V, K = 3, 2 + seed % 2
+    table = build_context_table([np.arange(V)], 1, V)
+    C = table.n_contexts
+    prior = contextual_tests._random_prior(rng, K, C, V)
+    held = [rng.integers(0, V, size=n) for n in (1, 3, 5, 6)]
+    ids = context_ids(held, table)
+    batch = context_batch(held, ids, range(len(held)), V)
+    torch_prior = {g: torch.from_numpy(v) for g, v in prior.items()}
+    ff = e_step(torch_prior, batch, None, 300, 1e-12, "ff")
+    pf = best_of_starts(torch_prior, batch, 300, 1e-12, "pf")
+    best_ff = best_of_starts(torch_prior, batch, 300, 1e-12, "ff")
+    for m, (s, c) in enumerate(zip(held, ids)):
+        phi = ff.marginals[m, : len(s)].numpy()
+        np.testing.assert_allclose(
+            ff.bounds[m].item(), _mean_field_elbo(s, c, prior, phi, K, C, V), rtol=1e-9
+        )
+        exact = contextual_tests._exact_log_marginal(s, c, prior, K, C, V)
+        assert best_ff.bounds[m].item() <= pf.bounds[m].item() + 1e-9 <= exact + 2e-9
+    # the sweeps never lower the FF bound
+    bounds = [e_step(torch_prior, batch, None, n, 0.0, "ff").bounds for n in (1, 2, 3, 5, 8)]
+    assert all(bool((b >= a - 1e-9).all()) for a, b in zip(bounds, bounds[1:]))
+
+
+def test_an_ff_fit_rises_rescores_and_stays_below_pf_at_its_priors(fitted):
+    _, train, held = fitted
+    ff = LDHMM(2, n_symbols=4, guide="ff", emission_context="previous", max_iter=40, tol=1e-6).fit(train)
+    assert type(ff) is ContextualLDHMM and ff.guide == "ff" and ff.score_family == "ff"
+    h = np.asarray(ff.elbo_history_)
+    assert np.all(np.diff(h) >= -1e-9 * np.abs(h[1:]))
+    tokens = sum(len(s) for s in train)
+    assert abs(ff.score(train) - ff.elbo_) / tokens < 0.005
+    pf = ContextualLDHMM(2, n_symbols=4, emission_context="previous")
+    for name in ("alpha_pi_", "alpha_A_", "beta_", "context_table_", "context_counts_", "n_symbols_"):
+        setattr(pf, name, getattr(ff, name))
+    pf.elbo_history_, pf.elbo_ = ff.elbo_history_, ff.elbo_
+    assert np.all(ff.score_samples(held) <= pf.score_samples(held) + 1e-9)
+    assert get_spec("LDHMM-FF-ctx1").make(2, 4, seed=0).guide == "ff"
+
+
+def test_the_fit_command_fits_the_ff_family_with_an_emission_context(fitted, tmp_path):
+    _, train, _ = fitted
+    log = tmp_path / "log.txt"
+    log.write_text("".join(" ".join("abcd"[v] for v in s) + "\n" for s in train))
+    argv = ["fit", str(log), "--states", "2", "--emission-context", "previous", "--guide", "ff"]
+    assert main([*argv, "--restarts", "1", "--out", str(tmp_path / "ff.json"), "--quiet"]) == 0
+    saved = load_model(tmp_path / "ff.json")
+    direct = ContextualLDHMM(2, n_symbols=4, n_init=1, seed=0, guide="ff").fit(train)
+    assert saved.guide == "ff" and saved.elbo_history_ == direct.elbo_history_

@@ -32,6 +32,7 @@ import torch
 from ..ops.dirichlet import MIN_CONCENTRATION
 from .exact_chain import forward_backward
 from .kernels.dirichlet_multinomial import CountTable, table_sums
+from .kernels.factorized_batch import factorized_pass
 from .maximization import maximize_collapsed
 
 __all__ = [
@@ -256,29 +257,76 @@ class SweepResult:
     n_sweeps: int
 
 
-def e_step(prior: dict, batch: ContextBatch, counts: dict | None, max_sweeps: int, tol: float) -> SweepResult:
+def _hidden_update(elog: dict, batch: ContextBatch, family: str, phi):
+    """The q(Z) update of one sweep: (its entropy ``H[q(Z)]`` (M,), expected counts, marginals).
+    PF: the chain under ``E log theta`` (``H = log Z - counts . E log theta``); FF: one pass of
+    :func:`ldhmm.inference.cavi.kernels.factorized_batch.factorized_pass` over the positions'
+    pairs, ``phi`` (M, T, K) numpy, updated in place (None: started from the emissions)."""
+    if family == "pf":
+        post = forward_backward(elog["pi"], elog["A"], position_potentials(elog["B"], batch), batch.mask)
+        counts = chain_counts(post, batch)
+        energy = sum((counts[g] * elog[g]).reshape(batch.n_sequences, -1).sum(-1) for g in ("pi", "A", "B"))
+        return post.log_normalizer - energy, counts, post.state_marginals
+    initialize = phi is None
+    if initialize:
+        phi = np.zeros((*batch.mask.shape, elog["pi"].shape[-1]))
+    entropy, counts = factorized_pass(
+        batch.pair_index.numpy(),
+        batch.mask.sum(1).numpy(),
+        batch.pair_mask.sum(1).numpy(),
+        elog["pi"].numpy(),
+        elog["A"].numpy(),
+        elog["B"].numpy(),
+        phi,
+        initialize,
+    )
+    if not np.all(np.isfinite(entropy)):
+        raise FloatingPointError("the FF update of a contextual E-step is not finite")
+    return (
+        torch.from_numpy(entropy),
+        {g: torch.from_numpy(c) for g, c in counts.items()},
+        torch.from_numpy(phi),
+    )
+
+
+def e_step(
+    prior: dict,
+    batch: ContextBatch,
+    counts: dict | None,
+    max_sweeps: int,
+    tol: float,
+    family: str = "pf",
+    marginals: torch.Tensor | None = None,
+) -> SweepResult:
     """Coordinate ascent of every sequence of ``batch`` from ``counts`` (None: the prior): each
-    sweep the chain's forward-backward under ``E log theta``, then ``q(theta)`` from its counts.
-    Stops when no sequence's bound moves by more than ``tol`` relative, or after ``max_sweeps``
-    (``tol = 0``: exactly ``max_sweeps``, the bounds evaluated after the last one only). The
-    bound never decreases from one sweep to the next (both are coordinate ascent steps)."""
+    sweep the q(Z) update of the ``family`` under ``E log theta`` (``"pf"``: the chain's
+    forward-backward; ``"ff"``: one fully factorized pass, from ``marginals`` (M, T, K), the
+    factors of before, or from the emissions where None), then ``q(theta)`` from its counts.
+    The bound of a sequence at ``q(theta) = Dir(prior + counts)`` optimal for its q(Z) is
+    ``H[q(Z)] + sum_rows [log B(a + n) - log B(a)]`` in either family. Stops when no sequence's
+    bound moves by more than ``tol`` relative, or after ``max_sweeps`` (``tol = 0``: exactly
+    ``max_sweeps``, the bounds evaluated after the last one only). The bound never decreases
+    from one sweep to the next (both are coordinate ascent steps)."""
+    if family not in ("pf", "ff"):
+        raise ValueError(f"family must be 'pf' or 'ff', got {family!r}")
     gathered = prior_at_pairs(prior["B"], batch)
+    phi = None if family == "pf" or marginals is None else marginals.numpy().copy()
     bounds = None
     sweep = 0
     while sweep < max_sweeps:
         sweep += 1
         elog = expected_logs(prior, counts, batch, gathered)
-        post = forward_backward(elog["pi"], elog["A"], position_potentials(elog["B"], batch), batch.mask)
-        counts = chain_counts(post, batch)
+        entropy, counts, marginals = _hidden_update(elog, batch, family, phi)
+        if family == "ff":
+            phi = marginals.numpy()
         if tol <= 0 and sweep < max_sweeps:
             continue
-        energy = sum((counts[g] * elog[g]).reshape(batch.n_sequences, -1).sum(-1) for g in ("pi", "A", "B"))
-        new = post.log_normalizer - energy + sequence_bounds(prior, counts, batch, gathered)
+        new = entropy + sequence_bounds(prior, counts, batch, gathered)
         done = bounds is not None and bool(((new - bounds).abs() <= tol * new.abs()).all())
         bounds = new
         if done:
             break
-    return SweepResult(counts, bounds, post.state_marginals, sweep)
+    return SweepResult(counts, bounds, marginals, sweep)
 
 
 def mean_start(prior: dict, batch: ContextBatch) -> dict:
@@ -300,25 +348,38 @@ def mean_start(prior: dict, batch: ContextBatch) -> dict:
     return chain_counts(post, batch)
 
 
-def best_of_starts(prior: dict, batch: ContextBatch, max_sweeps: int, tol: float) -> SweepResult:
+def best_of_starts(
+    prior: dict, batch: ContextBatch, max_sweeps: int, tol: float, family: str = "pf"
+) -> SweepResult:
     """The E-step from the ``"prior"`` start (q(theta) = the prior) and from :func:`mean_start`,
-    each sequence keeping the result of higher bound (the held-out E-step)."""
-    results = [
-        e_step(prior, batch, None, max_sweeps, tol),
-        e_step(prior, batch, mean_start(prior, batch), max_sweeps, tol),
-    ]
+    each sequence keeping the result of higher bound (the held-out E-step). The FF family adds
+    the ``"chain"`` start: the PF family's held-out E-step, then FF from its counts and
+    marginals (where the factorized ascent alone stays in a poorer optimum)."""
+    if family == "ff":
+        chain = best_of_starts(prior, batch, max_sweeps, tol, "pf")
+        results = [
+            e_step(prior, batch, None, max_sweeps, tol, "ff"),
+            e_step(prior, batch, mean_start(prior, batch), max_sweeps, tol, "ff"),
+            e_step(prior, batch, chain.counts, max_sweeps, tol, "ff", chain.marginals),
+        ]
+    else:
+        results = [
+            e_step(prior, batch, None, max_sweeps, tol),
+            e_step(prior, batch, mean_start(prior, batch), max_sweeps, tol),
+        ]
     best = results[0]
-    better = results[1].bounds > best.bounds
-    if not bool(better.any()):
-        return best
-    pick = lambda a, b: torch.where(better.reshape((-1,) + (1,) * (a.dim() - 1)), b, a)  # noqa: E731
-    counts = {g: pick(best.counts[g], results[1].counts[g]) for g in best.counts}
-    return SweepResult(
-        counts,
-        pick(best.bounds, results[1].bounds),
-        pick(best.marginals, results[1].marginals),
-        max(r.n_sweeps for r in results),
-    )
+    for other in results[1:]:
+        better = other.bounds > best.bounds
+        if not bool(better.any()):
+            continue
+        pick = lambda a, b, w=better: torch.where(w.reshape((-1,) + (1,) * (a.dim() - 1)), b, a)  # noqa: E731
+        best = SweepResult(
+            {g: pick(best.counts[g], other.counts[g]) for g in best.counts},
+            pick(best.bounds, other.bounds),
+            pick(best.marginals, other.marginals),
+            max(best.n_sweeps, other.n_sweeps),
+        )
+    return best
 
 
 def point_e_step(log_theta: dict, batch: ContextBatch) -> SweepResult:

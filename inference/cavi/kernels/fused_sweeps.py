@@ -33,6 +33,7 @@ __all__ = [
     "SequenceResults",
     "StatisticSums",
     "fused_e_step",
+    "ff_update",
 ]
 
 
@@ -512,6 +513,11 @@ def _ff_update(tokens_m, L, theta, present, n_present, phi, initialize, counts, 
         for k in range(K):
             c_B[k, v] = emitted[v, k]
     return entropy
+
+
+#: The FF pass of one sequence, for kernels elsewhere whose emission columns are not symbols
+#: (:mod:`.factorized_batch`: the contextual model's (context, symbol) pairs).
+ff_update = _ff_update
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=FASTMATH)

@@ -53,16 +53,13 @@ def refuse_contextual_settings(args: argparse.Namespace) -> None:
         for flag, given in (
             ("--init", args.init),
             ("--checkpoint", args.checkpoint),
-            ("--guide ff", args.guide == "ff"),
             ("--backend dask", args.backend != "local"),
             ("--partitions", args.partitions is not None),
         )
         if given
     ]
     if unsupported:
-        raise ValueError(
-            f"--emission-context fits in this process, PF family only: no {', '.join(unsupported)}"
-        )
+        raise ValueError(f"--emission-context fits in this process: no {', '.join(unsupported)}")
 
 
 def run_fit_contextual(args: argparse.Namespace, n_states: int, out) -> int:
@@ -80,6 +77,7 @@ def run_fit_contextual(args: argparse.Namespace, n_states: int, out) -> int:
         tol=args.tol,
         n_init=args.restarts,
         seed=args.seed,
+        guide=args.guide or "pf",
     )
     t0 = time.perf_counter()
     model.fit(db)
@@ -88,8 +86,9 @@ def run_fit_contextual(args: argparse.Namespace, n_states: int, out) -> int:
     if not args.quiet:
         elbo = float(model.elbo_)
         print(
-            f"fitted LDHMM-PF with emission context {context!r} ({model.context_table_.n_contexts} context "
-            f"rows) K={n_states} on {len(db)} sequences ({db.n_tokens} tokens, {db.n_symbols} symbols) in "
+            f"fitted LDHMM-{model.guide.upper()} with emission context {context!r} "
+            f"({model.context_table_.n_contexts} context rows) K={n_states} on {len(db)} sequences "
+            f"({db.n_tokens} tokens, {db.n_symbols} symbols) in "
             f"{seconds:.1f} s, {model.n_iter_} EM iterations: training ELBO {elbo:.2f} nats "
             f"({elbo / db.n_tokens:.4f} per token)"
         )

@@ -205,6 +205,7 @@ def _options(args, guide: str, n_symbols: int) -> dict:
             "tol": args.tol,
             "n_init": args.restarts,
             "seed": args.seed,
+            "guide": guide,
         }
     return {
         "n_symbols": n_symbols,
