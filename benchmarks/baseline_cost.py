@@ -39,6 +39,7 @@ import time
 import warnings
 
 import numpy as np
+from _common import benchmark_parser, print_table_header
 from effort_grid import cell_rows, parse_dataset
 from effort_held_out import fold_verdicts
 from fit_cost import sequences
@@ -117,11 +118,10 @@ def cells(datasets, states, data_dir):
 
 
 def _per_iteration(args, data_dir) -> None:
-    print(
+    print_table_header(
         "| data | K | HMM s/iter | hmmlearn scaling s/iter | ratio | VBHMM s/iter | "
         "hmmlearn VB s/iter (impl.) | ratio |"
     )
-    print("|---|---|---|---|---|---|---|---|")
     for dataset, seqs, V, K in cells(args.datasets, args.states, data_dir):
         reps = [per_iteration_row(seqs, K, V, args.iterations) for _ in range(args.repeats)]
         best = {key: min(r[key] for r in reps) for key in ("HMM", "hmmlearn", "VBHMM", "hmmlearn VB")}
@@ -139,8 +139,7 @@ def _candidates(args, header: str, note: str = "") -> tuple:
     candidates = dict(args.candidates)
     reference = args.candidates[0][0]
     print(f"{args.model}: candidates {json.dumps(candidates)}; reference {reference}{note}")
-    print(f"| data | K | {header} |")
-    print("|---" * (2 + header.count("|") + 1) + "|")
+    print_table_header(f"| data | K | {header} |")
     return BASELINES[args.model], candidates, reference
 
 
@@ -206,8 +205,7 @@ def _held_out(args, data_dir) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", default=None)
+    p = benchmark_parser(__doc__)
     p.add_argument("--datasets", nargs="+", default=["entree", "msnbc:3000"], help="NAME or NAME:N (first N)")
     p.add_argument("--states", type=int, nargs="+", default=[2, 4, 8])
     p.add_argument("--per-iteration", action="store_true", help="the per-iteration table")

@@ -17,6 +17,7 @@ import argparse
 import time
 
 import numpy as np
+from _common import print_table_header
 
 from ldhmm.baselines.markov_smoothed import SmoothedMarkovChain
 from ldhmm.data import kfold_indices
@@ -60,8 +61,7 @@ def main(argv=None) -> None:
     print(
         f"MSNBC fold 0 of 5: {len(train)} training sequences, {len(prefixes)} predictions, K = {args.states}"
     )
-    print("| model | context_smoothing | log loss | hit@1 | fit CPU s | EM iterations |")
-    print("|---|---|---|---|---|---|")
+    print_table_header("| model | context_smoothing | log loss | hit@1 | fit CPU s | EM iterations |")
     for order in (1, 3):
         s = prediction_scores(
             SmoothedMarkovChain(n_symbols=V, order=order).fit(train).predict_next_proba(prefixes), targets

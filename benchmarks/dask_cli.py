@@ -20,7 +20,6 @@ on a quiet machine::
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -28,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import add_dask_arguments, benchmark_parser, print_table_header
 
 from ldhmm.data import load_msnbc
 
@@ -124,17 +125,13 @@ def per_round_overhead(seconds: dict, rounds: dict, same: bool) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", default=None)
+    p = benchmark_parser(__doc__)
     p.add_argument("--n", type=int, default=100_000, help="first N MSNBC sequences (default 100000)")
     p.add_argument("--states", type=int, default=8)
     p.add_argument("--max-iter", type=int, default=100)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument(
-        "--partitions",
-        type=int,
-        default=4,
-        help="partitions of both fits (default 4, the Dask default of 2 per worker): the same "
+    add_dask_arguments(
+        p,
+        partitions_help="partitions of both fits (default 4, the Dask default of 2 per worker): the same "
         "partitions give the same model",
     )
     p.add_argument("--repeats", type=int, default=3)
@@ -160,8 +157,8 @@ def main(argv=None) -> None:
                 print(f"  run {r + 1}, {label}: {seconds[label][-1]:.1f} s", flush=True)
         same = _elbo_history(tmp / "local.json") == _elbo_history(tmp / "dask.json")
     base = statistics.median(seconds["in process"])
-    print("\n| command | runs (s) | median (s) | / in process |")
-    print("|---|---|---|---|")
+    print()
+    print_table_header("| command | runs (s) | median (s) | / in process |")
     for label, values in seconds.items():
         median = statistics.median(values)
         runs = ", ".join(f"{v:.1f}" for v in values)

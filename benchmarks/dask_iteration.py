@@ -18,7 +18,6 @@ and bytes per round). Run::
 
 from __future__ import annotations
 
-import argparse
 import os
 import pickle
 import resource
@@ -27,6 +26,7 @@ import sys
 import time
 
 import numpy as np
+from _common import add_dask_arguments, add_projection_arguments, benchmark_parser, print_table_header
 
 from ldhmm.data import balanced_partitions, load_msnbc, plan_partitions, write_partitioned
 from ldhmm.inference import PFGuide, VariationalEM, make_buckets
@@ -131,8 +131,7 @@ def _projection(M: int, T: int, e_round: float, m_round: float, n_workers: int, 
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", default=None)
+    p = benchmark_parser(__doc__)
     p.add_argument("--n", type=int, default=None, help="first N sequences only (default: all)")
     p.add_argument("--states", type=int, default=8)
     p.add_argument("--iters", type=int, default=4, help="EM iterations (at most, with --tol)")
@@ -143,8 +142,7 @@ def main(argv=None) -> None:
         help="EM tolerance (default 0: --iters iterations; the M-step stops its passes on it too, so "
         "count rounds with a fit's tolerance, e.g. 1e-4)",
     )
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--partitions", type=int, default=4)
+    add_dask_arguments(p)
     p.add_argument("--backends", nargs="+", default=["local", "dask"])
     p.add_argument(
         "--parts-dir",
@@ -152,8 +150,7 @@ def main(argv=None) -> None:
         help="dask: write the data as partitioned Parquet here first (ldhmm data export) and let "
         "the workers read it, so that the driver never holds the tokens (default: ship sequences)",
     )
-    p.add_argument("--project-sequences", type=float, default=1e8, help="projection: sequences (default 1e8)")
-    p.add_argument("--project-workers", type=int, default=100, help="projection: workers (default 100)")
+    add_projection_arguments(p)
     args = p.parse_args(argv)
 
     db = load_msnbc(args.data_dir)
@@ -165,11 +162,10 @@ def main(argv=None) -> None:
     engine = VariationalEM(PFGuide(), max_iter=args.iters, tol=args.tol, refresh_max=0)
     M, T = len(seqs), int(sum(len(s) for s in seqs))
     print(f"MSNBC: {M} sequences, {T} tokens, V = {V}, K = {args.states}; {args.iters} EM iterations")
-    print(
+    print_table_header(
         "| backend | partitions | first iteration (s) | s / EM iteration (median of the rest) "
         "| driver peak RSS (MB) | worker peak RSS (MB) |"
     )
-    print("|---|---|---|---|---|---|")
     rows = {}
     rounds = []
     worker_peak_mb = float("nan")

@@ -33,7 +33,6 @@ Run::
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -42,6 +41,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import add_dask_arguments, add_projection_arguments, benchmark_parser, print_table_header
 from dask_iteration import timed_fit  # benchmarks/dask_iteration.py (the script's folder is on sys.path)
 
 from ldhmm.data import load_msnbc, plan_partitions, write_partitioned
@@ -204,17 +204,14 @@ def _projection(points: list, n_workers: int, args) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", default=None)
+    p = benchmark_parser(__doc__)
     p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 30_000, 100_000])
     p.add_argument("--states", type=int, default=8)
     p.add_argument("--iters", type=int, default=5, help="EM iterations per fit (default 5)")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--partitions", type=int, default=4)
+    add_dask_arguments(p)
     p.add_argument("--slowdown", type=float, default=2.0, help="the straggler's slowdown (default 2)")
     p.add_argument("--straggler-size", type=int, default=None, help="default: the middle of --sizes")
-    p.add_argument("--project-sequences", type=float, default=1e8)
-    p.add_argument("--project-workers", type=int, default=100)
+    add_projection_arguments(p)
     args = p.parse_args(argv)
     if args.iters < 2:  # the first iteration is reported apart from the median of the others
         p.error(f"--iters must be at least 2, got {args.iters}")
@@ -262,13 +259,14 @@ def main(argv=None) -> None:
                 f"{time.perf_counter() - t0:.1f} s, its start-up {warm['startup']:.1f} s",
                 flush=True,
             )
-            print(
-                "\n| N (tokens) | load avg before / after | start-up (s) | first iteration (s) "
+            print()
+            print_table_header(
+                "| N (tokens) | load avg before / after | start-up (s) | first iteration (s) "
                 "| s / EM iteration (median of the rest) | rounds per iteration | E-step round (s) "
                 "| E-step per partition (s) | M-step round (s) | M-step pass per partition (s) "
-                "| overhead per round, E / M (s) |"
+                "| overhead per round, E / M (s) |",
+                flush=True,
             )
-            print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
             for n in sizes:
                 points.append(fit_size(n))
                 print(_row(*points[-1]), flush=True)

@@ -22,12 +22,12 @@ Run with ``NUMBA_NUM_THREADS=1`` (CPU seconds with one thread each, the unit of 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import statistics
 import time
 
+from _common import benchmark_parser, print_table_header
 from fit_cost import hmmlearn_model, instrument, sequences
 
 from ldhmm.data import resolve_data_dir
@@ -83,8 +83,7 @@ def cell_rows(
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", default=None)
+    p = benchmark_parser(__doc__)
     p.add_argument("--datasets", nargs="+", default=["entree", "msnbc:3000"], help="NAME or NAME:N (first N)")
     p.add_argument("--states", type=int, nargs="+", default=[2, 4, 8])
     p.add_argument("--guides", nargs="+", default=["pf", "ff"], choices=["pf", "ff"])
@@ -100,11 +99,10 @@ def main(argv=None) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     work = instrument()
     records = []
-    print(
+    print_table_header(
         "| data | K | guide | effort | ELBO/tok median (min..max) | - reference | rule | CPU s | "
         "iterations | sweeps/seq | CPU / hmmlearn |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for dataset in args.datasets:
         name, n = parse_dataset(dataset)
         seqs, V = sequences(name, data_dir, n)

@@ -15,9 +15,8 @@ standard error of the fold differences, the median bound at least the reference'
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
+from _common import benchmark_parser, print_table_header
 from effort_grid import parse_dataset
 from fit_cost import sequences
 
@@ -55,8 +54,7 @@ def fold_verdicts(per_fold: dict, reference: str) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", default=None)
+    p = benchmark_parser(__doc__)
     p.add_argument("--datasets", nargs="+", default=["entree", "msnbc:3000"], help="NAME or NAME:N (first N)")
     p.add_argument("--states", type=int, nargs="+", default=[4])
     p.add_argument("--guides", nargs="+", default=["pf"], choices=["pf", "ff"])
@@ -67,11 +65,10 @@ def main(argv=None) -> int:
     p.add_argument("--is-samples", type=int, default=50)
     args = p.parse_args(argv)
     data_dir = resolve_data_dir(args.data_dir)
-    print(
+    print_table_header(
         "| data | K | guide | effort | held-out bound/tok (mean) | log p(x)/tok (mean, IS) | "
         "log p(x) - reference (mean +- SE over folds) | rule: log p(x) | rule: bound |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
     for dataset in args.datasets:
         name, n = parse_dataset(dataset)
         seqs, V = sequences(name, data_dir, n)

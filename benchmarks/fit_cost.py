@@ -20,11 +20,11 @@ a CPU-time comparison with the single-threaded hmmlearn::
 
 from __future__ import annotations
 
-import argparse
 import collections
 import time
 
 import numpy as np
+from _common import benchmark_parser, print_table_header
 from hmmlearn import base
 from hmmlearn.hmm import CategoricalHMM
 
@@ -112,8 +112,7 @@ def hmmlearn_model(seqs, K: int, V: int, tol: float = 1e-4, implementation: str 
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-dir", default=None)
+    p = benchmark_parser(__doc__)
     p.add_argument("--dataset", default="entree", choices=DATASETS, help="default: entree")
     p.add_argument("--n-sequences", type=int, default=None, help="the first N sequences only")
     p.add_argument("--states", type=int, nargs="+", default=[4])
@@ -128,11 +127,10 @@ def main(argv=None) -> int:
     work = instrument()
     options = {} if args.n_init is None else {"n_init": args.n_init}
     print(f"{args.dataset}: {len(seqs)} sequences, {n_tokens} tokens, V = {V}, guide {args.guide}, {options}")
-    print(
+    print_table_header(
         "| K | seed | ELBO/tok | iters | sweeps/seq | starts (E-steps) | plain (E-steps) | CPU s | wall s |"
         + (" CPU / hmmlearn |" if args.hmmlearn else "")
     )
-    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if args.hmmlearn else ""))
     for K in args.states:
         reference = hmmlearn_fit(seqs, K, V) if args.hmmlearn else None
         for seed in args.seeds:

@@ -26,6 +26,7 @@ import contextlib
 import time
 
 import pandas as pd
+from _common import print_table_header
 
 from ldhmm.cli.cluster import dask_client
 from ldhmm.experiments import compare as compare_module
@@ -102,8 +103,7 @@ def main(argv=None) -> None:
     table = projection(result.folds, len(keep), args.folds)
     where = f"{args.workers or 2} Dask workers" if args.backend == "dask" else f"{args.jobs} jobs"
     print(f"\nran folds {sorted(keep)} of {args.folds} in {wall:.0f} s wall ({where})")
-    print("| model | task seconds per fold | projected task seconds, all folds |")
-    print("|---|---|---|")
+    print_table_header("| model | task seconds per fold | projected task seconds, all folds |")
     for model, row in table.iterrows():
         print(f"| {model} | {row.task_s_per_fold:.0f} | {row.task_s_all_folds:.0f} |")
     total = table["task_s_all_folds"].sum()

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import print_table_header
 from hmmlearn.hmm import CategoricalHMM
 
 from ldhmm.experiments.datasets import click_log
@@ -84,8 +85,7 @@ def main(argv=None) -> list[dict]:
         return []
     rows = []
     print(f"lengths: {args.lengths}; LDHMM emission_layout: {args.layout}")
-    print("| model | V | sequences | K | s / EM iteration | peak RSS (MB) | note |")
-    print("|---|---|---|---|---|---|---|")
+    print_table_header("| model | V | sequences | K | s / EM iteration | peak RSS (MB) | note |")
     for V in args.vocab:
         for model in args.models:
             cmd = [sys.executable, str(Path(__file__).resolve()), "--one-vocab", str(V)]
