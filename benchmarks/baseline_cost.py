@@ -40,9 +40,8 @@ import warnings
 
 import numpy as np
 from _common import benchmark_parser, print_table_header
-from effort_grid import cell_rows, parse_dataset
+from effort_grid import cell_rows, dataset_sequences
 from effort_held_out import fold_verdicts
-from fit_cost import sequences
 from hmmlearn.hmm import CategoricalHMM
 from hmmlearn.vhmm import VariationalCategoricalHMM
 
@@ -110,9 +109,7 @@ def per_iteration_row(seqs, K: int, V: int, iterations: int) -> dict:
 def cells(datasets, states, data_dir):
     """``(data set name, its sequences, V, K)`` for every data set of ``datasets`` (``NAME`` or
     ``NAME:N``) and every K of ``states``, each data set read once."""
-    for dataset in datasets:
-        name, n = parse_dataset(dataset)
-        seqs, V = sequences(name, data_dir, n)
+    for dataset, seqs, V in dataset_sequences(datasets, data_dir):
         for K in states:
             yield dataset, seqs, V, K
 

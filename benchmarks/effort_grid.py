@@ -44,6 +44,14 @@ def parse_dataset(text: str) -> tuple[str, int | None]:
     return name, (int(n) if n else None)
 
 
+def dataset_sequences(datasets, data_dir):
+    """``(data set, its sequences, V)`` for every data set of ``datasets`` (``NAME`` or
+    ``NAME:N``, see :func:`parse_dataset`), each read once."""
+    for dataset in datasets:
+        name, n = parse_dataset(dataset)
+        yield (dataset, *sequences(name, data_dir, n))
+
+
 def hmmlearn_scaling_fit(seqs, K: int, V: int, seed: int = 0, tol: float = 1e-4) -> tuple[float, int, float]:
     """hmmlearn's ``CategoricalHMM(K, implementation="scaling")`` to a relative change of its
     total log-likelihood of ``tol``: (CPU seconds, iterations, final log-likelihood per token)."""
@@ -103,9 +111,7 @@ def main(argv=None) -> int:
         "| data | K | guide | effort | ELBO/tok median (min..max) | - reference | rule | CPU s | "
         "iterations | sweeps/seq | CPU / hmmlearn |"
     )
-    for dataset in args.datasets:
-        name, n = parse_dataset(dataset)
-        seqs, V = sequences(name, data_dir, n)
+    for dataset, seqs, V in dataset_sequences(args.datasets, data_dir):
         n_tokens, M = sum(map(len, seqs)), len(seqs)
         LDHMM(2, n_symbols=V, seed=0, n_init=1, max_iter=2).fit(seqs[:50])  # numba's caches loaded
         for K in args.states:

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 from _common import benchmark_parser, print_table_header
-from effort_grid import parse_dataset
-from fit_cost import sequences
+from effort_grid import dataset_sequences
 
 from ldhmm.data import kfold_indices, resolve_data_dir
 from ldhmm.models import LDHMM
@@ -69,9 +68,7 @@ def main(argv=None) -> int:
         "| data | K | guide | effort | held-out bound/tok (mean) | log p(x)/tok (mean, IS) | "
         "log p(x) - reference (mean +- SE over folds) | rule: log p(x) | rule: bound |"
     )
-    for dataset in args.datasets:
-        name, n = parse_dataset(dataset)
-        seqs, V = sequences(name, data_dir, n)
+    for dataset, seqs, V in dataset_sequences(args.datasets, data_dir):
         seqs = [s for s in seqs if len(s) >= 1]
         splits = kfold_indices(len(seqs), args.folds, seed=args.seed)
         for K in args.states:
