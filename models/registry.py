@@ -101,6 +101,7 @@ BUILTIN_NAMES = {
     "MARKOV3": "SmoothedMarkovChain",
     "LDHMM-PF-ctx1": "ContextualLDHMM",
     "LDHMM-PF-ctx3": "ContextualLDHMM",
+    "LDHMM-FF-ctx1": "ContextualLDHMM",
     "HMM-ctx1": "ContextualHMM",
 }
 

@@ -138,7 +138,7 @@ def test_registry_knows_the_builtins_before_their_modules():
     refused, names, spec = out.splitlines()
     assert refused == "refused: harness name 'HMM' is taken by ldhmm.baselines.hmm.HMM"
     lineup = "LDHMM-FF LDHMM-PF HMM LDA VBHMM HMMV MARKOV1 MARKOV3"
-    assert names == f"{lineup} LDHMM-PF-ctx1 LDHMM-PF-ctx3 HMM-ctx1 False"
+    assert names == f"{lineup} LDHMM-PF-ctx1 LDHMM-PF-ctx3 LDHMM-FF-ctx1 HMM-ctx1 False"
     assert spec == "ldhmm.baselines.hmm True False"
 
 

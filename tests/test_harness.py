@@ -47,7 +47,13 @@ def compare_run(tmp_path_factory):
 def test_registry_names_and_factories():
     lineup = ("LDHMM-FF", "LDHMM-PF", "HMM", "LDA", "VBHMM", "HMMV", "MARKOV1", "MARKOV3")
     assert H.LINEUP_NAMES == lineup
-    assert H.MODEL_NAMES == (*lineup, "LDHMM-PF-ctx1", "LDHMM-PF-ctx3", "HMM-ctx1")  # run when named
+    assert H.MODEL_NAMES == (
+        *lineup,
+        "LDHMM-PF-ctx1",
+        "LDHMM-PF-ctx3",
+        "LDHMM-FF-ctx1",
+        "HMM-ctx1",
+    )  # when named
     assert set(H.MODELS) == set(H.MODEL_NAMES)
     for name in H.MODEL_NAMES[:6]:  # the models with hidden states (the chains: tests/test_markov.py)
         model = H.make_model(name, 2, 5, seed=3, max_iter=4, tol=1e-3)
