@@ -37,6 +37,7 @@ SCRIPTS = (
     "fold_projection",
     "kernel_profile",
     "memory_estimates",
+    "room_sizes",
     "startup",
     "vocabulary_size",
 )
