@@ -73,18 +73,41 @@ def write_contextual_file(path, model, vocabulary=None) -> None:
     write_atomically(Path(path), lambda f: f.write(json.dumps(doc)))
 
 
-def _array(path, field, value, shape) -> np.ndarray:
+def _numbers(path, field, value, shape) -> np.ndarray:
+    """An array of ``shape`` from the file's ``field`` (a one-line error otherwise)."""
     try:
         out = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise ModelFileError(path, field, "not an array of numbers") from None
     if out.shape != shape:
         raise ModelFileError(path, field, f"shape {out.shape}, expected {shape}")
+    return out
+
+
+def _concentrations(path, field, value, shape) -> np.ndarray:
+    out = _numbers(path, field, value, shape)
     if not np.all(np.isfinite(out)) or np.any(out <= 0) or np.any(out > MAX_CONCENTRATION * (1 + 1e-9)):
         raise ModelFileError(
             path, field, f"concentrations must be finite numbers in (0, {MAX_CONCENTRATION:g}]"
         )
     return out
+
+
+def _probabilities(path, field, value, shape) -> np.ndarray:
+    out = _numbers(path, field, value, shape)
+    if not np.all(np.isfinite(out)) or np.any(out < 0) or not np.allclose(out.sum(-1), 1.0, atol=1e-9):
+        raise ModelFileError(path, field, "expected probabilities: finite, >= 0, each row summing to 1")
+    return out
+
+
+def _groups(path, doc, key: str, shape, read) -> tuple:
+    """The arrays pi (K,), A (K, K), B (K, C, V) of the file's object ``key``, each checked by ``read``."""
+    K, C, V = shape
+    groups = doc.get(key)
+    if not isinstance(groups, dict):
+        raise ModelFileError(path, key, "expected an object")
+    shapes = {"pi": (K,), "A": (K, K), "B": (K, C, V)}
+    return tuple(read(path, f"{key}.{g}", groups.get(g), shapes[g]) for g in shapes)
 
 
 def _history(path, doc, field: str) -> list:
@@ -96,13 +119,7 @@ def _history(path, doc, field: str) -> list:
 
 def _read_priors(path, doc, model, shape) -> None:
     """A ContextualLDHMM's priors, training objective and bound."""
-    K, C, V = shape
-    prior = doc.get("prior")
-    if not isinstance(prior, dict):
-        raise ModelFileError(path, "prior", "expected an object")
-    model.alpha_pi_ = _array(path, "prior.pi", prior.get("pi"), (K,))
-    model.alpha_A_ = _array(path, "prior.A", prior.get("A"), (K, K))
-    model.beta_ = _array(path, "prior.B", prior.get("B"), (K, C, V))
+    model.alpha_pi_, model.alpha_A_, model.beta_ = _groups(path, doc, "prior", shape, _concentrations)
     model.elbo_history_ = _history(path, doc, "elbo_history")
     elbo = doc.get("elbo", model.elbo_history_[-1])
     if isinstance(elbo, bool) or not isinstance(elbo, (int, float)) or not np.isfinite(elbo):
@@ -110,27 +127,11 @@ def _read_priors(path, doc, model, shape) -> None:
     model.elbo_ = float(elbo)
 
 
-def _probabilities(path, field, value, shape) -> np.ndarray:
-    try:
-        out = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ModelFileError(path, field, "not an array of numbers") from None
-    if out.shape != shape:
-        raise ModelFileError(path, field, f"shape {out.shape}, expected {shape}")
-    if not np.all(np.isfinite(out)) or np.any(out < 0) or not np.allclose(out.sum(-1), 1.0, atol=1e-9):
-        raise ModelFileError(path, field, "expected probabilities: finite, >= 0, each row summing to 1")
-    return out
-
-
 def _read_point_parameters(path, doc, model, shape) -> None:
     """A ContextualHMM's probabilities and MAP objective history."""
-    K, C, V = shape
-    parameters = doc.get("parameters")
-    if not isinstance(parameters, dict):
-        raise ModelFileError(path, "parameters", "expected an object")
-    model.startprob_ = _probabilities(path, "parameters.pi", parameters.get("pi"), (K,))
-    model.transmat_ = _probabilities(path, "parameters.A", parameters.get("A"), (K, K))
-    model.emissionprob_ = _probabilities(path, "parameters.B", parameters.get("B"), (K, C, V))
+    model.startprob_, model.transmat_, model.emissionprob_ = _groups(
+        path, doc, "parameters", shape, _probabilities
+    )
     model.objective_history_ = _history(path, doc, "objective_history")
 
 
