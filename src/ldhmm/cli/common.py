@@ -26,6 +26,7 @@ __all__ = [
     "common_options",
     "task_options",
     "TASK_OPTIONS",
+    "GRID_FLAGS",
     "report_failures",
     "default_data",
     "print_files",
@@ -69,15 +70,15 @@ TASKS_BACKEND_HELP = (
 )
 
 
+#: The data and grid options of the cross-validated experiment commands, in their ``--help`` order.
+GRID_FLAGS = ("--data-dir", "--n-sequences", "--states", "--folds", "--models")
+
+
 def add_common_arguments(p: argparse.ArgumentParser, states_default, folds_default: int = 10) -> None:
     """The options ``compare`` and ``classify`` share (data, K grid, folds, models, EM, output)."""
     add_options(
         p,
-        "--data-dir",
-        "--n-sequences",
-        "--states",
-        "--folds",
-        "--models",
+        *GRID_FLAGS,
         states={
             "default": states_default,
             "help": "numbers of hidden states, integers or ranges like 2..6 (also 2-6 or 2:6; default "

@@ -8,7 +8,14 @@ import sys
 from ..experiments.next_event import DEFAULT_MODELS, next_event
 from ..experiments.tables import failure_lines
 from .cluster import add_cluster_arguments, dask_client
-from .common import TASKS_BACKEND_HELP, add_data_arguments, experiment_data, print_files, task_options
+from .common import (
+    GRID_FLAGS,
+    TASKS_BACKEND_HELP,
+    add_data_arguments,
+    experiment_data,
+    print_files,
+    task_options,
+)
 from .options import add_command, add_options
 
 __all__ = ["register", "run_next_event"]
@@ -33,11 +40,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     add_options(
         p,
-        "--data-dir",
-        "--n-sequences",
-        "--states",
-        "--folds",
-        "--models",
+        *GRID_FLAGS,
         "--restarts",
         "--max-iter",
         "--tol",
