@@ -66,7 +66,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         metavar="CONTEXT",
         help="emissions that see the events before: 'previous' (the previous event) or an order N "
         "(the last N events, backed off to shorter histories seen fewer than --min-context-count "
-        "times); one K, PF family (default: none, plain LDHMM)",
+        "times); PF or FF family (--guide), one K or a range (default: none, plain LDHMM)",
     )
     p.add_argument(
         "--min-context-count",
