@@ -1,7 +1,8 @@
 """Where a fit starts, and which of its runs it keeps: restarts, the database-level HMM, grown starts.
 
-Every model that runs several starts keeps the best through :func:`best_of` (the LDHMM family
-here, the HMM and LDA baselines in :mod:`ldhmm.baselines`). For the LDHMM family
+Every model that runs several starts keeps the best through
+:func:`ldhmm.models.best_run.best_of` (exported here too: the LDHMM family here and along K, the
+HMM and LDA baselines in :mod:`ldhmm.baselines`). For the LDHMM family
 (:class:`ldhmm.models.variant_hmm.VariantHMM`) :func:`search` is the whole start policy of one
 fit, by the effort preset's ``start_policy`` (:mod:`ldhmm.models.fit_settings`; docs/math.md,
 "v5: the effort presets and the default's starts"):
@@ -20,7 +21,7 @@ the estimator keeps it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -39,6 +40,7 @@ from ..inference import (
     symbol_seeded_parameters,
 )
 from ..inference.sharing import POINT
+from .best_run import best_of
 from .path import continue_grown, continue_previous
 
 __all__ = [
@@ -62,28 +64,6 @@ START_HMM_SHARING = ParameterSharing(pi=POINT, A=POINT, B=POINT, learn_prior=Fal
 #: crawls along a plateau, where the fit's 1e-4 stopped it after two iterations (Entree K = 8:
 #: LDHMM-FF's median over 5 seeds 0.0023 nats/token below v4 with 1e-4, 0.0009 with 1e-5).
 START_HMM_TOL = 1e-5
-
-
-def best_of(runs: Iterable[Callable], objective: Callable) -> tuple[int, object, list]:
-    """Run each of ``runs`` (callables without arguments) in order and keep the result with the
-    highest ``objective(result)``, the earlier on a tie (a NaN objective never wins over an
-    earlier run).
-
-    Returns
-    -------
-    (index of the kept run, its result, the objective of every run). A single run is kept
-    without its objective being computed (the list then holds None).
-    """
-    runs = list(runs)
-    if len(runs) == 1:
-        return 0, runs[0](), [None]
-    kept, best, values = 0, None, []
-    for i, run in enumerate(runs):
-        result = run()
-        values.append(objective(result))
-        if i == 0 or values[-1] > values[kept]:
-            kept, best = i, result
-    return kept, best, values
 
 
 def final_elbo(run: FitResult) -> float:

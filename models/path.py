@@ -26,6 +26,7 @@ from ..data.fingerprint import content_sha256
 from ..inference.growth import UNUSED_WEIGHT, expected_occupancy, pad_states, split_state
 from ..inference.ops.dirichlet import MAX_CONCENTRATION, MIN_CONCENTRATION
 from ..inference.state_store import bucket_arrays, bucket_states, read_states, write_states
+from .best_run import best_of
 
 __all__ = [
     "PROBE_ITERATIONS",
@@ -215,19 +216,19 @@ def continue_grown(engine, runner, grown: GrownStarts, best):
     (FitResult, label): the run with the highest final ELBO (``best`` on a tie) and
     ``"restart"`` or its start's label.
     """
-    kind = "restart"
     if not grown:
-        return best, kind
+        return best, "restart"
     probed = [probe(engine, runner, params) for _, params in grown.starts]
     order = sorted(range(len(probed)), key=lambda i: (-probed[i], i))
-    for rank, i in enumerate(order):
-        if rank > 0 and best.elbo_history[-1] > grown.floor:
-            break
-        label, params = grown.starts[i]
-        run = engine.fit_backend(runner, params, label=f"grown start {label}")
-        if run.elbo_history[-1] > best.elbo_history[-1]:
-            best, kind = run, label
-    return best, kind
+    runs = [lambda: best] + [
+        lambda i=i: engine.fit_backend(runner, grown.starts[i][1], label=f"grown start {grown.starts[i][0]}")
+        for i in order
+    ]
+    # the first grown start always runs; each next one only while the path would fall
+    kept, result, _ = best_of(
+        runs, lambda run: run.elbo_history[-1], go_on=lambda i, value: i == 1 or not value > grown.floor
+    )
+    return result, "restart" if kept == 0 else grown.starts[order[kept - 1]][0]
 
 
 def continue_previous(engine, runner, grown: GrownStarts):

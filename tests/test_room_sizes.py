@@ -38,7 +38,7 @@ def test_the_working_tree_measures_are_positive_whole_numbers(rooms, working_tre
     counts = ("library names only the tests use", "... their lines")  # 0 is the target there
     assert all(leading_int(v) > 0 for label, v in rows if label not in counts), rows
     assert all(isinstance(v, int) and v >= 0 for label, v in rows if label in counts), rows
-    assert "models/fit_starts.py::best_of" in found["restart loops"]
+    assert found["restart loops"] == ["models/best_run.py::best_of"]  # the one loop over starts
     assert found["state stores"] == ["inference/state_store.py"]
     assert dict(rows)["stores of per-sequence state"] == 1
     printed = rooms.table([("working tree", rows)]).splitlines()
