@@ -236,7 +236,7 @@ def _saved(out: Path, states: list[int], options: dict, cls=LDHMM) -> dict:
                 f"remove it or choose another --out"
             )
         config = model.get_config()
-        if hasattr(model, "guide"):
+        if not isinstance(config.get("guide"), str):  # a guide object: recorded by its name
             config["guide"] = getattr(model.guide, "name", "custom")
         for key, value in {"n_states": K, **options}.items():
             if config.get(key) != value:
