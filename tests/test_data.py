@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ldhmm import LDHMM
-from ldhmm.cli.data import register
+from ldhmm.cli import data as data_command
+from ldhmm.cli.main import add_command
 from ldhmm.data import (
     DataFormatError,
     SequenceDatabase,
@@ -573,7 +574,7 @@ def test_fetch_unknown_name(tmp_path):
 # ============================================================================ CLI
 def _run_cli(argv):
     parser = argparse.ArgumentParser(prog="ldhmm")
-    register(parser.add_subparsers(dest="command"))
+    add_command(parser.add_subparsers(dest="command"), "data", data_command)
     args = parser.parse_args(argv)
     return args.func(args)
 

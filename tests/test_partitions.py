@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ldhmm.cli.data import register
+from ldhmm.cli import data as data_command
+from ldhmm.cli.main import add_command
 from ldhmm.data import (
     DataFormatError,
     PartitionSpec,
@@ -548,7 +549,7 @@ def test_counts_and_plan_changes_are_caught(tmp_path):
 # ============================================================================ the command
 def run_cli(argv) -> int:
     parser = argparse.ArgumentParser(prog="ldhmm")
-    register(parser.add_subparsers(dest="command"))
+    add_command(parser.add_subparsers(dest="command"), "data", data_command)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -14,21 +14,20 @@ from .common import (
     print_files,
     report_failures,
 )
-from .options import add_command
 
-__all__ = ["register", "run_classify"]
+__all__ = ["DESCRIPTION", "add_arguments", "run_classify"]
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``classify`` command to the ``ldhmm`` parser's sub-commands."""
-    p = add_command(
-        subparsers,
-        "classify",
-        run_classify,
-        description="One model per class, AUC of the log-likelihood ratio on held-out folds, for "
-        "binary tasks (splice: EI-IE, EI-N, IE-N), plus LDHMM posterior features in a "
-        "logistic regression (model NAME+LR).",
-    )
+#: The description of ``ldhmm classify --help``.
+DESCRIPTION = """\
+One model per class, AUC of the log-likelihood ratio on held-out folds, for binary tasks (splice:
+EI-IE, EI-N, IE-N), plus LDHMM posterior features in a logistic regression (model NAME+LR).
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``ldhmm classify`` and its handler."""
+    p.set_defaults(func=run_classify)
     add_data_arguments(
         p,
         datasets=["splice", "synthetic"],
@@ -44,7 +43,6 @@ def register(subparsers) -> argparse.ArgumentParser:
     add_common_arguments(p, states_default=["2", "3", "4"])
     p.add_argument("--no-lr", action="store_true", help="skip the LDHMM-features + logistic regression rows")
     p.add_argument("--lr-c", type=float, default=1.0, help="inverse L2 strength C of the logistic regression")
-    return p
 
 
 def run_classify(args: argparse.Namespace) -> int:

@@ -3,7 +3,9 @@
 The parser tree (:mod:`ldhmm.cli.main`) imports a command's module only when that command runs
 (why: start-up time; a command module imports what its command needs, torch, pandas, the
 experiments, so listing every command must not import them). A new command is one line here
-and one module with ``register(subparsers)``.
+and one module with ``DESCRIPTION`` (what its ``--help`` says) and ``add_arguments(p)`` (its
+options and its handler, ``p.set_defaults(func=...)``); :func:`ldhmm.cli.main.add_command`
+builds its parser from them.
 """
 
 from __future__ import annotations

@@ -15,33 +15,36 @@ from .common import (
     print_files,
     report_failures,
 )
-from .options import add_command, add_options
+from .options import add_options
 
-__all__ = ["register", "run_compare"]
+__all__ = ["DESCRIPTION", "add_arguments", "run_compare"]
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``compare`` command to the ``ldhmm`` parser's sub-commands."""
-    p = add_command(
-        subparsers,
-        "compare",
-        run_compare,
-        description="K-fold cross-validated held-out log-likelihood of LDHMM-FF, LDHMM-PF, the "
-        "baselines and any plug-in models (--model) for a list of K (the paper's Figures 4 and "
-        "5). Without --dataset or --file: Entree from the data directory; when its files are "
-        "not there it is downloaded (checksum verified) where there is a network, otherwise a "
-        "built-in synthetic LDHMM database is used.",
-    )
+#: The description of ``ldhmm compare --help``.
+DESCRIPTION = """\
+K-fold cross-validated held-out log-likelihood of LDHMM-FF, LDHMM-PF, the baselines and any plug-in
+models (--model) for a list of K (the paper's Figures 4 and 5). Without --dataset or --file: Entree
+from the data directory; when its files are not there it is downloaded (checksum verified) where
+there is a network, otherwise a built-in synthetic LDHMM database is used.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``ldhmm compare`` and its handler."""
+    p.set_defaults(func=run_compare)
     add_data_arguments(p, datasets=["entree", "msnbc", "splice", "synthetic"])
     add_common_arguments(p, states_default=["2..6"])
-    p.add_argument(
+    add_options(
+        p,
         "--is-samples",
-        type=int,
-        default=100,
-        help="importance samples per test sequence for heldout_is (0: skip; default 100)",
+        "--is-min-ess",
+        "--is-max-samples",
+        is_samples={
+            "type": int,
+            "default": 100,
+            "help": "importance samples per test sequence for heldout_is (0: skip; default 100)",
+        },
     )
-    add_options(p, "--is-min-ess", "--is-max-samples")
-    return p
 
 
 def run_compare(args: argparse.Namespace) -> int:

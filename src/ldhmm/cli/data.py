@@ -1,6 +1,6 @@
 """The ``ldhmm data`` sub-commands: ``fetch``, ``info`` and ``export``.
 
-``register(subparsers)`` adds them to the main ``ldhmm`` parser; each handler is set with
+``add_arguments(p)`` adds them to the ``data`` parser of ``ldhmm``; each handler is set with
 ``set_defaults(func=...)`` and returns an exit code. Errors in the data (or a missing file)
 print one line ``ldhmm data: error: ...`` on stderr and return a non-zero code, without a
 traceback. ``python -m ldhmm.cli data info splice --data-dir DIR`` runs it without the
@@ -36,22 +36,21 @@ from ..data import (
 )
 from ..data.partitions import MANIFEST, ROW_GROUP_TOKENS
 from ..data.storage import file_sizes, is_url
-from .commands import command_help
 from .data_options import add_data_options, check_read_memory, data_options, refuse_data_options
 
-__all__ = ["register", "run_fetch", "run_info", "run_export", "length_histogram"]
+__all__ = ["DESCRIPTION", "add_arguments", "run_fetch", "run_info", "run_export", "length_histogram"]
 
 EXIT_DATA_ERROR = 1
 EXIT_USAGE = 2
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``data`` command (``fetch``, ``info``, ``export``) to an argparse subparsers object."""
-    data = subparsers.add_parser(
-        "data",
-        help=command_help("data"),
-        description="Fetch the UCI data sets, inspect data files and export them as partitioned data sets.",
-    )
+#: The description of ``ldhmm data --help``.
+DESCRIPTION = "Fetch the UCI data sets, inspect data files and export them as partitioned data sets."
+
+
+def add_arguments(data: argparse.ArgumentParser) -> None:
+    """The sub-commands of ``ldhmm data`` (``fetch``, ``info``, ``export``), each with its
+    handler; ``ldhmm data`` alone prints its help."""
     data.set_defaults(func=lambda args: (data.print_help(), EXIT_USAGE)[1])
     commands = data.add_subparsers(dest="data_command", metavar="{fetch,info,export}")
 
@@ -102,7 +101,6 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     p_export.add_argument("--quiet", action="store_true", help="print nothing on success")
     p_export.set_defaults(func=run_export)
-    return data
 
 
 def _add_source_arguments(parser: argparse.ArgumentParser) -> None:

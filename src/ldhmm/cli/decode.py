@@ -6,24 +6,22 @@ import argparse
 
 import pandas as pd
 
-from .options import add_command
 from .outputs import add_model_data_arguments, sequence_ids, write_model_table
 
-__all__ = ["register", "run_decode"]
+__all__ = ["DESCRIPTION", "add_arguments", "run_decode"]
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``decode`` command to the ``ldhmm`` parser's sub-commands."""
-    p = add_command(
-        subparsers,
-        "decode",
-        run_decode,
-        description="For each sequence of DATA, the Viterbi path under the sequence's posterior "
-        "mean parameters E_q[pi], E_q[A], E_q[B] (docs/math.md): column 'states', the state of "
-        "each event separated by spaces.",
-    )
+#: The description of ``ldhmm decode --help``.
+DESCRIPTION = """\
+For each sequence of DATA, the Viterbi path under the sequence's posterior mean parameters E_q[pi],
+E_q[A], E_q[B] (docs/math.md): column 'states', the state of each event separated by spaces.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``ldhmm decode`` and its handler."""
+    p.set_defaults(func=run_decode)
     add_model_data_arguments(p, out_default="paths.csv")
-    return p
 
 
 def run_decode(args: argparse.Namespace) -> int:

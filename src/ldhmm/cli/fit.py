@@ -25,26 +25,26 @@ from .fit_contextual import (
     run_fit_contextual,
 )
 from .fit_path import effort_option, fit_data, load_init, run_fit_path
-from .options import add_command, add_options
+from .options import add_options
 from .outputs import check_out, stopping_report
 
-__all__ = ["register", "run_fit"]
+__all__ = ["DESCRIPTION", "add_arguments", "run_fit"]
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``fit`` command to the ``ldhmm`` parser's sub-commands."""
-    p = add_command(
-        subparsers,
-        "fit",
-        run_fit,
-        description="Fit an LDHMM (variational EM) on the sequences of DATA and write the model "
-        "file: the learned Dirichlet priors, the training ELBO history and the training "
-        "vocabulary, so that `ldhmm score/posterior/predict/decode` map a new log's symbols by "
-        "name. --init continues from a saved model on new logs. With a range of K (--states 2..8), "
-        "fits along K: each K after the first grown from the one before; --out is then a directory "
-        "with one model file per K and path.csv (training ELBO, held-out score, fit time per K); "
-        "an interrupted run resumes at the next K.",
-    )
+#: The description of ``ldhmm fit --help``.
+DESCRIPTION = """\
+Fit an LDHMM (variational EM) on the sequences of DATA and write the model file: the learned
+Dirichlet priors, the training ELBO history and the training vocabulary, so that `ldhmm
+score/posterior/predict/decode` map a new log's symbols by name. --init continues from a saved model
+on new logs. With a range of K (--states 2..8), fits along K: each K after the first grown from the
+one before; --out is then a directory with one model file per K and path.csv (training ELBO,
+held-out score, fit time per K); an interrupted run resumes at the next K.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``ldhmm fit`` and its handler."""
+    p.set_defaults(func=run_fit)
     p.add_argument(
         "data",
         help="one sequence of tokens per line, the ldhmm-sequences text format, an MSNBC .seq "
@@ -146,7 +146,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         force={"help": "with --checkpoint: discard the checkpoint in DIR (another fit's) and start over"},
     )
     add_options(p, "--quiet", "--max-memory", quiet={"help": "no progress bar, no summary"})
-    return p
 
 
 @contextlib.contextmanager

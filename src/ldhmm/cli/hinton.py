@@ -5,20 +5,21 @@ from __future__ import annotations
 import argparse
 
 from ..experiments.hinton import run_hinton
-from .options import add_command, add_options, add_run_options, call_with_args, nonneg_int, positive_int
+from .options import add_options, add_run_options, call_with_args, nonneg_int, positive_int
 
-__all__ = ["register"]
+__all__ = ["DESCRIPTION", "add_arguments"]
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``hinton`` command to the ``ldhmm`` parser's sub-commands."""
-    p = add_command(
-        subparsers,
-        "hinton",
-        call_with_args(run_hinton),
-        description="Fit LDHMM-PF and draw Hinton diagrams of the database-level hyper-parameters "
-        "and of one sequence's variational parameters (the paper's Figure 7).",
-    )
+#: The description of ``ldhmm hinton --help``.
+DESCRIPTION = """\
+Fit LDHMM-PF and draw Hinton diagrams of the database-level hyper-parameters and of one sequence's
+variational parameters (the paper's Figure 7).
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``ldhmm hinton`` and its handler."""
+    p.set_defaults(func=call_with_args(run_hinton))
     src = p.add_mutually_exclusive_group()
     src.add_argument(
         "--dataset",
@@ -40,4 +41,3 @@ def register(subparsers) -> argparse.ArgumentParser:
         with_jobs=False,
         out={"default": "results/hinton", "help": "output directory (default results/hinton)"},
     )
-    return p

@@ -28,9 +28,9 @@ import argparse
 import importlib
 import sys
 
-from .commands import COMMANDS
+from .commands import COMMANDS, command_help
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "add_command"]
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -48,11 +48,21 @@ def _cli_module(name: str):
     return importlib.import_module(f"{__package__}.{name}")
 
 
+def add_command(subparsers, name: str, module) -> argparse.ArgumentParser:
+    """The parser of the sub-command ``name`` of ``ldhmm``, built from its module of
+    :mod:`ldhmm.cli`: the description ``module.DESCRIPTION``, the options and the handler that
+    ``module.add_arguments(p)`` adds (``func``: ``run(args) -> int``); its one-line help is the
+    command table's (:data:`ldhmm.cli.commands.COMMANDS`)."""
+    p = subparsers.add_parser(name, help=command_help(name), description=module.DESCRIPTION)
+    module.add_arguments(p)
+    return p
+
+
 def build_parser(command: str | None = None, *, all_commands: bool = True) -> argparse.ArgumentParser:
     """The ``ldhmm`` parser: one sub-command per entry of :data:`ldhmm.cli.commands.COMMANDS`.
 
-    Each command's options come from its module's ``register``; the module is imported for
-    ``command`` and, with ``all_commands``, for every command. The others are listed with their
+    Each command's parser is built from its module (:func:`add_command`); the module is imported
+    for ``command`` and, with ``all_commands``, for every command. The others are listed with their
     one-line help only (what ``ldhmm --help`` shows), so that they import nothing.
     """
     parser = OneLineErrorParser(
@@ -63,7 +73,7 @@ def build_parser(command: str | None = None, *, all_commands: bool = True) -> ar
     sub = parser.add_subparsers(dest="command", metavar="{" + ",".join(COMMANDS) + "}")
     for name, (module, help_line) in COMMANDS.items():
         if all_commands or name == command:
-            _cli_module(module).register(sub)
+            add_command(sub, name, _cli_module(module))
         else:
             sub.add_parser(name, help=help_line)
     return parser

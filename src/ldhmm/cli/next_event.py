@@ -16,23 +16,23 @@ from .common import (
     print_files,
     task_options,
 )
-from .options import add_command, add_options
+from .options import add_options
 
-__all__ = ["register", "run_next_event"]
+__all__ = ["DESCRIPTION", "add_arguments", "run_next_event"]
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``next-event`` command to the ``ldhmm`` parser's sub-commands."""
-    p = add_command(
-        subparsers,
-        "next-event",
-        run_next_event,
-        description="Predict each held-out sequence's last event from its prefix: LDHMM under the "
-        "sequence's own posterior, HMM by the forward filter, and Markov chains over the events "
-        "(no K: MARKOV1 first order and MARKOV3 orders 0..3, smoothing chosen on the training folds; "
-        "MARKOV first order, add-0.5). Default: the MSNBC paper subset (31,071 sequences), 5 folds, "
-        "K = 2 4 8.",
-    )
+#: The description of ``ldhmm next-event --help``.
+DESCRIPTION = """\
+Predict each held-out sequence's last event from its prefix: LDHMM under the sequence's own
+posterior, HMM by the forward filter, and Markov chains over the events (no K: MARKOV1 first order
+and MARKOV3 orders 0..3, smoothing chosen on the training folds; MARKOV first order, add-0.5).
+Default: the MSNBC paper subset (31,071 sequences), 5 folds, K = 2 4 8.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``ldhmm next-event`` and its handler."""
+    p.set_defaults(func=run_next_event)
     add_data_arguments(
         p,
         datasets=["msnbc", "entree", "synthetic"],
@@ -63,7 +63,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         out={"help": "output directory (default results/next-event-<data>)"},
     )
     add_cluster_arguments(p, TASKS_BACKEND_HELP)
-    return p
 
 
 #: The sections of ``summary.md`` printed in the terminal: every measure of the tables, the verdict.

@@ -1,5 +1,5 @@
 """The options of the ``ldhmm`` commands that are not about data: argument types, the options
-several commands share (one definition each), a sub-command's parser and its handler glue.
+several commands share (one definition each), a sub-command's handler glue.
 
 Light on purpose (argparse and the memory-size parser only): the commands that read a saved
 model import it without the experiments (:mod:`ldhmm.cli.common` adds their options).
@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 from ..data.seeds import MAX_SEED
 from ..models.memory import parse_size
-from .commands import command_help
 
 __all__ = [
     "int_at_least",
@@ -25,7 +24,6 @@ __all__ = [
     "SHARED_OPTIONS",
     "add_options",
     "add_run_options",
-    "add_command",
     "call_with_args",
 ]
 
@@ -136,6 +134,11 @@ SHARED_OPTIONS = {
     },
     "--force": {"action": "store_true", "help": "reuse an --out of another configuration"},
     # importance sampling's documented rule for more draws (ldhmm.models.base.importance_estimate)
+    "--is-samples": {
+        "type": nonneg_int,
+        "default": 0,
+        "help": "importance samples per sequence (0: no estimate; default)",
+    },
     "--is-min-ess": {
         "type": finite_nonneg_float,
         "default": 0.0,
@@ -181,14 +184,6 @@ def add_run_options(
     add_options(
         p, *flags, "--quiet", "--seed", "--max-iter", "--tol", *em_options, "--force", "--max-memory", **own
     )
-
-
-def add_command(subparsers, name: str, run: Callable, description: str) -> argparse.ArgumentParser:
-    """The parser of the sub-command ``name`` of ``ldhmm``, whose handler is ``run(args) -> int``;
-    its one-line help is the command table's (:data:`ldhmm.cli.commands.COMMANDS`)."""
-    p = subparsers.add_parser(name, help=command_help(name), description=description)
-    p.set_defaults(func=run)
-    return p
 
 
 def call_with_args(fn: Callable[..., int]) -> Callable[[argparse.Namespace], int]:

@@ -8,32 +8,29 @@ import numpy as np
 import pandas as pd
 
 from ..output_files import POSTERIOR_KEY, posterior_metadata
-from .options import add_command
 from .outputs import add_model_data_arguments, sequence_ids, write_model_table
 
-__all__ = ["register", "run_posterior", "posterior_table"]
+__all__ = ["DESCRIPTION", "add_arguments", "run_posterior", "posterior_table"]
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``posterior`` command to the ``ldhmm`` parser's sub-commands."""
-    p = add_command(
-        subparsers,
-        "posterior",
-        run_posterior,
-        description="One row per sequence of DATA: its id, length, held-out ELBO, the posterior "
-        "means E_q[pi] (K), E_q[A] (K*K, row-major) and E_q[B] (K*V, row-major) of each "
-        "per-sequence group, and the state marginals q(z_n) (N*K, row-major), as list columns "
-        "of a Parquet file (in a .csv file: each list as a JSON array): features for downstream "
-        "models. The Parquet file's metadata holds K, V, the vocabulary and each column's shape; "
-        "ldhmm.output_files.read_posterior_file(PATH) reads it back as arrays (M, K, K), (M, K, V), .... "
-        "Models with a large vocabulary "
-        "(sparse emission layout) write E_q[B] only at each sequence's own symbols: B_symbols "
-        "(D), B_mean (K*D, row-major) and B_row_total (K), with E_q[B_kv] = beta_kv / "
-        "B_row_total_k at every other symbol v. A model of the SVI route (--factory) gives Monte "
-        "Carlo means over draws of each sequence's q(theta) (docs/writing-a-variant.md, Step 6).",
-    )
+#: The description of ``ldhmm posterior --help``.
+DESCRIPTION = """\
+One row per sequence of DATA: its id, length, held-out ELBO, the posterior means E_q[pi] (K), E_q[A]
+(K*K, row-major) and E_q[B] (K*V, row-major) of each per-sequence group, and the state marginals
+q(z_n) (N*K, row-major), as list columns of a Parquet file (in a .csv file: each list as a JSON
+array): features for downstream models. The Parquet file's metadata holds K, V, the vocabulary and
+each column's shape; ldhmm.output_files.read_posterior_file(PATH) reads it back as arrays (M, K, K),
+(M, K, V), .... Models with a large vocabulary (sparse emission layout) write E_q[B] only at each
+sequence's own symbols: B_symbols (D), B_mean (K*D, row-major) and B_row_total (K), with E_q[B_kv] =
+beta_kv / B_row_total_k at every other symbol v. A model of the SVI route (--factory) gives Monte
+Carlo means over draws of each sequence's q(theta) (docs/writing-a-variant.md, Step 6).
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``ldhmm posterior`` and its handler."""
+    p.set_defaults(func=run_posterior)
     add_model_data_arguments(p, out_default="posterior.parquet")
-    return p
 
 
 def posterior_table(model, db, where: dict | None = None) -> pd.DataFrame:

@@ -7,27 +7,27 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from .options import add_command, positive_int
+from .options import positive_int
 from .outputs import add_model_data_arguments, sequence_ids, write_model_table
 
-__all__ = ["register", "run_predict", "top_k_table"]
+__all__ = ["DESCRIPTION", "add_arguments", "run_predict", "top_k_table"]
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``predict`` command to the ``ldhmm`` parser's sub-commands."""
-    p = add_command(
-        subparsers,
-        "predict",
-        run_predict,
-        description="For each sequence x_1..x_n of DATA, the top-k symbols of p(x_(n+1) | x_1..x_n) "
-        "under the sequence's own posterior q(theta) after the E-step on x_1..x_n (docs/math.md, "
-        "next-event prediction): columns next_1, p_1, ..., next_k, p_k.",
-    )
+#: The description of ``ldhmm predict --help``.
+DESCRIPTION = """\
+For each sequence x_1..x_n of DATA, the top-k symbols of p(x_(n+1) | x_1..x_n) under the sequence's
+own posterior q(theta) after the E-step on x_1..x_n (docs/math.md, next-event prediction): columns
+next_1, p_1, ..., next_k, p_k.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``ldhmm predict`` and its handler."""
+    p.set_defaults(func=run_predict)
     add_model_data_arguments(p, out_default="next.csv")
     p.add_argument(
         "--top-k", type=positive_int, default=3, help="how many candidates per sequence (default 3)"
     )
-    return p
 
 
 def top_k_table(proba: np.ndarray, ids, vocabulary, k: int) -> pd.DataFrame:

@@ -8,29 +8,29 @@ from pathlib import Path
 from ..modelfiles import load_model
 from ..report_html import write_report
 from .data_options import add_data_options, read_data
-from .options import add_command, add_options, nonneg_int, positive_int
+from .options import add_options, nonneg_int, positive_int
 from .outputs import add_unknown_argument, check_out, refuse_impossible
 
-__all__ = ["register", "run_report", "BASELINE"]
+__all__ = ["DESCRIPTION", "add_arguments", "run_report", "BASELINE"]
 
 #: The next-event baseline of the page: the first-order Markov chain (smoothing chosen by
 #: leave-one-sequence-out likelihood), fitted on the users' prefixes.
 BASELINE = "MARKOV1"
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``report`` command to the ``ldhmm`` parser's sub-commands."""
-    p = add_command(
-        subparsers,
-        "report",
-        run_report,
-        description="One self-contained HTML page (inline style and SVG figures, no script, no "
-        "network): each state named by its most likely events, the initial and transition "
-        "structure as a diagram and tables, the fit's history; with DATA, the users grouped by "
-        "their posterior dynamics, the most typical and unusual users, decoded state paths and "
-        "next-event accuracy beside a first-order Markov chain. The same tables in Python: "
-        "model.describe(data).",
-    )
+#: The description of ``ldhmm report --help``.
+DESCRIPTION = """\
+One self-contained HTML page (inline style and SVG figures, no script, no network): each state named
+by its most likely events, the initial and transition structure as a diagram and tables, the fit's
+history; with DATA, the users grouped by their posterior dynamics, the most typical and unusual
+users, decoded state paths and next-event accuracy beside a first-order Markov chain. The same
+tables in Python: model.describe(data).
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``ldhmm report`` and its handler."""
+    p.set_defaults(func=run_report)
     p.add_argument("model", help="a model file written by `ldhmm fit` (JSON)")
     p.add_argument(
         "data",
@@ -58,7 +58,6 @@ def register(subparsers) -> argparse.ArgumentParser:
         seed={"help": "seed of the grouping of users (default 0)"},
         quiet={"help": "print nothing but errors"},
     )
-    return p
 
 
 def run_report(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from ..data import is_partitioned, read_manifest
 from ..data.storage import is_url
 from ..models.base import importance_estimate
 from .cluster import dask_client, placement_options
-from .options import add_command, add_options, nonneg_int
+from .options import add_options
 from .outputs import (
     add_model_data_arguments,
     check_out,
@@ -21,29 +21,23 @@ from .outputs import (
     write_table,
 )
 
-__all__ = ["register", "run_score"]
+__all__ = ["DESCRIPTION", "add_arguments", "run_score"]
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``score`` command to the ``ldhmm`` parser's sub-commands."""
-    p = add_command(
-        subparsers,
-        "score",
-        run_score,
-        description="One row per sequence of DATA: its id, length, the held-out ELBO (a lower "
-        "bound on log p(x), nats) and per token, and with --is-samples an importance-sampled "
-        "estimate of log p(x) with its standard error and effective sample size.",
-    )
+#: The description of ``ldhmm score --help``.
+DESCRIPTION = """\
+One row per sequence of DATA: its id, length, the held-out ELBO (a lower bound on log p(x), nats)
+and per token, and with --is-samples an importance-sampled estimate of log p(x) with its standard
+error and effective sample size.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``ldhmm score`` and its handler."""
+    p.set_defaults(func=run_score)
     add_model_data_arguments(p, out_default="scores.csv")
-    p.add_argument(
-        "--is-samples",
-        type=nonneg_int,
-        default=0,
-        help="importance samples per sequence (0: no estimate; default)",
-    )
-    add_options(p, "--is-min-ess", "--is-max-samples")
+    add_options(p, "--is-samples", "--is-min-ess", "--is-max-samples")
     add_options(p, "--seed", seed={"help": "seed of the importance samples (default 0)"})
-    return p
 
 
 def run_score(args: argparse.Namespace) -> int:

@@ -5,20 +5,21 @@ from __future__ import annotations
 import argparse
 
 from ..experiments.timing import TIMING_MODELS, run_timing
-from .options import add_command, add_options, add_run_options, call_with_args, nonneg_int
+from .options import add_options, add_run_options, call_with_args, nonneg_int
 
-__all__ = ["register"]
+__all__ = ["DESCRIPTION", "add_arguments"]
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    """Add the ``timing`` command to the ``ldhmm`` parser's sub-commands."""
-    p = add_command(
-        subparsers,
-        "timing",
-        call_with_args(run_timing),
-        description="Wall-clock training time of LDHMM-FF and LDHMM-PF for each K on Entree and MSNBC "
-        "(the paper's Figure 6).",
-    )
+#: The description of ``ldhmm timing --help``.
+DESCRIPTION = """\
+Wall-clock training time of LDHMM-FF and LDHMM-PF for each K on Entree and MSNBC (the paper's Figure
+6).
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``ldhmm timing`` and its handler."""
+    p.set_defaults(func=call_with_args(run_timing))
     p.add_argument(
         "--dataset",
         nargs="+",
@@ -49,4 +50,3 @@ def register(subparsers) -> argparse.ArgumentParser:
         max_iter={"help": "EM iterations at most (default 100)"},
         tol={"help": "EM relative tolerance (default 1e-4)"},
     )
-    return p
