@@ -35,6 +35,8 @@ __all__ = ["main", "only_folds", "projection"]
 
 FIGURE5_MODELS = ("LDHMM-FF", "LDHMM-PF", "HMM", "LDA", "VBHMM", "HMMV")
 TIME_COLUMNS = ("fit_seconds", "score_seconds", "is_seconds")
+#: The options passed on to :func:`~ldhmm.experiments.compare.compare` as its keywords of the same name.
+COMPARE_OPTIONS = ("models", "data_dir", "states", "folds", "jobs", "out", "quiet", "backend")
 
 
 def only_folds(groups: list[dict], folds: set[int]) -> list[dict]:
@@ -87,18 +89,8 @@ def main(argv=None) -> None:
         stack.callback(setattr, compare_module, "compare_groups", full_groups)
         start = time.perf_counter()
         client = stack.enter_context(dask_client(cluster))  # the cluster's start is in the wall time
-        result = compare_module.compare(
-            models=args.models,
-            data=args.dataset,
-            data_dir=args.data_dir,
-            states=args.states,
-            folds=args.folds,
-            jobs=args.jobs,
-            out=args.out,
-            quiet=args.quiet,
-            backend=args.backend,
-            client=client,
-        )
+        settings = {name: getattr(args, name) for name in COMPARE_OPTIONS}
+        result = compare_module.compare(data=args.dataset, client=client, **settings)
         wall = time.perf_counter() - start
     table = projection(result.folds, len(keep), args.folds)
     where = f"{args.workers or 2} Dask workers" if args.backend == "dask" else f"{args.jobs} jobs"

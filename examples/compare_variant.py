@@ -55,19 +55,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> ldhmm.ComparisonResult:
     args = parse_args(argv)
-    results = ldhmm.compare(
-        {"shared-B": shared_emissions, "LDHMM-PF": None, "HMM": None},
-        args.data,
-        states=args.states,
-        folds=args.folds,
-        jobs=args.jobs,
-        out=args.out,
-        n_sequences=args.n_sequences,
-        max_iter=args.max_iter,
-        restarts=args.restarts,
-        is_samples=50,
-        quiet=True,
-    )
+    # each option of the parser is the keyword of ldhmm.compare of its name (--n-sequences: n_sequences)
+    models = {"shared-B": shared_emissions, "LDHMM-PF": None, "HMM": None}
+    results = ldhmm.compare(models, is_samples=50, quiet=True, **vars(args))
     # Per-token held-out score of each model and K; the score column says what each row is.
     print(results.table("heldout_elbo_per_token").round(4).to_string())
     # The two bounds are of different families (a point-estimated B changes q(theta)), so the

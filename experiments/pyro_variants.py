@@ -90,31 +90,18 @@ def lineup(epochs: int | None = None, batch_size: int | str = "auto") -> dict:
 
 
 def compare_variants(
-    data="entree",
-    states=(2, 3, 4, 5, 6),
-    folds: int = 10,
-    epochs: int | None = None,
-    batch_size: int | str = "auto",
-    jobs: int = 1,
-    out=None,
-    seed: int = 0,
-    data_dir=None,
-    restarts: int = 3,
-    is_samples: int = 100,
+    data="entree", states=(2, 3, 4, 5, 6), epochs: int | None = None, batch_size="auto", out=None, **settings
 ) -> ComparisonResult:
-    """``ldhmm.compare`` of :func:`lineup` (see the module docstring); prints two tables."""
+    """``ldhmm.compare`` of :func:`lineup` (see the module docstring) into ``out`` (default
+    ``results/pyro-variants-<data>``); ``settings``: the other keywords of :func:`ldhmm.compare`
+    (``folds``, ``jobs``, ``seed``, ``data_dir``, ``restarts``, ``is_samples``). Prints two tables."""
     result = compare(
         lineup(epochs, batch_size),
         data,
         states=list(states),
-        folds=folds,
-        jobs=jobs,
         out=out or f"results/pyro-variants-{data}",
-        seed=seed,
-        data_dir=data_dir,
-        restarts=restarts,
-        is_samples=is_samples,
         quiet=True,
+        **settings,
     )
     for column, label in (
         ("heldout_elbo_per_token", "held-out score per token (each row's kind and bound family)"),
@@ -344,19 +331,8 @@ def main(argv=None):
             for key, value in values.items():
                 print(f"  {key:32s} {value:.4f}" if isinstance(value, float) else f"  {key:32s} {value}")
         return result
-    return compare_variants(
-        args.data,
-        args.states or [2, 3, 4, 5, 6],
-        args.folds,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        jobs=args.jobs,
-        out=args.out,
-        seed=args.seed,
-        data_dir=args.data_dir,
-        restarts=args.restarts,
-        is_samples=args.is_samples,
-    )
+    settings = {k: v for k, v in vars(args).items() if k not in ("torch_threads", "measure", "guides")}
+    return compare_variants(**{**settings, "states": args.states or [2, 3, 4, 5, 6]})
 
 
 if __name__ == "__main__":

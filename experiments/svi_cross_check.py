@@ -60,30 +60,17 @@ def ldhmm_route(n_states: int, n_symbols: int, seed: int = 0, **options) -> Pyro
     return model
 
 
-def cross_check(
-    data="entree",
-    states=(2, 3, 4, 5, 6),
-    folds: int = 10,
-    jobs: int = 1,
-    out=None,
-    seed: int = 0,
-    data_dir=None,
-    restarts: int = 3,
-    is_samples: int = 100,
-) -> ComparisonResult:
-    """``ldhmm.compare`` of the route's LDHMM fit (:func:`ldhmm_route`) and the closed form's."""
+def cross_check(data="entree", states=(2, 3, 4, 5, 6), out=None, **settings) -> ComparisonResult:
+    """``ldhmm.compare`` of the route's LDHMM fit (:func:`ldhmm_route`) and the closed form's, into
+    ``out`` (default ``results/svi-cross-check-<data>``); ``settings``: the other keywords of
+    :func:`ldhmm.compare` (``folds``, ``jobs``, ``seed``, ``data_dir``, ``restarts``, ``is_samples``)."""
     return compare(
         {ROUTE: ldhmm_route, CLOSED_FORM: None},
         data,
         states=list(states),
-        folds=folds,
-        jobs=jobs,
         out=out or f"results/svi-cross-check-{data}",
-        seed=seed,
-        data_dir=data_dir,
-        restarts=restarts,
-        is_samples=is_samples,
         quiet=True,
+        **settings,
     )
 
 
@@ -172,17 +159,7 @@ def main(argv=None) -> pd.DataFrame:
         table = log_px_table(finished_tasks(args.finished))
         print(markdown(table))
         return table
-    result = cross_check(
-        args.data,
-        args.states,
-        args.folds,
-        jobs=args.jobs,
-        out=args.out,
-        seed=args.seed,
-        data_dir=args.data_dir,
-        restarts=args.restarts,
-        is_samples=args.is_samples,
-    )
+    result = cross_check(**{k: v for k, v in vars(args).items() if k != "finished"})
     table = log_px_table(result.folds)
     print(markdown(table))
     if result.errors:
