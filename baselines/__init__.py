@@ -10,6 +10,8 @@ command scoring an LDHMM never uses). A new baseline is one module here, its cla
 order) and MARKOV3 (interpolated orders 0..3), models without hidden states
 (``has_states = False``: fitted once per fold). :class:`MarkovChain` (:mod:`.markov`, the fixed
 add-0.5 first-order chain that ``next-event`` names MARKOV) is exported but not registered.
+Beside them, :mod:`.library_logs`: the log of a wrapped library (hmmlearn, gensim) quietened
+while a baseline fits.
 """
 
 from __future__ import annotations

@@ -53,8 +53,6 @@ at a non-finite objective (reason ``"non_finite"``).
 
 from __future__ import annotations
 
-import logging
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +74,7 @@ from ..models.base import SequenceModel, check_seed
 from ..models.fit_settings import SEEDED_STARTS
 from ..models.fit_starts import best_of
 from ..models.registry import register
+from .library_logs import quiet_logger
 
 __all__ = [
     "HMM",
@@ -84,22 +83,6 @@ __all__ = [
     "training_buckets",
     "bucket_stats",
 ]
-
-_hmm_log = logging.getLogger("hmmlearn")
-
-
-@contextmanager
-def _quiet_hmmlearn(verbose: bool):
-    """Silence hmmlearn's logging warnings (degenerate-fit notes) unless verbose."""
-    if verbose:
-        yield
-        return
-    old = _hmm_log.level
-    _hmm_log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        _hmm_log.setLevel(old)
 
 
 class _ProjectMonitor(HmmlearnMonitor):
@@ -501,7 +484,7 @@ class HMM(SequenceModel):
             model.fit(X, lengths)
             return model
 
-        with _quiet_hmmlearn(self.verbose):
+        with quiet_logger("hmmlearn", self.verbose):
             kept, model, _ = best_of(
                 [lambda s=s, start=start: run(s, start) for s, start in runs],
                 lambda fitted: self._final_objective(fitted, sequences)[0],

@@ -53,9 +53,6 @@ can move its bound slightly (on the order of the inference tolerance).
 
 from __future__ import annotations
 
-import logging
-from contextlib import contextmanager
-
 import numpy as np
 import scipy.sparse as sp
 from gensim.models import LdaModel
@@ -65,24 +62,9 @@ from ..data.seeds import derived_seeds
 from ..models.base import SequenceModel
 from ..models.fit_starts import best_of
 from ..models.registry import register
+from .library_logs import quiet_logger
 
 __all__ = ["LDA", "FastLdaModel", "to_bow_matrix", "to_bow_corpus", "topic_kl_term"]
-
-_gensim_log = logging.getLogger("gensim")
-
-
-@contextmanager
-def _quiet_gensim(verbose: bool):
-    """Silence gensim's logging (INFO progress, "too few updates" warnings) unless verbose."""
-    if verbose:
-        yield
-        return
-    old = _gensim_log.level
-    _gensim_log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        _gensim_log.setLevel(old)
 
 
 def to_bow_matrix(sequences: list[np.ndarray], n_symbols: int) -> sp.csr_matrix:
@@ -347,7 +329,7 @@ class LDA(SequenceModel):
             # gensim's Newton step for it is 0/0 (NaN warnings, then "prior not positive")
             alpha = "symmetric"
         corpus = to_bow_corpus(to_bow_matrix(sequences, n_symbols))
-        with _quiet_gensim(self.verbose):
+        with quiet_logger("gensim", self.verbose):
             model = cls(
                 corpus=corpus,
                 num_topics=self.n_states,
@@ -379,7 +361,7 @@ class LDA(SequenceModel):
     def _infer_gamma(self, corpus) -> np.ndarray:
         """gensim's per-document inference, re-seeded so that scoring is deterministic."""
         self.model_.random_state = np.random.RandomState(self.seed)
-        with _quiet_gensim(self.verbose):
+        with quiet_logger("gensim", self.verbose):
             gamma, _ = self.model_.inference(corpus)
         return np.asarray(gamma, dtype=np.float64)
 
