@@ -19,46 +19,37 @@ import torch
 from ..inference.cavi.context_vem import (
     best_of_starts,
     context_batches,
-    count_table,
-    e_step,
     importance_log_weights,
     log_hyperprior,
     m_step,
     next_event_proba,
-    point_e_step,
     point_m_step,
     position_potentials,
     posterior_mean_emissions,
     posterior_mean_logs,
     random_point_parameters,
-    total_counts,
 )
 from ..inference.contexts import (
-    build_context_table,
     check_context_smoothing,
     check_emission_context,
     context_ids,
     context_labels,
-    context_order,
     next_context_rows,
-    smoothing_pseudocounts,
 )
+from ..inference.distributed.context_partition import POINT, VARIATIONAL
 from ..inference.monitor import ConvergenceMonitor, RelativeChange
 from ..inference.ops.dirichlet import MIN_CONCENTRATION
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel, check_seed
 from .contextual_description import describe_contextual
 from .contextual_file import read_contextual_file, write_contextual_file
+from .contextual_fit import check_fit_memory, fit_contextual, held_out_scores, partition_sums, sum_rounds
 from .description import ModelDescription
-from .fit_starts import best_of
-from .memory import check_memory, contextual_fit_bytes
 from .registry import register
 
-__all__ = ["ContextualLDHMM", "best_start", "check_fit_memory"]
+__all__ = ["ContextualLDHMM"]
 
-#: Sweeps per sequence in each E-step of a fit (warm-started: a few suffice) and of scoring.
-FIT_SWEEPS = 1
-FIT_SWEEP_TOL = 1e-6
+#: Sweeps per sequence in each E-step of scoring (a fit's: the partitions', one, warm-started).
 SCORE_SWEEPS = 200
 #: EM iterations of the database-level contextual HMM a fit starts from, and its pseudo-count.
 START_HMM_ITER = 10
@@ -173,55 +164,61 @@ class ContextualLDHMM(SequenceModel):
         return self.guide
 
     # ------------------------------------------------------------------ fitting
+    def fit(self, sequences, backend: str = "local", client=None, n_partitions=None) -> ContextualLDHMM:
+        """Learn the priors from a database (sequences, a :class:`ldhmm.data.SequenceDatabase`, or
+        a directory written by :func:`ldhmm.data.write_partitioned`); returns ``self``.
+
+        ``backend``, ``client``, ``n_partitions``: where the E-steps run, as in
+        :meth:`ldhmm.models.variant_hmm.VariantHMM.fit` (:mod:`ldhmm.models.contextual_fit`):
+        the numbers depend on the partitioning, not on the number of Dask workers."""
+        fit_contextual(self, sequences, backend, client, n_partitions)
+        return self
+
+    def _fit(self, sequences, n_symbols, **fit_params):
+        fit_contextual(self, sequences, **fit_params)
+
     def _batches(self, sequences):
         contexts = context_ids(sequences, self.context_table_)
         return context_batches(sequences, contexts, self.n_symbols_)
 
-    def _start(self, batches, rng) -> tuple[dict, list]:
-        """Flat priors, and each sequence's counts under a database-level contextual HMM fitted
-        by a few EM iterations from random parameters (the symmetry breaker: the first E-step's
-        q(theta_m) = Dir(prior + counts) already tells the states apart)."""
+    def _start(self, runner, rng) -> dict:
+        """Flat priors, each sequence's counts (kept by its partition) those of a database-level
+        contextual HMM fitted by a few EM iterations from random parameters (the symmetry
+        breaker: the first E-step's q(theta_m) = Dir(prior + counts) already tells the states
+        apart)."""
         K, C, V = self.n_states, self.context_table_.n_contexts, self.n_symbols_
         log_theta = random_point_parameters(rng, K, C, V)
         for _ in range(START_HMM_ITER):
-            counts = [point_e_step(log_theta, b).counts for b in batches]
-            totals = total_counts(counts, batches, (K, C, V))
+            _, totals = sum_rounds(runner.call("e_step", POINT, log_theta, step="start"))
             log_theta = point_m_step(totals, dict.fromkeys(totals, START_SMOOTHING))
-        prior = {
+        return {
             "pi": torch.ones(K, dtype=torch.float64),
             "A": torch.ones(K, K, dtype=torch.float64),
             "B": torch.full((K, C, V), 0.5, dtype=torch.float64),
         }
-        return prior, counts
 
-    def _run(self, batches, rng, pseudo_B=None):
-        """One EM run from a random start: (priors, monitor, whether a prior hit the cap, the
-        last E-step's bound). ``pseudo_B``: the context smoothing's pseudo-counts (C, V)."""
-        prior, counts = self._start(batches, rng)
+    def _run(self, runner, rng, pseudo_B=None):
+        """One EM run from a random start over the partitions of ``runner``: (priors, monitor,
+        whether a prior hit the cap, the last E-step's bound). ``pseudo_B``: the context
+        smoothing's pseudo-counts (C, V)."""
+        prior = self._start(runner, rng)
         monitor = ConvergenceMonitor(RelativeChange(self.tol), self.max_iter, unit="EM iteration")
         capped = False
-        factors = [None] * len(batches)  # FF: each batch's q(Z) factors, warm from one E-step to the next
+        sums = partition_sums(runner, tuple(prior["B"].shape), pseudo_B)
         while True:
-            results = [
-                e_step(prior, b, c, FIT_SWEEPS, FIT_SWEEP_TOL, self.guide, f)
-                for b, c, f in zip(batches, counts, factors)
-            ]
-            counts = [r.counts for r in results]
-            factors = [r.marginals if self.guide == "ff" else None for r in results]
-            bound = float(sum(r.bounds.sum() for r in results))
+            bound = sum_rounds(
+                runner.call("e_step", VARIATIONAL, prior, self.guide, iteration=monitor.n_iter + 1)
+            )
             if monitor.record(bound + log_hyperprior(prior["B"], pseudo_B)):
                 break
-            table = count_table(results, batches, tuple(prior["B"].shape), pseudo_B)
-            prior, cap = m_step(prior, table, self.min_concentration)
+            prior, cap = m_step(prior, sums, self.min_concentration)
             capped |= cap
         if monitor.reason == "non_finite":
             raise FloatingPointError(f"ContextualLDHMM: the training bound is {monitor.bad_value}")
         return prior, monitor, capped, bound
 
-    def _fit(self, sequences, n_symbols, **fit_params):
-        prior, monitor, capped, bound = best_start(
-            self, sequences, n_symbols, fit_params, self._batches, self._run
-        )
+    def _keep(self, result) -> None:
+        prior, monitor, capped, bound = result
         self.alpha_pi_ = prior["pi"].numpy()
         self.alpha_A_ = prior["A"].numpy()
         self.beta_ = prior["B"].numpy()
@@ -288,12 +285,24 @@ class ContextualLDHMM(SequenceModel):
 
     def _posteriors(self, sequences):
         """Every sequence's converged E-step from the prior: (batch, SweepResult) pairs."""
-        check_fit_memory(self, sequences)  # a held-out E-step holds what a fit's does
+        # a held-out E-step holds what a fit's does
+        check_fit_memory(self, len(sequences), sum(len(s) for s in sequences))
         prior = self._prior()
         return [
             (b, best_of_starts(prior, b, SCORE_SWEEPS, SCORE_TOL, self.guide))
             for b in self._batches(sequences)
         ]
+
+    def score_samples(self, sequences, backend: str = "local", client=None, n_partitions=None) -> np.ndarray:
+        """Per-sequence held-out bound in nats, (M,), of the model's family (the held-out E-step
+        from the prior and the mean start, best per sequence). ``backend``, ``client``,
+        ``n_partitions`` as in :meth:`fit` (sequences in memory): each E-step runs where its
+        partition lives, and a sequence's score does not depend on where (up to the E-step's
+        tolerance, 1e-9 relative, by the batch it shares)."""
+        if backend == "local" and n_partitions is None:
+            return super().score_samples(sequences)
+        self._check_fitted()
+        return held_out_scores(self, VARIATIONAL, self._prior(), sequences, backend, client, n_partitions)
 
     def _score_samples(self, sequences):
         out = np.empty(len(sequences))
@@ -421,44 +430,3 @@ register(
     em_settings=("max_iter", "tol", "n_init"),
     in_lineup=False,
 )
-
-
-def best_start(model, sequences, n_symbols: int, fit_params: dict, batches_of, run):
-    """The common part of a contextual model's fit: its context table from the training
-    ``sequences`` (set as ``model.context_table_``), the memory check, the context smoothing's
-    pseudo-counts (:func:`ldhmm.inference.contexts.smoothing_pseudocounts` of
-    ``model.context_smoothing``; None without smoothing), and the best of its ``n_init`` runs
-    ``run(batches, rng, pseudo_B)`` (seeded ``[seed, start]``; each returns a tuple whose second
-    item is its :class:`~ldhmm.inference.monitor.ConvergenceMonitor`), by the last value
-    recorded (:func:`ldhmm.models.fit_starts.best_of`)."""
-    if fit_params:
-        raise TypeError(f"{type(model).__name__}.fit takes no {', '.join(sorted(fit_params))}")
-    model.context_table_ = build_context_table(
-        sequences, context_order(model.emission_context), n_symbols, model.min_context_count
-    )
-    check_fit_memory(model, sequences)
-    rows = context_ids(sequences, model.context_table_)
-    model.context_counts_ = np.bincount(
-        np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64),
-        minlength=model.context_table_.n_contexts,
-    )
-    batches = batches_of(sequences)
-    pseudo_B = smoothing_pseudocounts(sequences, model.context_table_, model.context_smoothing)
-    runs = [
-        lambda start=start: run(batches, np.random.default_rng([model.seed, start]), pseudo_B)
-        for start in range(model.n_init)
-    ]
-    return best_of(runs, lambda result: result[1].history[-1])[1]
-
-
-def check_fit_memory(model, sequences) -> None:
-    """A one-line refusal, before any work, of a fit (or a held-out E-step) of a contextual model
-    (its ``context_table_`` built) that would not fit in memory."""
-    K, C, V = model.n_states, model.context_table_.n_contexts, model.n_symbols_
-    n_tokens = sum(len(s) for s in sequences)
-    check_memory(
-        contextual_fit_bytes(K, C, V, len(sequences), n_tokens),
-        f"{type(model).__name__}: K = {K} states, {C} context rows, V = {V} symbols, "
-        f"{len(sequences)} sequences ({n_tokens} tokens)",
-        "fewer states (--states), a lower emission context order, a larger --min-context-count or less data",
-    )

@@ -20,7 +20,6 @@ from ..inference.cavi.context_vem import (
     point_m_step,
     position_potentials,
     random_point_parameters,
-    total_counts,
 )
 from ..inference.contexts import (
     check_context_smoothing,
@@ -28,12 +27,13 @@ from ..inference.contexts import (
     context_ids,
     next_context_rows,
 )
+from ..inference.distributed.context_partition import POINT
 from ..inference.monitor import AbsoluteGain, ConvergenceMonitor
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
 from .base import SequenceModel
-from .contextual import best_start
 from .contextual_description import describe_contextual
 from .contextual_file import read_contextual_file, write_contextual_file
+from .contextual_fit import fit_contextual, held_out_scores, sum_rounds
 from .description import ModelDescription
 from .registry import register
 
@@ -143,17 +143,17 @@ class ContextualHMM(SequenceModel):
             total += float(torch.where(c > 0, c * log_theta[g], 0.0).sum())
         return total
 
-    def _run(self, batches, rng, pseudo_B=None):
+    def _run(self, runner, rng, pseudo_B=None):
+        """One Baum-Welch run from random parameters over the partitions of ``runner``:
+        (log parameters, monitor)."""
         K, C, V = self.n_states, self.context_table_.n_contexts, self.n_symbols_
         pseudocounts = self._pseudocounts(pseudo_B)
         log_theta = random_point_parameters(rng, K, C, V)
         monitor = ConvergenceMonitor(AbsoluteGain(self.tol), self.max_iter, unit="Baum-Welch iteration")
         while True:
-            results = [point_e_step(log_theta, b) for b in batches]
-            objective = float(sum(r.bounds.sum() for r in results)) + self._log_prior(log_theta, pseudocounts)
-            if monitor.record(objective):
+            log_px, totals = sum_rounds(runner.call("e_step", POINT, log_theta, iteration=monitor.n_iter + 1))
+            if monitor.record(log_px + self._log_prior(log_theta, pseudocounts)):
                 break
-            totals = total_counts([r.counts for r in results], batches, (K, C, V))
             log_theta = point_m_step(totals, pseudocounts)
         if monitor.reason == "non_finite":
             raise FloatingPointError(f"ContextualHMM: the training objective is {monitor.bad_value}")
@@ -162,8 +162,19 @@ class ContextualHMM(SequenceModel):
     def _batches(self, sequences):
         return context_batches(sequences, context_ids(sequences, self.context_table_), self.n_symbols_)
 
+    def fit(self, sequences, backend: str = "local", client=None, n_partitions=None) -> ContextualHMM:
+        """Baum-Welch on a database (sequences, a :class:`ldhmm.data.SequenceDatabase`, or a
+        directory written by :func:`ldhmm.data.write_partitioned`); returns ``self``.
+        ``backend``, ``client``, ``n_partitions`` as in
+        :meth:`ldhmm.models.contextual.ContextualLDHMM.fit`."""
+        fit_contextual(self, sequences, backend, client, n_partitions)
+        return self
+
     def _fit(self, sequences, n_symbols, **fit_params):
-        log_theta, monitor = best_start(self, sequences, n_symbols, fit_params, self._batches, self._run)
+        fit_contextual(self, sequences, **fit_params)
+
+    def _keep(self, result) -> None:
+        log_theta, monitor = result
         self.startprob_ = log_theta["pi"].exp().numpy()
         self.transmat_ = log_theta["A"].exp().numpy()
         self.emissionprob_ = log_theta["B"].exp().numpy()
@@ -176,6 +187,14 @@ class ContextualHMM(SequenceModel):
             "A": torch.log(torch.from_numpy(self.transmat_)),
             "B": torch.log(torch.from_numpy(self.emissionprob_)),
         }
+
+    def score_samples(self, sequences, backend: str = "local", client=None, n_partitions=None) -> np.ndarray:
+        """Per-sequence exact ``log p(x)`` in nats, (M,); ``backend``, ``client``,
+        ``n_partitions`` as in :meth:`fit` (sequences in memory)."""
+        if backend == "local" and n_partitions is None:
+            return super().score_samples(sequences)
+        self._check_fitted()
+        return held_out_scores(self, POINT, self._log_theta(), sequences, backend, client, n_partitions)
 
     def _score_samples(self, sequences):
         out = np.empty(len(sequences))

@@ -315,8 +315,8 @@ def test_the_smoothed_m_step_maximizes_the_bound_plus_the_log_hyperprior():
     prior = {"pi": torch.full((K,), 1.0), "A": torch.full((K, K), 1.0), "B": torch.full((K, C, V), 0.7)}
     res = e_step(prior, batch, None, 3, 1e-9)
     pseudo = backoff_pseudocounts(seqs, table, 1.5)
-    counts = count_table([res], [batch], (K, C, V), pseudo)
-    plain = count_table([res], [batch], (K, C, V))
+    counts = count_table([res.counts], [batch], (K, C, V), pseudo)
+    plain = count_table([res.counts], [batch], (K, C, V))
 
     def objective(B):  # the B part of the collapsed bound plus the log hyperprior, from the tables
         sums = table_sums(plain, {"B": B.reshape(K * C, V)})["B"]
@@ -491,10 +491,15 @@ def test_fit_command_writes_a_contextual_model_and_refuses_what_it_lacks(tmp_pat
     unsmoothed = ContextualLDHMM(2, n_symbols=4, n_init=1, seed=0, context_smoothing=0.0).fit(train)
     assert load_model(smoothed).context_smoothing == 0.0
     assert load_model(smoothed).elbo_history_ == unsmoothed.elbo_history_ != direct.elbo_history_
+    partitioned = tmp_path / "ctx-p.json"  # over partitions: the model's fit on the same partitions
+    assert main([*argv, "--partitions", "2", "--out", str(partitioned), "--quiet"]) == 0
+    two = ContextualLDHMM(2, n_symbols=4, n_init=1, seed=0).fit(train, n_partitions=2)
+    assert load_model(partitioned).elbo_history_ == two.elbo_history_
     capsys.readouterr()
     for extra, message in [
         (["--emission-context", "next"], "--emission-context: expected 'previous' or an order 1..8"),
-        (["--partitions", "2"], "fits in this process: no --partitions"),
+        (["--checkpoint", str(tmp_path / "ck")], "an --emission-context fit takes no --checkpoint"),
+        (["--states", "2..3", "--partitions", "2"], "along K fits in this process: takes no --partitions"),
         (["--context-smoothing", "-1"], "context_smoothing must be 'chain' or a finite number >= 0"),
     ]:
         assert main([*argv, *extra, "--out", str(tmp_path / "x.json")]) == 1

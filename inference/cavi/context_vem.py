@@ -494,11 +494,13 @@ def _fields(batch: ContextBatch) -> tuple:
 
 
 def count_table(
-    results: list, batches: list, shape_B: tuple, pseudo_B: np.ndarray | None = None
+    counts: list, batches: list, shape_B: tuple, pseudo_B: np.ndarray | None = None
 ) -> CountTable:
     """The count table (:class:`ldhmm.inference.cavi.kernels.dirichlet_multinomial.CountTable`)
-    of groups ``pi`` (1, K), ``A`` (K, K) and ``B`` (K C, V) over every batch's counts, entries
-    in sequence order (the order of ``batches``, then of their rows).
+    of groups ``pi`` (1, K), ``A`` (K, K) and ``B`` (K C, V) over every batch's expected counts
+    (``counts[i]``: ``pi`` (M, K), ``A`` (M, K, K), ``B`` (M, K, P) of ``batches[i]``), entries
+    in sequence order (the order of ``batches``, then of their rows). No batches: a table of
+    the pseudo-counts alone (or of nothing).
 
     ``pseudo_B`` (C, V), optional: one more sequence after the last, with these counts in every
     state's emission rows (:func:`ldhmm.inference.contexts.smoothing_pseudocounts`): the M-step
@@ -507,18 +509,18 @@ def count_table(
     entry_parts = {"pi": [], "A": [], "B": []}
     row_parts = {"pi": [], "A": [], "B": []}
     offset = 0
-    for res, batch in zip(results, batches):
+    for counts_m, batch in zip(counts, batches):
         M = batch.n_sequences
         seq = np.arange(offset, offset + M)
         offset += M
-        for g, values in (("pi", res.counts["pi"][:, None, :]), ("A", res.counts["A"])):
+        for g, values in (("pi", counts_m["pi"][:, None, :]), ("A", counts_m["A"])):
             v = values.double().numpy()
             m, r, d = np.nonzero(v > 0)
             entry_parts[g].append((r * v.shape[2] + d, seq[m], v[m, r, d]))
             tot = v.sum(-1)
             m, r = np.nonzero(tot > 0)
             row_parts[g].append((r, seq[m], tot[m, r]))
-        nB = (res.counts["B"] * batch.pair_mask[:, None, :]).double().numpy()  # (M, K, P)
+        nB = (counts_m["B"] * batch.pair_mask[:, None, :]).double().numpy()  # (M, K, P)
         m, k, p = np.nonzero(nB > 0)
         ctx, sym = batch.pair_context.numpy()[m, p], batch.pair_symbol.numpy()[m, p]
         entry_parts["B"].append(((k * C + ctx) * V + sym, seq[m], nB[m, k, p]))
@@ -535,6 +537,7 @@ def count_table(
     n_tasks = n_values = 0
     for g in ("pi", "A", "B"):
         for parts, tasks in ((entry_parts[g], entry_tasks), (row_parts[g], row_tasks)):
+            parts = parts or [(np.zeros(0, dtype=np.int64),) * 2 + (np.zeros(0),)]
             key = np.concatenate([p[0] for p in parts]).astype(np.int64)
             seq = np.concatenate([p[1] for p in parts])
             val = np.concatenate([p[2] for p in parts])
@@ -544,7 +547,7 @@ def count_table(
             tasks[g] = slice(n_tasks, n_tasks + unique.size)
             n_tasks += unique.size
             keys.append(unique)
-            ends = np.append(starts[1:], key.size).astype(np.int64)
+            ends = np.append(starts[1:], key.size)[: unique.size].astype(np.int64)
             bounds.extend((n_values + ends).tolist())
             n_values += key.size
             values.append(val)
@@ -559,19 +562,22 @@ def count_table(
     )
 
 
-def m_step(prior: dict, table: CountTable, min_value: float = MIN_CONCENTRATION) -> tuple[dict, bool]:
+def m_step(prior: dict, table, min_value: float = MIN_CONCENTRATION) -> tuple[dict, bool]:
     """The priors that maximize ``sum_m sum_rows [log B(a + n_m) - log B(a)]`` from ``prior``
     over concentrations of at least ``min_value`` (every row an ascent: never lower), and
-    whether a concentration reached the cap."""
+    whether a concentration reached the cap.
+
+    ``table``: the :func:`count_table` of every sequence's counts, or a function
+    ``sums(alphas, rows)`` that returns their :func:`table_sums` (the partitions' sums added up,
+    :mod:`ldhmm.inference.distributed.context_partition`)."""
+    sums = table if callable(table) else (lambda alphas, rows: table_sums(table, alphas, rows))
     K, C, V = prior["B"].shape
     initial = {
         "pi": prior["pi"].double().numpy()[None, :],
         "A": prior["A"].double().numpy(),
         "B": prior["B"].double().numpy().reshape(K * C, V),
     }
-    result = maximize_collapsed(
-        initial, lambda alphas, rows: table_sums(table, alphas, rows), min_value=min_value
-    )
+    result = maximize_collapsed(initial, sums, min_value=min_value)
     new = result.concentration
     return (
         {

@@ -148,6 +148,10 @@ class DaskBackend:
     notify : callable, optional
         ``notify(line)`` when a worker is lost or left out, and when the workers compute with
         other kernels than this driver (default: the line on stderr).
+    worker_class : type, optional
+        The partitions' class, in place of :attr:`worker_class` (the contextual models'
+        :class:`ldhmm.inference.distributed.context_partition.ContextPartitionWorker`); its state
+        changes only in the calls named in ``_JOURNALED``.
     """
 
     #: The class of each partition's actor (a benchmark may subclass it, e.g. to slow a worker).
@@ -156,7 +160,11 @@ class DaskBackend:
     #: of mixed machines to fit anyway: the numbers then depend on the placement of partitions.
     same_arithmetic = True
 
-    def __init__(self, client: Client, partitions: list, worker_options: dict, notify=None):
+    def __init__(
+        self, client: Client, partitions: list, worker_options: dict, notify=None, worker_class=None
+    ):
+        if worker_class is not None:
+            self.worker_class = worker_class
         self.client = client
         self.partitions = list(partitions)
         self.options = dict(worker_options)
