@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .acceleration import ACCELERATIONS, Squarem
 from .cavi.e_step_totals import e_step
 from .cavi.expectation import BucketState
 from .cavi.maximization import M_STEP_METHODS, m_step, total_elbo
@@ -120,6 +121,13 @@ def _resume(backend, checkpoint: FitCheckpoint, run, start: VariantParameters, m
     return run.params
 
 
+def _finished(run) -> FitResult:
+    """The result of a checkpointed run that finished, as its record holds it (no state)."""
+    return FitResult(
+        run.params, None, list(run.history), list(run.e_history), list(run.trace), run.capped, run.report
+    )
+
+
 def _round_of_count_sums(backend, iteration: int):
     """The collapsed M-step's sums as a round over the partitions (reduced in partition order)."""
 
@@ -170,6 +178,11 @@ class VariationalEM:
         :data:`ldhmm.inference.checkpoint.STATE_EVERY` iterations (:mod:`ldhmm.inference.checkpoint`);
         a run it holds finished is returned from it, one in progress resumed where it stopped
         (the numbers of an uninterrupted fit, at the cost of fewer than ``STATE_EVERY`` E-steps).
+    acceleration : {"none", "squarem"}
+        ``"squarem"``: SQUAREM on the learned priors' log concentrations
+        (:mod:`ldhmm.inference.acceleration`; docs/math.md, "SQUAREM on the learned priors"),
+        every extrapolated point kept only where the ELBO does not fall; not with a checkpoint.
+        ``"none"``: plain EM.
     """
 
     def __init__(
@@ -186,6 +199,7 @@ class VariationalEM:
         random_starts=RANDOM_STARTS,
         checkpoint: FitCheckpoint | None = None,
         start_every=0,
+        acceleration="none",
     ):
         if m_step not in M_STEP_METHODS:
             raise ValueError(f"m_step must be one of {M_STEP_METHODS}, got {m_step!r}")
@@ -207,6 +221,11 @@ class VariationalEM:
         if isinstance(start_every, bool) or not isinstance(start_every, int) or start_every < 0:
             raise ValueError(f"start_every must be an integer >= 0, got {start_every!r}")
         self.start_every = start_every
+        if acceleration not in ACCELERATIONS:
+            raise ValueError(f"acceleration must be one of {ACCELERATIONS}, got {acceleration!r}")
+        if acceleration != "none" and checkpoint is not None:
+            raise ValueError(f"acceleration={acceleration!r} is not checkpointed: give one or the other")
+        self.acceleration = acceleration
         self.checkpoint = checkpoint
 
     def worker(self, data, n_symbols: int, **options) -> PartitionWorker:
@@ -258,15 +277,12 @@ class VariationalEM:
         """
         run = self.checkpoint.next_run(params) if self.checkpoint is not None else None
         if run is not None and run.done:
-            return FitResult(
-                run.params, None, list(run.history), list(run.e_history), list(run.trace), run.capped,
-                run.report,
-            )  # fmt: skip
+            return _finished(run)
         if warm_states is not None and self.checkpoint is not None:
             raise ValueError("warm_states cannot be checkpointed: give one or the other")
         rule = RelativeChange(self.tol, self.refresh_max, max(1, self.start_every))
         monitor = ConvergenceMonitor(rule, self.max_iter, "EM iteration")
-        starts = self.fit_starts()
+        starts, iteration = self.fit_starts(), self._stepper()
         params, use_starts, e_history, trace, capped = self._begin(
             backend, params, starts, run, warm_states, monitor
         )
@@ -276,7 +292,7 @@ class VariationalEM:
                 n_iter = monitor.n_iter + 1
                 for observer in observers:
                     observer.sent(n_iter, params, use_starts)
-                params, totals, e_elbo, m_elbo, was_capped = self._iteration(
+                params, totals, e_elbo, m_elbo, was_capped = iteration(
                     backend, params, use_starts, n_iter, monitor
                 )
                 capped |= was_capped
@@ -328,6 +344,11 @@ class VariationalEM:
             observers.append(CallbackObserver(callback))
         return observers
 
+    def _stepper(self):
+        """How a run's iterations go: :meth:`_iteration` (plain EM), or SQUAREM's cycle over it
+        (:class:`ldhmm.inference.acceleration.Squarem`, called alike)."""
+        return Squarem(self) if self.acceleration == "squarem" else self._iteration
+
     def _iteration(self, backend, params, starts: tuple, n_iter: int, monitor: ConvergenceMonitor):
         """One EM iteration over ``backend``'s partitions: the E-step from ``params`` (with
         ``starts``), then the M-step, its ELBO recorded by ``monitor``; a non-finite ELBO of
@@ -335,13 +356,23 @@ class VariationalEM:
 
         Returns (parameters after the M-step, the E-step's totals, E-step ELBO, M-step ELBO,
         whether a learned prior reached its cap)."""
+        totals, e_elbo = self._e_step(backend, params, starts, n_iter)
+        if not monitor.check_finite(e_elbo):
+            raise NonFiniteELBOError(n_iter, "E", _blame(params, totals), e_elbo, params, monitor.report())
+        new, m_elbo, capped = self._m_step(backend, params, totals, n_iter, monitor)
+        return new, totals, e_elbo, m_elbo, capped
+
+    def _e_step(self, backend, params, starts: tuple, n_iter: int):
+        """The E-step of iteration ``n_iter`` from ``params``: (its totals, its ELBO), not checked."""
         # No name keeps the parameters sent: the E-step's O(K V) prior terms cached on them
         # (3 x 8 K V bytes at large V) go before the M-step.
         parts = backend.call("e_step", as_numpy_params(params), starts, n_iter, iteration=n_iter, step="E")
         totals = reduce_totals(parts)
-        e_elbo = total_elbo(params, totals)
-        if not monitor.check_finite(e_elbo):
-            raise NonFiniteELBOError(n_iter, "E", _blame(params, totals), e_elbo, params, monitor.report())
+        return totals, total_elbo(params, totals)
+
+    def _m_step(self, backend, params, totals, n_iter: int, monitor: ConvergenceMonitor):
+        """The M-step after the E-step from ``params``, its ELBO recorded by ``monitor`` (a
+        non-finite one raises): (new parameters, M-step ELBO, whether a prior reached its cap)."""
         new, m_elbo, capped = m_step(
             params,
             totals,
@@ -353,7 +384,7 @@ class VariationalEM:
         monitor.record(m_elbo)
         if monitor.reason == "non_finite":
             raise NonFiniteELBOError(n_iter, "M", _blame(new, totals), m_elbo, params, monitor.report())
-        return new, totals, e_elbo, m_elbo, capped
+        return new, m_elbo, capped
 
     def score(self, buckets, params: VariantParameters, starts: tuple | None = None) -> list[BucketState]:
         """E-step with fixed parameters: the per-sequence held-out ELBO of new sequences, the

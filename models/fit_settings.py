@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from ..inference import M_STEP_METHODS, RANDOM_STARTS, VariationalEM
+from ..inference.acceleration import ACCELERATIONS
 from ..inference.cavi.emissions import EMISSION_LAYOUTS
 from ..inference.distributed.workers import PartitionWorker
 
@@ -71,11 +72,16 @@ START_POLICIES = ("restarts", "hmm_and_seeded", "hmm")
 #: refreshes. ``"standard"`` (v5) runs EM from the database-level HMM and from the symbol-seeded
 #: start, with one start per sequence beside the warm run at every E-step, in turn, and up to
 #: three refreshes; ``"quick"`` runs EM once, from the database-level HMM, with the rotating
-#: start and no refresh.
+#: start and no refresh. No preset accelerates EM (``acceleration``; issue 44, direction 2).
 EFFORT_PRESETS = {
-    "quick": {"start_policy": "hmm", "refresh_max": 0, "start_every": 1},
-    "standard": {"start_policy": "hmm_and_seeded", "refresh_max": 3, "start_every": 1},
-    "thorough": {"start_policy": "restarts", "refresh_max": 10, "start_every": 0},
+    "quick": {"start_policy": "hmm", "refresh_max": 0, "start_every": 1, "acceleration": "none"},
+    "standard": {
+        "start_policy": "hmm_and_seeded",
+        "refresh_max": 3,
+        "start_every": 1,
+        "acceleration": "none",
+    },
+    "thorough": {"start_policy": "restarts", "refresh_max": 10, "start_every": 0, "acceleration": "none"},
 }
 #: The docstring line that :class:`TakesFitSettings` replaces with the settings' entries.
 PLACEHOLDER = "{fit_settings}"
@@ -253,8 +259,8 @@ class FitSettings:
     effort: str = _setting(
         "standard",
         _OneOf(EFFORTS),
-        "How hard a fit searches: a preset of ``start_policy``, ``refresh_max`` and "
-        "``start_every`` (each one left None takes the preset's; :data:`EFFORT_PRESETS`). "
+        "How hard a fit searches: a preset of ``start_policy``, ``refresh_max``, ``start_every`` "
+        "and ``acceleration`` (each one left None takes the preset's; :data:`EFFORT_PRESETS`). "
         '``"thorough"`` reproduces the v4 defaults bit for bit (``n_init`` EM runs from random '
         "starts and the symbol-seeded start, every start at up to ten refreshes); "
         '``"standard"`` (the default since v5) two EM runs, from the database-level HMM and from '
@@ -286,6 +292,15 @@ class FitSettings:
         "A rotating start every this many E-steps: beside each sequence's warm run, one of the "
         "fit's starts in turn (a new random draw each time), the better run kept per sequence; "
         "0: none. None: ``effort``'s.",
+        to=(VariationalEM,),
+    )
+    acceleration: str | None = _setting(
+        None,
+        _OneOfOrNone(ACCELERATIONS),
+        '``"squarem"``: SQUAREM on the learned priors\' log concentrations (two EM iterations, an '
+        "extrapolation, one stabilizing iteration, kept only where the ELBO does not fall; "
+        ':mod:`ldhmm.inference.acceleration`); not with a checkpoint. ``"none"``: plain EM. '
+        "None: ``effort``'s (plain EM in every preset).",
         to=(VariationalEM,),
     )
     init: str = _setting(

@@ -38,6 +38,7 @@ SCRIPTS = (
     "kernel_profile",
     "memory_estimates",
     "room_sizes",
+    "squarem",
     "startup",
     "vocabulary_size",
 )

@@ -1,0 +1,195 @@
+"""SQUAREM on the learned priors (``acceleration="squarem"``, inference/acceleration.py; issue 44,
+direction 2): the extrapolation, the acceptance test and its fallback, and accelerated fits
+that keep every property of plain EM's (the ELBO never falls, the same optimum, the numbers of
+any partitioning), in fewer E-steps where the priors' path is what is slow."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ldhmm.inference import VariationalEM, acceleration
+from ldhmm.inference.acceleration import (
+    LOG_BOUNDS,
+    Squarem,
+    SquaremStep,
+    accepts,
+    log_priors,
+    squarem_step,
+    with_log_priors,
+)
+from ldhmm.inference.checkpoint import FitCheckpoint
+from ldhmm.inference.distributed.workers import PartitionWorker
+from ldhmm.inference.parameters import init_parameters
+from ldhmm.inference.sharing import LDHMM_SHARING
+from ldhmm.models import LDHMM
+from ldhmm.models.fit_settings import EFFORTS, FitSettings
+
+#: An easy case whose run is the priors' slow path: one run from the database-level HMM, no
+#: rotating start, a tight tolerance (plain EM: 24 E-steps of LDHMM).
+SLOW_PATH = {"effort": "quick", "start_every": 0, "tol": 1e-7, "max_iter": 300}
+
+
+@pytest.fixture
+def em_work(monkeypatch):
+    """Counts, while the test runs: E-steps of LDHMM runs (not the database-level HMM's),
+    extrapolated points tried and kept."""
+    work = {"e_steps": 0, "tried": 0, "kept": 0}
+    e_step, plain_accepts = PartitionWorker.e_step, acceleration.accepts
+
+    def counting_e_step(self, params, *args, **kwargs):
+        work["e_steps"] += params.sharing.has_sequence_groups
+        return e_step(self, params, *args, **kwargs)
+
+    def counting_accepts(candidate, plain):
+        kept = plain_accepts(candidate, plain)
+        work["tried"] += 1
+        work["kept"] += kept
+        return kept
+
+    monkeypatch.setattr(PartitionWorker, "e_step", counting_e_step)
+    monkeypatch.setattr(acceleration, "accepts", counting_accepts)
+    return work
+
+
+def test_one_cycle_lands_on_the_fixed_point_of_a_linear_map():
+    """S3 is exact on a linear contraction ``F(t) = c + R (t - c)`` with ``R = rho I``."""
+    c, rho = np.array([0.5, -1.0, 2.0]), 0.9
+    t0 = np.array([3.0, 1.0, -2.0])
+    t1 = c + rho * (t0 - c)
+    t2 = c + rho * (t1 - c)
+    step = squarem_step(t0, t1, t2)
+    assert step.steplength == pytest.approx(-1 / (1 - rho))
+    np.testing.assert_allclose(step.theta, c, atol=1e-12)
+    # the bound on |s| shortens it: s = -2, between theta2 and the fixed point
+    short = squarem_step(t0, t1, t2, max_step=2.0)
+    assert short.steplength == -2.0
+    np.testing.assert_allclose(short.theta, t0 + 4 * (t1 - t0) + 4 * (t2 - 2 * t1 + t0))
+
+
+def test_the_step_is_never_shorter_than_the_plain_one_and_stays_in_the_box():
+    t0, t1 = np.zeros(2), np.array([1.0, 0.0])
+    # ||v|| > ||r||: s would be above -1; clamped to -1, which is theta2 exactly
+    t2 = np.array([-1.0, 3.0])
+    step = squarem_step(t0, t1, t2)
+    assert step.steplength == -1.0 and np.array_equal(step.theta, t2)
+    # v = 0 (a straight line at constant speed): no finite s, the plain step
+    assert squarem_step(t0, t1, 2 * t1).steplength == -1.0
+    # a long step is clipped to the M-step's box of log concentrations
+    far = squarem_step(np.array([13.0]), np.array([13.5]), np.array([13.99]))
+    assert far.steplength < -1 and far.theta[0] == LOG_BOUNDS[1]
+
+
+def test_a_point_is_kept_where_its_elbo_is_finite_and_not_below_the_plain_one():
+    assert accepts(-10.0, -10.0) and accepts(-9.0, -10.0)
+    assert not accepts(-10.5, -10.0)
+    assert not accepts(float("nan"), -10.0) and not accepts(-math.inf, -10.0)
+
+
+def test_log_priors_round_trip():
+    params = init_parameters(LDHMM_SHARING, 3, 4, seed=0)
+    groups = ("pi", "A", "B")
+    theta = log_priors(params, groups)
+    assert theta.shape == (3 + 9 + 12,)
+    back = with_log_priors(params, groups, theta)
+    for g in groups:
+        np.testing.assert_allclose(back.prior[g].numpy(), params.prior[g].numpy(), rtol=1e-14)
+        assert back.prior[g].dtype == params.prior[g].dtype
+
+
+def test_plain_em_is_the_default_and_every_preset_leaves_it():
+    engine = VariationalEM(object())
+    assert engine.acceleration == "none" and engine._stepper() == engine._iteration
+    assert isinstance(VariationalEM(object(), acceleration="squarem")._stepper(), Squarem)
+    for effort in EFFORTS:
+        assert FitSettings(effort=effort).arguments(VariationalEM)["acceleration"] == "none"
+    assert FitSettings(acceleration="squarem").arguments(VariationalEM)["acceleration"] == "squarem"
+    with pytest.raises(ValueError, match="acceleration must be one of"):
+        VariationalEM(object(), acceleration="anderson")
+    with pytest.raises(ValueError, match="acceleration must be None or one of"):
+        LDHMM(2, acceleration="fast")
+
+
+def test_an_accelerated_fit_is_not_checkpointed(tmp_path):
+    checkpoint = FitCheckpoint(tmp_path / "c", {}, LDHMM_SHARING)
+    with pytest.raises(ValueError, match="not checkpointed"):
+        VariationalEM(object(), acceleration="squarem", checkpoint=checkpoint)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"effort": "quick"}, {"effort": "standard"}, {"effort": "thorough", "n_init": 1}, SLOW_PATH],
+    ids=["quick", "standard", "thorough", "slow-path"],
+)
+def test_an_accelerated_fit_never_lets_the_elbo_fall(small_db, options):
+    """Every recorded value, E- and M-steps alike: only kept points are recorded, and a point
+    is kept where its E-step ends at or above the last recorded value."""
+    model = LDHMM(3, seed=0, acceleration="squarem", **options).fit(small_db)
+    trace = np.array([v for _, v in model.elbo_trace_])
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
+    assert np.all(np.diff(model.elbo_history_) >= 0)
+    for record in model.restart_elbo_histories_:
+        assert np.all(np.diff(record) >= 0)
+
+
+def test_the_same_optimum_in_half_the_e_steps_on_a_slow_path(small_db, em_work):
+    """The counts are deterministic: upper bounds pinned (plain EM: 24 E-steps and iterations;
+    SQUAREM 12 E-steps, 11 iterations, one extrapolation of two kept, when pinned)."""
+    plain = LDHMM(3, seed=0, **SLOW_PATH).fit(small_db)
+    plain_e_steps = em_work["e_steps"]
+    em_work.update(e_steps=0)
+    fast = LDHMM(3, seed=0, acceleration="squarem", **SLOW_PATH).fit(small_db)
+    n_tokens = sum(map(len, small_db))
+    assert abs(fast.elbo_history_[-1] - plain.elbo_history_[-1]) / n_tokens < 1e-3
+    assert plain_e_steps == len(plain.elbo_history_) == 24
+    assert isinstance(fast.n_iter_, int) and fast.n_iter_ <= 11
+    assert em_work["e_steps"] <= 12 and em_work["kept"] >= 1
+    assert em_work["e_steps"] == fast.n_iter_ + em_work["tried"] - em_work["kept"]
+
+
+def test_an_overshoot_falls_back_to_plain_em_bit_for_bit(small_db, em_work, monkeypatch):
+    """Every extrapolation sent to the box's lowest corner (concentrations 1e-6) ends below the
+    plain point, is refused, and the states saved before it are put back: the fit is plain
+    EM's, number for number, with one E-step more per refusal."""
+    tried = []
+
+    def overshoot(theta0, theta1, theta2, max_step=math.inf, bounds=LOG_BOUNDS):
+        tried.append(1)
+        return SquaremStep(np.full_like(np.asarray(theta2), bounds[0]), -2.0)
+
+    plain = LDHMM(3, seed=0, effort="thorough", n_init=1).fit(small_db)
+    monkeypatch.setattr(acceleration, "squarem_step", overshoot)
+    em_work.update(tried=0, kept=0)
+    refused = LDHMM(3, seed=0, effort="thorough", n_init=1, acceleration="squarem").fit(small_db)
+    # (a step computed where the run stops or refreshes next is not tried)
+    assert 0 < em_work["tried"] <= len(tried) and em_work["kept"] == 0
+    assert refused.elbo_trace_ == plain.elbo_trace_
+    for g in ("pi", "A", "B"):
+        assert np.array_equal(refused.params_.prior[g].numpy(), plain.params_.prior[g].numpy()), g
+
+
+def test_partitions_change_only_rounding(small_db):
+    """The extrapolation runs on the driver: two partitions give the one partition's fit up to
+    the order of the sums."""
+    one = LDHMM(3, seed=0, acceleration="squarem", **SLOW_PATH).fit(small_db)
+    two = LDHMM(3, seed=0, acceleration="squarem", **SLOW_PATH).fit(small_db, n_partitions=2)
+    assert len(two.elbo_history_) == len(one.elbo_history_)
+    np.testing.assert_allclose(two.elbo_history_, one.elbo_history_, rtol=1e-6)
+
+
+def test_any_worker_count_gives_the_local_backends_numbers(small_db):
+    """The same partitions on two Dask worker processes: the same numbers (==)."""
+    distributed = pytest.importorskip("distributed")
+    local = LDHMM(3, seed=0, acceleration="squarem", **SLOW_PATH).fit(small_db, n_partitions=2)
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+    )
+    with cluster, distributed.Client(cluster) as client:
+        remote = LDHMM(3, seed=0, acceleration="squarem", **SLOW_PATH).fit(
+            small_db, backend="dask", client=client, n_partitions=2
+        )
+    assert remote.elbo_trace_ == local.elbo_trace_
+    for g in ("pi", "A", "B"):
+        assert np.array_equal(remote.params_.prior[g].numpy(), local.params_.prior[g].numpy()), g
