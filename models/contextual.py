@@ -16,9 +16,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..inference.cavi.context_sharing import ContextGroups, initial_groups
 from ..inference.cavi.context_vem import (
+    FixedLogs,
     best_of_starts,
     context_batches,
+    fixed_dirichlet,
+    fixed_point,
     importance_log_weights,
     log_hyperprior,
     m_step,
@@ -40,6 +44,7 @@ from ..inference.distributed.context_partition import POINT, VARIATIONAL
 from ..inference.monitor import ConvergenceMonitor, RelativeChange
 from ..inference.ops.dirichlet import MIN_CONCENTRATION
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
+from ..inference.sharing import GROUPS, LDHMM_SHARING, SEQUENCE, ParameterSharing
 from .base import SequenceModel, check_seed
 from .contextual_description import describe_contextual
 from .contextual_file import read_contextual_file, write_contextual_file
@@ -93,11 +98,23 @@ class ContextualLDHMM(SequenceModel):
         The variational family of q(Z): ``"pf"`` a Markov chain (forward-backward), ``"ff"``
         fully factorized (:func:`ldhmm.inference.cavi.context_vem.e_step`); the held-out bound
         is that family's (FF's at most PF's at the same priors).
+    sharing : ParameterSharing or dict, optional
+        Which of pi, A, B are per sequence, shared by the database's q (VB) or point estimates
+        (MAP with ``Dir(1 + pseudocount)``), and whether the sequence groups' priors are learned
+        (:mod:`ldhmm.inference.cavi.context_sharing`); default LDHMM's (every group per
+        sequence, learned). A B prior that is not learned is ``prior_concentration`` plus the
+        context smoothing's pseudo-counts; a point B's pseudo-count is the sharing's plus them.
+    prior_concentration : float > 0
+        Every entry of a fixed Dirichlet prior (sequence groups not learned, shared groups).
 
     Attributes
     ----------
     alpha_pi_ (K,), alpha_A_ (K, K), beta_ (K, C, V) : ndarray
-        The learned Dirichlet priors.
+        The Dirichlet priors (learned, or fixed; a point group's is not used).
+    shared_posterior_ : dict
+        Each shared group's ``q(theta) = Dir(shared_posterior_[g])`` (empty for LDHMM's sharing).
+    point_probabilities_ : dict
+        Each point group's probabilities (empty for LDHMM's sharing).
     context_table_ : ContextTable
     context_counts_ : ndarray (C,) int64
         Training positions per context row (None for a model file written before they were
@@ -126,8 +143,26 @@ class ContextualLDHMM(SequenceModel):
         context_smoothing="chain",
         seed: int = 0,
         guide: str = "pf",
+        sharing=None,
+        prior_concentration: float = 1.0,
     ):
         super().__init__(n_states, seed)
+        if isinstance(sharing, dict):
+            try:
+                sharing = ParameterSharing(**sharing)
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"sharing: {err}") from None
+        if sharing is not None and not isinstance(sharing, ParameterSharing):
+            raise ValueError(f"sharing must be a ParameterSharing (or its dict), got {sharing!r}")
+        self.sharing = sharing
+        if (
+            isinstance(prior_concentration, bool)
+            or not isinstance(prior_concentration, (int, float))
+            or not np.isfinite(prior_concentration)
+            or prior_concentration <= 0
+        ):
+            raise ValueError(f"prior_concentration must be a finite number > 0, got {prior_concentration!r}")
+        self.prior_concentration = float(prior_concentration)
         if guide not in ("pf", "ff"):
             raise ValueError(f"guide must be 'pf' or 'ff' (a contextual model's family), got {guide!r}")
         self.guide = guide
@@ -157,6 +192,23 @@ class ContextualLDHMM(SequenceModel):
             )
         self.min_concentration = float(min_concentration)
         self.context_smoothing = check_context_smoothing(context_smoothing)
+
+    @property
+    def parameter_sharing(self) -> ParameterSharing:
+        """The sharing of pi, A, B (``sharing``, LDHMM's where None)."""
+        return LDHMM_SHARING if self.sharing is None else self.sharing
+
+    def get_config(self) -> dict:
+        """The constructor's arguments as a model file records them: ``sharing`` as its dict,
+        left out (with ``prior_concentration``) where it is LDHMM's default."""
+        config = super().get_config()
+        if config["sharing"] is None:
+            del config["sharing"]
+            if config["prior_concentration"] == 1.0:
+                del config["prior_concentration"]
+        else:
+            config["sharing"] = config["sharing"].to_dict()
+        return config
 
     @property
     def score_family(self) -> str:
@@ -191,37 +243,68 @@ class ContextualLDHMM(SequenceModel):
         for _ in range(START_HMM_ITER):
             _, totals = sum_rounds(runner.call("e_step", POINT, log_theta, step="start"))
             log_theta = point_m_step(totals, dict.fromkeys(totals, START_SMOOTHING))
-        return {
+        prior = {
             "pi": torch.ones(K, dtype=torch.float64),
             "A": torch.ones(K, K, dtype=torch.float64),
             "B": torch.full((K, C, V), 0.5, dtype=torch.float64),
         }
+        return prior, log_theta, totals
+
+    def _groups(self, runner, rng, pseudo_B) -> ContextGroups:
+        """The groups' state the EM starts from (:func:`_start`; the sharing's fixed priors and
+        point pseudo-counts, with the context smoothing's pseudo-counts ``pseudo_B`` added to B's
+        where its prior is not learned)."""
+        start_prior, log_theta, totals = self._start(runner, rng)
+        sharing = self.parameter_sharing
+        fixed = {g: torch.full_like(a, self.prior_concentration) for g, a in start_prior.items()}
+        pseudocounts = dict.fromkeys(GROUPS, sharing.pseudocount)
+        if pseudo_B is not None:
+            fixed["B"] = fixed["B"] + torch.from_numpy(pseudo_B)
+            pseudocounts["B"] = sharing.pseudocount + torch.from_numpy(pseudo_B)
+        return initial_groups(sharing, start_prior, fixed, log_theta, totals, pseudocounts)
 
     def _run(self, runner, rng, pseudo_B=None):
-        """One EM run from a random start over the partitions of ``runner``: (priors, monitor,
-        whether a prior hit the cap, the last E-step's bound). ``pseudo_B``: the context
-        smoothing's pseudo-counts (C, V)."""
-        prior = self._start(runner, rng)
+        """One EM run from a random start over the partitions of ``runner``: (the groups' state,
+        monitor, whether a prior hit the cap, the sequences' bounds summed at the last E-step).
+        The monitor records the training objective: those bounds plus the database-level terms
+        (:meth:`ContextGroups.database_terms`) and the log hyperprior of a learned B prior
+        (``pseudo_B``: the context smoothing's pseudo-counts (C, V))."""
+        groups = self._groups(runner, rng, pseudo_B)
+        learned = groups.learned
+        hyper_B = pseudo_B if "B" in learned else None
         monitor = ConvergenceMonitor(RelativeChange(self.tol), self.max_iter, unit="EM iteration")
         capped = False
-        sums = partition_sums(runner, tuple(prior["B"].shape), pseudo_B)
+        sums = partition_sums(runner, tuple(groups.prior["B"].shape), hyper_B) if learned else None
         while True:
-            bound = sum_rounds(
-                runner.call("e_step", VARIATIONAL, prior, self.guide, iteration=monitor.n_iter + 1)
+            answer = sum_rounds(
+                runner.call(
+                    "e_step",
+                    VARIATIONAL,
+                    groups.for_e_step(),
+                    self.guide,
+                    groups.needs_totals,
+                    iteration=monitor.n_iter + 1,
+                )
             )
-            if monitor.record(bound + log_hyperprior(prior["B"], pseudo_B)):
+            bound, totals = answer if groups.needs_totals else (answer, None)
+            if monitor.record(bound + groups.database_terms() + log_hyperprior(groups.prior["B"], hyper_B)):
                 break
-            prior, cap = m_step(prior, sums, self.min_concentration)
-            capped |= cap
+            prior = groups.prior
+            if learned:
+                prior, cap = m_step(prior, sums, self.min_concentration, learned)
+                capped |= cap
+            groups = groups.updated(prior, totals)
         if monitor.reason == "non_finite":
             raise FloatingPointError(f"ContextualLDHMM: the training bound is {monitor.bad_value}")
-        return prior, monitor, capped, bound
+        return groups, monitor, capped, bound
 
     def _keep(self, result) -> None:
-        prior, monitor, capped, bound = result
-        self.alpha_pi_ = prior["pi"].numpy()
-        self.alpha_A_ = prior["A"].numpy()
-        self.beta_ = prior["B"].numpy()
+        groups, monitor, capped, bound = result
+        self.alpha_pi_ = groups.prior["pi"].numpy()
+        self.alpha_A_ = groups.prior["A"].numpy()
+        self.beta_ = groups.prior["B"].numpy()
+        self.shared_posterior_ = {g: v.numpy() for g, v in groups.shared.items()}
+        self.point_probabilities_ = {g: v.exp().numpy() for g, v in groups.log_point.items()}
         self.elbo_history_ = list(monitor.history)
         self.elbo_ = bound
         self.capped_ = capped
@@ -277,11 +360,18 @@ class ContextualLDHMM(SequenceModel):
 
     # ------------------------------------------------------------------ scoring
     def _prior(self) -> dict:
-        return {
+        """What a held-out E-step runs under: each sequence group's prior, each shared or point
+        group's :class:`ldhmm.inference.cavi.context_vem.FixedLogs`."""
+        out = {
             "pi": torch.from_numpy(self.alpha_pi_),
             "A": torch.from_numpy(self.alpha_A_),
             "B": torch.from_numpy(self.beta_),
         }
+        for g, posterior in getattr(self, "shared_posterior_", {}).items():
+            out[g] = fixed_dirichlet(torch.from_numpy(posterior))
+        for g, probabilities in getattr(self, "point_probabilities_", {}).items():
+            out[g] = fixed_point(torch.log(torch.from_numpy(probabilities)))
+        return out
 
     def _posteriors(self, sequences):
         """Every sequence's converged E-step from the prior: (batch, SweepResult) pairs."""
@@ -315,6 +405,12 @@ class ContextualLDHMM(SequenceModel):
         sequence's ``q(theta_m)`` after the held-out E-step (a consistent estimate, whose
         expectation of ``exp`` is ``p(x_m)``; its log is at least the bound on average)."""
         seqs = self._validate_for_score(sequences)
+        others = [g for g in GROUPS if self.parameter_sharing.kind(g) != SEQUENCE]
+        if others:
+            raise ValueError(
+                f"log_marginal_is draws every group per sequence; {', '.join(others)} of this model "
+                f"are shared by the database (its score_samples is the bound)"
+            )
         if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         rng = np.random.default_rng([check_seed(seed), 47])
@@ -336,24 +432,32 @@ class ContextualLDHMM(SequenceModel):
         ``B_counts`` (list of (K, P_m)): ``q(B_m[k, c]) = Dir(beta[k, c] + n_m[k, c])`` with
         ``n_m`` zero off the pairs (every other row of ``q(B_m)`` is its prior row);
         ``state_marginals`` (list of (N_m, K)), ``elbo`` (M,) and ``context_labels`` (C names,
-        :func:`ldhmm.inference.contexts.context_labels`).
+        :func:`ldhmm.inference.contexts.context_labels`). Under another ``sharing`` only the
+        groups per sequence have their keys (``g_pi``, ``g_A``, the ``B_`` lists); a shared or
+        point group is the model's (``shared_posterior_``, ``point_probabilities_``).
         """
         seqs = self._validate_for_score(sequences)
         M, K = len(seqs), self.n_states
-        out = {"g_pi": np.empty((M, K)), "g_A": np.empty((M, K, K)), "elbo": np.empty(M)}
-        lists = {key: [None] * M for key in ("B_contexts", "B_symbols", "B_counts", "state_marginals")}
+        per_sequence = self.parameter_sharing.groups(SEQUENCE)
+        shapes = {"pi": (M, K), "A": (M, K, K)}
+        out = {f"g_{g}": np.empty(shapes[g]) for g in ("pi", "A") if g in per_sequence}
+        out["elbo"] = np.empty(M)
+        keys = (("B_contexts", "B_symbols", "B_counts") if "B" in per_sequence else ()) + ("state_marginals",)
+        lists = {key: [None] * M for key in keys}
         prior = self._prior()
         for batch, res in self._posteriors(seqs):
             idx = batch.index.numpy()
-            out["g_pi"][idx] = (prior["pi"] + res.counts["pi"]).numpy()
-            out["g_A"][idx] = (prior["A"] + res.counts["A"]).numpy()
+            for g in ("pi", "A"):
+                if f"g_{g}" in out:
+                    out[f"g_{g}"][idx] = (prior[g] + res.counts[g]).numpy()
             out["elbo"][idx] = res.bounds.numpy()
             lengths = batch.mask.sum(1).tolist()
             for row, i in enumerate(idx.tolist()):
-                live = batch.pair_mask[row]
-                lists["B_contexts"][i] = batch.pair_context[row][live].numpy()
-                lists["B_symbols"][i] = batch.pair_symbol[row][live].numpy()
-                lists["B_counts"][i] = res.counts["B"][row][:, live].numpy()
+                if "B_counts" in lists:
+                    live = batch.pair_mask[row]
+                    lists["B_contexts"][i] = batch.pair_context[row][live].numpy()
+                    lists["B_symbols"][i] = batch.pair_symbol[row][live].numpy()
+                    lists["B_counts"][i] = res.counts["B"][row][:, live].numpy()
                 lists["state_marginals"][i] = res.marginals[row, : lengths[row]].numpy()
         vocabulary = getattr(self, "vocabulary_", None)
         return {**out, **lists, "context_labels": context_labels(self.context_table_, vocabulary)}
@@ -400,8 +504,12 @@ class ContextualLDHMM(SequenceModel):
             idx = batch.index.numpy()
             last = batch.mask.sum(1) - 1
             q_last = res.marginals[torch.arange(batch.n_sequences), last]  # (M, K)
-            g_A = prior["A"] + res.counts["A"]
-            q_next = torch.einsum("mj,mjk->mk", q_last, g_A / g_A.sum(-1, keepdim=True))
+            if isinstance(prior["A"], FixedLogs):
+                mean_A = prior["A"].means.expand(batch.n_sequences, -1, -1)
+            else:
+                g_A = prior["A"] + res.counts["A"]
+                mean_A = g_A / g_A.sum(-1, keepdim=True)
+            q_next = torch.einsum("mj,mjk->mk", q_last, mean_A)
             rows = torch.from_numpy(nxt[idx])
             out[idx] = next_event_proba(
                 q_next, posterior_mean_emissions(prior["B"], res.counts["B"], batch, rows)

@@ -112,14 +112,41 @@ def _user_posteriors(model, sequences):
         means = dict.fromkeys(GROUPS, np.zeros((len(sequences), 0)))
         return means, occupancy, np.asarray(post["elbo"], dtype=np.float64)
     weights = context_weights(model.context_counts_, model.context_table_.n_contexts)
-    mean_B = np.stack(
-        [
-            user_emission_means(model.beta_, weights, c, v, n)
-            for c, v, n in zip(post["B_contexts"], post["B_symbols"], post["B_counts"])
-        ]
+    none = np.zeros((len(sequences), 0))  # a group the database shares: nothing per user
+    means = {g: dirichlet_mean(post[f"g_{g}"]) if f"g_{g}" in post else none for g in ("pi", "A")}
+    means["B"] = (
+        np.stack(
+            [
+                user_emission_means(model.beta_, weights, c, v, n)
+                for c, v, n in zip(post["B_contexts"], post["B_symbols"], post["B_counts"])
+            ]
+        )
+        if "B_counts" in post
+        else none
     )
-    means = {"pi": dirichlet_mean(post["g_pi"]), "A": dirichlet_mean(post["g_A"]), "B": mean_B}
     return means, occupancy, np.asarray(post["elbo"], dtype=np.float64)
+
+
+def _levels(model, weights: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray | None]:
+    """A ContextualLDHMM's database level by group ((mean, spread); B's weighted by ``weights``),
+    and B's rows (K, C, V) with their concentrations (K, C) for the contexts table: a sequence
+    group's prior, a shared group's ``q(theta)``, a point group's probabilities (spread 0, no
+    concentration)."""
+    held = {"pi": model.alpha_pi_, "A": model.alpha_A_, "B": model.beta_}
+    held.update(getattr(model, "shared_posterior_", {}))
+    point = getattr(model, "point_probabilities_", {})
+    levels = {}
+    for g in GROUPS:
+        if g in point:
+            mean = point[g] if g != "B" else np.einsum("c,kcv->kv", weights, point[g])
+            levels[g] = (mean, np.zeros_like(mean))
+        elif g == "B":
+            levels[g] = state_emissions(held[g], weights)
+        else:
+            levels[g] = (dirichlet_mean(held[g]), dirichlet_std(held[g]))
+    if "B" in point:
+        return levels, point["B"], None
+    return levels, dirichlet_mean(held["B"]), held["B"].sum(-1)
 
 
 def _fit_rows(model) -> dict:
@@ -132,9 +159,11 @@ def _fit_rows(model) -> dict:
             "Baum-Welch iterations": len(history),
             "final training objective (log p(x) + log prior)": f"{history[-1]:.6g}",
         }
+    sharing = model.parameter_sharing
+    learned = "learned" if sharing.learn_prior else f"fixed at {model.prior_concentration:g}"
     return {
         "guide": model.guide,
-        "sharing (pi, A, B)": ", ".join("sequence" for _ in GROUPS),
+        "sharing (pi, A, B)": ", ".join(sharing.kind(g) for g in GROUPS) + f" (sequence priors {learned})",
         "EM iterations": len(model.elbo_history_),
         "final training ELBO (nats)": f"{model.elbo_:.6g}",
         "final training objective (ELBO + log hyperprior)": f"{model.elbo_history_[-1]:.6g}",
@@ -175,12 +204,7 @@ def describe_contextual(
     model._check_fitted()
     weights = context_weights(model.context_counts_, model.context_table_.n_contexts)
     if hasattr(model, "beta_"):
-        rows, concentrations = dirichlet_mean(model.beta_), model.beta_.sum(-1)
-        levels = {
-            "pi": (dirichlet_mean(model.alpha_pi_), dirichlet_std(model.alpha_pi_)),
-            "A": (dirichlet_mean(model.alpha_A_), dirichlet_std(model.alpha_A_)),
-            "B": state_emissions(model.beta_, weights),
-        }
+        levels, rows, concentrations = _levels(model, weights)
     else:  # point estimates: every user's parameters are the model's (spread 0)
         rows, concentrations = model.emissionprob_, None
         B_mean = np.einsum("c,kcv->kv", weights, rows)

@@ -8,6 +8,8 @@ JSON, written atomically, read back checked field by field (a one-line
      "config": {...},                       # the constructor's arguments
      "contexts": {"order": 1, "min_count": 20, "keys": [[0, ..., V], ...]},
      "prior": {"pi": [...], "A": [[...]], "B": [[[...]]]},   # (K,), (K, K), (K, C, V)
+     "shared": {"B": [[[...]]], ...} or absent,  # q(theta) of the groups shared by the database
+     "point": {"pi": [...], ...} or absent,      # probabilities of the point groups
      "elbo_history": [...],                 # the training objective after every E-step
      "elbo": -1234.5,                       # the training bound (absent: the history's last)
      "vocabulary": ["symbol 0", ...] or null,
@@ -15,9 +17,11 @@ JSON, written atomically, read back checked field by field (a one-line
      "stopped": "converged: ..." or absent,  # how the fit stopped, one line
      "training_data": {...} or absent}
 
-A ContextualHMM's file holds ``"parameters"`` (its probabilities pi, A, B, each row summing to
-1) in place of ``"prior"``, and ``"objective_history"`` (the MAP objective after every E-step) in
-place of ``"elbo_history"`` and ``"elbo"``.
+``"shared"`` and ``"point"`` name the groups the config's ``sharing`` makes shared or point
+estimates (a file of LDHMM's sharing has neither). A ContextualHMM's file holds
+``"parameters"`` (its probabilities pi, A, B, each row summing to 1) in place of ``"prior"``,
+and ``"objective_history"`` (the MAP objective after every E-step) in place of
+``"elbo_history"`` and ``"elbo"``.
 
 Floats as Python's repr (an exact float64 round trip); never a pickle.
 """
@@ -55,6 +59,9 @@ def write_contextual_file(path, model, vocabulary=None) -> None:
             "A": model.alpha_A_.tolist(),
             "B": model.beta_.tolist(),
         }
+        for key, groups in (("shared", model.shared_posterior_), ("point", model.point_probabilities_)):
+            if groups:
+                doc[key] = {g: v.tolist() for g, v in groups.items()}
         doc["elbo_history"] = [float(x) for x in model.elbo_history_]
         doc["elbo"] = float(model.elbo_)
     else:
@@ -117,9 +124,27 @@ def _history(path, doc, field: str) -> list:
     return [float(x) for x in history]
 
 
+def _database_groups(path, doc, key: str, names: list, shape, read) -> dict:
+    """The file's object ``key`` holding exactly the groups ``names`` (absent: none), each
+    checked by ``read``."""
+    groups = doc.get(key, {} if not names else None)
+    if not isinstance(groups, dict) or sorted(groups) != sorted(names):
+        raise ModelFileError(path, key, f"expected an object with the groups {names} (the config's sharing)")
+    K, C, V = shape
+    shapes = {"pi": (K,), "A": (K, K), "B": (K, C, V)}
+    return {g: read(path, f"{key}.{g}", groups[g], shapes[g]) for g in names}
+
+
 def _read_priors(path, doc, model, shape) -> None:
-    """A ContextualLDHMM's priors, training objective and bound."""
+    """A ContextualLDHMM's priors, its shared and point groups, training objective and bound."""
     model.alpha_pi_, model.alpha_A_, model.beta_ = _groups(path, doc, "prior", shape, _concentrations)
+    sharing = model.parameter_sharing
+    model.shared_posterior_ = _database_groups(
+        path, doc, "shared", sharing.groups("shared"), shape, _concentrations
+    )
+    model.point_probabilities_ = _database_groups(
+        path, doc, "point", sharing.groups("point"), shape, _probabilities
+    )
     model.elbo_history_ = _history(path, doc, "elbo_history")
     elbo = doc.get("elbo", model.elbo_history_[-1])
     if isinstance(elbo, bool) or not isinstance(elbo, (int, float)) or not np.isfinite(elbo):

@@ -3,14 +3,17 @@ whose emission rows are chosen by (hidden state, context) instead of the state a
 
 ``LDHMM(K, emission_context="previous")`` is :class:`ldhmm.models.contextual.ContextualLDHMM`
 (per-sequence pi, A and B, each (state, context) row with its learned Dirichlet prior; the PF
-family); a :class:`VariantHMM` whose three groups are point estimates (the HMM) with
-``emission_context=`` is :class:`ldhmm.models.contextual_hmm.ContextualHMM`. The constructor
+or FF family); a :class:`VariantHMM` whose three groups are point estimates (the HMM) with
+``emission_context=`` is :class:`ldhmm.models.contextual_hmm.ContextualHMM` (Baum-Welch, the
+exact score); any other sharing (HMMV's, VBHMM's, fixed priors, pi and A point with B per
+sequence, ...) is a ContextualLDHMM with that ``sharing`` and ``prior_concentration``
+(:mod:`ldhmm.inference.cavi.context_sharing`). The constructor
 returns an instance of that class (``type(model)`` says which), so that a model file, the
 harness and ``ldhmm.load_model`` see the variant they know. The settings that carry over are
 those the contextual class has (``n_states``, ``n_symbols``, ``seed``, ``max_iter``, ``n_init``,
 and ``tol`` and the guide, PF or FF, for LDHMM); the contextual options (:data:`CONTEXT_OPTIONS`)
 are passed through; anything else given that the variant would ignore (a custom guide, the SVI
-route, mixed sharing, another setting) is refused in one line that names it.
+route, another setting) is refused in one line that names it.
 ``emission_context=None`` is the model as before, bit for bit.
 """
 
@@ -19,7 +22,7 @@ from __future__ import annotations
 import inspect
 
 from ..inference.contexts import check_emission_context
-from ..inference.sharing import GROUPS, POINT, SEQUENCE
+from ..inference.sharing import GROUPS, LDHMM_SHARING, POINT
 from .contextual import ContextualLDHMM
 from .contextual_hmm import ContextualHMM
 from .fit_settings import SETTING_NAMES
@@ -60,16 +63,7 @@ def contextual_model(cls, emission_context, args: tuple, kwargs: dict):
 
 def _target(plain) -> type:
     kinds = {plain.sharing.kind(g) for g in GROUPS}
-    if kinds == {SEQUENCE} and plain.sharing.learn_prior:
-        target = ContextualLDHMM
-    elif kinds == {POINT}:
-        target = ContextualHMM
-    else:
-        raise ValueError(
-            f"emission_context: built for LDHMM's sharing (pi, A, B per sequence, learned priors) and "
-            f"the HMM's (all point estimates), not for {type(plain).__name__}'s "
-            f"({', '.join(plain.sharing.kind(g) for g in GROUPS)})"
-        )
+    target = ContextualHMM if kinds == {POINT} else ContextualLDHMM
     guide = getattr(plain.guide, "name", None)
     if target is ContextualLDHMM and guide not in ("pf", "ff"):
         raise ValueError(
@@ -104,7 +98,8 @@ def contextual_variant(plain, emission_context, options: dict):
         for name in SETTING_NAMES
         if name not in carried and getattr(plain, name) != getattr(defaults, name)
     ]
-    if getattr(plain, "prior_concentration", 1.0) != 1.0:
+    sharing = plain.sharing
+    if target is ContextualHMM and getattr(plain, "prior_concentration", 1.0) != 1.0:
         ignored.append("prior_concentration")
     if ignored:
         raise ValueError(f"emission_context: {target.__name__} takes no {', '.join(ignored)}")
@@ -113,6 +108,9 @@ def contextual_variant(plain, emission_context, options: dict):
     }
     if target is ContextualLDHMM:
         settings["guide"] = getattr(plain.guide, "name", "pf")
+        if sharing != LDHMM_SHARING:
+            settings["sharing"] = sharing
+            settings["prior_concentration"] = float(getattr(plain, "prior_concentration", 1.0))
     try:
         return target(
             plain.n_states,

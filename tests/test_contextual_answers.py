@@ -22,7 +22,7 @@ from ldhmm.cli import main
 from ldhmm.cli.fit_path import holdout_split
 from ldhmm.inference.cavi.context_vem import best_of_starts, context_batch, e_step
 from ldhmm.inference.contexts import build_context_table, context_ids, context_labels
-from ldhmm.inference.sharing import HMM_SHARING, VBHMM_SHARING
+from ldhmm.inference.sharing import HMM_SHARING
 from ldhmm.modelfiles import load_model
 from ldhmm.models.contextual import ContextualLDHMM
 from ldhmm.models.contextual_description import (
@@ -245,7 +245,6 @@ def test_emission_context_none_is_the_plain_model_bit_for_bit(fitted):
         (lambda: LDHMM(2, optimizer="svi", emission_context=1), "optimizer 'svi' is the Pyro route"),
         (lambda: LDHMM(2, effort="quick", emission_context=1), "ContextualLDHMM takes no effort"),
         (lambda: LDHMM(2, emission_context=1, emission_pseudocount=0.1), "takes no 'emission_pseudocount'"),
-        (lambda: VariantHMM(2, sharing=VBHMM_SHARING, emission_context=1), "not for VariantHMM's (shared"),
         (
             lambda: VariantHMM(2, sharing=HMM_SHARING, prior_concentration=2.0, emission_context=1),
             "no prior_conc",

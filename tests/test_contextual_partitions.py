@@ -15,6 +15,7 @@ import ldhmm.models.contextual_fit as contextual_fit
 import ldhmm.models.placement as model_placement
 from ldhmm.cli import main
 from ldhmm.data import SequenceDatabase, write_partitioned
+from ldhmm.inference.sharing import ParameterSharing
 from ldhmm.modelfiles import load_model
 from ldhmm.models.contextual import ContextualLDHMM
 from ldhmm.models.contextual_hmm import ContextualHMM
@@ -41,16 +42,26 @@ MODELS = {
         2, n_symbols=V, emission_context=2, min_context_count=5, seed=2, max_iter=6
     ),
     "hmm": lambda: ContextualHMM(3, n_symbols=V, seed=1, max_iter=12, n_init=2),
+    "mixed": lambda: ContextualLDHMM(
+        3, n_symbols=V, seed=1, max_iter=8, sharing=ParameterSharing(pi="shared", A="sequence", B="point")
+    ),
 }
 
 
 def _learned(model) -> dict:
-    if isinstance(model, ContextualHMM):
+    if isinstance(model, ContextualHMM) or model.point_probabilities_:
+        if isinstance(model, ContextualHMM):
+            return {
+                "history": model.objective_history_,
+                "pi": model.startprob_,
+                "A": model.transmat_,
+                "B": model.emissionprob_,
+            }
         return {
-            "history": model.objective_history_,
-            "pi": model.startprob_,
-            "A": model.transmat_,
-            "B": model.emissionprob_,
+            "history": model.elbo_history_,
+            "pi": model.shared_posterior_["pi"],
+            "A": model.alpha_A_,
+            "B": model.point_probabilities_["B"],
         }
     return {"history": model.elbo_history_, "pi": model.alpha_pi_, "A": model.alpha_A_, "B": model.beta_}
 
@@ -133,7 +144,7 @@ def client():
         yield c
 
 
-@pytest.mark.parametrize("name", ["pf", "ff", "hmm"])
+@pytest.mark.parametrize("name", ["pf", "ff", "hmm", "mixed"])
 def test_a_dask_fit_is_the_local_fit_of_the_same_partitions(client, name):
     seqs = _data(1)
     local = MODELS[name]().fit(seqs, n_partitions=3)

@@ -15,4 +15,6 @@ Modules, each importing only those before it:
    importance sampling.
 6. :mod:`.context_vem`: the E-step, bound, M-step and importance weights of LDHMM with
    contextual emissions (over :mod:`.exact_chain` and :mod:`.maximization`).
+7. :mod:`.context_sharing`: a contextual fit's groups under any ``ParameterSharing`` (per
+   sequence, shared by the database's q, point) and their database-level updates.
 """

@@ -29,13 +29,17 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from ..ops.dirichlet import MIN_CONCENTRATION
+from ..ops.dirichlet import MIN_CONCENTRATION, expected_log_dirichlet, kl_dirichlet
 from .exact_chain import forward_backward
 from .kernels.dirichlet_multinomial import CountTable, table_sums
 from .kernels.factorized_batch import factorized_pass
 from .maximization import maximize_collapsed
 
 __all__ = [
+    "FixedLogs",
+    "fixed_dirichlet",
+    "fixed_point",
+    "database_terms",
     "ContextBatch",
     "context_batch",
     "context_batches",
@@ -156,16 +160,60 @@ def context_batches(sequences, contexts, n_symbols: int, positions: int = BATCH_
     return batches
 
 
+@dataclass(frozen=True)
+class FixedLogs:
+    """A group whose parameters every sequence shares (``ParameterSharing``'s ``"shared"``, one
+    ``q(theta) = Dir(posterior)``, or ``"point"``, one ``theta``), in place of its Dirichlet prior
+    in the ``prior`` dict of the functions below: ``logs`` its ``E_q log theta`` (``log theta``
+    for a point), the same in every sweep, and ``means`` its ``E_q theta``; ``pi`` (K,), ``A``
+    (K, K), ``B`` (K, C, V). A sequence's bound then holds ``n_m . logs`` for the group in place
+    of the collapsed ``log B(a + n_m) - log B(a)``; the group's database-level terms are
+    :func:`database_terms`."""
+
+    logs: torch.Tensor
+    means: torch.Tensor
+
+
+def fixed_dirichlet(posterior: torch.Tensor) -> FixedLogs:
+    """The :class:`FixedLogs` of a shared group ``q(theta) = Dir(posterior)`` (rows on the last axis)."""
+    return FixedLogs(expected_log_dirichlet(posterior), posterior / posterior.sum(-1, keepdim=True))
+
+
+def fixed_point(log_theta: torch.Tensor) -> FixedLogs:
+    """The :class:`FixedLogs` of a point group (log probabilities, rows on the last axis)."""
+    return FixedLogs(log_theta, log_theta.exp())
+
+
+def database_terms(shared: dict, priors: dict, point: dict, pseudocounts: dict) -> float:
+    """The ELBO's database-level terms (the sequences' bounds hold ``n_m . E log theta`` of these
+    groups already, :func:`sequence_bounds`): each shared group's
+    ``-KL(Dir(posterior) || Dir(prior))`` (``shared``: group -> posterior, ``priors``: group -> its
+    fixed prior), and each point group's log prior ``sum c log theta`` (MAP with ``Dir(1 + c)``:
+    ``pseudocounts[g]``, scalar or broadcast; entries of pseudocount 0 add 0)."""
+    value = 0.0
+    for g, posterior in shared.items():
+        value -= float(kl_dirichlet(posterior, priors[g]).sum())
+    for g, log_theta in point.items():
+        c = torch.as_tensor(pseudocounts[g], dtype=log_theta.dtype).expand_as(log_theta)
+        value += float(torch.where(c > 0, c * log_theta, 0.0).sum())
+    return value
+
+
 @dataclass
 class PriorAtPairs:
     """``beta`` gathered for one batch, the same every sweep of an E-step: at each pair
-    (M, K, P), and the row totals ``sum_v beta[k, c]`` at each context slot (M, K, Q)."""
+    (M, K, P), and the row totals ``sum_v beta[k, c]`` at each context slot (M, K, Q). For a
+    B every sequence shares (:class:`FixedLogs`): its ``logs`` at each pair (0 on padding
+    pairs) and ``slot_rows`` None."""
 
     at_pairs: torch.Tensor
-    slot_rows: torch.Tensor
+    slot_rows: torch.Tensor | None
 
 
-def prior_at_pairs(beta: torch.Tensor, batch: ContextBatch) -> PriorAtPairs:
+def prior_at_pairs(beta, batch: ContextBatch) -> PriorAtPairs:
+    if isinstance(beta, FixedLogs):
+        logs = beta.logs[:, batch.pair_context, batch.pair_symbol].permute(1, 0, 2)
+        return PriorAtPairs(logs * batch.pair_mask[:, None, :], None)
     at_pairs = beta[:, batch.pair_context, batch.pair_symbol].permute(1, 0, 2)
     slot_rows = beta.sum(-1)[:, batch.slot_context].permute(1, 0, 2)
     return PriorAtPairs(at_pairs, slot_rows)
@@ -182,22 +230,27 @@ def _slot_counts(counts_B: torch.Tensor, batch: ContextBatch) -> torch.Tensor:
 def expected_logs(prior: dict, counts: dict | None, batch: ContextBatch, gathered: PriorAtPairs) -> dict:
     """``E log pi_m`` (M, K), ``E log A_m`` (M, K, K) and ``E log B_m`` at each pair (M, K, P)
     under ``q(theta_m) = Dir(prior + counts)`` (``counts=None``: the prior); ``gathered`` is
-    :func:`prior_at_pairs` of ``prior["B"]``."""
+    :func:`prior_at_pairs` of ``prior["B"]``. A group every sequence shares
+    (:class:`FixedLogs`) gives its ``logs`` to every sequence."""
     M = batch.n_sequences
-    a_pi, a_A = prior["pi"], prior["A"]
+    out = {}
+    for g in ("pi", "A"):
+        a = prior[g]
+        if isinstance(a, FixedLogs):
+            out[g] = a.logs.expand(M, *a.logs.shape)
+            continue
+        g_a = a.expand(M, *a.shape) if counts is None else a + counts[g]
+        out[g] = torch.digamma(g_a) - torch.digamma(g_a.sum(-1, keepdim=True))
+    if gathered.slot_rows is None:
+        out["B"] = gathered.at_pairs
+        return out
     at_pairs, slot_rows = gathered.at_pairs, gathered.slot_rows
-    if counts is None:
-        g_pi, g_A = a_pi.expand(M, -1), a_A.expand(M, -1, -1)
-    else:
-        g_pi, g_A = a_pi + counts["pi"], a_A + counts["A"]
+    if counts is not None:
         at_pairs = at_pairs + counts["B"]
         slot_rows = slot_rows + _slot_counts(counts["B"], batch)
     rows = torch.gather(slot_rows, 2, batch.pair_slot[:, None, :].expand_as(at_pairs))
-    return {
-        "pi": torch.digamma(g_pi) - torch.digamma(g_pi.sum(-1, keepdim=True)),
-        "A": torch.digamma(g_A) - torch.digamma(g_A.sum(-1, keepdim=True)),
-        "B": (torch.digamma(at_pairs) - torch.digamma(rows)) * batch.pair_mask[:, None, :],
-    }
+    out["B"] = (torch.digamma(at_pairs) - torch.digamma(rows)) * batch.pair_mask[:, None, :]
+    return out
 
 
 def position_potentials(elog_B: torch.Tensor, batch: ContextBatch) -> torch.Tensor:
@@ -233,14 +286,25 @@ def _log_beta_gain(prior: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     return gain.reshape(counts.shape[0], -1).sum(-1)
 
 
+def _group_gain(prior, counts: torch.Tensor) -> torch.Tensor:
+    """A sequence group's part of each sequence's bound (M,): the collapsed
+    ``log B(a + n_m) - log B(a)`` of a Dirichlet prior, ``n_m . logs`` of a :class:`FixedLogs`."""
+    if isinstance(prior, FixedLogs):
+        return (counts * prior.logs).reshape(counts.shape[0], -1).sum(-1)
+    return _log_beta_gain(prior.expand_as(counts), counts)
+
+
 def sequence_bounds(prior: dict, counts: dict, batch: ContextBatch, gathered: PriorAtPairs) -> torch.Tensor:
     """``sum_rows [log B(a + n_m) - log B(a)]`` of every sequence (M,), B's rows sparse (only
-    the pairs and context slots a sequence has: its other entries and rows add exactly 0)."""
-    out = _log_beta_gain(prior["pi"].expand_as(counts["pi"]), counts["pi"])
-    out = out + _log_beta_gain(prior["A"].expand_as(counts["A"]), counts["A"])
+    the pairs and context slots a sequence has: its other entries and rows add exactly 0); a
+    group every sequence shares adds ``n_m . E log theta`` instead (:class:`FixedLogs`)."""
+    out = _group_gain(prior["pi"], counts["pi"])
+    out = out + _group_gain(prior["A"], counts["A"])
     at_pairs, slot_rows = gathered.at_pairs, gathered.slot_rows
     live = batch.pair_mask[:, None, :]
     n_B = counts["B"] * live
+    if slot_rows is None:
+        return out + (n_B * at_pairs).sum((1, 2))
     entries = ((torch.lgamma(at_pairs + n_B) - torch.lgamma(at_pairs)) * live).sum((1, 2))
     N = _slot_counts(n_B, batch)  # (M, K, Q); zero on padding slots: they add lgamma(r) - lgamma(r) = 0
     return out + entries - (torch.lgamma(slot_rows + N) - torch.lgamma(slot_rows)).sum((1, 2))
@@ -329,20 +393,38 @@ def e_step(
     return SweepResult(counts, bounds, marginals, sweep)
 
 
+def _log_means(prior) -> torch.Tensor:
+    """``log E theta`` of a group: its Dirichlet prior's mean, or a :class:`FixedLogs`' means."""
+    if isinstance(prior, FixedLogs):
+        return torch.log(prior.means)
+    return torch.log(prior / prior.sum(-1, keepdim=True))
+
+
+def _log_mean_at_pairs(beta, batch: ContextBatch, counts_B: torch.Tensor | None = None) -> torch.Tensor:
+    """``log E B_m[k, c, v]`` at each pair (M, K, P; 0 on padding pairs) under ``Dir(beta + counts)``
+    (``counts_B`` (M, K, P) or None: the prior), or a shared B's (:class:`FixedLogs`) means."""
+    live = batch.pair_mask[:, None, :]
+    if isinstance(beta, FixedLogs):
+        return torch.log(beta.means[:, batch.pair_context, batch.pair_symbol].permute(1, 0, 2)) * live
+    gathered = prior_at_pairs(beta, batch)
+    at_pairs, slot_rows = gathered.at_pairs, gathered.slot_rows
+    if counts_B is not None:
+        at_pairs = at_pairs + counts_B
+        slot_rows = slot_rows + _slot_counts(counts_B, batch)
+    rows = torch.gather(slot_rows, 2, batch.pair_slot[:, None, :].expand_as(at_pairs))
+    return (torch.log(at_pairs) - torch.log(rows)) * live
+
+
 def mean_start(prior: dict, batch: ContextBatch) -> dict:
     """Counts of the chain under the log prior *means* (``log E theta``, not ``E log theta``):
     where a learned prior is sparse, the cold start's ``psi(a) - psi(a_0)`` all but forbids what
     the prior makes rare and coordinate ascent stays in that corner; the log mean does not
     (the ``"mean"`` start of :mod:`ldhmm.inference.cavi.sequence_starts`)."""
     M = batch.n_sequences
-    a_pi, a_A, beta = prior["pi"], prior["A"], prior["B"]
-    gathered = prior_at_pairs(beta, batch)
-    rows = torch.gather(gathered.slot_rows, 2, batch.pair_slot[:, None, :].expand_as(gathered.at_pairs))
-    log_B = (torch.log(gathered.at_pairs) - torch.log(rows)) * batch.pair_mask[:, None, :]
     post = forward_backward(
-        torch.log(a_pi / a_pi.sum()).expand(M, -1),
-        torch.log(a_A / a_A.sum(-1, keepdim=True)).expand(M, -1, -1),
-        position_potentials(log_B, batch),
+        _log_means(prior["pi"]).expand(M, -1),
+        _log_means(prior["A"]).expand(M, -1, -1),
+        position_potentials(_log_mean_at_pairs(prior["B"], batch), batch),
         batch.mask,
     )
     return chain_counts(post, batch)
@@ -562,31 +644,24 @@ def count_table(
     )
 
 
-def m_step(prior: dict, table, min_value: float = MIN_CONCENTRATION) -> tuple[dict, bool]:
-    """The priors that maximize ``sum_m sum_rows [log B(a + n_m) - log B(a)]`` from ``prior``
-    over concentrations of at least ``min_value`` (every row an ascent: never lower), and
-    whether a concentration reached the cap.
+def m_step(
+    prior: dict, table, min_value: float = MIN_CONCENTRATION, groups: tuple = ("pi", "A", "B")
+) -> tuple[dict, bool]:
+    """The priors of ``groups`` that maximize ``sum_m sum_rows [log B(a + n_m) - log B(a)]`` from
+    ``prior`` over concentrations of at least ``min_value`` (every row an ascent: never lower),
+    and whether a concentration reached the cap; the other groups of ``prior`` as they are.
 
     ``table``: the :func:`count_table` of every sequence's counts, or a function
     ``sums(alphas, rows)`` that returns their :func:`table_sums` (the partitions' sums added up,
     :mod:`ldhmm.inference.distributed.context_partition`)."""
     sums = table if callable(table) else (lambda alphas, rows: table_sums(table, alphas, rows))
-    K, C, V = prior["B"].shape
-    initial = {
-        "pi": prior["pi"].double().numpy()[None, :],
-        "A": prior["A"].double().numpy(),
-        "B": prior["B"].double().numpy().reshape(K * C, V),
-    }
+    shapes = {g: tuple(prior[g].shape) for g in groups}
+    initial = {g: prior[g].double().numpy().reshape(-1, shapes[g][-1]) for g in groups}
     result = maximize_collapsed(initial, sums, min_value=min_value)
-    new = result.concentration
-    return (
-        {
-            "pi": torch.from_numpy(new["pi"][0].copy()),
-            "A": torch.from_numpy(new["A"].copy()),
-            "B": torch.from_numpy(new["B"].reshape(K, C, V).copy()),
-        },
-        result.capped,
-    )
+    new = dict(prior)
+    for g in groups:
+        new[g] = torch.from_numpy(result.concentration[g].reshape(shapes[g]).copy())
+    return new, result.capped
 
 
 def log_hyperprior(prior_B: torch.Tensor, pseudo_B: np.ndarray | None) -> float:
@@ -605,26 +680,29 @@ def log_hyperprior(prior_B: torch.Tensor, pseudo_B: np.ndarray | None) -> float:
 
 def posterior_mean_logs(prior: dict, counts: dict, batch: ContextBatch) -> dict:
     """``log E_q[pi_m]`` (M, K), ``log E_q[A_m]`` (M, K, K) and ``log E_q[B_m]`` at each pair
-    (M, K, P; 0 on padding pairs) under ``q(theta_m) = Dir(prior + counts)``: the chain a
-    decoding runs on (:func:`ldhmm.inference.ops.viterbi.viterbi_log`)."""
-    g_pi, g_A = prior["pi"] + counts["pi"], prior["A"] + counts["A"]
-    gathered = prior_at_pairs(prior["B"], batch)
-    at_pairs = gathered.at_pairs + counts["B"]
-    slot_rows = gathered.slot_rows + _slot_counts(counts["B"], batch)
-    rows = torch.gather(slot_rows, 2, batch.pair_slot[:, None, :].expand_as(at_pairs))
-    return {
-        "pi": torch.log(g_pi / g_pi.sum(-1, keepdim=True)),
-        "A": torch.log(g_A / g_A.sum(-1, keepdim=True)),
-        "B": (torch.log(at_pairs) - torch.log(rows)) * batch.pair_mask[:, None, :],
-    }
+    (M, K, P; 0 on padding pairs) under ``q(theta_m) = Dir(prior + counts)`` (a group every
+    sequence shares: its means, :class:`FixedLogs`): the chain a decoding runs on
+    (:func:`ldhmm.inference.ops.viterbi.viterbi_log`)."""
+    M = batch.n_sequences
+    out = {}
+    for g in ("pi", "A"):
+        a = prior[g]
+        if isinstance(a, FixedLogs):
+            out[g] = torch.log(a.means).expand(M, *a.means.shape)
+        else:
+            g_a = a + counts[g]
+            out[g] = torch.log(g_a / g_a.sum(-1, keepdim=True))
+    out["B"] = _log_mean_at_pairs(prior["B"], batch, counts["B"])
+    return out
 
 
-def posterior_mean_emissions(
-    prior_B: torch.Tensor, counts_B: torch.Tensor, batch: ContextBatch, rows
-) -> torch.Tensor:
-    """``E_q[B_m[k, c_m, v]]`` for one context row ``c_m`` per sequence (``rows`` (M,)), (M, K, V)."""
+def posterior_mean_emissions(prior_B, counts_B: torch.Tensor, batch: ContextBatch, rows) -> torch.Tensor:
+    """``E_q[B_m[k, c_m, v]]`` for one context row ``c_m`` per sequence (``rows`` (M,)), (M, K, V)
+    (a B every sequence shares, :class:`FixedLogs`: its mean rows)."""
     M, K, _ = counts_B.shape
     rows = torch.as_tensor(rows, dtype=torch.long)
+    if isinstance(prior_B, FixedLogs):
+        return prior_B.means[:, rows, :].permute(1, 0, 2).clone()
     base = prior_B[:, rows, :].permute(1, 0, 2).clone()  # (M, K, V)
     hit = (batch.pair_context == rows[:, None]) & batch.pair_mask  # (M, P)
     n = counts_B * hit[:, None, :]

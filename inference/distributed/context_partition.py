@@ -25,6 +25,7 @@ import torch
 
 from ...data import PartitionSpec, read_partition
 from ..cavi.context_vem import (
+    FixedLogs,
     best_of_starts,
     context_batches,
     count_table,
@@ -112,13 +113,15 @@ class ContextPartitionWorker:
         """Forget the variational state (a new restart)."""
         self.counts = self.factors = self._table = None
 
-    def e_step(self, kind: str, params: dict, family: str = "pf"):
+    def e_step(self, kind: str, params: dict, family: str = "pf", totals: bool = False):
         """One E-step of every sequence, kept as this partition's state; its sums.
 
         ``kind`` :data:`POINT`: the contextual HMM with log parameters ``params`` (``pi``,
         ``A``, ``B``); returns ``(log p(x) summed, total counts)`` (:func:`total_counts`).
         :data:`VARIATIONAL`: ``sweeps`` sweeps of the ``family``'s coordinate ascent under
-        the priors ``params`` from the counts (and FF factors) kept; returns the bounds summed.
+        the priors ``params`` (a group every sequence shares as its
+        :class:`ldhmm.inference.cavi.context_vem.FixedLogs`) from the counts (and FF factors)
+        kept; returns the bounds summed, and with ``totals`` the total counts beside them.
         Sums run over the batches in order, each batch's sequences in order."""
         self._table = None
         if kind == POINT:
@@ -138,7 +141,11 @@ class ContextPartitionWorker:
         ]
         self.counts = [r.counts for r in results]
         self.factors = [r.marginals if family == "ff" else None for r in results]
-        return float(sum(r.bounds.sum() for r in results))
+        bound = float(sum(r.bounds.sum() for r in results))
+        if not totals:
+            return bound
+        K = int(params["A"].logs.shape[0] if isinstance(params["A"], FixedLogs) else params["A"].shape[0])
+        return bound, total_counts(self.counts, self.batches, (K, self.table.n_contexts, self.n_symbols))
 
     def count_sums(self, alphas: dict, rows: dict) -> dict:
         """The collapsed M-step's Dirichlet-multinomial sums over this partition's counts
@@ -170,5 +177,9 @@ class ContextPartitionWorker:
 
 
 def as_tensors(params: dict) -> dict:
-    """Parameters as contiguous float64 CPU tensors (what travels to a worker)."""
-    return {g: torch.as_tensor(np.ascontiguousarray(v), dtype=torch.float64) for g, v in params.items()}
+    """Parameters as contiguous float64 CPU tensors (what travels to a worker); a group every
+    sequence shares (:class:`FixedLogs`) as it is."""
+    return {
+        g: v if isinstance(v, FixedLogs) else torch.as_tensor(np.ascontiguousarray(v), dtype=torch.float64)
+        for g, v in params.items()
+    }
