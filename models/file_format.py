@@ -370,6 +370,16 @@ def read_model_json(path):
     return read_json(path, "model file", expected="an ldhmm model file")
 
 
+def _check_ldhmm_document(doc, path) -> None:
+    """The first checks of every model file: a JSON object whose ``format`` is ``"ldhmm"``."""
+    if not isinstance(doc, dict):
+        raise ModelFileError(path, "(top level)", f"expected a JSON object, got {type(doc).__name__}")
+    if doc.get("format") != "ldhmm":
+        raise ModelFileError(
+            path, "format", f'expected "ldhmm", got {doc.get("format")!r}: not an ldhmm model file'
+        )
+
+
 def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
     """Check a parsed model file against the schema (module docstring); the class's own
     checks of ``config`` and ``sharing`` run when it is built (:meth:`VariantHMM.load`).
@@ -379,12 +389,7 @@ def validate_model_document(doc, path, versions=FORMAT_HISTORY) -> None:
     ModelFileError
         The first field that does not follow the schema.
     """
-    if not isinstance(doc, dict):
-        raise ModelFileError(path, "(top level)", f"expected a JSON object, got {type(doc).__name__}")
-    if doc.get("format") != "ldhmm":
-        raise ModelFileError(
-            path, "format", f'expected "ldhmm", got {doc.get("format")!r}: not an ldhmm model file'
-        )
+    _check_ldhmm_document(doc, path)
     version = doc.get("version")
     if not _is_int(version) or version not in versions:
         if _is_int(version) and version > max(versions):
@@ -795,10 +800,6 @@ _PYRO_FIELDS = ("format", "version", "class", "factory", "config", "params")
 
 
 def _check_version(doc, path, versions=FORMAT_HISTORY) -> None:
-    if doc.get("format") != "ldhmm":
-        raise ModelFileError(
-            path, "format", f'expected "ldhmm", got {doc.get("format")!r}: not an ldhmm model file'
-        )
     version = doc.get("version")
     if not _is_int(version) or version not in versions or version < 2:
         raise ModelFileError(
@@ -814,8 +815,7 @@ def validate_pyro_document(doc, path, cls) -> None:
     ModelFileError
         The first field that does not follow the schema.
     """
-    if not isinstance(doc, dict):
-        raise ModelFileError(path, "(top level)", f"expected a JSON object, got {type(doc).__name__}")
+    _check_ldhmm_document(doc, path)
     _check_version(doc, path)
     for key in _PYRO_FIELDS:
         if key not in doc:
