@@ -73,30 +73,13 @@ class CountTable(NamedTuple):
 
 
 @njit(cache=True, nogil=True)
-def _count_positive(counts, symbols, D, entry_counts, row_counts):  # pragma: no cover - compiled
-    """Positive counts per entry and positive row totals per row, of one batch (M, R, W) whose
-    slot w of sequence m is column ``symbols[m, w]`` (``symbols`` (1, W) for the dense layout:
-    the same columns for every sequence)."""
-    M, R, W = counts.shape
-    shared = symbols.shape[0] == 1
-    for m in range(M):
-        s = 0 if shared else m
-        for r in range(R):
-            total = 0.0
-            for w in range(W):
-                n = counts[m, r, w]
-                if n > 0.0:
-                    total += n
-                    entry_counts[r * D + symbols[s, w]] += 1
-            if total > 0.0:
-                row_counts[r] += 1
-
-
-@njit(cache=True, nogil=True)
-def _fill_values(counts, symbols, D, entry_cursor, row_cursor, values):  # pragma: no cover - compiled
-    """Write one batch's positive counts and row totals at the cursors (advanced): the same
-    loop as :func:`_count_positive`, so the row totals add up in the dense layout's order in
-    both layouts (a sequence's symbols are ascending)."""
+def _walk_positive(counts, symbols, D, entry_cursor, row_cursor, values, write):  # pragma: no cover
+    """One batch (M, R, W) whose slot w of sequence m is column ``symbols[m, w]`` (``symbols``
+    (1, W) for the dense layout: the same columns for every sequence): each positive count
+    advances its entry's cursor, each positive row total its row's; with ``write``, each is first
+    written to ``values`` at its cursor. The counting pass (``write`` False: the cursors start at
+    0 and end as the numbers of values) and the filling pass are the same loop, so the row totals
+    add up in the dense layout's order in both layouts (a sequence's symbols are ascending)."""
     M, R, W = counts.shape
     shared = symbols.shape[0] == 1
     for m in range(M):
@@ -108,11 +91,16 @@ def _fill_values(counts, symbols, D, entry_cursor, row_cursor, values):  # pragm
                 if n > 0.0:
                     total += n
                     key = r * D + symbols[s, w]
-                    values[entry_cursor[key]] = n
+                    if write:
+                        values[entry_cursor[key]] = n
                     entry_cursor[key] += 1
             if total > 0.0:
-                values[row_cursor[r]] = total
+                if write:
+                    values[row_cursor[r]] = total
                 row_cursor[r] += 1
+
+
+_NO_VALUES = np.zeros(0)  # the counting pass writes nothing
 
 
 def _as_batch(batch, D: int):
@@ -146,7 +134,7 @@ def count_table(groups: dict) -> CountTable:
         entry_counts = np.zeros(R * D, dtype=np.int64)
         row_counts = np.zeros(R, dtype=np.int64)
         for counts, symbols in batches:
-            _count_positive(counts, symbols, D, entry_counts, row_counts)
+            _walk_positive(counts, symbols, D, entry_counts, row_counts, _NO_VALUES, False)
         entry_keys = np.flatnonzero(entry_counts)
         row_keys = np.flatnonzero(row_counts)
         shapes[g] = (R, D)
@@ -168,7 +156,7 @@ def count_table(groups: dict) -> CountTable:
         row_cursor = np.zeros(row_counts.size, dtype=np.int64)
         row_cursor[keys[row_tasks[g]]] = bounds[row_tasks[g].start : row_tasks[g].stop]
         for counts, symbols in batches:
-            _fill_values(counts, symbols, D, entry_cursor, row_cursor, values)
+            _walk_positive(counts, symbols, D, entry_cursor, row_cursor, values, True)
     return CountTable(shapes, entry_tasks, row_tasks, keys, bounds, values)
 
 

@@ -23,6 +23,36 @@ __all__ = [
 FASTMATH_SPECIAL = {"contract", "nsz"}
 
 
+@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL, inline="always")
+def _psi_series(log_y, inv, inv2):  # pragma: no cover - compiled
+    """psi(y) by the asymptotic series from log y, 1/y and 1/y^2, for y >= 8 (error < 1e-15)."""
+    return (
+        log_y
+        - 0.5 * inv
+        - inv2
+        * (
+            1.0 / 12
+            - inv2
+            * (
+                1.0 / 120
+                - inv2 * (1.0 / 252 - inv2 * (1.0 / 240 - inv2 * (1.0 / 132 - inv2 * (691.0 / 32760))))
+            )
+        )
+    )
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL, inline="always")
+def _upward_steps(x):  # pragma: no cover - compiled
+    """(p(x), p'(x)) of p(x) = x (x+1) ... (x+7), by eight branch-free upward steps (no divisions)."""
+    p = 1.0
+    dp = 0.0
+    for i in range(8):
+        y = x + i
+        dp = dp * y + p
+        p = p * y
+    return p, dp
+
+
 @njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
 def lgamma_psi_asymptotic(y):  # pragma: no cover - compiled
     """(lgamma(y), psi(y), 1/y, 1/y^2) by the asymptotic series, for y >= 8 (error < 1e-15)."""
@@ -43,20 +73,7 @@ def lgamma_psi_asymptotic(y):  # pragma: no cover - compiled
             )
         )
     )
-    psi = (
-        log_y
-        - 0.5 * inv
-        - inv2
-        * (
-            1.0 / 12
-            - inv2
-            * (
-                1.0 / 120
-                - inv2 * (1.0 / 252 - inv2 * (1.0 / 240 - inv2 * (1.0 / 132 - inv2 * (691.0 / 32760))))
-            )
-        )
-    )
-    return lgamma, psi, inv, inv2
+    return lgamma, _psi_series(log_y, inv, inv2), inv, inv2
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
@@ -65,12 +82,7 @@ def lgamma_digamma(x):  # pragma: no cover - compiled
     steps carried by p(x) = x (x+1) ... (x+7) and p'(x), then the asymptotic series at
     y = x + 8 (lgamma(x) = lgamma(y) - log p, psi(x) = psi(y) - p'/p). The E-step's
     version of :func:`gamma_functions_scalar`, without the trigamma it does not need."""
-    p = 1.0
-    dp = 0.0
-    for i in range(8):
-        y = x + i
-        dp = dp * y + p
-        p = p * y
+    p, dp = _upward_steps(x)
     lgamma, psi, _, _ = lgamma_psi_asymptotic(x + 8.0)
     return lgamma - np.log(p), psi - dp / p
 
@@ -80,29 +92,10 @@ def digamma(x):  # pragma: no cover - compiled
     """psi(x) for x > 0, bit for bit the second value of :func:`lgamma_digamma` (the same
     operations in the same order, without the lgamma's series and its second log): for passes
     that need E log theta but not the bound."""
-    p = 1.0
-    dp = 0.0
-    for i in range(8):
-        y = x + i
-        dp = dp * y + p
-        p = p * y
+    p, dp = _upward_steps(x)
     y = x + 8.0
     inv = 1.0 / y
-    inv2 = inv * inv
-    psi = (
-        np.log(y)
-        - 0.5 * inv
-        - inv2
-        * (
-            1.0 / 12
-            - inv2
-            * (
-                1.0 / 120
-                - inv2 * (1.0 / 252 - inv2 * (1.0 / 240 - inv2 * (1.0 / 132 - inv2 * (691.0 / 32760))))
-            )
-        )
-    )
-    return psi - dp / p
+    return _psi_series(np.log(y), inv, inv * inv) - dp / p
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH_SPECIAL)
