@@ -63,6 +63,7 @@ from ..models.collapse import SHARED_HMM, share_at_cap
 from .along_k import Fitter, fold_groups, has_states, model_label
 from .cross_validated import (
     Experiment,
+    ExperimentResult,
     ExperimentSettings,
     RunOutcome,
     fit_task,
@@ -259,7 +260,7 @@ class Comparison(Experiment):
 
 
 @dataclass
-class ComparisonResult:
+class ComparisonResult(ExperimentResult):
     """What :func:`compare` returns; the same files are under ``out``.
 
     Attributes
@@ -285,20 +286,9 @@ class ComparisonResult:
         Which database was used.
     """
 
-    folds: pd.DataFrame
     ttests: pd.DataFrame
-    summary: str
     plot: Path
-    out: Path
-    errors: list
     best: list
-    config: dict
-    data: str
-
-    @property
-    def ok(self) -> bool:
-        """Whether every task finished."""
-        return not self.errors
 
     def table(self, column: str = "heldout_elbo") -> pd.DataFrame:
         """Mean over folds of ``column`` per model (rows, in table order) and K (columns).

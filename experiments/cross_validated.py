@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +78,8 @@ _NOT_TAKEN = {
 _COLUMNS = ("sequence_col", "event_col", "time_col")
 #: The arguments :func:`ldhmm.experiments.tasks.check_run_settings` checks, by its names.
 _CHECKED = ("folds", "jobs", "max_iter", "tol", "m_step", "restarts", "is_samples", "effort")
+#: The settings that :meth:`ExperimentSettings.of` works out; each other one is the argument of its name.
+_WORKED_OUT = ("command", "data", "states", "columns", "client", "labelled")
 
 
 @dataclass(frozen=True)
@@ -162,22 +164,10 @@ class ExperimentSettings:
             command=command,
             data=default_data if a["data"] is None else a["data"],
             states=parse_states(a["states"]),
-            folds=a["folds"],
-            jobs=a["jobs"],
-            out=a["out"],
-            seed=a["seed"],
-            n_sequences=a["n_sequences"],
-            data_dir=a["data_dir"],
             columns={k: a[k] for k in _COLUMNS},
-            max_iter=a["max_iter"],
-            tol=a["tol"],
-            m_step=a["m_step"],
-            effort=a["effort"],
-            restarts=a["restarts"],
-            force=a["force"],
-            quiet=a["quiet"],
             client=cluster_client(a["backend"], a["client"]),
             labelled=labelled,
+            **{f.name: a[f.name] for f in fields(cls) if f.name not in _WORKED_OUT},
         )
 
 
