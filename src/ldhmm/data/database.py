@@ -538,8 +538,7 @@ class SequenceDatabase:
         in_header = True
         token_codes: dict[str, int] = {}
         label_codes: dict[str, int] = {}
-        tokens = _IntBuffer(np.int64)
-        lengths = _IntBuffer(np.int64)
+        sequences = _SequenceBuffer(np.int64)
         labels = _IntBuffer(np.int64)
         ids: list[str] = []
         lineno = 0
@@ -599,8 +598,7 @@ class SequenceDatabase:
                         raise DataFormatError(
                             path, lineno, f"token {err.args[0]!r} is not in the vocabulary"
                         ) from None
-                    tokens.extend(codes)
-                    lengths.append(len(codes))
+                    sequences.add(codes)
         except UnicodeDecodeError as err:
             raise DataFormatError(
                 path, lineno + 1 if lineno else None, f"not UTF-8 text ({err.reason})"
@@ -608,10 +606,8 @@ class SequenceDatabase:
         if in_header:
             token_codes, label_codes, has_id, has_label = _parse_header(path, header, lineno)
         vocabulary = list(token_codes)
-        offsets = offsets_of(lengths.array())
         return cls(
-            tokens.array(),
-            offsets,
+            *sequences.arrays(),
             vocabulary,
             labels=labels.array() if has_label else None,
             label_names=list(label_codes) if "label_names" in header else None,
@@ -682,3 +678,30 @@ class _IntBuffer:
     def array(self) -> np.ndarray:
         """The filled part, as a compact copy."""
         return self._data[: self._size].copy()
+
+
+class _SequenceBuffer:
+    """Sequences read one at a time by a streaming parser: their tokens concatenated
+    (``tokens``) and their lengths (``lengths``), each a :class:`_IntBuffer`."""
+
+    def __init__(self, token_dtype, capacity: int = 1024, sequences: int = 1024):
+        self.tokens = _IntBuffer(token_dtype, capacity)
+        self.lengths = _IntBuffer(np.int64, sequences)
+
+    def add(self, codes) -> None:
+        """One more sequence: its symbol codes, shape (N,)."""
+        self.tokens.extend(codes)
+        self.lengths.append(len(codes))
+
+    def __len__(self) -> int:
+        """The number of sequences."""
+        return len(self.lengths)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens (T,), offsets (M + 1,)): the first two arguments of :class:`SequenceDatabase`."""
+        return self.tokens.array(), offsets_of(self.lengths.array())
+
+    def database(self, vocabulary, **fields) -> SequenceDatabase:
+        """The sequences as a :class:`SequenceDatabase`; ``fields``: its other arguments
+        (``labels``, ``label_names``, ``ids``, ``name``, ``meta``)."""
+        return SequenceDatabase(*self.arrays(), vocabulary, **fields)

@@ -31,7 +31,7 @@ from typing import IO
 
 import numpy as np
 
-from .database import DataFormatError, SequenceDatabase, _IntBuffer, offsets_of
+from .database import DataFormatError, SequenceDatabase, _IntBuffer, _SequenceBuffer
 
 __all__ = [
     "DATA_ENV_VAR",
@@ -194,8 +194,7 @@ def read_msnbc(path, chunk_bytes: int = 1 << 20) -> SequenceDatabase:
         sequences.
     """
     path = Path(path)
-    tokens = _IntBuffer(np.int8, capacity=1 << 16)
-    lengths = _IntBuffer(np.int64, capacity=1 << 14)
+    sequences = _SequenceBuffer(np.int8, capacity=1 << 16, sequences=1 << 14)
     vocabulary: list[str] | None = None
     lineno = 0
     try:
@@ -237,18 +236,17 @@ def read_msnbc(path, chunk_bytes: int = 1 << 20) -> SequenceDatabase:
                 codes = _parse_codes(b" ".join(lines), int(counts.sum()))
                 if codes is None or (codes.size and (codes.min() < 1 or codes.max() > n_symbols)):
                     _raise_bad_msnbc_line(path, lines, first_line, n_symbols)
-                tokens.extend((codes - 1).astype(np.int8))
-                lengths.extend(counts[counts > 0])  # blank lines carry no user
+                sequences.tokens.extend((codes - 1).astype(np.int8))
+                sequences.lengths.extend(counts[counts > 0])  # blank lines carry no user
     except (EOFError, zlib.error, gzip.BadGzipFile) as err:
         raise DataFormatError(path, lineno + 1, f"truncated or corrupt gzip data ({err})") from None
     except OSError as err:
         if isinstance(err, FileNotFoundError):
             raise
         raise DataFormatError(path, lineno + 1, f"cannot read the file ({err})") from None
-    if len(lengths) == 0:
+    if len(sequences) == 0:
         raise DataFormatError(path, lineno, "no sequences after the header")
-    offsets = offsets_of(lengths.array())
-    return SequenceDatabase(tokens.array(), offsets, vocabulary, name="msnbc", meta={"source": str(path)})
+    return sequences.database(vocabulary, name="msnbc", meta={"source": str(path)})
 
 
 def _decode(raw: bytes, path, lineno: int) -> str:
@@ -355,8 +353,7 @@ def read_entree_sessions(
     letters = _entree_alphabet(alphabet)
     code_of = {letter: k for k, letter in enumerate(letters)}
     vocabulary = [ENTREE_CODEBOOK[letter] for letter in letters]
-    tokens = _IntBuffer(np.int8)
-    lengths = _IntBuffer(np.int64)
+    sequences = _SequenceBuffer(np.int8)
     ids: list[str] = []
     n_files = 0
     skipped_empty = 0
@@ -403,17 +400,13 @@ def read_entree_sessions(
             if not codes:
                 skipped_empty += 1
                 continue
-            tokens.extend(codes)
-            lengths.append(len(codes))
+            sequences.add(codes)
             ids.append(f"{label}:{lineno}")
     if n_files == 0:
         raise FileNotFoundError("no Entree session files (session.*) found")
-    if len(lengths) == 0:
+    if len(sequences) == 0:
         raise DataFormatError(display_path, None, "no sessions with navigation steps")
-    offsets = offsets_of(lengths.array())
-    return SequenceDatabase(
-        tokens.array(),
-        offsets,
+    return sequences.database(
         vocabulary,
         ids=ids,
         name="entree",
@@ -529,8 +522,7 @@ def read_splice(path, ambiguous: str = "random", seed: int = 0) -> SequenceDatab
     vocabulary = list(SPLICE_BASES) + (["N"] if ambiguous == "symbol" else [])
     base_code = {b: k for k, b in enumerate(SPLICE_BASES)}
     rng = np.random.default_rng(seed)
-    tokens = _IntBuffer(np.int8, capacity=1 << 18)
-    lengths = _IntBuffer(np.int64)
+    sequences = _SequenceBuffer(np.int8, capacity=1 << 18)
     labels = _IntBuffer(np.int64)
     ids: list[str] = []
     n_ambiguous_rows = n_ambiguous_bases = 0
@@ -578,18 +570,14 @@ def read_splice(path, ambiguous: str = "random", seed: int = 0) -> SequenceDatab
                 n_ambiguous_bases += ambiguous_here
                 if ambiguous == "drop":
                     continue
-            tokens.extend(codes)
-            lengths.append(codes.size)
+            sequences.add(codes)
             labels.append(class_code[cls])
             ids.append(name)
     if lineno == 0:
         raise DataFormatError(path, None, "empty file")
-    if len(lengths) == 0:
+    if len(sequences) == 0:
         raise DataFormatError(path, None, "no sequences")
-    offsets = offsets_of(lengths.array())
-    return SequenceDatabase(
-        tokens.array(),
-        offsets,
+    return sequences.database(
         vocabulary,
         labels=labels.array(),
         label_names=list(SPLICE_CLASSES),

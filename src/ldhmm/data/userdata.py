@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .database import DataFormatError, SequenceDatabase, _IntBuffer, offsets_of
+from .database import DataFormatError, SequenceDatabase, _SequenceBuffer, offsets_of
 from .terminal_text import CONTROL_CHARACTER
 
 __all__ = ["UNKNOWN", "Vocabulary", "EventOrderWarning", "load_text", "load_event_log", "recode"]
@@ -219,8 +219,7 @@ def load_text(
     unk = None if vocab is None else vocab._check_unknown_policy(unknown)
     raw_sequences: list[list[str]] = []
     line_numbers: list[int] = []
-    tokens = _IntBuffer(np.int64)
-    lengths = _IntBuffer(np.int64)
+    sequences = _SequenceBuffer(np.int64)
     lineno = 0
     try:
         with _open_text_bytes(path) as f:
@@ -260,8 +259,7 @@ def load_text(
                             )
                         code = unk
                     codes.append(code)
-                tokens.extend(codes)
-                lengths.append(len(codes))
+                sequences.add(codes)
     except (EOFError, OSError, zlib.error) as err:
         if isinstance(err, FileNotFoundError):
             raise
@@ -278,13 +276,9 @@ def load_text(
     if vocab is None:
         vocab = Vocabulary.build(raw_sequences, reserve_unknown=reserve_unknown)
         for seq in raw_sequences:
-            tokens.extend(vocab.encode(seq))
-            lengths.append(len(seq))
-    offsets = offsets_of(lengths.array())
+            sequences.add(vocab.encode(seq))
     base = path.name
-    return SequenceDatabase(
-        tokens.array(),
-        offsets,
+    return sequences.database(
         vocab.symbols,
         ids=[f"{base}:{n}" for n in line_numbers],
         name=path.stem if name is None else name,
