@@ -403,14 +403,10 @@ class ContextualLDHMM(SequenceModel):
     def log_marginal_is(self, sequences, n_samples: int = 100, seed: int = 0) -> np.ndarray:
         """Importance-sampled ``log p(x_m)`` per sequence, (M,): ``n_samples`` draws from each
         sequence's ``q(theta_m)`` after the held-out E-step (a consistent estimate, whose
-        expectation of ``exp`` is ``p(x_m)``; its log is at least the bound on average)."""
+        expectation of ``exp`` is ``p(x_m)``; its log is at least the bound on average). A group
+        the database shares is drawn from its ``q(theta)`` (the predictive ``integral p(x |
+        theta) q(theta)``), a point group held at its value."""
         seqs = self._validate_for_score(sequences)
-        others = [g for g in GROUPS if self.parameter_sharing.kind(g) != SEQUENCE]
-        if others:
-            raise ValueError(
-                f"log_marginal_is draws every group per sequence; {', '.join(others)} of this model "
-                f"are shared by the database (its score_samples is the bound)"
-            )
         if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         rng = np.random.default_rng([check_seed(seed), 47])

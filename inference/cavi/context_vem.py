@@ -166,17 +166,21 @@ class FixedLogs:
     ``q(theta) = Dir(posterior)``, or ``"point"``, one ``theta``), in place of its Dirichlet prior
     in the ``prior`` dict of the functions below: ``logs`` its ``E_q log theta`` (``log theta``
     for a point), the same in every sweep, and ``means`` its ``E_q theta``; ``pi`` (K,), ``A``
-    (K, K), ``B`` (K, C, V). A sequence's bound then holds ``n_m . logs`` for the group in place
-    of the collapsed ``log B(a + n_m) - log B(a)``; the group's database-level terms are
-    :func:`database_terms`."""
+    (K, K), ``B`` (K, C, V); ``concentration`` a shared group's Dirichlet (None for a point).
+    A sequence's bound then holds ``n_m . logs`` for the group in place of the collapsed
+    ``log B(a + n_m) - log B(a)``; the group's database-level terms are :func:`database_terms`."""
 
     logs: torch.Tensor
     means: torch.Tensor
+    concentration: torch.Tensor | None = None
 
 
 def fixed_dirichlet(posterior: torch.Tensor) -> FixedLogs:
-    """The :class:`FixedLogs` of a shared group ``q(theta) = Dir(posterior)`` (rows on the last axis)."""
-    return FixedLogs(expected_log_dirichlet(posterior), posterior / posterior.sum(-1, keepdim=True))
+    """The :class:`FixedLogs` of a shared group ``q(theta) = Dir(posterior)`` (rows on the last
+    axis; ``concentration`` the posterior, which importance sampling draws from)."""
+    return FixedLogs(
+        expected_log_dirichlet(posterior), posterior / posterior.sum(-1, keepdim=True), posterior
+    )
 
 
 def fixed_point(log_theta: torch.Tensor) -> FixedLogs:
@@ -521,6 +525,17 @@ def total_counts(counts: list, batches: list, shape_B: tuple) -> dict:
     return out
 
 
+def _draw_parameters(prior, counts, M: int):
+    """What a pi or A group's importance draws come from: ``("draw", g)`` with ``g`` the (M, ...)
+    Dirichlet parameters of q (a sequence group's ``prior + counts``, a shared group's q), or
+    ``("fixed", log theta)`` for a point group."""
+    if isinstance(prior, FixedLogs):
+        if prior.concentration is None:
+            return "fixed", prior.logs.expand(M, *prior.logs.shape)
+        return "draw", prior.concentration.expand(M, *prior.concentration.shape).numpy()
+    return "draw", (prior + counts).numpy()
+
+
 def importance_log_weights(
     prior: dict, batch: ContextBatch, counts: dict, rng, n_samples: int
 ) -> torch.Tensor:
@@ -531,16 +546,28 @@ def importance_log_weights(
     Each row of B is drawn aggregated (by the Dirichlet's aggregation property): the symbols a
     sequence has in that context, and the rest lumped into one entry, which is all the
     likelihood sees. ``p / q`` of the aggregated rows is ``B(g) / B(a) * prod theta^-n`` with
-    ``g = a + n`` (the counts are zero off the sequence's pairs)."""
+    ``g = a + n`` (the counts are zero off the sequence's pairs). A group every sequence shares
+    (:class:`FixedLogs`) is drawn from its q (the held-out predictive ``integral p(x | theta)
+    q(theta)``: its weight factor is 1) or, a point, held at its value."""
     M, K = counts["pi"].shape
     gathered = prior_at_pairs(prior["B"], batch)
     live = batch.pair_mask[:, None, :]
-    at_pairs = (gathered.at_pairs + counts["B"]) * live
     slot_index = batch.pair_slot[:, None, :].expand(M, K, -1)
-    present = torch.zeros_like(gathered.slot_rows).scatter_add_(2, slot_index, gathered.at_pairs * live)
-    rest = (gathered.slot_rows - present).clamp_min(0.0).numpy()  # (M, K, Q)
-    g = {"pi": (prior["pi"] + counts["pi"]).numpy(), "A": (prior["A"] + counts["A"]).numpy()}
-    gain = sequence_bounds(prior, counts, batch, gathered)
+    fixed = {name for name in ("pi", "A", "B") if isinstance(prior[name], FixedLogs)}
+    B_fixed = prior["B"] if "B" in fixed else None
+    if B_fixed is not None and B_fixed.concentration is not None:  # a shared B: its q at the pairs
+        gathered = prior_at_pairs(B_fixed.concentration, batch)
+    if B_fixed is None or B_fixed.concentration is not None:
+        at_pairs = (gathered.at_pairs + (0.0 if B_fixed is not None else counts["B"])) * live
+        present = torch.zeros_like(gathered.slot_rows).scatter_add_(2, slot_index, gathered.at_pairs * live)
+        rest = (gathered.slot_rows - present).clamp_min(0.0).numpy()  # (M, K, Q)
+    g = {name: _draw_parameters(prior[name], counts.get(name), M) for name in ("pi", "A")}
+    # p / q of the sequence groups: their collapsed gain (the shared and point groups' n . E log
+    # theta that the bound holds taken out)
+    gain = sequence_bounds(prior, counts, batch, prior_at_pairs(prior["B"], batch))
+    for name in fixed:
+        logs = prior_at_pairs(prior[name], batch).at_pairs if name == "B" else prior[name].logs
+        gain = gain - (counts[name] * logs).reshape(M, -1).sum(-1)
     tiny = np.finfo(np.float64).tiny
     out = torch.empty(n_samples, M, dtype=torch.float64)
     # draws side by side: S copies of the batch in one forward pass, S * M * T <= BATCH_POSITIONS
@@ -549,23 +576,32 @@ def importance_log_weights(
         S = min(per_pass, n_samples - start)
         log_theta = {}
         for name in ("pi", "A"):
-            d = rng.standard_gamma(np.broadcast_to(g[name], (S, *g[name].shape)))
+            kind, value = g[name]
+            if kind == "fixed":
+                log_theta[name] = value.expand(S, *value.shape)
+                continue
+            d = rng.standard_gamma(np.broadcast_to(value, (S, *value.shape)))
             log_theta[name] = torch.log(torch.from_numpy(np.maximum(d / d.sum(-1, keepdims=True), tiny)))
-        B = (
-            torch.from_numpy(rng.standard_gamma(np.broadcast_to(at_pairs.numpy(), (S, *at_pairs.shape))))
-            * live
-        )
-        rest_draw = torch.from_numpy(rng.standard_gamma(np.broadcast_to(rest, (S, *rest.shape))))
-        index = slot_index.expand(S, -1, -1, -1)
-        totals = rest_draw.scatter_add(3, index, B)  # (S, M, K, Q): each aggregated row's sum
-        log_theta["B"] = (
-            torch.log((B / torch.gather(totals, 3, index).clamp_min(tiny)).clamp_min(tiny)) * live
-        )
+        if B_fixed is not None and B_fixed.concentration is None:  # a point B
+            log_theta["B"] = prior_at_pairs(B_fixed, batch).at_pairs.expand(S, -1, -1, -1)
+        else:
+            B = (
+                torch.from_numpy(rng.standard_gamma(np.broadcast_to(at_pairs.numpy(), (S, *at_pairs.shape))))
+                * live
+            )
+            rest_draw = torch.from_numpy(rng.standard_gamma(np.broadcast_to(rest, (S, *rest.shape))))
+            index = slot_index.expand(S, -1, -1, -1)
+            totals = rest_draw.scatter_add(3, index, B)  # (S, M, K, Q): each aggregated row's sum
+            log_theta["B"] = (
+                torch.log((B / torch.gather(totals, 3, index).clamp_min(tiny)).clamp_min(tiny)) * live
+            )
         flat = {name: v.reshape(S * M, *v.shape[2:]) for name, v in log_theta.items()}
         tiled = ContextBatch(*(t.repeat((S,) + (1,) * (t.dim() - 1)) for t in _fields(batch)))
         post = forward_backward(flat["pi"], flat["A"], position_potentials(flat["B"], tiled), tiled.mask)
         energy = sum(
-            (counts[name][None] * log_theta[name]).reshape(S, M, -1).sum(-1) for name in ("pi", "A", "B")
+            (counts[name][None] * log_theta[name]).reshape(S, M, -1).sum(-1)
+            for name in ("pi", "A", "B")
+            if name not in fixed
         )
         out[start : start + S] = post.log_normalizer.reshape(S, M) - energy + gain
     return out
