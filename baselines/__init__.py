@@ -11,7 +11,7 @@ order) and MARKOV3 (interpolated orders 0..3), models without hidden states
 (``has_states = False``: fitted once per fold). :class:`MarkovChain` (:mod:`.markov`, the fixed
 add-0.5 first-order chain that ``next-event`` names MARKOV) is exported but not registered.
 Beside them, :mod:`.library_logs`: the log of a wrapped library (hmmlearn, gensim) quietened
-while a baseline fits.
+while a baseline fits; :mod:`.next_symbol`: ``predict_next_proba`` of HMM and the Markov chains.
 """
 
 from __future__ import annotations

@@ -75,6 +75,7 @@ from ..models.fit_settings import SEEDED_STARTS
 from ..models.fit_starts import best_of
 from ..models.registry import register
 from .library_logs import quiet_logger
+from .next_symbol import NextSymbolRows
 
 __all__ = [
     "HMM",
@@ -291,7 +292,7 @@ def bucket_stats(
 
 
 @register(em_settings=("max_iter", "tol", "n_init"))
-class HMM(SequenceModel):
+class HMM(NextSymbolRows, SequenceModel):
     """Categorical HMM shared by all sequences (Baum-Welch via hmmlearn); exact held-out score.
 
     Parameters
@@ -536,22 +537,10 @@ class HMM(SequenceModel):
         return forward_log_likelihood(self.startprob_, self.transmat_, self.emissionprob_, sequences)
 
     # ------------------------------------------------------------ prediction
-    def predict_next_proba(self, sequences) -> np.ndarray:
-        """Predictive distribution of the next symbol of each sequence (the forward filter).
-
-        ``p(x_(n+1) = v | x_1..x_n) = sum_(i,j) alpha_n[i] transmat_[i, j] emissionprob_[j, v]``
-        with ``alpha_n = p(z_n | x_1..x_n)`` the normalized forward message at the last
-        position (the chain core's last state marginal).
-
-        Parameters
-        ----------
-        sequences : list of 1-D integer arrays, each with at least one symbol
-
-        Returns
-        -------
-        np.ndarray, shape (M, V), float64, in the input order; rows sum to 1.
-        """
-        seqs = self._validate_for_score(sequences)
+    def _next_proba(self, seqs) -> np.ndarray:
+        """The forward filter: ``p(x_(n+1) = v | x_1..x_n) = sum_(i,j) alpha_n[i] transmat_[i, j]
+        emissionprob_[j, v]`` with ``alpha_n = p(z_n | x_1..x_n)`` the normalized forward message
+        at the last position (the chain core's last state marginal)."""
         out = np.empty((len(seqs), self.n_symbols_))
         step = self.transmat_ @ self.emissionprob_  # (K, V)
         buckets = make_buckets(seqs, max_cells=1 << 19)

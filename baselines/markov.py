@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..models.base import SequenceModel
+from .next_symbol import NextSymbolRows
 
 __all__ = ["MarkovChain"]
 
 
-class MarkovChain(SequenceModel):
+class MarkovChain(NextSymbolRows, SequenceModel):
     """First-order Markov chain over V symbols with add-pseudocount smoothing; exact score.
 
     Parameters
@@ -68,16 +69,6 @@ class MarkovChain(SequenceModel):
         log_start, log_trans = np.log(self.startprob_), np.log(self.transmat_)
         return np.array([log_start[s[0]] + log_trans[s[:-1], s[1:]].sum() for s in sequences])
 
-    def predict_next_proba(self, sequences) -> np.ndarray:
-        """``p(x_(n+1) = v | x_1..x_n) = transmat_[x_n, v]`` for each sequence.
-
-        Parameters
-        ----------
-        sequences : list of 1-D integer arrays, each with at least one symbol
-
-        Returns
-        -------
-        np.ndarray, shape (M, V), float64, in the input order; rows sum to 1.
-        """
-        seqs = self._validate_for_score(sequences)
+    def _next_proba(self, seqs) -> np.ndarray:
+        """``p(x_(n+1) = v | x_1..x_n) = transmat_[x_n, v]`` for each sequence."""
         return self.transmat_[[int(s[-1]) for s in seqs]].copy()

@@ -41,13 +41,14 @@ from ..inference.interpolated_chain import (
 )
 from ..models.base import SequenceModel
 from ..models.registry import register
+from .next_symbol import NextSymbolRows
 
 # the estimator, and the kernels it is built on (imported above, kept importable from here)
 __all__ = ["SmoothedMarkovChain", *interpolated_chain.__all__]
 
 
 # ------------------------------------------------------------------------ the estimator
-class SmoothedMarkovChain(SequenceModel):
+class SmoothedMarkovChain(NextSymbolRows, SequenceModel):
     """An interpolated Markov chain of order ``order`` over V symbols; exact score.
 
     Parameters
@@ -151,18 +152,8 @@ class SmoothedMarkovChain(SequenceModel):
         sequence_of = np.repeat(np.arange(len(sequences)), [len(s) for s in sequences])
         return np.bincount(sequence_of, weights=logp, minlength=len(sequences))
 
-    def predict_next_proba(self, sequences) -> np.ndarray:
-        """``p(x_(n+1) = v | x_1..x_n)`` for each sequence: the chain's row of its last ``order`` symbols.
-
-        Parameters
-        ----------
-        sequences : list of 1-D integer arrays, each with at least one symbol
-
-        Returns
-        -------
-        np.ndarray, shape (M, V), float64, in the input order; rows sum to 1.
-        """
-        seqs = self._validate_for_score(sequences)
+    def _next_proba(self, seqs) -> np.ndarray:
+        """``p(x_(n+1) = v | x_1..x_n)`` for each sequence: the chain's row of its last ``order`` symbols."""
         V = self.n_symbols_
         # the context of the position after each sequence: the last row of the sequence + a dummy
         keys = self._keys([np.append(s, 0) for s in seqs], V)

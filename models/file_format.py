@@ -613,6 +613,16 @@ def stop_report(model) -> str | None:
     return getattr(model, "stop_report_", None)
 
 
+def _set_loaded_fit(model, doc: dict) -> None:
+    """Give a model built from a file what its file says of its fit: the ELBO history (and the
+    iteration count), the vocabulary and the fit's record (:func:`set_fit_record`)."""
+    model.elbo_history_ = np.asarray(doc.get("elbo_history", []), dtype=np.float64)
+    model.n_iter_ = len(model.elbo_history_)
+    if doc.get("vocabulary") is not None:
+        model.vocabulary_ = list(doc["vocabulary"])
+    set_fit_record(model, doc)
+
+
 def set_fit_record(model, doc: dict) -> None:
     """Give a loaded model the fields of :func:`fit_record` its file holds (checked before)."""
     if "fit_history" in doc:
@@ -786,11 +796,7 @@ def read_model_file(path, cls, guide=None):
     model._set_params(
         VariantParameters(sharing, tensors("prior"), tensors("posterior"), tensors("log_point"))
     )
-    model.elbo_history_ = np.asarray(doc.get("elbo_history", []), dtype=np.float64)
-    model.n_iter_ = len(model.elbo_history_)
-    if doc.get("vocabulary") is not None:
-        model.vocabulary_ = list(doc["vocabulary"])
-    set_fit_record(model, doc)
+    _set_loaded_fit(model, doc)
     return model
 
 
@@ -932,9 +938,5 @@ def read_pyro_model_file(path, cls, factory=None):
         )
     except (TypeError, ValueError) as err:
         raise ModelFileError(path, "params", " ".join(str(err).split())) from None
-    model.elbo_history_ = np.asarray(doc.get("elbo_history", []), dtype=np.float64)
-    model.n_iter_ = len(model.elbo_history_)
-    if doc.get("vocabulary") is not None:
-        model.vocabulary_ = list(doc["vocabulary"])
-    set_fit_record(model, doc)
+    _set_loaded_fit(model, doc)
     return model

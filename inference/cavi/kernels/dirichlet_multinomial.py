@@ -184,24 +184,27 @@ def _task_sums(x, values, start, stop, out):  # pragma: no cover - compiled
 
 # Two compiled passes, one on a single thread for small passes and one on numba's threads, as
 # two functions: numba's cache tells compilations apart by function, not by their options.
+@njit(cache=True, nogil=True, inline="always")
+def _table_task(alpha, active, bounds, values, out, t):  # pragma: no cover - compiled
+    """:func:`_task_sums` of task ``t`` into ``out[t]`` (3,) if it is active, else 0."""
+    if active[t]:
+        _task_sums(alpha[t], values, bounds[t], bounds[t + 1], out[t])
+    else:
+        out[t, :] = 0.0
+
+
 @njit(cache=True, nogil=True)
 def _table_pass_serial(alpha, active, bounds, values, out):  # pragma: no cover - compiled
-    """:func:`_task_sums` of every active task (0 for the others) into ``out`` (n_tasks, 3)."""
+    """:func:`_table_task` of every task into ``out`` (n_tasks, 3)."""
     for t in range(alpha.shape[0]):
-        if active[t]:
-            _task_sums(alpha[t], values, bounds[t], bounds[t + 1], out[t])
-        else:
-            out[t, :] = 0.0
+        _table_task(alpha, active, bounds, values, out, t)
 
 
 @njit(parallel=True, cache=True, nogil=True)
 def _table_pass_parallel(alpha, active, bounds, values, out):  # pragma: no cover - compiled
     """:func:`_table_pass_serial` over numba's threads (each task on one thread: the same sums)."""
     for t in prange(alpha.shape[0]):
-        if active[t]:
-            _task_sums(alpha[t], values, bounds[t], bounds[t + 1], out[t])
-        else:
-            out[t, :] = 0.0
+        _table_task(alpha, active, bounds, values, out, t)
 
 
 def table_sums(table: CountTable, alphas: dict, rows: dict | None = None) -> dict:
