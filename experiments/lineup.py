@@ -93,19 +93,9 @@ def model_score_kind(name: str) -> str:
     return get_spec(name).score_kind
 
 
-def make_model(
-    name: str,
-    n_states: int,
-    n_symbols: int,
-    seed: int = 0,
-    max_iter: int | None = None,
-    tol: float | None = None,
-    m_step: str | None = None,
-    n_init: int | None = None,
-    effort: str | None = None,
-    **options,
-):
-    """A fresh, unfitted model of the registry.
+def make_model(name: str, n_states: int, n_symbols: int, seed: int = 0, **options):
+    """A fresh, unfitted model of the registry, built with the arguments that
+    :func:`constructor_options` makes of ``n_symbols``, ``seed`` and the keywords below.
 
     Parameters
     ----------
@@ -116,7 +106,7 @@ def make_model(
     n_symbols : int
         V of the whole database (so that every fold's model knows every symbol).
     seed : int
-    max_iter, tol : optional
+    max_iter, tol : optional, keyword
         EM settings for the models that iterate EM (not LDA); None keeps the model's default.
     m_step : {"collapsed", "paper"}, optional
         M-step of the LDHMM models (None: their default, ``"collapsed"``).
@@ -128,9 +118,8 @@ def make_model(
     **options
         Further constructor arguments of that model.
     """
-    spec = get_spec(name)
-    options = constructor_options(name, n_symbols, seed, max_iter, tol, m_step, n_init, effort, **options)
-    return spec.cls(1 if n_states is None else int(n_states), **options)
+    options = constructor_options(name, n_symbols, seed, **options)
+    return get_spec(name).cls(1 if n_states is None else int(n_states), **options)
 
 
 def constructor_options(
