@@ -9,6 +9,9 @@ fitted on the rest in this process, one after another:
 * ``HMM`` (the harness's HMM baseline: hmmlearn's ``CategoricalHMM`` with its restarts) and
   ``HMM-ctx1`` (``ContextualHMM(K, emission_context=1)``: an HMM whose emissions see the previous
   event): exact ``log p(x)``;
+* ``HMM-ctx1-userB``, ``HMMV-ctx1``, ``VBHMM-ctx1``: the order-1 contexts under other sharings
+  (``ContextualLDHMM(sharing=...)``: pi and A point with B per user; HMMV's; VBHMM's):
+  importance-sampled ``log p(x)`` and the bound;
 * ``MARKOV1`` / ``MARKOV3`` (``SmoothedMarkovChain``, smoothing chosen on the training data:
   the best-smoothed first-order chain, and the interpolated order-3 chain): exact ``log p(x)``.
 
@@ -45,10 +48,15 @@ import numpy as np
 
 from ldhmm.baselines.markov_smoothed import SmoothedMarkovChain
 from ldhmm.data import SequenceDatabase, load_msnbc, load_paper_subset, load_splice
+from ldhmm.inference.sharing import HMMV_SHARING, POINT, SEQUENCE, VBHMM_SHARING, ParameterSharing
 from ldhmm.models import LDHMM
 from ldhmm.models.contextual import ContextualLDHMM
 from ldhmm.models.contextual_hmm import ContextualHMM
 from ldhmm.models.registry import get_spec
+
+#: pi and A point estimates, B per sequence with a learned prior: an HMM whose emissions see the
+#: previous event, each user with rows of their own.
+USER_EMISSIONS = ParameterSharing(pi=POINT, A=POINT, B=SEQUENCE)
 
 #: The shop log's pages, in the order of the funnel.
 SHOP_PAGES = (
@@ -157,6 +165,17 @@ def models(K: int, V: int, seed: int, smoothing: float | None = None) -> dict:
         "LDHMM-PF-ctx3": lambda: ContextualLDHMM(K, n_symbols=V, emission_context=3, seed=seed, **extra),
         "HMM": lambda: get_spec("HMM").make(K, V, seed=seed),
         "HMM-ctx1": lambda: ContextualHMM(K, n_symbols=V, emission_context=1, seed=seed, **extra),
+        # the same contexts under other sharings (ContextualLDHMM(sharing=...)): the chain shared
+        # (pi, A point) with each user's emission rows, HMMV's and VBHMM's
+        "HMM-ctx1-userB": lambda: ContextualLDHMM(
+            K, n_symbols=V, emission_context=1, seed=seed, sharing=USER_EMISSIONS, **extra
+        ),
+        "HMMV-ctx1": lambda: ContextualLDHMM(
+            K, n_symbols=V, emission_context=1, seed=seed, sharing=HMMV_SHARING, **extra
+        ),
+        "VBHMM-ctx1": lambda: ContextualLDHMM(
+            K, n_symbols=V, emission_context=1, seed=seed, sharing=VBHMM_SHARING, **extra
+        ),
         "MARKOV1": lambda: SmoothedMarkovChain(n_symbols=V, order=1),
         "MARKOV3": lambda: SmoothedMarkovChain(n_symbols=V, order=3),
     }
