@@ -155,7 +155,9 @@ def test_a_loaded_model_is_written_back_unchanged(tmp_path):
     expected["config"]["seeded_start"] = "symbols"
     expected["config"]["path_n_init"] = None
     # a file from before v5: fitted with v4's restarts and refreshes, which "thorough" names
-    expected["config"].update(effort="thorough", start_policy=None, refresh_max=None, start_every=None)
+    expected["config"].update(
+        effort="thorough", start_policy=None, refresh_max=None, start_every=None, acceleration=None
+    )
     assert json.loads(written) == expected
     load_model(tmp_path / "again.json").save(tmp_path / "twice.json")
     assert (tmp_path / "twice.json").read_text() == written
