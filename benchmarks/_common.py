@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: their parser's start, the Dask and projection options, and
-the header of the Markdown tables they print.
+"""What the benchmark scripts share: their parser's start, the Dask and projection options, the
+header of the Markdown tables they print, and their CSV files.
 
 The scripts run as ``python benchmarks/NAME.py``, which puts this folder on ``sys.path``: they
 import it as ``from _common import ...`` (as they import each other, e.g. ``from fit_cost import
@@ -9,8 +9,15 @@ sequences``).
 from __future__ import annotations
 
 import argparse
+import csv
 
-__all__ = ["benchmark_parser", "add_dask_arguments", "add_projection_arguments", "print_table_header"]
+__all__ = [
+    "benchmark_parser",
+    "add_dask_arguments",
+    "add_projection_arguments",
+    "print_table_header",
+    "write_rows",
+]
 
 
 def benchmark_parser(doc: str) -> argparse.ArgumentParser:
@@ -37,3 +44,11 @@ def print_table_header(header: str, flush: bool = False) -> None:
     """The header line ``header`` of a Markdown table (``"| a | b |"``) and its separator line."""
     print(header, flush=flush)
     print("|---" * (header.count("|") - 1) + "|", flush=flush)
+
+
+def write_rows(path, rows: list) -> None:
+    """``rows`` (dicts with the same keys, at least one) as a CSV file at ``path``, a header first."""
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)

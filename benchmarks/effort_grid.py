@@ -22,12 +22,11 @@ Run with ``NUMBA_NUM_THREADS=1`` (CPU seconds with one thread each, the unit of 
 
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 import time
 
-from _common import benchmark_parser, print_table_header
+from _common import benchmark_parser, print_table_header, write_rows
 from fit_cost import hmmlearn_model, instrument, sequences
 
 from ldhmm.data import resolve_data_dir
@@ -146,10 +145,7 @@ def main(argv=None) -> int:
                         flush=True,
                     )
     if args.csv:
-        with open(args.csv, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(records[0]))
-            writer.writeheader()
-            writer.writerows(records)
+        write_rows(args.csv, records)
     return 0
 
 

@@ -21,11 +21,10 @@ Run with ``NUMBA_NUM_THREADS=1`` (CPU seconds with one thread, the unit of issue
 
 from __future__ import annotations
 
-import csv
 import statistics
 import time
 
-from _common import benchmark_parser, print_table_header
+from _common import benchmark_parser, print_table_header, write_rows
 from effort_grid import dataset_sequences
 from fit_cost import instrument
 
@@ -135,10 +134,7 @@ def main(argv=None) -> int:
             f"{row['elbo']:.6f} | {diff} |"
         )
     if args.csv:
-        with open(args.csv, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(fits[0]))
-            writer.writeheader()
-            writer.writerows(fits)
+        write_rows(args.csv, fits)
     return 0
 
 
