@@ -555,18 +555,17 @@ def importance_log_weights(
     slot_index = batch.pair_slot[:, None, :].expand(M, K, -1)
     fixed = {name for name in ("pi", "A", "B") if isinstance(prior[name], FixedLogs)}
     B_fixed = prior["B"] if "B" in fixed else None
-    if B_fixed is not None and B_fixed.concentration is not None:  # a shared B: its q at the pairs
-        gathered = prior_at_pairs(B_fixed.concentration, batch)
-    if B_fixed is None or B_fixed.concentration is not None:
-        at_pairs = (gathered.at_pairs + (0.0 if B_fixed is not None else counts["B"])) * live
-        present = torch.zeros_like(gathered.slot_rows).scatter_add_(2, slot_index, gathered.at_pairs * live)
-        rest = (gathered.slot_rows - present).clamp_min(0.0).numpy()  # (M, K, Q)
+    if B_fixed is None or B_fixed.concentration is not None:  # B drawn: q(B_m), or a shared B's q
+        drawn = gathered if B_fixed is None else prior_at_pairs(B_fixed.concentration, batch)
+        at_pairs = (drawn.at_pairs + (0.0 if B_fixed is not None else counts["B"])) * live
+        present = torch.zeros_like(drawn.slot_rows).scatter_add_(2, slot_index, drawn.at_pairs * live)
+        rest = (drawn.slot_rows - present).clamp_min(0.0).numpy()  # (M, K, Q)
     g = {name: _draw_parameters(prior[name], counts.get(name), M) for name in ("pi", "A")}
     # p / q of the sequence groups: their collapsed gain (the shared and point groups' n . E log
     # theta that the bound holds taken out)
-    gain = sequence_bounds(prior, counts, batch, prior_at_pairs(prior["B"], batch))
+    gain = sequence_bounds(prior, counts, batch, gathered)
     for name in fixed:
-        logs = prior_at_pairs(prior[name], batch).at_pairs if name == "B" else prior[name].logs
+        logs = gathered.at_pairs if name == "B" else prior[name].logs
         gain = gain - (counts[name] * logs).reshape(M, -1).sum(-1)
     tiny = np.finfo(np.float64).tiny
     out = torch.empty(n_samples, M, dtype=torch.float64)
@@ -583,7 +582,7 @@ def importance_log_weights(
             d = rng.standard_gamma(np.broadcast_to(value, (S, *value.shape)))
             log_theta[name] = torch.log(torch.from_numpy(np.maximum(d / d.sum(-1, keepdims=True), tiny)))
         if B_fixed is not None and B_fixed.concentration is None:  # a point B
-            log_theta["B"] = prior_at_pairs(B_fixed, batch).at_pairs.expand(S, -1, -1, -1)
+            log_theta["B"] = gathered.at_pairs.expand(S, -1, -1, -1)
         else:
             B = (
                 torch.from_numpy(rng.standard_gamma(np.broadcast_to(at_pairs.numpy(), (S, *at_pairs.shape))))

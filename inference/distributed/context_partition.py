@@ -104,6 +104,7 @@ class ContextPartitionWorker:
         self.counts = None
         self.factors = None
         self._table = None
+        self.n_states = None  # K: set by each E-step from its parameters
 
     def size(self) -> tuple[int, int]:
         """(sequences, tokens) of this partition."""
@@ -124,13 +125,12 @@ class ContextPartitionWorker:
         kept; returns the bounds summed, and with ``totals`` the total counts beside them.
         Sums run over the batches in order, each batch's sequences in order."""
         self._table = None
+        self.n_states = int(_values(params["A"]).shape[0])
         if kind == POINT:
             results = [point_e_step(params, b) for b in self.batches]
             self.counts, self.factors = [r.counts for r in results], None
-            shape_B = tuple(params["B"].shape)
-            return float(sum(r.bounds.sum() for r in results)), total_counts(
-                self.counts, self.batches, shape_B
-            )
+            bound = float(sum(r.bounds.sum() for r in results))
+            return bound, total_counts(self.counts, self.batches, self._shape_B())
         if kind != VARIATIONAL:
             raise ValueError(f"e_step kind must be {POINT!r} or {VARIATIONAL!r}, got {kind!r}")
         counts = self.counts or [None] * len(self.batches)
@@ -144,8 +144,7 @@ class ContextPartitionWorker:
         bound = float(sum(r.bounds.sum() for r in results))
         if not totals:
             return bound
-        K = int(params["A"].logs.shape[0] if isinstance(params["A"], FixedLogs) else params["A"].shape[0])
-        return bound, total_counts(self.counts, self.batches, (K, self.table.n_contexts, self.n_symbols))
+        return bound, total_counts(self.counts, self.batches, self._shape_B())
 
     def count_sums(self, alphas: dict, rows: dict) -> dict:
         """The collapsed M-step's Dirichlet-multinomial sums over this partition's counts
@@ -154,9 +153,12 @@ class ContextPartitionWorker:
         if self.counts is None:
             raise RuntimeError("count_sums needs an E-step first")
         if self._table is None:
-            K = int(self.counts[0]["pi"].shape[1]) if self.counts else int(np.shape(alphas["pi"])[1])
-            self._table = count_table(self.counts, self.batches, (K, self.table.n_contexts, self.n_symbols))
+            self._table = count_table(self.counts, self.batches, self._shape_B())
         return table_sums(self._table, alphas, rows)
+
+    def _shape_B(self) -> tuple:
+        """(K, C, V) of the emission rows (K: the last E-step's parameters')."""
+        return self.n_states, self.table.n_contexts, self.n_symbols
 
     def scores(self, kind: str, params: dict, family: str = "pf", max_sweeps: int = 200, tol: float = 1e-9):
         """(database positions, score) of every sequence, held out: the exact ``log p(x)`` under
@@ -174,6 +176,11 @@ class ContextPartitionWorker:
         if not keys:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         return np.concatenate(keys), np.concatenate(values)
+
+
+def _values(group):
+    """A group's parameter array: a tensor, or a :class:`FixedLogs`' logs."""
+    return group.logs if isinstance(group, FixedLogs) else group
 
 
 def as_tensors(params: dict) -> dict:
