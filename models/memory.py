@@ -257,7 +257,9 @@ def contextual_fit_bytes(K: int, C: int, V: int, n_sequences: int, n_tokens: int
       potentials, messages and marginals, ten K-vectors per position, and K x K per position
       for the moves;
     - database-level a dozen K x C x V arrays (priors, their sums, the M-step's candidates),
-      and four more for the context smoothing's pseudo-counts in the count table;
+      four more for the context smoothing's pseudo-counts in the count table, and four more for
+      the M-step's sums of the smoothing's pseudo-sequence beside the partitions' (each pass's
+      dense (3, K C, V) results, added into the first: :func:`ldhmm.models.contextual_fit.partition_sums`);
     - the database itself and :data:`COMMAND_BYTES`.
     """
     M, T = int(n_sequences), int(n_tokens)
@@ -266,7 +268,7 @@ def contextual_fit_bytes(K: int, C: int, V: int, n_sequences: int, n_tokens: int
         8 * (M * (K + K * K) + T * K)
         + 3 * (M * (K + K * K) + T * K)
         + positions * (10 * K + 2 * K * K)
-        + 16 * K * C * V
+        + 20 * K * C * V
     )
     data = INPUT_BYTES_PER_TOKEN * T + INPUT_BYTES_PER_SEQUENCE * M
     return int(8 * values + data + COMMAND_BYTES)
