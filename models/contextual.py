@@ -40,7 +40,7 @@ from ..inference.contexts import (
     context_labels,
     next_context_rows,
 )
-from ..inference.distributed.context_partition import POINT, VARIATIONAL
+from ..inference.distributed.context_partition import POINT, SCORE_SWEEPS, SCORE_TOL, VARIATIONAL
 from ..inference.monitor import ConvergenceMonitor, RelativeChange
 from ..inference.ops.dirichlet import MIN_CONCENTRATION
 from ..inference.ops.viterbi import unpad_paths, viterbi_log
@@ -54,12 +54,9 @@ from .registry import register
 
 __all__ = ["ContextualLDHMM"]
 
-#: Sweeps per sequence in each E-step of scoring (a fit's: the partitions', one, warm-started).
-SCORE_SWEEPS = 200
 #: EM iterations of the database-level contextual HMM a fit starts from, and its pseudo-count.
 START_HMM_ITER = 10
 START_SMOOTHING = 0.1
-SCORE_TOL = 1e-9
 
 
 class ContextualLDHMM(SequenceModel):

@@ -36,11 +36,22 @@ from ..cavi.context_vem import (
 from ..cavi.kernels.dirichlet_multinomial import table_sums
 from ..contexts import ContextTable, context_ids
 
-__all__ = ["ContextPartitionWorker", "POINT", "VARIATIONAL", "partition_positions"]
+__all__ = [
+    "ContextPartitionWorker",
+    "POINT",
+    "VARIATIONAL",
+    "FIT_SWEEPS",
+    "FIT_SWEEP_TOL",
+    "SCORE_SWEEPS",
+    "SCORE_TOL",
+    "partition_positions",
+]
 
 #: A fit's E-step: sweeps per sequence (warm-started: one suffices) and the relative change at
 #: which a sequence stops early.
 FIT_SWEEPS, FIT_SWEEP_TOL = 1, 1e-6
+#: A held-out E-step (scoring): sweeps per sequence at most, and the relative change that stops it.
+SCORE_SWEEPS, SCORE_TOL = 200, 1e-9
 
 #: ``e_step``'s kinds: Baum-Welch's E-step under point parameters, and the variational E-step
 #: under Dirichlet priors.
@@ -160,7 +171,14 @@ class ContextPartitionWorker:
         """(K, C, V) of the emission rows (K: the last E-step's parameters')."""
         return self.n_states, self.table.n_contexts, self.n_symbols
 
-    def scores(self, kind: str, params: dict, family: str = "pf", max_sweeps: int = 200, tol: float = 1e-9):
+    def scores(
+        self,
+        kind: str,
+        params: dict,
+        family: str = "pf",
+        max_sweeps: int = SCORE_SWEEPS,
+        tol: float = SCORE_TOL,
+    ):
         """(database positions, score) of every sequence, held out: the exact ``log p(x)`` under
         point parameters (:data:`POINT`), or the ``family``'s bound after the held-out E-step
         (:func:`ldhmm.inference.cavi.context_vem.best_of_starts`) under the priors. Keeps no
