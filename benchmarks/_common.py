@@ -1,5 +1,5 @@
-"""What the benchmark scripts share: their parser's start, the Dask and projection options, the
-header of the Markdown tables they print, and their CSV files.
+"""What the benchmark scripts share: their parser's start, the Dask and projection options (and
+the projection's sentence), the header of the Markdown tables they print, and their CSV files.
 
 The scripts run as ``python benchmarks/NAME.py``, which puts this folder on ``sys.path``: they
 import it as ``from _common import ...`` (as they import each other, e.g. ``from fit_cost import
@@ -15,6 +15,7 @@ __all__ = [
     "benchmark_parser",
     "add_dask_arguments",
     "add_projection_arguments",
+    "projection_line",
     "print_table_header",
     "write_rows",
 ]
@@ -38,6 +39,22 @@ def add_projection_arguments(p: argparse.ArgumentParser) -> None:
     """``--project-sequences`` and ``--project-workers``: the size a measured run is projected to."""
     p.add_argument("--project-sequences", type=float, default=1e8, help="projection: sequences (default 1e8)")
     p.add_argument("--project-workers", type=int, default=100, help="projection: workers (default 100)")
+
+
+def projection_line(
+    args: argparse.Namespace, basis: str, e_round: float, m_rounds: float, m_round: float
+) -> str:
+    """The projection to ``args.project_sequences`` on ``args.project_workers`` workers, in words:
+    one EM iteration is one E-step round of ``e_round`` seconds and ``m_rounds`` M-step rounds of
+    ``m_round`` seconds each (every round waits for the slowest worker); ``basis`` says where the
+    E-step round's seconds come from."""
+    return (
+        f"projection to {args.project_sequences:.0e} sequences on {args.project_workers} workers x 1 core "
+        f"({basis}): E-step round {e_round:.1f} s + {m_rounds:g} M-step rounds x {m_round:.4f} s = about "
+        f"{e_round + m_rounds * m_round:.1f} s per EM iteration (the first iteration, which tries every "
+        f"start, several times that); a straggler (one worker s times slower) makes every round wait: "
+        f"+ (s - 1) x {e_round:.1f} s per E-step round"
+    )
 
 
 def print_table_header(header: str, flush: bool = False) -> None:

@@ -26,7 +26,13 @@ import sys
 import time
 
 import numpy as np
-from _common import add_dask_arguments, add_projection_arguments, benchmark_parser, print_table_header
+from _common import (
+    add_dask_arguments,
+    add_projection_arguments,
+    benchmark_parser,
+    print_table_header,
+    projection_line,
+)
 
 from ldhmm.data import balanced_partitions, load_msnbc, plan_partitions, write_partitioned
 from ldhmm.inference import PFGuide, VariationalEM, make_buckets
@@ -119,15 +125,12 @@ def _projection(M: int, T: int, e_round: float, m_round: float, n_workers: int, 
     fixed latency (its sums are O(K V) numbers, whatever the data)."""
     scale = args.project_sequences / M
     e_target = e_round * scale * n_workers / args.project_workers
-    m_rounds = statistics.median(rounds) - 1
-    per_iteration = e_target + m_rounds * m_round
-    return (
-        f"projection to {args.project_sequences:.0e} sequences ({T * scale:.2e} tokens at this data's mean "
-        f"length) on {args.project_workers} workers x 1 core: E-step round {e_round:.3f} s x {scale:.0f} "
-        f"(data) x {n_workers}/{args.project_workers} (workers) = {e_target:.1f} s, plus {m_rounds:g} "
-        f"M-step rounds x {m_round:.4f} s: about {per_iteration:.1f} s per EM iteration; a straggler "
-        f"(one worker s times slower) makes every round wait: + (s - 1) x {e_target:.1f} s per iteration"
+    basis = (
+        f"{T * scale / args.project_workers:.3g} tokens per worker at this data's mean length; the E-step "
+        f"round measured here, {e_round:.3f} s, x {scale:.0f} (data) x {n_workers}/{args.project_workers} "
+        f"(workers)"
     )
+    return projection_line(args, basis, e_target, statistics.median(rounds) - 1, m_round)
 
 
 def main(argv=None) -> None:

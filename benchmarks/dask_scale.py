@@ -41,7 +41,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import add_dask_arguments, add_projection_arguments, benchmark_parser, print_table_header
+from _common import (
+    add_dask_arguments,
+    add_projection_arguments,
+    benchmark_parser,
+    print_table_header,
+    projection_line,
+)
 from dask_iteration import timed_fit  # benchmarks/dask_iteration.py (the script's folder is on sys.path)
 
 from ldhmm.data import load_msnbc, plan_partitions, write_partitioned
@@ -192,15 +198,12 @@ def _projection(points: list, n_workers: int, args) -> str:
     n, tokens, _ = points[-1]
     target = args.project_sequences * tokens / n / args.project_workers  # tokens per worker
     m_rounds = statistics.median(r - 1 for _, _, m in points for r in m["rounds"])
-    e_round, m_round = e[0] + e[1] * target, c[0] + c[1] * target
-    return (
+    fitted = (
         f"E-step round ~ {e[0]:.3f} s + {e[1] * 1e6:.2f} s per million tokens per worker; M-step round ~ "
-        f"{c[0]:.4f} s + {c[1] * 1e6:.3f} s per million tokens per worker (least squares over the sizes).\n"
-        f"projection to {args.project_sequences:.0e} sequences on {args.project_workers} workers x 1 core "
-        f"({target:.3g} tokens per worker at this data's mean length): E-step round {e_round:.1f} s + "
-        f"{m_rounds:g} M-step rounds x {m_round:.3f} s = about {e_round + m_rounds * m_round:.1f} s per "
-        f"EM iteration (the first iteration, which tries every start, several times that)"
+        f"{c[0]:.4f} s + {c[1] * 1e6:.3f} s per million tokens per worker (least squares over the sizes)."
     )
+    basis = f"{target:.3g} tokens per worker at this data's mean length"
+    return fitted + "\n" + projection_line(args, basis, e[0] + e[1] * target, m_rounds, c[0] + c[1] * target)
 
 
 def main(argv=None) -> None:
