@@ -38,7 +38,6 @@ import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
-from torch.distributions import constraints
 
 from ..inference.cavi.context_vem import (
     ContextBatch,
@@ -51,7 +50,7 @@ from ..inference.cavi.context_vem import (
 from ..inference.cavi.guides import PFGuide, sequence_dirichlet_params
 from ..inference.contexts import ContextTable, context_ids
 from ..inference.ops.forward import chain_log_likelihood, gather_emissions
-from ..inference.svi.hmm_distribution import clamped_logs
+from ..inference.svi.hmm_distribution import ChainDistribution, chain_constraints, clamped_logs
 from ..inference.svi.minibatch import SequenceBatch
 from .pyro_model import ldhmm_priors, sequence_parameters
 
@@ -68,7 +67,7 @@ __all__ = [
 ]
 
 
-class ContextualCategoricalHMM(dist.TorchDistribution):
+class ContextualCategoricalHMM(ChainDistribution):
     """Categorical emissions from a discrete Markov chain, each position's row chosen by its context.
 
     ``log p(x | pi, A, B) = log sum_z pi[z_1] B[z_1, c_1, x_1] prod_n A[z_(n-1), z_n] B[z_n, c_n, x_n]``
@@ -93,12 +92,8 @@ class ContextualCategoricalHMM(dist.TorchDistribution):
         True on the real positions of each sequence; a prefix of each row, at least one.
     """
 
-    arg_constraints = {
-        "initial_logits": constraints.real_vector,
-        "transition_logits": constraints.independent(constraints.real, 2),
-        "emission_logits": constraints.independent(constraints.real, 3),
-    }
-    has_enumerate_support = False
+    arg_constraints = chain_constraints(3)
+    tensors = ChainDistribution.tensors + ("contexts",)
 
     def __init__(
         self, initial_logits, transition_logits, emission_logits, contexts, mask, validate_args=None
@@ -126,19 +121,8 @@ class ContextualCategoricalHMM(dist.TorchDistribution):
         C = emission_logits.shape[-2]
         if contexts.numel() and (int(contexts.min()) < 0 or int(contexts.max()) >= C):
             raise ValueError(f"ContextualCategoricalHMM: contexts must lie in 0..{C - 1} (C = {C} rows)")
-        self.initial_logits = initial_logits - initial_logits.logsumexp(-1, keepdim=True)
-        self.transition_logits = transition_logits - transition_logits.logsumexp(-1, keepdim=True)
-        self.emission_logits = emission_logits - emission_logits.logsumexp(-1, keepdim=True)
         self.contexts = contexts
-        self.mask = mask
-        batch_shape = torch.broadcast_shapes(
-            initial_logits.shape[:-1],
-            transition_logits.shape[:-2],
-            emission_logits.shape[:-3],
-            contexts.shape[:-1],
-            mask.shape[:-1],
-        )
-        super().__init__(batch_shape, mask.shape[-1:], validate_args=validate_args)
+        super().__init__(initial_logits, transition_logits, emission_logits, mask, validate_args, (contexts,))
 
     @classmethod
     def from_probs(cls, initial, transition, emission, contexts, mask, validate_args=None):
@@ -147,29 +131,11 @@ class ContextualCategoricalHMM(dist.TorchDistribution):
         return cls(*clamped_logs(initial, transition, emission), contexts, mask, validate_args=validate_args)
 
     @property
-    def n_symbols(self) -> int:
-        return int(self.emission_logits.shape[-1])
-
-    @property
     def n_contexts(self) -> int:
         return int(self.emission_logits.shape[-2])
 
-    @constraints.dependent_property(is_discrete=True, event_dim=1)
-    def support(self):
-        return constraints.independent(constraints.integer_interval(0, self.n_symbols - 1), 1)
-
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(ContextualCategoricalHMM, _instance)
-        batch_shape = torch.Size(batch_shape)
-        # The parameters stay unexpanded: log_prob broadcasts them.
-        new.initial_logits = self.initial_logits
-        new.transition_logits = self.transition_logits
-        new.emission_logits = self.emission_logits
-        new.contexts = self.contexts
-        new.mask = self.mask
-        super(ContextualCategoricalHMM, new).__init__(batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self.__dict__.get("_validate_args")
-        return new
+        return self._expanded(ContextualCategoricalHMM, batch_shape, _instance)
 
     def log_obs(self, value) -> torch.Tensor:
         """``log B[k, c_n, x_n]`` at every position, shape (..., T, K) (broadcast batch shape)."""

@@ -22,7 +22,7 @@ from torch.distributions import constraints
 
 from ..ops.forward import chain_log_likelihood, gather_emissions
 
-__all__ = ["MaskedCategoricalHMM", "clamped_logs"]
+__all__ = ["ChainDistribution", "MaskedCategoricalHMM", "chain_constraints", "clamped_logs"]
 
 
 def clamped_logs(*probs: torch.Tensor) -> tuple:
@@ -31,7 +31,72 @@ def clamped_logs(*probs: torch.Tensor) -> tuple:
     return tuple(p.clamp_min(torch.finfo(p.dtype).tiny).log() for p in probs)
 
 
-class MaskedCategoricalHMM(dist.TorchDistribution):
+def chain_constraints(emission_dims: int) -> dict:
+    """The ``arg_constraints`` of a :class:`ChainDistribution`: ``log pi`` (..., K) and ``log A``
+    (..., K, K) real, ``log B`` real in its last ``emission_dims`` dimensions (2: (K, V); 3:
+    (K, C, V), a row per state and context)."""
+    return {
+        "initial_logits": constraints.real_vector,
+        "transition_logits": constraints.independent(constraints.real, 2),
+        "emission_logits": constraints.independent(constraints.real, emission_dims),
+    }
+
+
+class ChainDistribution(dist.TorchDistribution):
+    """What the observed chains share (this module's :class:`MaskedCategoricalHMM`, the contextual
+    models' :class:`~ldhmm.models.pyro_contextual.ContextualCategoricalHMM`): the parameters'
+    logs normalized, symbols ``0..V-1`` at each of the T positions, and ``expand`` by reference.
+
+    A subclass checks its arguments, sets its own tensors and calls this ``__init__``; it names
+    in ``tensors`` the attributes that define it (``expand`` hands them to the new instance as
+    they are: ``log_prob`` broadcasts them) and sets ``arg_constraints`` by :func:`chain_constraints`
+    (the event dimensions of its ``log B``).
+    """
+
+    tensors = ("initial_logits", "transition_logits", "emission_logits", "mask")
+    has_enumerate_support = False
+
+    def __init__(
+        self, initial_logits, transition_logits, emission_logits, mask, validate_args=None, positions=()
+    ):
+        """``log pi`` (..., K), ``log A`` (..., K, K) and ``log B`` (..., K, [C,] V), each stored
+        normalized over its last dimension, and ``mask`` (..., T); the batch shape is the
+        broadcast of their leading dimensions and those of ``positions`` (more tensors (..., T)
+        the subclass holds), the event the T positions."""
+        self.initial_logits = initial_logits - initial_logits.logsumexp(-1, keepdim=True)
+        self.transition_logits = transition_logits - transition_logits.logsumexp(-1, keepdim=True)
+        self.emission_logits = emission_logits - emission_logits.logsumexp(-1, keepdim=True)
+        self.mask = mask
+        emission_dims = self.arg_constraints["emission_logits"].event_dim
+        batch_shape = torch.broadcast_shapes(
+            initial_logits.shape[:-1],
+            transition_logits.shape[:-2],
+            emission_logits.shape[:-emission_dims],
+            *(t.shape[:-1] for t in positions),
+            mask.shape[:-1],
+        )
+        super().__init__(batch_shape, mask.shape[-1:], validate_args=validate_args)
+
+    @property
+    def n_symbols(self) -> int:
+        return int(self.emission_logits.shape[-1])
+
+    @constraints.dependent_property(is_discrete=True, event_dim=1)
+    def support(self):
+        return constraints.independent(constraints.integer_interval(0, self.n_symbols - 1), 1)
+
+    def _expanded(self, cls: type, batch_shape, _instance=None):
+        """``expand`` of the subclass ``cls``: a new instance of batch shape ``batch_shape``
+        holding this one's :attr:`tensors`."""
+        new = self._get_checked_instance(cls, _instance)
+        for name in self.tensors:
+            setattr(new, name, getattr(self, name))
+        super(ChainDistribution, new).__init__(torch.Size(batch_shape), self.event_shape, validate_args=False)
+        new._validate_args = self.__dict__.get("_validate_args")
+        return new
+
+
+class MaskedCategoricalHMM(ChainDistribution):
     """Categorical emissions from a discrete Markov chain, lengths given by a mask.
 
     Parameters
@@ -46,12 +111,7 @@ class MaskedCategoricalHMM(dist.TorchDistribution):
         True on the real positions of each sequence; a prefix of each row, at least one.
     """
 
-    arg_constraints = {
-        "initial_logits": constraints.real_vector,
-        "transition_logits": constraints.independent(constraints.real, 2),
-        "emission_logits": constraints.independent(constraints.real, 2),
-    }
-    has_enumerate_support = False
+    arg_constraints = chain_constraints(2)
 
     def __init__(self, initial_logits, transition_logits, emission_logits, mask, validate_args=None):
         K = initial_logits.shape[-1]
@@ -63,17 +123,7 @@ class MaskedCategoricalHMM(dist.TorchDistribution):
             )
         if mask.dtype != torch.bool or mask.dim() < 1:
             raise ValueError(f"MaskedCategoricalHMM: mask must be a bool tensor (..., T), got {mask.dtype}")
-        self.initial_logits = initial_logits - initial_logits.logsumexp(-1, keepdim=True)
-        self.transition_logits = transition_logits - transition_logits.logsumexp(-1, keepdim=True)
-        self.emission_logits = emission_logits - emission_logits.logsumexp(-1, keepdim=True)
-        self.mask = mask
-        batch_shape = torch.broadcast_shapes(
-            initial_logits.shape[:-1],
-            transition_logits.shape[:-2],
-            emission_logits.shape[:-2],
-            mask.shape[:-1],
-        )
-        super().__init__(batch_shape, mask.shape[-1:], validate_args=validate_args)
+        super().__init__(initial_logits, transition_logits, emission_logits, mask, validate_args)
 
     @classmethod
     def from_probs(cls, initial, transition, emission, mask, validate_args=None):
@@ -81,25 +131,8 @@ class MaskedCategoricalHMM(dist.TorchDistribution):
         clamped at the smallest normal float before the log, so an underflowed draw is finite."""
         return cls(*clamped_logs(initial, transition, emission), mask, validate_args=validate_args)
 
-    @property
-    def n_symbols(self) -> int:
-        return int(self.emission_logits.shape[-1])
-
-    @constraints.dependent_property(is_discrete=True, event_dim=1)
-    def support(self):
-        return constraints.independent(constraints.integer_interval(0, self.n_symbols - 1), 1)
-
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(MaskedCategoricalHMM, _instance)
-        batch_shape = torch.Size(batch_shape)
-        # The parameters stay unexpanded: log_prob broadcasts them.
-        new.initial_logits = self.initial_logits
-        new.transition_logits = self.transition_logits
-        new.emission_logits = self.emission_logits
-        new.mask = self.mask
-        super(MaskedCategoricalHMM, new).__init__(batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self.__dict__.get("_validate_args")
-        return new
+        return self._expanded(MaskedCategoricalHMM, batch_shape, _instance)
 
     def log_prob(self, value):
         """``log p(x)`` per sequence, shape ``broadcast(batch_shape, value.shape[:-1])``."""
