@@ -17,11 +17,13 @@ Run with ``NUMBA_NUM_THREADS=1`` (CPU seconds with one thread each, the unit of 
     NUMBA_NUM_THREADS=1 python benchmarks/effort_grid.py --data-dir ../shared/data \\
         --datasets entree msnbc:3000 --states 2 4 8 --guides pf ff --seeds 0 1 2 3 4
 
-``--csv FILE`` also writes one row per fit.
+``--csv FILE`` also writes one row per fit. ``--identical-sequences once each`` fits every effort
+both ways (rows ``standard/once``, ``standard/each``; ``--reference standard/each``).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import time
@@ -96,9 +98,18 @@ def main(argv=None) -> int:
     p.add_argument("--guides", nargs="+", default=["pf", "ff"], choices=["pf", "ff"])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--efforts", nargs="+", default=list(EFFORTS), choices=EFFORTS)
-    p.add_argument("--reference", default="thorough", choices=EFFORTS)
+    p.add_argument(
+        "--reference", default="thorough", help="an effort, or EFFORT/VALUE (see --identical-sequences)"
+    )
     p.add_argument("--allowed", type=float, default=0.002, help="nats/token below the reference's median")
     p.add_argument("--options", default="{}", help="further LDHMM settings as JSON, for every fit")
+    p.add_argument(
+        "--identical-sequences",
+        nargs="+",
+        default=[None],
+        choices=["once", "each"],
+        help="fit each effort with each of these (rows 'EFFORT/VALUE'; default: the preset's)",
+    )
     p.add_argument("--no-hmmlearn", action="store_true")
     p.add_argument("--csv", default=None, help="write one row per fit here")
     args = p.parse_args(argv)
@@ -119,14 +130,18 @@ def main(argv=None) -> int:
                 for seed in args.seeds:
                     if not args.no_hmmlearn:
                         peer.append(hmmlearn_scaling_fit(seqs, K, V, seed)[0])
-                    for effort in args.efforts:
+                    for effort, identical in itertools.product(args.efforts, args.identical_sequences):
                         work.clear()
                         cpu = time.process_time()
-                        model = LDHMM(K, n_symbols=V, seed=seed, guide=guide, effort=effort, **options)
+                        setting = {} if identical is None else {"identical_sequences": identical}
+                        model = LDHMM(
+                            K, n_symbols=V, seed=seed, guide=guide, effort=effort, **setting, **options
+                        )
                         model.fit(seqs)
                         cpu = time.process_time() - cpu
                         fit = {
-                            "data": dataset, "K": K, "guide": guide, "effort": effort, "seed": seed,
+                            "data": dataset, "K": K, "guide": guide, "seed": seed,
+                            "effort": effort if identical is None else f"{effort}/{identical}",
                             "elbo": float(model.elbo_history_[-1]) / n_tokens, "cpu": cpu,
                             "iters": len(model.elbo_history_), "sweeps": work["sweeps"] / M,
                             "start": model.start_kind_,

@@ -3,9 +3,10 @@ imports only the layers before it:
 
 1. :mod:`.ops`: pure math shared by the routes (Dirichlet, chain potentials, the masked
    log-space forward scan, mean-field updates, Viterbi, hashing).
-2. :mod:`.sharing`, :mod:`.parameters`, :mod:`.growth`, :mod:`.batch`, :mod:`.monitor`,
-   :mod:`.progress`, :mod:`.interpolated_chain`, :mod:`.contexts`: what a variant shares, its
-   parameters (and a state split in two, to grow K), length-sorted buckets of sequences, the
+2. :mod:`.sharing`, :mod:`.parameters`, :mod:`.growth`, :mod:`.batch`, :mod:`.copies`,
+   :mod:`.monitor`, :mod:`.progress`, :mod:`.interpolated_chain`, :mod:`.contexts`: what a
+   variant shares, its parameters (and a state split in two, to grow K), length-sorted buckets
+   of sequences (identical sequences once, weighted by their copies), the
    convergence monitor and its rules, how a progress bar shows itself (live on a terminal, a
    few lines elsewhere), the interpolated Markov chain's kernels, the emission contexts of a
    sequence's positions (and their smoothing).

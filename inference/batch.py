@@ -187,6 +187,13 @@ class Bucket:
         V symbols.
     slots : LongTensor, shape (M_b, T_b), optional
         Sparse layout: each token as its position in the sequence's ``symbols`` row.
+    weights : DoubleTensor, shape (M_b,), optional
+        How many sequences of the database each row stands for (identical sequences computed
+        once, :mod:`ldhmm.inference.copies`): every sum over sequences weighs a row by it. None:
+        one each.
+    start_keys : LongTensor, shape (M_b,), optional
+        What each row's random starts are hashed from (a key of its content,
+        :func:`ldhmm.inference.copies.content_keys`). None: ``index``.
     """
 
     index: torch.Tensor
@@ -195,6 +202,8 @@ class Bucket:
     mask: torch.Tensor
     symbols: torch.Tensor | None = None
     slots: torch.Tensor | None = None
+    weights: torch.Tensor | None = None
+    start_keys: torch.Tensor | None = None
 
     @property
     def n_sequences(self) -> int:
@@ -228,7 +237,14 @@ class Bucket:
             self.mask[idx],
             None if self.symbols is None else self.symbols[idx],
             None if self.slots is None else self.slots[idx],
+            None if self.weights is None else self.weights[idx],
+            None if self.start_keys is None else self.start_keys[idx],
         )
+
+    @property
+    def random_keys(self) -> torch.Tensor:
+        """What each row's random starts are hashed from: ``start_keys``, else ``index``."""
+        return self.index if self.start_keys is None else self.start_keys
 
 
 def bucket_bounds(sorted_lengths, max_cells: int = 1 << 20, max_padding_ratio: float = 1.25) -> list:

@@ -36,6 +36,7 @@ import torch
 from ..inference import M_STEP_METHODS, RANDOM_STARTS, VariationalEM
 from ..inference.acceleration import ACCELERATIONS
 from ..inference.cavi.emissions import EMISSION_LAYOUTS
+from ..inference.copies import IDENTICAL_SEQUENCES
 from ..inference.distributed.workers import PartitionWorker
 
 __all__ = [
@@ -59,7 +60,7 @@ INIT_METHODS = ("auto", "random", "pf")
 #: The version of the fitting defaults that the experiments' tables name (experiments/README.md,
 #: "Defaults behind the tables"); part of every harness run's configuration hash, so that a run
 #: directory of other defaults is never resumed into a mix. Raised when a default moves numbers.
-DEFAULTS_VERSION = "v5"
+DEFAULTS_VERSION = "v6"
 #: The starts a fit may add beside its random restarts (see :class:`FitSettings`' ``seeded_start``).
 SEEDED_STARTS = ("symbols", "none")
 #: The effort presets of a fit (see :class:`FitSettings`' ``effort``), fastest first.
@@ -73,15 +74,30 @@ START_POLICIES = ("restarts", "hmm_and_seeded", "hmm")
 #: start, with one start per sequence beside the warm run at every E-step, in turn, and up to
 #: three refreshes; ``"quick"`` runs EM once, from the database-level HMM, with the rotating
 #: start and no refresh. No preset accelerates EM (``acceleration``; issue 44, direction 2).
+#: Since v6 ``"standard"`` and ``"quick"`` compute identical sequences once
+#: (``identical_sequences``; issue 44, direction 1).
 EFFORT_PRESETS = {
-    "quick": {"start_policy": "hmm", "refresh_max": 0, "start_every": 1, "acceleration": "none"},
+    "quick": {
+        "start_policy": "hmm",
+        "refresh_max": 0,
+        "start_every": 1,
+        "acceleration": "none",
+        "identical_sequences": "once",
+    },
     "standard": {
         "start_policy": "hmm_and_seeded",
         "refresh_max": 3,
         "start_every": 1,
         "acceleration": "none",
+        "identical_sequences": "once",
     },
-    "thorough": {"start_policy": "restarts", "refresh_max": 10, "start_every": 0, "acceleration": "none"},
+    "thorough": {
+        "start_policy": "restarts",
+        "refresh_max": 10,
+        "start_every": 0,
+        "acceleration": "none",
+        "identical_sequences": "each",
+    },
 }
 #: The docstring line that :class:`TakesFitSettings` replaces with the settings' entries.
 PLACEHOLDER = "{fit_settings}"
@@ -302,6 +318,17 @@ class FitSettings:
         ':mod:`ldhmm.inference.acceleration`); not with a checkpoint. ``"none"``: plain EM. '
         "None: ``effort``'s (plain EM in every preset).",
         to=(VariationalEM,),
+    )
+    identical_sequences: str | None = _setting(
+        None,
+        _OneOfOrNone(IDENTICAL_SEQUENCES),
+        '``"once"``: each distinct sequence computed once and weighed by its copies, its random '
+        "starts hashed from its content, so that copies are one computation and a fit does not "
+        "depend on the order or partitioning of the database (:mod:`ldhmm.inference.copies`); "
+        'per-sequence outputs stay one row per input. ``"each"``: every sequence on its own, its '
+        "random starts hashed from its position (v5 and before). None: ``effort``'s "
+        '(``"each"`` in ``"thorough"``).',
+        to=(PartitionWorker,),
     )
     init: str = _setting(
         "auto",

@@ -56,6 +56,7 @@ from pyro import poutine
 from pyro.ops.indexing import Vindex
 
 from ..inference import LDHMM_SHARING, Bucket, PFGuide, VariantParameters, VariationalEM, init_parameters
+from ..inference.copies import content_keys
 from ..inference.svi.dirichlet_guide import CONCENTRATION, SVI_MIN_CONCENTRATION
 from ..inference.svi.hmm_distribution import MaskedCategoricalHMM
 from ..inference.svi.minibatch import SequenceBatch
@@ -318,6 +319,12 @@ def ldhmm_pf_offsets(batch: SequenceBatch, priors: dict, held_out: bool = False)
     """
     prior = {g: priors[g][0].detach().double().contiguous() for g in ("pi", "A", "B")}
     bucket = Bucket(torch.arange(batch.batch_size), batch.tokens, batch.lengths, batch.mask)
+    # random starts hashed from each sequence's content, as the closed form's default
+    # (identical_sequences="once") hashes them: the same draws as its held-out E-step
+    tokens = batch.tokens.numpy()
+    bucket.start_keys = torch.from_numpy(
+        content_keys([tokens[m, :n] for m, n in enumerate(batch.lengths.tolist())])
+    )
     engine = VariationalEM(PFGuide())
     params = VariantParameters(LDHMM_SHARING, prior=prior)
     (state,) = engine.score([bucket], params, starts=None if held_out else engine.fit_starts())

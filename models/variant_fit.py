@@ -26,7 +26,7 @@ from ..data import read_manifest
 from ..data.fingerprint import training_record
 from ..inference import VariantParameters, make_buckets
 from ..inference.checkpoint import FitCheckpoint
-from ..inference.distributed.workers import LocalBackend
+from ..inference.distributed.workers import LocalBackend, PartitionWorker
 from ..inference.em import NonFiniteELBOError
 from .base import data_source, keep_vocabulary
 from .fit_starts import StartOutcome, search
@@ -82,7 +82,7 @@ def fit_in_process(model, seqs: list, init_params=None, grown=(), checkpoint=Non
     estimate = partial(fit_bytes, path_states=model.n_states - 1) if kept else fit_bytes
     knob = "fewer states (n_states / --states) or fewer sequences"
     model.placement().check_memory(seqs, "fitting", knob, estimate)
-    runner = LocalBackend([model._engine().worker(buckets_of(model, seqs), model.n_symbols_)])
+    runner = LocalBackend([PartitionWorker(seqs, **model.placement().worker_options)])
     counts = np.bincount(np.concatenate(seqs), minlength=model.n_symbols_)
     content = training_record(seqs, "")["sha256"] if checkpoint is not None else None
     fit_on(model, runner, counts, init_params, grown, checkpoint, content)

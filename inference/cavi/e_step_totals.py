@@ -18,7 +18,7 @@ from ..batch import Bucket
 from ..parameters import VariantParameters
 from ..sharing import GROUPS, SEQUENCE
 from .emissions import EmissionLogSums, add_emission_counts, total_emission_counts
-from .expectation import BucketState, e_step_bucket, prior_terms
+from .expectation import BucketState, e_step_bucket, prior_terms, sequence_log_sums
 from .sequence_starts import best_of_starts
 
 __all__ = ["EStepTotals", "e_step"]
@@ -45,6 +45,35 @@ class EStepTotals:
     sum_expected_log: dict
     total_counts: dict
     max_sweeps: int
+
+
+@dataclass
+class _BucketSums:
+    """What a bucket adds to the database's sums: its per-sequence counts and local ELBO (each
+    row as many times as the sequences it stands for), its groups' ``sum_m E log theta_m`` and
+    how many sequences it stands for."""
+
+    counts: dict
+    local_elbo: torch.Tensor
+    sum_expected_log: dict
+    n_sequences: int
+
+
+def _plain_sums(st: BucketState, bucket: Bucket) -> _BucketSums:
+    """A bucket of one sequence per row: its state's own numbers (the sums the E-step formed)."""
+    return _BucketSums(st.counts, st.local_elbo, st.sum_expected_log, bucket.n_sequences)
+
+
+def _weighted_sums(params: VariantParameters, st: BucketState, bucket: Bucket) -> _BucketSums:
+    """A bucket whose rows stand for ``bucket.weights`` identical sequences each: every row's
+    numbers times its weight, and the E log theta sums formed anew with the weights (the
+    E-step's own are of one copy each)."""
+    w = bucket.weights
+    counts = {g: c * w.to(c.dtype).reshape((-1,) + (1,) * (c.dim() - 1)) for g, c in st.counts.items()}
+    n = int(round(float(w.sum())))
+    return _BucketSums(
+        counts, st.local_elbo * w.to(st.local_elbo.dtype), sequence_log_sums(params, st.counts, bucket), n
+    )
 
 
 def e_step(
@@ -98,22 +127,23 @@ def e_step(
             )
         states[i] = None
         new_states.append(st)
+        sums = _weighted_sums(params, st, bucket) if bucket.weights is not None else _plain_sums(st, bucket)
         for g in seq_groups:
             if g == "B":
                 # absorbed into one K x V buffer; the bucket's per-slot terms (as large as its
                 # B counts) are let go
-                sum_elog[g].absorb(st.sum_expected_log.pop(g), V)
+                sum_elog[g].absorb(sums.sum_expected_log.pop(g), V)
             else:
-                sum_elog[g] = sum_elog[g] + st.sum_expected_log[g]
+                sum_elog[g] = sum_elog[g] + sums.sum_expected_log[g]
         for g in GROUPS:
             if g == "B" and count_total_B is not None:
-                add_emission_counts(count_total_B, st.counts[g], bucket)
+                add_emission_counts(count_total_B, sums.counts[g], bucket)
             elif g == "B":
-                totals[g] = totals[g] + total_emission_counts(st.counts[g], bucket, V)
+                totals[g] = totals[g] + total_emission_counts(sums.counts[g], bucket, V)
             else:
-                totals[g] = totals[g] + st.counts[g].sum(0)
-        local += float(st.local_elbo.sum())
-        n += bucket.n_sequences
+                totals[g] = totals[g] + sums.counts[g].sum(0)
+        local += float(sums.local_elbo.sum())
+        n += sums.n_sequences
         sweeps = max(sweeps, st.n_sweeps)
         if progress is not None:
             progress(bucket.n_sequences)

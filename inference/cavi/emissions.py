@@ -30,7 +30,7 @@ from ..ops.potentials import emission_potentials
 from ..parameters import VariantParameters
 from ..sharing import POINT, SEQUENCE, SHARED
 from .kernels.dirichlet_multinomial import SUM_BLOCK
-from .kernels.sparse import expected_log_terms, scatter_blocks, scatter_rows
+from .kernels.sparse import expected_log_terms, scatter_blocks, scatter_rows, sequential_row_sums
 
 __all__ = [
     "EMISSION_LAYOUTS",
@@ -187,10 +187,18 @@ def _add_optional(a, b):
 
 def emission_log_sums(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket: Bucket) -> EmissionLogSums:
     """``sum_m E_q[log B_m]`` over a bucket, ``q(B_m) = Dir(prior + n_m)``, in parts
-    (:class:`EmissionLogSums`): O(K W) per sequence, nothing of size K x V."""
+    (:class:`EmissionLogSums`): O(K W) per sequence, nothing of size K x V. Each sequence
+    weighed by the bucket's ``weights`` where it has them."""
     symbols = bucket.symbols.numpy() if bucket.sparse else None
-    delta, rows = expected_log_terms(prior_B.double().numpy(), counts_B.double().numpy(), symbols)
-    return EmissionLogSums(bucket.n_sequences, rows, [(delta, symbols)])
+    prior, counts = prior_B.double().numpy(), counts_B.double().numpy()
+    delta, rows = expected_log_terms(prior, counts, symbols)
+    if bucket.weights is None:
+        return EmissionLogSums(bucket.n_sequences, rows, [(delta, symbols)])
+    weights = bucket.weights.double().numpy()
+    delta *= weights[:, None, None]
+    # psi(beta_0 + n_m0) per sequence, weighed (the kernel's ``rows`` are their plain sum)
+    psi_rows = torch.digamma(torch.from_numpy(sequential_row_sums(prior)[None, :] + counts.sum(-1))).numpy()
+    return EmissionLogSums(int(round(weights.sum())), weights @ psi_rows, [(delta, symbols)])
 
 
 def expected_log_emissions(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket: Bucket) -> torch.Tensor:

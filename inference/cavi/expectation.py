@@ -56,6 +56,7 @@ __all__ = [
     "starts_from_counts",
     "prior_terms",
     "e_step_bucket",
+    "sequence_log_sums",
 ]
 
 
@@ -118,6 +119,31 @@ def expected_counts(state_marginals, transition_counts, tokens, n_symbols):
         "A": transition_counts,
         "B": emission.transpose(1, 2).contiguous(),
     }
+
+
+def sequence_log_sums(params: VariantParameters, counts: dict, bucket: Bucket) -> dict:
+    """``sum_m w_m E_q[log theta_m]`` over a bucket at its counts, ``q(theta_m) = Dir(prior +
+    n_m)``, for every per-sequence group (B's in parts, :class:`EmissionLogSums`); ``w_m`` the
+    bucket's ``weights`` (one each where it has none: then the same numbers as the sums the
+    E-step's routes form as they go).
+
+    Parameters
+    ----------
+    params : VariantParameters
+    counts : dict of Tensor, ``pi`` (M_b, K), ``A`` (M_b, K, K), ``B`` (M_b, K, W)
+    bucket : Bucket
+    """
+    seq_groups = params.sharing.groups(SEQUENCE)
+    out = {}
+    for g in seq_groups:
+        if g == "B":
+            out[g] = emission_log_sums(params.prior["B"], counts["B"], bucket)
+            continue
+        elog = expected_log_dirichlet(params.prior[g].double() + counts[g].double())
+        if bucket.weights is not None:
+            elog = elog * bucket.weights.double().reshape((-1,) + (1,) * (elog.dim() - 1))
+        out[g] = elog.sum(0).to(counts[g].dtype)
+    return out
 
 
 def collapsed_terms(counts, params, seq_groups, prior_log_beta):

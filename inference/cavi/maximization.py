@@ -338,9 +338,11 @@ def count_batches(states, group: str, rows: int) -> list:
     return batches
 
 
-def state_count_table(states, groups) -> CountTable:
-    """The :class:`CountTable` of ``groups`` (name -> (R, D)) over the buckets' states."""
-    return count_table({g: (shape, count_batches(states, g, shape[0])) for g, shape in groups.items()})
+def state_count_table(states, groups, weights: list | None = None) -> CountTable:
+    """The :class:`CountTable` of ``groups`` (name -> (R, D)) over the buckets' states;
+    ``weights``: per bucket, how many sequences each row stands for (None: one each)."""
+    batches = {g: (shape, count_batches(states, g, shape[0])) for g, shape in groups.items()}
+    return count_table(batches, weights)
 
 
 def m_step(

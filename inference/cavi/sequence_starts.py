@@ -17,14 +17,13 @@ import numpy as np
 import torch
 
 from ..batch import Bucket
-from ..ops.dirichlet import expected_log_dirichlet
 from ..ops.hashing import hashed_uniform
 from ..ops.potentials import emission_potentials
 from ..parameters import VariantParameters
 from ..sharing import GROUPS, SEQUENCE
-from .emissions import emission_log_sums, token_potentials
+from .emissions import token_potentials
 from .exact_chain import ExactChain, forward_backward
-from .expectation import BucketState, e_step_bucket, expected_counts, starts_from_counts
+from .expectation import BucketState, e_step_bucket, expected_counts, sequence_log_sums, starts_from_counts
 from .guides import FFGuide
 from .protocol import GuideProtocol
 
@@ -60,7 +59,8 @@ __all__ = [
 #: that its own starts fall into.
 #:
 #: ``"random:<i>"``: counts from random, fairly sharp marginals (the i-th draw, hashed from
-#: the sequence's position in the database, so it does not depend on bucketing), then the
+#: the sequence's position in the database, or from its content where identical sequences are
+#: computed once: it does not depend on bucketing), then the
 #: guide from there: where the posterior of a sequence is multimodal, a few random starts
 #: find the modes that the deterministic ones miss.
 #:
@@ -255,11 +255,15 @@ def _one_state_counts(bucket: Bucket, params: VariantParameters, state: int) -> 
 
 def _random_counts(bucket: Bucket, params: VariantParameters, draw: int) -> dict:
     """Expected counts of random marginals ``r_n ~ u^3`` (normalized; u uniform, hashed from
-    (draw, sequence index, position, state)) with the pair counts of independent positions."""
+    (draw, the sequence's key, position, state); the key: ``bucket.random_keys``) with the pair
+    counts of independent positions."""
     M, T = bucket.tokens.shape
     K = params.n_states
     u = hashed_uniform(
-        draw, bucket.index.numpy()[:, None, None], np.arange(T)[None, :, None], np.arange(K)[None, None, :]
+        draw,
+        bucket.random_keys.numpy()[:, None, None],
+        np.arange(T)[None, :, None],
+        np.arange(K)[None, None, :],
     )
     marginals = torch.from_numpy(u**3).to(params.dtype)
     marginals = marginals / marginals.sum(-1, keepdim=True) * bucket.mask[..., None]
@@ -340,13 +344,6 @@ def _best_per_sequence(runs: list, bucket: Bucket, params: VariantParameters, gu
             counts[g][idx] = run.counts[g][idx]
         guide_state = guide.scatter_state(guide_state, idx, guide.select_state(run.guide_state, idx))
         entropy[idx], elbo[idx], local[idx] = run.entropy[idx], run.elbo[idx], run.local_elbo[idx]
-    seq_groups = params.sharing.groups(SEQUENCE)
-    sum_elog = {
-        g: expected_log_dirichlet(params.prior[g].double() + counts[g].double()).sum(0).to(counts[g].dtype)
-        for g in seq_groups
-        if g != "B"
-    }
-    if "B" in seq_groups:
-        sum_elog["B"] = emission_log_sums(params.prior["B"], counts["B"], bucket)
+    sum_elog = sequence_log_sums(params, counts, bucket)
     n_sweeps = max(r.n_sweeps for r in runs)
     return BucketState(counts, entropy, guide_state, elbo, local, sum_elog, n_sweeps, bucket.symbols)

@@ -41,6 +41,7 @@ from ..cavi.posterior import (
     viterbi_paths,
 )
 from ..cavi.support import ImpossibleSequenceError, first_impossible_event, impossible_reason, supports
+from ..copies import IDENTICAL_SEQUENCES, collapse_copies
 from ..parameters import VariantParameters
 
 __all__ = [
@@ -83,6 +84,12 @@ class PartitionWorker:
     index : ndarray of int, optional
         Positions of this partition's sequences in the database (default: 0..M-1; a
         PartitionSpec's: a hash of each sequence's id).
+    identical_sequences : {"each", "once"}
+        ``"once"`` (sequences or a PartitionSpec only): each distinct sequence of the partition
+        is one row of the buckets, weighted by its copies, its random starts hashed from its
+        content (:mod:`ldhmm.inference.copies`); the per-sequence outputs are one row per input
+        sequence, in the partition's order. ``"each"``: a row per sequence, in bucket order, its
+        random starts hashed from ``index``.
     """
 
     def __init__(
@@ -95,8 +102,14 @@ class PartitionWorker:
         e_step_max_iter: int = 100,
         e_step_tol: float = 1e-6,
         index=None,
+        identical_sequences: str = "each",
     ):
+        if identical_sequences not in IDENTICAL_SEQUENCES:
+            raise ValueError(
+                f"identical_sequences must be one of {IDENTICAL_SEQUENCES}, got {identical_sequences!r}"
+            )
         self.ids = None
+        self.copies = None
         if isinstance(data, PartitionSpec):
             db = read_partition(data)
             data, self.ids = db.sequences, list(db.ids)
@@ -110,15 +123,27 @@ class PartitionWorker:
                     index = np.array([zlib.crc32(i.encode()) for i in self.ids], dtype=np.int64)
         if data and not hasattr(data[0], "tokens"):
             sequences = validate_sequences(data, n_symbols)
+            if identical_sequences == "once":
+                self.copies = collapse_copies(sequences)
+                sequences = self.copies.distinct
             self.buckets = make_buckets(sequences, max_cells=bucket_cells, sparse=sparse, n_symbols=n_symbols)
-            lengths = [len(s) for s in sequences]
+            lengths = [len(s) for s in data]
         else:
             self.buckets = list(data)
             lengths = [int(n) for b in self.buckets for n in b.lengths]
         self.n_sequences = len(lengths)
         self.n_tokens = int(sum(lengths))
         self._local = [b.index.clone() for b in self.buckets]  # positions in this partition
-        if index is not None:
+        if self.copies is not None:
+            # Rows are distinct sequences (``index``: their row in ``copies.distinct``): random
+            # starts from their content, sums weighed by their copies; the inputs' positions
+            # are kept for the outputs.
+            keys = torch.from_numpy(self.copies.keys)
+            weights = torch.from_numpy(self.copies.counts.astype(np.float64))
+            for b in self.buckets:
+                b.start_keys, b.weights = keys[b.index], weights[b.index]
+            self._input_index = np.arange(self.n_sequences) if index is None else np.asarray(index, np.int64)
+        elif index is not None:
             # Buckets carry database positions: the E-step's random starts are hashed from
             # them, so a sequence starts alike whatever partition it is in.
             index = torch.as_tensor(np.asarray(index, dtype=np.int64))
@@ -141,7 +166,14 @@ class PartitionWorker:
         """How often each symbol occurs in this partition, int64 (V,)."""
         counts = np.zeros(self.n_symbols, dtype=np.int64)
         for b in self.buckets:
-            counts += np.bincount(b.tokens[b.mask].numpy(), minlength=self.n_symbols)
+            tokens = b.tokens[b.mask].numpy()
+            if b.weights is None:
+                counts += np.bincount(tokens, minlength=self.n_symbols)
+            else:  # each row's tokens as many times as its copies
+                copies = b.weights.numpy().astype(np.int64)[:, None].repeat(b.tokens.shape[1], 1)
+                counts += np.bincount(
+                    tokens, weights=copies[b.mask.numpy()], minlength=self.n_symbols
+                ).astype(np.int64)
         return counts
 
     def set_guide(self, guide) -> None:
@@ -254,7 +286,8 @@ class PartitionWorker:
         table = self._count_table
         if table is None or any(table.shapes.get(g) != shape for g, shape in shapes.items()):
             self._count_table = None
-            table = self._count_table = state_count_table(self.states, shapes)
+            weights = None if self.copies is None else [b.weights.numpy() for b in self.buckets]
+            table = self._count_table = state_count_table(self.states, shapes, weights)
         return table_sums(table, alphas, rows)
 
     def score(self, params: VariantParameters, starts: tuple, out_path: str | None = None):
@@ -273,11 +306,12 @@ class PartitionWorker:
             states = self._held_out(params, starts)
             elbo = np.concatenate([st.elbo.double().numpy() for st in states]) if states else np.empty(0)
         else:
-            elbo = np.full(self.n_sequences, -np.inf)
+            elbo = np.full(sum(b.n_sequences for b in self.buckets), -np.inf)
             buckets, rows = self._possible_buckets(impossible)
             states = self._held_out(params, starts, buckets) if buckets else []
             for r, st in zip(rows, states):
                 elbo[r] = st.elbo.double().numpy()
+        elbo = self._per_input(elbo)
         keys = self._keys()
         if out_path is None:
             return keys, elbo
@@ -298,6 +332,7 @@ class PartitionWorker:
         rows = []
         for b, st in zip(self.buckets, states):
             rows.extend(values for _, values in bucket_posterior(params, self.guide, b, st))
+        rows = self._per_input(rows)
         keys = self._keys()
         if out_path is None:
             return keys, rows
@@ -314,7 +349,9 @@ class PartitionWorker:
         self._require_possible(params)
         states = self._held_out(params, starts)
         values = [next_symbol_proba(params, self.guide, b, st) for b, st in zip(self.buckets, states)]
-        return self._keys(), np.concatenate(values) if values else np.empty((0, self.n_symbols))
+        return self._keys(), self._per_input(
+            np.concatenate(values) if values else np.empty((0, self.n_symbols))
+        )
 
     def decode(self, params: VariantParameters, starts: tuple):
         """Each sequence's most probable state path after the held-out E-step
@@ -326,7 +363,7 @@ class PartitionWorker:
         self._require_possible(params)
         states = self._held_out(params, starts)
         paths = [path for b, st in zip(self.buckets, states) for path in viterbi_paths(params, b, st)]
-        return self._keys(), paths
+        return self._keys(), self._per_input(paths)
 
     def log_marginal_is(
         self, params: VariantParameters, starts: tuple, n_samples: int, seed: int, out_path: str | None = None
@@ -351,8 +388,10 @@ class PartitionWorker:
         and effective sample size: (keys, (M_p, 3) array of estimate, standard error, ESS)."""
         diagnostics: list = []
         keys, estimate = self._importance(params, starts, n_samples, seed, diagnostics)
-        std_error = np.concatenate([d[0] for d in diagnostics]) if diagnostics else np.empty(0)
-        ess = np.concatenate([d[1] for d in diagnostics]) if diagnostics else np.empty(0)
+        std_error = self._per_input(
+            np.concatenate([d[0] for d in diagnostics]) if diagnostics else np.empty(0)
+        )
+        ess = self._per_input(np.concatenate([d[1] for d in diagnostics]) if diagnostics else np.empty(0))
         return keys, np.stack([estimate, std_error, ess], axis=1)
 
     def _importance(self, params, starts, n_samples, seed, diagnostics=None):
@@ -362,7 +401,7 @@ class PartitionWorker:
         with torch.random.fork_rng():
             torch.manual_seed(int(seed))
             values = log_marginal_is(params, self.buckets, states, n_samples, self.bucket_cells, diagnostics)
-        return self._keys(), np.concatenate(values) if values else np.empty(0)
+        return self._keys(), self._per_input(np.concatenate(values) if values else np.empty(0))
 
     def _held_out(self, params: VariantParameters, starts: tuple, buckets: list | None = None) -> list:
         """The held-out E-step from cold (every start in ``starts``) of ``buckets`` (default:
@@ -394,18 +433,44 @@ class PartitionWorker:
         buckets = make_buckets(
             kept_tokens, max_cells=self.bucket_cells, sparse=self.sparse, n_symbols=self.n_symbols
         )
+        random_keys = np.concatenate([b.random_keys.numpy() for b in self.buckets])
         rows = []
         for b in buckets:
             rows.append(kept[b.index.numpy()])
             b.index = torch.as_tensor(index[rows[-1]])
+            if self.copies is not None:
+                b.start_keys = torch.as_tensor(random_keys[rows[-1]])
         return buckets, rows
 
     def _sequences(self) -> list:
         """The partition's sequences (views of the buckets' tokens), in bucket order."""
         return [b.tokens[r, :n].numpy() for b in self.buckets for r, n in enumerate(b.lengths.tolist())]
 
+    def _per_input(self, values):
+        """Per-row values in bucket order (an array, first axis, or a list) as one per input
+        sequence in the partition's order where identical sequences were computed once (each
+        copy its distinct sequence's value); else as they are."""
+        if self.copies is None:
+            return values
+        rows = np.concatenate([i.numpy() for i in self._local])  # bucket order -> distinct row
+        where = np.empty(rows.size, dtype=np.int64)
+        where[rows] = np.arange(rows.size)
+        take = where[self.copies.inverse]
+        if isinstance(values, list):
+            return [values[r] for r in take]
+        return np.asarray(values)[take]
+
+    def _input_sequences(self) -> list:
+        """The sequences in the order of :meth:`_per_input` (bucket order without copies)."""
+        if self.copies is None:
+            return self._sequences()
+        return [self.copies.distinct[r] for r in self.copies.inverse]
+
     def _keys(self) -> np.ndarray:
-        """Database positions (or ids) of the sequences, in bucket order."""
+        """Database positions (or ids) of the sequences, in bucket order (in the partition's
+        order where identical sequences were computed once)."""
+        if self.copies is not None:
+            return np.asarray(self.ids, dtype=object) if self.ids is not None else self._input_index.copy()
         if self.ids is not None:
             local = np.concatenate([i.numpy() for i in self._local]) if self._local else np.empty(0, np.int64)
             return np.asarray(self.ids, dtype=object)[local]
@@ -431,12 +496,16 @@ class PartitionWorker:
         first = self._impossible(params)
         if first is None or (first < 0).all():
             return
+        first = self._per_input(first)
         bad = np.flatnonzero(first >= 0)
         # the first in the input order: database positions, or a directory's row order
-        order = self._keys() if self.ids is None else np.concatenate([i.numpy() for i in self._local])
+        if self.copies is not None:
+            order = self._input_index if self.ids is None else np.arange(self.n_sequences)
+        else:
+            order = self._keys() if self.ids is None else np.concatenate([i.numpy() for i in self._local])
         row = int(bad[np.argmin(order[bad])])
         event = int(first[row])
-        symbol = int(self._sequences()[row][event])
+        symbol = int(self._input_sequences()[row][event])
         key = self._keys()[row]
         key = key.item() if isinstance(key, np.generic) else key
         raise ImpossibleSequenceError(key, event, symbol, impossible_reason(supports(params), symbol))
@@ -446,16 +515,17 @@ class PartitionWorker:
         a sequence the model can score. ``starts`` is not used (the call's shape is that of the
         other per-sequence methods)."""
         first = self._impossible(params)
-        if first is None:
-            first = np.full(self.n_sequences, -1, dtype=np.int64)
-        tokens = self._sequences()
+        first = np.full(self.n_sequences, -1, dtype=np.int64) if first is None else self._per_input(first)
+        tokens = self._input_sequences()
         symbols = np.array([tokens[r][e] if e >= 0 else -1 for r, e in enumerate(first)], dtype=np.int64)
         return self._keys(), np.stack([first, symbols], axis=1) if len(first) else np.empty((0, 2), np.int64)
 
     def scores(self) -> tuple[np.ndarray, np.ndarray]:
         """(database positions, per-sequence ELBO) after the last E-step."""
-        index = np.concatenate([b.index.numpy() for b in self.buckets])
         elbo = np.concatenate([st.elbo.double().numpy() for st in self.states])
+        if self.copies is not None:
+            return self._input_index.copy(), self._per_input(elbo)
+        index = np.concatenate([b.index.numpy() for b in self.buckets])
         return index, elbo
 
 

@@ -84,8 +84,11 @@ def synthetic_records():
     held = truth.sample(40, lengths=rng.integers(1, 30, 40), seed=2)
     out = {}
     # The records before v5 were fitted at the v4 defaults: effort="thorough" reproduces them
-    # bit for bit (the check that it does); the "_standard" and "_quick" records are v5's.
+    # bit for bit (the check that it does); the "_standard" and "_quick" records are v5's,
+    # which identical_sequences="each" reproduces bit for bit; the "_v6" records are v6's
+    # defaults (identical sequences computed once, starts hashed from content).
     v4 = {"effort": "thorough"}
+    v5 = {"identical_sequences": "each"}
     runs = {
         "ldhmm_pf": LDHMM(3, guide="pf", seed=0, max_iter=12, **v4),
         "ldhmm_ff": LDHMM(3, guide="ff", seed=0, max_iter=12, **v4),
@@ -98,10 +101,13 @@ def synthetic_records():
         "hmmv": HMMV(3, max_iter=10, seed=0, **v4),
         "hmmv_learned": HMMV(3, max_iter=8, seed=0, learn_prior=True, **v4),
         "point_B": VariantHMM(3, sharing=ParameterSharing(B="point"), max_iter=8, seed=0, **v4),
-        "ldhmm_pf_standard": LDHMM(3, guide="pf", seed=0, max_iter=12),
-        "ldhmm_ff_standard": LDHMM(3, guide="ff", seed=0, max_iter=12),
-        "ldhmm_pf_quick": LDHMM(3, guide="pf", seed=0, max_iter=12, effort="quick"),
-        "point_B_standard": VariantHMM(3, sharing=ParameterSharing(B="point"), max_iter=8, seed=0),
+        "ldhmm_pf_standard": LDHMM(3, guide="pf", seed=0, max_iter=12, **v5),
+        "ldhmm_ff_standard": LDHMM(3, guide="ff", seed=0, max_iter=12, **v5),
+        "ldhmm_pf_quick": LDHMM(3, guide="pf", seed=0, max_iter=12, effort="quick", **v5),
+        "point_B_standard": VariantHMM(3, sharing=ParameterSharing(B="point"), max_iter=8, seed=0, **v5),
+        "ldhmm_pf_v6": LDHMM(3, guide="pf", seed=0, max_iter=12),
+        "ldhmm_ff_v6": LDHMM(3, guide="ff", seed=0, max_iter=12),
+        "ldhmm_pf_quick_v6": LDHMM(3, guide="pf", seed=0, max_iter=12, effort="quick"),
     }
     for key, model in runs.items():
         model.fit(train)
@@ -136,8 +142,9 @@ def entree_records(data_dir):
     for key, model in {
         "pf": LDHMM(3, n_symbols=db.n_symbols, guide="pf", seed=0, effort="thorough"),
         "ff": LDHMM(3, n_symbols=db.n_symbols, guide="ff", seed=0, effort="thorough"),
-        "pf_standard": LDHMM(3, n_symbols=db.n_symbols, guide="pf", seed=0),
-        "ff_standard": LDHMM(3, n_symbols=db.n_symbols, guide="ff", seed=0),
+        "pf_standard": LDHMM(3, n_symbols=db.n_symbols, guide="pf", seed=0, identical_sequences="each"),
+        "ff_standard": LDHMM(3, n_symbols=db.n_symbols, guide="ff", seed=0, identical_sequences="each"),
+        "pf_v6": LDHMM(3, n_symbols=db.n_symbols, guide="pf", seed=0),
     }.items():
         model.fit(train)
         out[f"entree_ldhmm_{key}"] = _variant_record(model, held)
