@@ -37,6 +37,11 @@ def recomputed(data_dir_or_none, tmp_path_factory):
     where = ["--synthetic-only"] if data_dir_or_none is None else ["--data-dir", str(data_dir_or_none)]
     command = [sys.executable, str(HERE / "make_golden.py"), "--out", str(out), *where]
     env = {**os.environ, **portable_environment()}  # else it starts itself again
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # One numba thread, as this worker's own (tests/conftest.py): a second one spin-waits at
+        # every parallel kernel and takes the other worker's core. The records do not depend on
+        # it (fits are bitwise the same at any numba thread count, tests/test_kernels.py).
+        env["NUMBA_NUM_THREADS"] = "1"
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text())
