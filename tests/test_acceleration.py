@@ -32,6 +32,19 @@ from ldhmm.models.fit_settings import EFFORTS, FitSettings
 SLOW_PATH = {"effort": "quick", "start_every": 0, "tol": 1e-7, "max_iter": 300}
 
 
+@pytest.fixture(scope="module")
+def squarem_on_the_slow_path(small_db):
+    """SQUAREM's fit of the slow path on one partition, fitted once for the tests that only read
+    it (the fit is deterministic: every test sees the numbers it would have fitted itself)."""
+    return LDHMM(3, seed=0, acceleration="squarem", **SLOW_PATH).fit(small_db)
+
+
+@pytest.fixture(scope="module")
+def squarem_on_two_partitions(small_db):
+    """The same fit on two in-process partitions, fitted once for the tests that only read it."""
+    return LDHMM(3, seed=0, acceleration="squarem", **SLOW_PATH).fit(small_db, n_partitions=2)
+
+
 @pytest.fixture
 def em_work(monkeypatch):
     """Counts, while the test runs: E-steps of LDHMM runs (not the database-level HMM's),
@@ -123,10 +136,13 @@ def test_an_accelerated_fit_is_not_checkpointed(tmp_path):
     [{"effort": "quick"}, {"effort": "standard"}, {"effort": "thorough", "n_init": 1}, SLOW_PATH],
     ids=["quick", "standard", "thorough", "slow-path"],
 )
-def test_an_accelerated_fit_never_lets_the_elbo_fall(small_db, options):
+def test_an_accelerated_fit_never_lets_the_elbo_fall(small_db, options, request):
     """Every recorded value, E- and M-steps alike: only kept points are recorded, and a point
     is kept where its E-step ends at or above the last recorded value."""
-    model = LDHMM(3, seed=0, acceleration="squarem", **options).fit(small_db)
+    if options is SLOW_PATH:  # the module's fit of these options
+        model = request.getfixturevalue("squarem_on_the_slow_path")
+    else:
+        model = LDHMM(3, seed=0, acceleration="squarem", **options).fit(small_db)
     trace = np.array([v for _, v in model.elbo_trace_])
     assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[1:]))
     assert np.all(np.diff(model.elbo_history_) >= 0)
@@ -170,21 +186,25 @@ def test_an_overshoot_falls_back_to_plain_em_bit_for_bit(small_db, em_work, monk
         assert np.array_equal(refused.params_.prior[g].numpy(), plain.params_.prior[g].numpy()), g
 
 
-def test_partitions_change_only_rounding(small_db):
+def test_partitions_change_only_rounding(squarem_on_the_slow_path, squarem_on_two_partitions):
     """The extrapolation runs on the driver: two partitions give the one partition's fit up to
     the order of the sums."""
-    one = LDHMM(3, seed=0, acceleration="squarem", **SLOW_PATH).fit(small_db)
-    two = LDHMM(3, seed=0, acceleration="squarem", **SLOW_PATH).fit(small_db, n_partitions=2)
+    one, two = squarem_on_the_slow_path, squarem_on_two_partitions
     assert len(two.elbo_history_) == len(one.elbo_history_)
     np.testing.assert_allclose(two.elbo_history_, one.elbo_history_, rtol=1e-6)
 
 
-def test_any_worker_count_gives_the_local_backends_numbers(small_db):
+def test_any_worker_count_gives_the_local_backends_numbers(small_db, squarem_on_two_partitions):
     """The same partitions on two Dask worker processes: the same numbers (==)."""
     distributed = pytest.importorskip("distributed")
-    local = LDHMM(3, seed=0, acceleration="squarem", **SLOW_PATH).fit(small_db, n_partitions=2)
+    local = squarem_on_two_partitions
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=40,
+        env={"NUMBA_NUM_THREADS": "1"},
     )
     with cluster, distributed.Client(cluster) as client:
         remote = LDHMM(3, seed=0, acceleration="squarem", **SLOW_PATH).fit(
