@@ -20,10 +20,21 @@ from ldhmm.cli import main  # noqa: E402
 from ldhmm.data import SequenceDatabase, write_partitioned  # noqa: E402
 from ldhmm.inference.cavi.posterior import read_posterior  # noqa: E402
 
+#: The workers' environment: one numba thread each, as the suite's workers (tests/conftest.py)
+#: and the command's own clusters (dask_backend.connect); a second thread per worker only
+#: spin-waits at the parallel kernels on a machine of 2 cores. Fits are bitwise the same at any
+#: numba thread count (tests/test_kernels.py), so every == below compares the same numbers.
+ONE_NUMBA_THREAD = {"NUMBA_NUM_THREADS": "1"}
+
 
 def _cluster():
     return distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=40,
+        env=ONE_NUMBA_THREAD,
     )
 
 
@@ -149,7 +160,12 @@ def test_a_second_client_is_used_not_the_current_one(client):
     """With another client current (the fixture's), the fit talks to the cluster it was given."""
     seqs = _data(7, n=100)
     with distributed.LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+        n_workers=1,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=40,
+        env=ONE_NUMBA_THREAD,
     ) as other:
         second = distributed.Client(other, set_as_default=False)
         try:
