@@ -40,7 +40,12 @@ class TwoWorkers:
 
     def _start(self):
         self.cluster = distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=50,
+            env={"NUMBA_NUM_THREADS": "1"},  # one numba thread per worker, as the suite's own
         )
         self.client = distributed.Client(self.cluster)
         self.client.wait_for_workers(2, timeout=self.patience)
