@@ -137,7 +137,12 @@ distributed = pytest.importorskip("distributed")
 def client():
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=40,
+            env={"NUMBA_NUM_THREADS": "1"},  # one numba thread per worker, as the suite's own
         ) as cluster,
         distributed.Client(cluster) as c,
     ):
