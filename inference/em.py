@@ -113,11 +113,8 @@ def _resume(backend, checkpoint: FitCheckpoint, run, start: VariantParameters, m
             raise checkpoint.refusal(what) from None
     for i, (sent, used) in enumerate(run.journal, start=run.state_after + 1):
         backend.call("e_step", as_numpy_params(sent), used, i, iteration=i, step="E")
-    monitor.history, monitor.verdicts = list(run.history), list(run.verdicts)
-    if monitor.verdicts[-1] == "converged":  # stopped after its last save, before it was marked done
-        monitor.reason = "converged"
-    elif len(monitor.history) >= monitor.max_iter:
-        monitor.reason = "max_iter"
+    # it may have stopped after its last save, before it was marked done
+    monitor.restore(run.history, run.verdicts)
     return run.params
 
 

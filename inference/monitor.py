@@ -327,11 +327,21 @@ class ConvergenceMonitor:
         if verdict not in VERDICTS:
             raise ValueError(f"a stopping rule answered {verdict!r}, expected one of {VERDICTS}")
         self.verdicts.append(verdict)
+        self._settle(verdict)
+        return self.done
+
+    def restore(self, history, verdicts) -> None:
+        """Go on from a record of earlier iterations (a checkpoint's): their values and verdicts,
+        and whether they had stopped (converged, or at ``max_iter``)."""
+        self.history, self.verdicts = list(history), list(verdicts)
+        self._settle(self.verdicts[-1])
+
+    def _settle(self, verdict: str) -> None:
+        """Why the fit stops after the last iteration's ``verdict``, if it does."""
         if verdict == "converged":
             self.reason = "converged"
         elif len(self.history) >= self.max_iter:
             self.reason = "max_iter"
-        return self.done
 
     def report(self) -> ConvergenceReport:
         """The outcome so far, frozen."""

@@ -770,9 +770,9 @@ def read_model_file(path, cls, guide=None):
     if "effort" not in config and getattr(cls, "fit_defaults", None) is not None:
         # a file written before v5 (no "effort") was fitted with v4's restarts and refreshes
         config["effort"] = "thorough"
-    if "identical_sequences" not in config and getattr(cls, "fit_defaults", None) is not None:
-        # a file written before v6 computed every sequence on its own, its random starts hashed
-        # from its position: held-out scores as it gave them
+    elif "identical_sequences" not in config and getattr(cls, "fit_defaults", None) is not None:
+        # a v5 file computed every sequence on its own, its random starts hashed from its
+        # position: held-out scores as it gave them ("thorough" says so already)
         config["identical_sequences"] = "each"
     saved_guide = config.pop("guide", "pf")
     if guide is None:

@@ -323,8 +323,9 @@ class FitSettings:
         None,
         _OneOfOrNone(IDENTICAL_SEQUENCES),
         '``"once"``: each distinct sequence computed once and weighed by its copies, its random '
-        "starts hashed from its content, so that copies are one computation and a fit does not "
-        "depend on the order or partitioning of the database (:mod:`ldhmm.inference.copies`); "
+        "starts hashed from its content, so that copies are one computation, a fit does not "
+        "depend on the order of the database and its starts not on the partitioning "
+        "(:mod:`ldhmm.inference.copies`); "
         'per-sequence outputs stay one row per input. ``"each"``: every sequence on its own, its '
         "random starts hashed from its position (v5 and before). None: ``effort``'s "
         '(``"each"`` in ``"thorough"``).',

@@ -25,6 +25,7 @@ from ldhmm.inference.cavi.posterior import (
     viterbi_paths,
 )
 from ldhmm.inference.cavi.sequence_starts import held_out_starts
+from ldhmm.inference.copies import collapse_copies
 from ldhmm.inference.distributed import workers
 from ldhmm.models import LDHMM
 
@@ -51,14 +52,27 @@ def fitted(request):
 def _e_step_here(model, seqs, positions=None):
     """The held-out E-step (its starts: ``held_out_starts``) on the model's buckets of ``seqs``,
     in this test: what the estimator computed itself before scoring moved to the partition
-    workers. ``positions``: each
-    sequence's input position (what its random starts are hashed from; default 0..M-1)."""
+    workers. Where the model computes identical sequences once (its default since v6), the
+    buckets hold the distinct sequences in their canonical order, random starts hashed from
+    their content; else every sequence, its random starts hashed from its input position
+    (``positions``; default 0..M-1).
+
+    Returns (buckets, states, take): the buckets' ``index`` names rows, ``take`` (M,) is each
+    input sequence's row."""
+    once = model.fit_settings.resolved().identical_sequences == "once"
+    copies = collapse_copies(seqs) if once else None
+    rows = copies.distinct if once else seqs
     buckets = make_buckets(
-        seqs, max_cells=model.bucket_cells, sparse=model.sparse_emissions, n_symbols=model.n_symbols_
+        rows, max_cells=model.bucket_cells, sparse=model.sparse_emissions, n_symbols=model.n_symbols_
     )
-    if positions is not None:
+    take = np.arange(len(seqs)) if positions is None else np.asarray(positions, dtype=np.int64)
+    if once:
+        take = copies.inverse
         for b in buckets:
-            b.index = torch.as_tensor(np.asarray(positions, dtype=np.int64)[b.index.numpy()])
+            b.start_keys = torch.from_numpy(copies.keys)[b.index]
+    elif positions is not None:
+        for b in buckets:
+            b.index = torch.as_tensor(take[b.index.numpy()])
     states, _ = e_step(
         buckets,
         model.params_,
@@ -68,7 +82,7 @@ def _e_step_here(model, seqs, positions=None):
         tol=model.e_step_tol,
         starts=held_out_starts(model.guide, model.random_starts),
     )
-    return buckets, states
+    return buckets, states, take
 
 
 def _same_posterior(got, expected):
@@ -83,9 +97,10 @@ def _same_posterior(got, expected):
 
 def test_every_result_is_the_e_step_on_the_models_buckets(fitted):
     model, seqs = fitted, HELD
-    buckets, states = _e_step_here(model, seqs)
-    score, nxt = np.empty(len(seqs)), np.empty((len(seqs), model.n_symbols_))
-    rows, paths = [None] * len(seqs), [None] * len(seqs)
+    buckets, states, take = _e_step_here(model, seqs)
+    n = len(seqs) + 1  # rows are at most the inputs
+    score, nxt = np.empty(n), np.empty((n, model.n_symbols_))
+    rows, paths = [None] * n, [None] * n
     for b, st in zip(buckets, states):
         index = b.index.numpy()
         score[index] = st.elbo.double().numpy()
@@ -97,9 +112,11 @@ def test_every_result_is_the_e_step_on_the_models_buckets(fitted):
     with torch.random.fork_rng():
         torch.manual_seed(4)
         values = log_marginal_is(model.params_, buckets, states, 6, model.bucket_cells)
-    sampled = np.empty(len(seqs))
+    sampled = np.empty(n)
     for b, v in zip(buckets, values):
         sampled[b.index.numpy()] = v
+    score, nxt, sampled = score[take], nxt[take], sampled[take]
+    rows, paths = [rows[t] for t in take], [paths[t] for t in take]
 
     np.testing.assert_array_equal(model.score_samples(seqs), score)
     _same_posterior(model.posterior(seqs), stack_posterior(rows, model.params_, model.sparse_emissions))
@@ -164,17 +181,20 @@ def test_a_forbidden_symbol_scores_minus_inf_outside_the_e_step(point_B, monkeyp
 
     monkeypatch.setattr(workers, "e_step", recording_e_step)
     scores = model.score_samples(seqs)
-    assert sorted(ran) == sorted(len(seqs[i]) for i in np.flatnonzero(~bad))  # only the possible ones
+    possible = [seqs[i] for i in np.flatnonzero(~bad)]
+    if model.fit_settings.resolved().identical_sequences == "once":
+        possible = collapse_copies(possible).distinct  # each computed once
+    assert sorted(ran) == sorted(len(s) for s in possible)  # only the possible ones
     monkeypatch.undo()
     assert np.isneginf(scores[bad]).all() and np.isfinite(scores[~bad]).all()
     # the others: the E-step of their own buckets (without the impossible ones), each at its
     # input position
     kept = np.flatnonzero(~bad)
-    buckets, states = _e_step_here(model, [seqs[i] for i in kept], positions=kept)
+    buckets, states, take = _e_step_here(model, [seqs[i] for i in kept], positions=kept)
     expected = np.empty(len(seqs))
     for b, st in zip(buckets, states):
         expected[b.index.numpy()] = st.elbo.double().numpy()
-    np.testing.assert_array_equal(scores[kept], expected[kept])
+    np.testing.assert_array_equal(scores[kept], expected[take])
     np.testing.assert_array_equal(model.score_samples(seqs, n_partitions=1), scores)
     three = model.score_samples(seqs, n_partitions=3)
     assert np.isneginf(three[bad]).all()

@@ -156,7 +156,12 @@ def test_a_loaded_model_is_written_back_unchanged(tmp_path):
     expected["config"]["path_n_init"] = None
     # a file from before v5: fitted with v4's restarts and refreshes, which "thorough" names
     expected["config"].update(
-        effort="thorough", start_policy=None, refresh_max=None, start_every=None, acceleration=None
+        effort="thorough",
+        start_policy=None,
+        refresh_max=None,
+        start_every=None,
+        acceleration=None,
+        identical_sequences=None,
     )
     assert json.loads(written) == expected
     load_model(tmp_path / "again.json").save(tmp_path / "twice.json")

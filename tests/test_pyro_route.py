@@ -27,6 +27,7 @@ from ldhmm.inference import (
     default_starts,
     kl_dirichlet,
 )
+from ldhmm.inference.copies import content_keys
 from ldhmm.inference.monitor import ConvergenceMonitor, SmoothedPatience
 from ldhmm.inference.ops.forward import chain_log_likelihood, gather_emissions
 from ldhmm.inference.svi.dirichlet_guide import CONCENTRATION, DirichletMeanField
@@ -444,6 +445,7 @@ def test_the_local_start_is_a_fits_e_step_not_the_held_out_one(data_dir):
     prior = {"pi": init["alpha_pi"][None], "A": init["alpha_A"][None], "B": init["beta"][None]}
     got = ldhmm_pf_offsets(batch, prior)
     bucket = Bucket(torch.arange(len(seqs)), batch.tokens, batch.lengths, batch.mask)
+    bucket.start_keys = torch.from_numpy(content_keys(seqs))  # the random draws hashed from content
     params = VariantParameters(LDHMM_SHARING, prior={g: prior[g][0].double() for g in ("pi", "A", "B")})
     (fit_state,) = engine.score([bucket], params, starts=engine.fit_starts())
     (held_state,) = engine.score([bucket], params)

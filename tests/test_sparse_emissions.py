@@ -97,8 +97,10 @@ def test_sparse_and_dense_fits_are_identical(name):
     assert hd.keys() == hs.keys()
     for key in hd:
         torch.testing.assert_close(hs[key], hd[key], rtol=0, atol=0, msg=key)
-    # held-out sequences with symbols never seen in training
-    np.testing.assert_array_equal(sparse.score_samples(test), dense.score_samples(test))
+    # held-out sequences with symbols never seen in training: the same to rounding (the two
+    # layouts' kernels add a sequence's terms in other orders; for some random starts a run ends
+    # one ulp apart: 7e-14 in one of these 25 scores under the v6 starts, none under v5's)
+    np.testing.assert_allclose(sparse.score_samples(test), dense.score_samples(test), rtol=1e-13)
 
 
 def test_one_symbol_vocabulary():

@@ -284,7 +284,14 @@ class LocalView:
         self.slot_ids = torch.searchsorted(union, bucket.symbols).clamp_max(union.numel() - 1)
         self.real_slots = real
         local_tokens = torch.gather(self.slot_ids, 1, bucket.slots) * bucket.mask
-        self.bucket = Bucket(bucket.index, local_tokens, bucket.lengths, bucket.mask)
+        self.bucket = Bucket(
+            bucket.index,
+            local_tokens,
+            bucket.lengths,
+            bucket.mask,
+            weights=bucket.weights,
+            start_keys=bucket.start_keys,
+        )
         self.params = self._restrict(params)
         self.n_local = int(union.numel()) + int(self.has_rest)
 
