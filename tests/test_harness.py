@@ -351,7 +351,8 @@ def test_config_states_every_models_budget_rule(compare_run):
     assert "(effort standard)" in budget["LDHMM-PF"]["rule"]
     assert "database-level" not in budget["VBHMM"]["rule"]  # the baselines keep v4's restarts
     assert "seeded" not in budget["LDA"]["rule"]
-    assert json.loads((compare_run / "config.json").read_text())["settings"]["defaults"] == "v5"
+    # v6: identical sequences computed once (the version that names the run's defaults)
+    assert json.loads((compare_run / "config.json").read_text())["settings"]["defaults"] == "v6"
 
 
 def test_a_lost_ff_row_is_refitted_from_the_saved_pf_fit(compare_run, capsys, monkeypatch):
