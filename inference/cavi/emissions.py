@@ -21,6 +21,8 @@ E-step, importance sampling, decoding) runs on them unchanged and exactly.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -284,14 +286,8 @@ class LocalView:
         self.slot_ids = torch.searchsorted(union, bucket.symbols).clamp_max(union.numel() - 1)
         self.real_slots = real
         local_tokens = torch.gather(self.slot_ids, 1, bucket.slots) * bucket.mask
-        self.bucket = Bucket(
-            bucket.index,
-            local_tokens,
-            bucket.lengths,
-            bucket.mask,
-            weights=bucket.weights,
-            start_keys=bucket.start_keys,
-        )
+        # the dense problem's bucket: its own tokens, the rest (weights, start keys) the bucket's
+        self.bucket = dataclasses.replace(bucket, tokens=local_tokens, symbols=None, slots=None)
         self.params = self._restrict(params)
         self.n_local = int(union.numel()) + int(self.has_rest)
 
