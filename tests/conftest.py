@@ -67,14 +67,33 @@ def numba_threads():
     numba.set_num_threads(before)
 
 
+@pytest.fixture(scope="session")
+def local_cluster():
+    """``local_cluster(n_workers=2, silence_logs=40)``: a Dask LocalCluster of single-thread worker
+    processes whose numba kernels run on one thread, as the suite's own processes do (a second
+    thread only spin-waits on 2 cores; fits are bitwise the same at any thread count,
+    tests/test_kernels.py). Skipped where Dask's ``distributed`` is not installed."""
+    distributed = pytest.importorskip("distributed")
+
+    def make(n_workers: int = 2, silence_logs: int = 40):
+        return distributed.LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=silence_logs,
+            env={"NUMBA_NUM_THREADS": "1"},
+        )
+
+    return make
+
+
 @pytest.fixture(scope="module")
-def two_worker_client():
+def two_worker_client(local_cluster):
     """A Dask client of a LocalCluster of two single-thread worker processes, one per test module
     (skipped where Dask's ``distributed`` is not installed)."""
     distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
-    )
+    cluster = local_cluster(silence_logs=50)
     with distributed.Client(cluster) as c:
         yield c
     cluster.close()

@@ -194,18 +194,13 @@ def test_partitions_change_only_rounding(squarem_on_the_slow_path, squarem_on_tw
     np.testing.assert_allclose(two.elbo_history_, one.elbo_history_, rtol=1e-6)
 
 
-def test_any_worker_count_gives_the_local_backends_numbers(small_db, squarem_on_two_partitions):
+def test_any_worker_count_gives_the_local_backends_numbers(
+    small_db, squarem_on_two_partitions, local_cluster
+):
     """The same partitions on two Dask worker processes: the same numbers (==)."""
     distributed = pytest.importorskip("distributed")
     local = squarem_on_two_partitions
-    cluster = distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=40,
-        env={"NUMBA_NUM_THREADS": "1"},
-    )
+    cluster = local_cluster()
     with cluster, distributed.Client(cluster) as client:
         remote = LDHMM(3, seed=0, acceleration="squarem", **SLOW_PATH).fit(
             small_db, backend="dask", client=client, n_partitions=2

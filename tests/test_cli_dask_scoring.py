@@ -14,15 +14,8 @@ from ldhmm.cli.outputs import read_table  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def scheduler():
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=40,
-        env={"NUMBA_NUM_THREADS": "1"},  # one numba thread per worker, as the suite's own
-    ) as cluster:
+def scheduler(local_cluster):
+    with local_cluster() as cluster:
         yield cluster.scheduler_address
 
 

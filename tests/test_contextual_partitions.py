@@ -134,16 +134,9 @@ distributed = pytest.importorskip("distributed")
 
 
 @pytest.fixture(scope="module")
-def client():
+def client(local_cluster):
     with (
-        distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=40,
-            env={"NUMBA_NUM_THREADS": "1"},  # one numba thread per worker, as the suite's own
-        ) as cluster,
+        local_cluster() as cluster,
         distributed.Client(cluster) as c,
     ):
         yield c

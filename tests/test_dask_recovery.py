@@ -34,19 +34,13 @@ class TwoWorkers:
     beside another pytest worker), the cluster is closed and started anew (a few seconds), which
     gets ``patience`` seconds, so one slow restart fails no test and costs no minutes."""
 
-    def __init__(self, patience=120, restart_patience=10):
+    def __init__(self, make_cluster, patience=120, restart_patience=10):
+        self.make_cluster = make_cluster  # the suite's local_cluster fixture
         self.patience, self.restart_patience = patience, restart_patience
         self._start()
 
     def _start(self):
-        self.cluster = distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=50,
-            env={"NUMBA_NUM_THREADS": "1"},  # one numba thread per worker, as the suite's own
-        )
+        self.cluster = self.make_cluster(silence_logs=50)
         self.client = distributed.Client(self.cluster)
         self.client.wait_for_workers(2, timeout=self.patience)
 
@@ -64,8 +58,8 @@ class TwoWorkers:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    two = TwoWorkers()
+def cluster(local_cluster):
+    two = TwoWorkers(local_cluster)
     yield two
     two.close()
 

@@ -20,27 +20,12 @@ from ldhmm.cli import main  # noqa: E402
 from ldhmm.data import SequenceDatabase, write_partitioned  # noqa: E402
 from ldhmm.inference.cavi.posterior import read_posterior  # noqa: E402
 
-#: The workers' environment: one numba thread each, as the suite's workers (tests/conftest.py)
-#: and the command's own clusters (dask_backend.connect); a second thread per worker only
-#: spin-waits at the parallel kernels on a machine of 2 cores. Fits are bitwise the same at any
-#: numba thread count (tests/test_kernels.py), so every == below compares the same numbers.
-ONE_NUMBA_THREAD = {"NUMBA_NUM_THREADS": "1"}
-
-
-def _cluster():
-    return distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=40,
-        env=ONE_NUMBA_THREAD,
-    )
-
 
 @pytest.fixture(scope="module")
-def client():
-    with _cluster() as cluster, distributed.Client(cluster) as c:
+def client(local_cluster):
+    """Two worker processes, one numba thread each (tests/conftest.py::local_cluster): fits are
+    bitwise the same at any numba thread count, so every == below compares the same numbers."""
+    with local_cluster() as cluster, distributed.Client(cluster) as c:
         yield c
 
 
@@ -156,17 +141,10 @@ def test_scoring_runs_where_the_partitions_live(client, tmp_path):
     np.testing.assert_array_equal(by_id.loc[[str(i) for i in range(len(seqs))]].to_numpy(), expected)
 
 
-def test_a_second_client_is_used_not_the_current_one(client):
+def test_a_second_client_is_used_not_the_current_one(client, local_cluster):
     """With another client current (the fixture's), the fit talks to the cluster it was given."""
     seqs = _data(7, n=100)
-    with distributed.LocalCluster(
-        n_workers=1,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=40,
-        env=ONE_NUMBA_THREAD,
-    ) as other:
+    with local_cluster(n_workers=1) as other:
         second = distributed.Client(other, set_as_default=False)
         try:
             remote = LDHMM(2, seed=0, max_iter=3, n_init=1).fit(

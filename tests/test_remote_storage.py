@@ -61,7 +61,7 @@ def log(tmp_path_factory):
     return root
 
 
-def test_export_fit_score_round_trip_through_s3(s3, log):
+def test_export_fit_score_round_trip_through_s3(s3, log, local_cluster):
     """The workers of a LocalCluster (started after the environment points at the server) read
     their partitions from S3; the driver reads dataset.json only. The model is the one fitted
     on the same partitions of a local copy, bit for bit, and so are the scores."""
@@ -70,14 +70,7 @@ def test_export_fit_score_round_trip_through_s3(s3, log):
     assert main(["data", "export", str(log / "log.txt"), str(log / "parts"), "--files", "3", "--quiet"]) == 0
     fit = ["fit", "--states", "2", "--restarts", "1", "--max-iter", "3", "--partitions", "3", "--quiet"]
     assert main([*fit[:1], str(log / "parts"), *fit[1:], "--out", str(log / "local.json")]) == 0
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        dashboard_address=None,
-        silence_logs=40,
-        env={"NUMBA_NUM_THREADS": "1"},  # one numba thread per worker, as the suite's own
-    ) as cluster:
+    with local_cluster() as cluster:
         on_cluster = ["--backend", "dask", "--scheduler", cluster.scheduler_address]
         assert main([*fit[:1], url, *fit[1:], *on_cluster, "--out", str(log / "s3.json")]) == 0
         score = [
