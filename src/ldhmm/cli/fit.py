@@ -24,7 +24,7 @@ from .fit_contextual import (
     refuse_contextual_settings,
     run_fit_contextual,
 )
-from .fit_path import effort_option, fit_data, load_init, run_fit_path
+from .fit_path import fit_data, load_init, model_options, run_fit_path
 from .options import add_options
 from .outputs import check_out, stopping_report
 
@@ -275,19 +275,7 @@ def run_fit(args: argparse.Namespace) -> int:
 
 def _model(args, n_states: int, guide: str, n_symbols: int) -> LDHMM:
     """The LDHMM that ``ldhmm fit`` fits, from its options."""
-    return LDHMM(
-        n_states,
-        n_symbols=n_symbols,
-        guide=guide,
-        max_iter=args.max_iter,
-        tol=args.tol,
-        m_step=args.m_step,
-        n_init=args.restarts,
-        seeded_start=args.seeded_start,
-        seed=args.seed,
-        verbose=not args.quiet,
-        **effort_option(args),
-    )
+    return LDHMM(n_states, verbose=not args.quiet, **model_options(args, guide, n_symbols))
 
 
 def _fit_directory(args, n_states: int, guide: str, out) -> int:

@@ -16,7 +16,7 @@ from ..inference.contexts import check_emission_context
 from ..models.contextual import ContextualLDHMM
 from .cluster import dask_client
 from .data_options import given_data_options
-from .fit_path import fit_data
+from .fit_path import fit_data, model_options
 from .outputs import stopping_report
 
 __all__ = [
@@ -81,18 +81,7 @@ def run_fit_contextual(args: argparse.Namespace, n_states: int, out) -> int:
             len(data),
             data.n_tokens,
         )
-    model = ContextualLDHMM(
-        n_states,
-        n_symbols=n_symbols,
-        emission_context=context,
-        min_context_count=args.min_context_count,
-        context_smoothing=args.context_smoothing,
-        max_iter=args.max_iter,
-        tol=args.tol,
-        n_init=args.restarts,
-        seed=args.seed,
-        guide=args.guide or "pf",
-    )
+    model = ContextualLDHMM(n_states, **model_options(args, args.guide or "pf", n_symbols))
     t0 = time.perf_counter()
     with dask_client(args) as client:
         model.fit(data, backend=args.backend, client=client, n_partitions=args.partitions)

@@ -46,6 +46,7 @@ __all__ = [
     "load_init",
     "fit_data",
     "effort_option",
+    "model_options",
     "format_table",
     "run_fit_path",
 ]
@@ -193,9 +194,10 @@ def effort_option(args) -> dict:
     return {} if args.effort is None else {"effort": args.effort}
 
 
-def _options(args, guide: str, n_symbols: int) -> dict:
-    """The constructor arguments of every model of the path (a contextual path's: those of
-    :class:`ldhmm.models.contextual.ContextualLDHMM`)."""
+def model_options(args, guide: str, n_symbols: int) -> dict:
+    """The constructor arguments, beside K, of the model that ``ldhmm fit`` fits at each K, from
+    its options: :class:`ldhmm.models.LDHMM`'s, or with ``--emission-context``
+    :class:`ldhmm.models.contextual.ContextualLDHMM`'s (one K or a path)."""
     context = _context_settings(args)
     if context:
         return {
@@ -214,11 +216,19 @@ def _options(args, guide: str, n_symbols: int) -> dict:
         "tol": args.tol,
         "m_step": args.m_step,
         "n_init": args.restarts,
-        "path_n_init": args.path_restarts,
         "seeded_start": args.seeded_start,
         "seed": args.seed,
         **effort_option(args),
     }
+
+
+def _options(args, guide: str, n_symbols: int) -> dict:
+    """The constructor arguments of every model of the path: :func:`model_options`, and an
+    LDHMM path's restarts from each grown start (``--path-restarts``)."""
+    options = model_options(args, guide, n_symbols)
+    if not _context_settings(args):
+        options["path_n_init"] = args.path_restarts
+    return options
 
 
 def _saved(out: Path, states: list[int], options: dict, cls=LDHMM) -> dict:
