@@ -33,20 +33,9 @@ def forward_backward(
     log_obs: torch.Tensor,
     mask: torch.Tensor,
 ) -> ChainPosterior:
-    """Posterior of a batch of chains (the contract of
-    :func:`ldhmm.inference.ops.forward.chain_posterior`).
-
-    Parameters
-    ----------
-    log_initial : Tensor, shape (M or 1, K)
-    log_transition : Tensor, shape (M or 1, K, K)
-    log_obs : Tensor, shape (M, T, K)
-    mask : BoolTensor, shape (M, T)
-
-    Returns
-    -------
-    ChainPosterior
-    """
+    """Posterior of a batch of chains: the contract of
+    :func:`ldhmm.inference.ops.forward.chain_posterior` (its arguments, their shapes and the
+    :class:`ChainPosterior` it returns are documented there, once)."""
     check_chain_shapes(log_initial, log_transition, log_obs, mask)
     if not _compiled_applies(log_obs):
         return chain_posterior(log_initial, log_transition, log_obs, mask)

@@ -119,20 +119,8 @@ def mean_field_stats(
     log_obs: torch.Tensor,
     mask: torch.Tensor,
 ) -> MeanFieldStats:
-    """Expected complete-data log-likelihood, entropy and counts of an FF q(Z).
-
-    Parameters
-    ----------
-    phi : Tensor, shape (M, T, K)
-    log_initial : Tensor, shape (M or 1, K)
-    log_transition : Tensor, shape (M or 1, K, K)
-    log_obs : Tensor, shape (M, T, K)
-    mask : BoolTensor, shape (M, T)
-
-    Returns
-    -------
-    MeanFieldStats
-    """
+    """Expected complete-data log-likelihood, entropy and counts of an FF q(Z), as
+    :class:`MeanFieldStats`; the arguments (and their shapes) as for :func:`mean_field_half_sweep`."""
     M, T, K = phi.shape
     log_initial, log_transition, log_obs = _finite_logs(log_initial, log_transition, log_obs)
     if T > 1:
