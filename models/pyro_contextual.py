@@ -160,10 +160,8 @@ def observe_contextual_hmm(batch: SequenceBatch, pi, A, B, contexts) -> torch.Te
 
     Parameters
     ----------
-    batch : SequenceBatch
-        ``tokens`` (B, T), ``mask`` (B, T).
-    pi : Tensor, shape (..., B, K)
-    A : Tensor, shape (..., B, K, K)
+    batch, pi, A
+        As for :func:`~ldhmm.models.pyro_model.observe_hmm`.
     B : Tensor, shape (..., B, K, C, V)
     contexts : LongTensor, shape (B, T)
         The context row of every position (:func:`batch_contexts`).
