@@ -17,7 +17,8 @@ imports only the layers before it:
    checkpoints, paths along K and the harness write and read back checked;
    :mod:`.checkpoint`: an EM run's state after every iteration, to resume a stopped fit;
    :mod:`.em_observers`: what watches a run (its checkpoint, progress bar, a callback);
-   :mod:`.acceleration`: SQUAREM on the learned priors' path (``acceleration="squarem"``);
+   :mod:`.acceleration`: SQUAREM and damped Anderson acceleration on the learned priors' path
+   (``acceleration="squarem"``, ``"anderson"``);
    :mod:`.em`: the variational EM driver over a backend's partitions, reporting to them.
 6. :mod:`.svi`: Pyro's route, ``fit_svi(model, guide, ...)``.
 """

@@ -1,6 +1,7 @@
-"""SQUAREM: fewer EM iterations along the learned priors' path (issue 44, direction 2).
+"""Fewer EM iterations along the learned priors' path (issue 44, direction 2): SQUAREM and
+damped Anderson acceleration.
 
-Varadhan & Roland (2008), scheme S3, on the log concentrations ``theta = log alpha`` of every
+**SQUAREM.** Varadhan & Roland (2008), scheme S3, on the log concentrations ``theta = log alpha`` of every
 learned prior group (docs/math.md, "SQUAREM on the learned priors"). The EM map ``F`` is one
 E-step, warm from the per-sequence states, then one M-step. From ``theta0`` and two plain
 iterations ``theta1 = F(theta0)``, ``theta2 = F(theta1)``::
@@ -19,8 +20,24 @@ place: the fit continues exactly as plain EM from the last accepted point. A cyc
 afresh after every E-step that runs every start (the first, and each refresh), whose jump in
 the per-sequence states is no step of the map ``F``.
 
-:func:`squarem_step` and :func:`accepts` are pure; :class:`Squarem` runs the cycle over an
-EM driver's iterations (:meth:`ldhmm.inference.em.VariationalEM.fit_backend`).
+**Damped Anderson acceleration** (type II, Walker & Ni 2011; the damping and restarts of
+Henderson & Varadhan's DAAREM, 2019), on the same ``theta`` and the same map ``F``. From the
+last ``m + 1`` points ``x_j`` at which ``F`` was evaluated and their images ``g_j = F(x_j)``,
+residuals ``f_j = g_j - x_j``::
+
+    gamma = argmin ||f_k - dF gamma||,   dF = [f_{j+1} - f_j],  dG = [g_{j+1} - g_j]
+    x' = g_k - delta dG gamma             (delta = 0: g_k, the plain step)
+
+clipped to the box. ``x'`` replaces ``g_k`` as the next E-step's point where that E-step ends at
+or above the ELBO recorded at ``g_k`` (the same :func:`accepts` test and fall-back as SQUAREM's:
+the states put back, the plain iteration from ``g_k`` run in its place, the memory emptied).
+The damping ``delta`` starts at :data:`ANDERSON_DAMPING0`, doubles (to at most 1) where a point
+is kept and halves where one is refused. The memory is emptied after every E-step that runs
+every start, as SQUAREM's cycle.
+
+:func:`squarem_step`, :func:`anderson_step` and :func:`accepts` are pure; :class:`Squarem` and
+:class:`Anderson` run over an EM driver's iterations
+(:meth:`ldhmm.inference.em.VariationalEM.fit_backend`), each called as its plain iteration is.
 """
 
 from __future__ import annotations
@@ -42,17 +59,25 @@ __all__ = [
     "log_priors",
     "with_log_priors",
     "squarem_step",
+    "anderson_step",
     "accepts",
     "Squarem",
+    "Anderson",
+    "ACCELERATORS",
 ]
 
-#: How EM's parameter path may be accelerated: ``"none"`` (plain EM) or ``"squarem"``.
-ACCELERATIONS = ("none", "squarem")
+#: How EM's parameter path may be accelerated: ``"none"`` (plain EM), ``"squarem"`` or
+#: ``"anderson"``.
+ACCELERATIONS = ("none", "squarem", "anderson")
 #: The bound on the step length ``|s|`` at a run's start, and its factor: multiplied where a
 #: step reached it (the extrapolated point kept, or ``s = -1``), divided (to at least the
 #: start's) where a point at the bound was not kept: the global step-length control of the
 #: SQUAREM package (``step.max0 = 1``, ``mstep = 4``; Du & Varadhan 2020).
 MAX_STEP0, STEP_FACTOR = 1.0, 4.0
+#: Anderson acceleration's memory (the number of differences ``m``) and its first damping.
+ANDERSON_MEMORY, ANDERSON_DAMPING0 = 3, 0.5
+#: The least damping before a refusal leaves it where it is (``delta`` halves down to it).
+ANDERSON_DAMPING_MIN = 1.0 / 16.0
 #: The box of the log concentrations (the M-step's).
 LOG_BOUNDS = (math.log(MIN_CONCENTRATION), math.log(MAX_CONCENTRATION))
 
@@ -114,13 +139,71 @@ def squarem_step(
     return SquaremStep(np.clip(theta, *bounds), s)
 
 
+def anderson_step(points, images, damping: float = 1.0, bounds: tuple = LOG_BOUNDS) -> np.ndarray | None:
+    """Type-II Anderson's extrapolation from the points ``x_j`` (oldest first) at which the map
+    was evaluated and their ``images`` ``g_j`` (see the module docstring): ``g_k - damping dG
+    gamma``, clipped to ``bounds``; None (the plain step ``g_k``, nothing to try) from a single
+    point, at no damping, or where the least-squares problem gives no finite answer.
+
+    Parameters
+    ----------
+    points, images : sequence of ndarray, each shape (n,)
+        ``x_0 .. x_k`` and ``g_0 .. g_k``; every one used (the caller keeps ``m + 1``).
+    damping : float
+        ``delta`` in [0, 1]: 1 is Anderson's step, 0 the plain one.
+    """
+    x = np.asarray(points, dtype=np.float64)
+    g = np.asarray(images, dtype=np.float64)
+    if len(x) < 2 or damping <= 0:
+        return None
+    f = g - x
+    d_f, d_g = np.diff(f, axis=0).T, np.diff(g, axis=0).T
+    if not (np.all(np.isfinite(d_f)) and np.all(np.isfinite(d_g))):
+        return None
+    gamma = np.linalg.lstsq(d_f, f[-1], rcond=None)[0]
+    theta = g[-1] - damping * (d_g @ gamma)
+    return np.clip(theta, *bounds) if np.all(np.isfinite(theta)) else None
+
+
 def accepts(candidate: float, plain: float) -> bool:
     """Whether an extrapolated point whose E-step ended at ELBO ``candidate`` is kept against
     the plain point's recorded ``plain``: finite and not below it."""
     return math.isfinite(candidate) and candidate >= plain
 
 
-class Squarem:
+class _Safeguarded:
+    """What both accelerators share: the EM driver whose iterations they run, and the trial of
+    an extrapolated point that keeps the recorded ELBO from falling (:meth:`_extrapolated`).
+
+    Attributes
+    ----------
+    engine : VariationalEM
+        Its ``_e_step``, ``_m_step`` and ``_iteration``.
+    tried, accepted : int
+        Extrapolated points tried, and kept.
+    """
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.tried = self.accepted = 0
+
+    def _extrapolated(self, backend, trial, starts: tuple, n_iter: int, monitor):
+        """The iteration from ``trial`` where :func:`accepts` keeps it (the driver's result, its
+        M-step ELBO recorded), else None with the per-sequence states put back as they were."""
+        saved = backend.call("state_arrays")
+        if any(part is None for part in saved):
+            return None  # a guide state that cannot be copied: plain EM
+        self.tried += 1
+        totals, e_elbo = self.engine._e_step(backend, trial, starts, n_iter)
+        if not accepts(e_elbo, monitor.history[-1]):
+            backend.call_each("set_state_arrays", [[part] for part in saved])
+            return None
+        self.accepted += 1
+        new, m_elbo, capped = self.engine._m_step(backend, trial, totals, n_iter, monitor)
+        return new, totals, e_elbo, m_elbo, capped
+
+
+class Squarem(_Safeguarded):
     """SQUAREM's cycle over an EM driver's iterations: called as the driver's plain iteration
     (``engine._iteration``) is, with the same result, one recorded iteration per call.
 
@@ -138,10 +221,9 @@ class Squarem:
     """
 
     def __init__(self, engine):
-        self.engine = engine
+        super().__init__(engine)
         self.points: list = []  # log priors of consecutive plain iterates since the cycle began
         self.pending: SquaremStep | None = None
-        self.tried = self.accepted = 0
         self.max_step = MAX_STEP0
 
     def __call__(self, backend, params, starts: tuple, n_iter: int, monitor):
@@ -177,17 +259,64 @@ class Squarem:
             bound = self.max_step * STEP_FACTOR if kept else self.max_step / STEP_FACTOR
             self.max_step = max(MAX_STEP0, bound)
 
-    def _extrapolated(self, backend, trial, starts: tuple, n_iter: int, monitor):
-        """The iteration from ``trial`` where :func:`accepts` keeps it (the driver's result, its
-        M-step ELBO recorded), else None with the per-sequence states put back as they were."""
-        saved = backend.call("state_arrays")
-        if any(part is None for part in saved):
-            return None  # a guide state that cannot be copied: plain EM
-        self.tried += 1
-        totals, e_elbo = self.engine._e_step(backend, trial, starts, n_iter)
-        if not accepts(e_elbo, monitor.history[-1]):
-            backend.call_each("set_state_arrays", [[part] for part in saved])
-            return None
-        self.accepted += 1
-        new, m_elbo, capped = self.engine._m_step(backend, trial, totals, n_iter, monitor)
-        return new, totals, e_elbo, m_elbo, capped
+
+class Anderson(_Safeguarded):
+    """Damped Anderson acceleration over an EM driver's iterations (see the module docstring):
+    called as the driver's plain iteration (``engine._iteration``) is, with the same result, one
+    recorded iteration per call.
+
+    Parameters
+    ----------
+    engine : VariationalEM
+        Its ``_e_step``, ``_m_step`` and ``_iteration``.
+    memory : int
+        ``m``: the differences kept (the last ``m + 1`` evaluations of the map).
+
+    Attributes
+    ----------
+    tried, accepted : int
+        Extrapolated points tried, and kept.
+    damping : float
+        ``delta`` now (:data:`ANDERSON_DAMPING0`, halved to :data:`ANDERSON_DAMPING_MIN` at the
+        least, doubled to 1 at the most).
+    """
+
+    def __init__(self, engine, memory: int = ANDERSON_MEMORY):
+        super().__init__(engine)
+        self.memory = memory
+        self.points: list = []  # x_j: the log priors at which the map was evaluated
+        self.images: list = []  # g_j = F(x_j)
+        self.pending: np.ndarray | None = None  # the point to try next
+        self.damping = ANDERSON_DAMPING0
+
+    def __call__(self, backend, params, starts: tuple, n_iter: int, monitor):
+        groups = learned_groups(params)
+        if not monitor.history or monitor.refresh:  # every start runs: no step of the map F
+            self.points, self.images, self.pending = [], [], None
+        result = None
+        if self.pending is not None:
+            theta, self.pending = self.pending, None
+            trial = with_log_priors(params, groups, theta)
+            result = self._extrapolated(backend, trial, starts, n_iter, monitor)
+            self.damping = min(1.0, 2 * self.damping) if result is not None else self._refused()
+            if result is not None:
+                params = trial
+        if result is None:
+            result = self.engine._iteration(backend, params, starts, n_iter, monitor)
+        if not groups:
+            return result
+        self.points = (self.points + [log_priors(params, groups)])[-(self.memory + 1) :]
+        self.images = (self.images + [log_priors(result[0], groups)])[-(self.memory + 1) :]
+        if not monitor.done and not monitor.refresh:
+            self.pending = anderson_step(self.points, self.images, self.damping)
+        return result
+
+    def _refused(self) -> float:
+        """The damping after a refused point; the memory emptied (the fit goes on from ``g_k``)."""
+        self.points, self.images = [], []
+        return max(ANDERSON_DAMPING_MIN, self.damping / 2)
+
+
+#: The accelerator of each :data:`ACCELERATIONS` name but ``"none"``, called as the driver's
+#: plain iteration is.
+ACCELERATORS = {"squarem": Squarem, "anderson": Anderson}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .acceleration import ACCELERATIONS, Squarem
+from .acceleration import ACCELERATIONS, ACCELERATORS
 from .cavi.e_step_totals import e_step
 from .cavi.expectation import BucketState
 from .cavi.maximization import M_STEP_METHODS, m_step, total_elbo
@@ -175,11 +175,11 @@ class VariationalEM:
         :data:`ldhmm.inference.checkpoint.STATE_EVERY` iterations (:mod:`ldhmm.inference.checkpoint`);
         a run it holds finished is returned from it, one in progress resumed where it stopped
         (the numbers of an uninterrupted fit, at the cost of fewer than ``STATE_EVERY`` E-steps).
-    acceleration : {"none", "squarem"}
-        ``"squarem"``: SQUAREM on the learned priors' log concentrations
-        (:mod:`ldhmm.inference.acceleration`; docs/math.md, "SQUAREM on the learned priors"),
-        every extrapolated point kept only where the ELBO does not fall; not with a checkpoint.
-        ``"none"``: plain EM.
+    acceleration : {"none", "squarem", "anderson"}
+        ``"squarem"``: SQUAREM on the learned priors' log concentrations, ``"anderson"``: damped
+        Anderson acceleration of them (:mod:`ldhmm.inference.acceleration`; docs/math.md,
+        "SQUAREM on the learned priors"), every extrapolated point kept only where the ELBO does
+        not fall; not with a checkpoint. ``"none"``: plain EM.
     """
 
     def __init__(
@@ -342,9 +342,10 @@ class VariationalEM:
         return observers
 
     def _stepper(self):
-        """How a run's iterations go: :meth:`_iteration` (plain EM), or SQUAREM's cycle over it
-        (:class:`ldhmm.inference.acceleration.Squarem`, called alike)."""
-        return Squarem(self) if self.acceleration == "squarem" else self._iteration
+        """How a run's iterations go: :meth:`_iteration` (plain EM), or an accelerator over it
+        (:data:`ldhmm.inference.acceleration.ACCELERATORS`, called alike)."""
+        accelerator = ACCELERATORS.get(self.acceleration)
+        return accelerator(self) if accelerator is not None else self._iteration
 
     def _iteration(self, backend, params, starts: tuple, n_iter: int, monitor: ConvergenceMonitor):
         """One EM iteration over ``backend``'s partitions: the E-step from ``params`` (with

@@ -314,8 +314,10 @@ class FitSettings:
         None,
         _OneOfOrNone(ACCELERATIONS),
         '``"squarem"``: SQUAREM on the learned priors\' log concentrations (two EM iterations, an '
-        "extrapolation, one stabilizing iteration, kept only where the ELBO does not fall; "
-        ':mod:`ldhmm.inference.acceleration`); not with a checkpoint. ``"none"``: plain EM. '
+        'extrapolation, one stabilizing iteration); ``"anderson"``: damped Anderson acceleration '
+        "of them (each iteration's point extrapolated from the last four); either point kept only "
+        "where the ELBO does not fall (:mod:`ldhmm.inference.acceleration`); not with a "
+        'checkpoint. ``"none"``: plain EM. '
         "None: ``effort``'s (plain EM in every preset).",
         to=(VariationalEM,),
     )

@@ -54,7 +54,7 @@ BAD = {
     "start_policy": ["random", 3],
     "refresh_max": [-1, 1.5, True],
     "start_every": [-2, "1"],
-    "acceleration": ["anderson", True],
+    "acceleration": ["nesterov", True],
     "identical_sequences": ["twice", 1],
     "init": ["chain"],
     "random_starts": [-1, False],
