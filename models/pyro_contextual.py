@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyro
-import pyro.distributions as dist
 import torch
 
 from ..inference.cavi.context_vem import (
@@ -47,7 +46,7 @@ from ..inference.cavi.context_vem import (
     position_potentials,
     prior_at_pairs,
 )
-from ..inference.cavi.guides import PFGuide, sequence_dirichlet_params
+from ..inference.cavi.guides import PFGuide
 from ..inference.contexts import ContextTable, context_ids
 from ..inference.ops.forward import chain_log_likelihood, gather_emissions
 from ..inference.svi.hmm_distribution import ChainDistribution, chain_constraints, clamped_logs
@@ -247,20 +246,10 @@ class ContextualChainGuide:
     def __call__(self, tokens, lengths, alpha_pi, alpha_A, beta, init: dict | None = None, contexts=None):
         """Sample sites ``pi``, ``A``, ``B`` and ``z_0 .. z_(T-1)``; the signature of ``ldhmm_model``
         (``contexts`` is not read: ``q`` does not depend on it). ``init`` gives the parameters'
-        starting values (:func:`contextual_guide_init`); default: the prior and a flat chain."""
-        M, T = tokens.shape
-        K = beta.shape[0]
-        init = init or {}
-        g_pi, g_A, g_B = sequence_dirichlet_params(M, alpha_pi, alpha_A, beta, init)
-        hidden = {}
-        for name, (default, constraint) in self.hidden.init_pyro_hidden_params(M, T, K, beta.dtype).items():
-            hidden[name] = pyro.param(name, lambda n=name, d=default: init.get(n, d), constraint=constraint)
-        mask = torch.arange(T)[None, :] < torch.as_tensor(lengths)[:, None]
-        with pyro.plate("sequences", M, dim=-1):
-            pyro.sample("pi", dist.Dirichlet(g_pi))
-            pyro.sample("A", dist.Dirichlet(g_A).to_event(1))
-            pyro.sample("B", dist.Dirichlet(g_B).to_event(2))
-            self.hidden.sample_hidden(hidden, mask)
+        starting values (:func:`contextual_guide_init`); default: the prior and a flat chain.
+        The hidden family's own guide (:meth:`ldhmm.inference.cavi.guides.ChainGuide.__call__`)
+        with B's prior rows (K, C, V): the site ``B`` of two event dimensions."""
+        self.hidden(tokens, lengths, alpha_pi, alpha_A, beta, init)
 
 
 def context_batch_positions(batch: ContextBatch) -> tuple:

@@ -107,15 +107,17 @@ class ChainGuide:
         """Pyro guide with the signature of :func:`ldhmm.models.pyro_model.ldhmm_model`.
 
         Parameters live in Pyro's param store under ``g_pi`` (M, K), ``g_A`` (M, K, K),
-        ``g_B`` (M, K, V) and the family's own names; ``init`` gives their starting values
+        ``g_B`` (M, *beta.shape) and the family's own names; ``init`` gives their starting values
         (e.g. a closed-form fit, see :func:`ldhmm.inference.svi.svi_fit.guide_init_from_state`).
+        ``beta``: B's prior rows, (K, V), or (K, C, V) for emissions with contexts (the
+        contextual model's guide, :class:`ldhmm.models.pyro_contextual.ContextualChainGuide`):
+        every dimension after the first is one event dimension of the site ``B``.
         """
         M, T = tokens.shape
-        K, V = beta.shape
-        dtype = beta.dtype
+        K = beta.shape[0]
         init = init or {}
         g_pi, g_A, g_B = sequence_dirichlet_params(M, alpha_pi, alpha_A, beta, init)
-        defaults = self.init_pyro_hidden_params(M, T, K, dtype)
+        defaults = self.init_pyro_hidden_params(M, T, K, beta.dtype)
         hidden = {}
         for name, (default, constraint) in defaults.items():
             hidden[name] = pyro.param(name, lambda n=name, d=default: init.get(n, d), constraint=constraint)
@@ -123,7 +125,7 @@ class ChainGuide:
         with pyro.plate("sequences", M, dim=-1):
             pyro.sample("pi", dist.Dirichlet(g_pi))
             pyro.sample("A", dist.Dirichlet(g_A).to_event(1))
-            pyro.sample("B", dist.Dirichlet(g_B).to_event(1))
+            pyro.sample("B", dist.Dirichlet(g_B).to_event(beta.dim() - 1))
             self.sample_hidden(hidden, mask)
 
 
