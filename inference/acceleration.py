@@ -1,9 +1,9 @@
 """Fewer EM iterations along the learned priors' path (issue 44, direction 2): SQUAREM and
 damped Anderson acceleration.
 
-**SQUAREM.** Varadhan & Roland (2008), scheme S3, on the log concentrations ``theta = log alpha`` of every
-learned prior group (docs/math.md, "SQUAREM on the learned priors"). The EM map ``F`` is one
-E-step, warm from the per-sequence states, then one M-step. From ``theta0`` and two plain
+**SQUAREM.** Varadhan & Roland (2008), scheme S3, on the log concentrations ``theta = log
+alpha`` of every learned prior group (docs/math.md, "SQUAREM on the learned priors"). The EM
+map ``F`` is one E-step, warm from the per-sequence states, then one M-step. From ``theta0`` and two plain
 iterations ``theta1 = F(theta0)``, ``theta2 = F(theta1)``::
 
     r = theta1 - theta0,  v = theta2 - theta1 - r,  s = min(-||r|| / ||v||, -1)
