@@ -298,9 +298,11 @@ class Anderson(_Safeguarded):
             theta, self.pending = self.pending, None
             trial = with_log_priors(params, groups, theta)
             result = self._extrapolated(backend, trial, starts, n_iter, monitor)
-            self.damping = min(1.0, 2 * self.damping) if result is not None else self._refused()
-            if result is not None:
-                params = trial
+            if result is not None:  # kept: the map was evaluated at the trial point
+                params, self.damping = trial, min(1.0, 2 * self.damping)
+            else:  # refused: the fit goes on from g_k, with an empty memory
+                self.points, self.images = [], []
+                self.damping = max(ANDERSON_DAMPING_MIN, self.damping / 2)
         if result is None:
             result = self.engine._iteration(backend, params, starts, n_iter, monitor)
         if not groups:
@@ -310,11 +312,6 @@ class Anderson(_Safeguarded):
         if not monitor.done and not monitor.refresh:
             self.pending = anderson_step(self.points, self.images, self.damping)
         return result
-
-    def _refused(self) -> float:
-        """The damping after a refused point; the memory emptied (the fit goes on from ``g_k``)."""
-        self.points, self.images = [], []
-        return max(ANDERSON_DAMPING_MIN, self.damping / 2)
 
 
 #: The accelerator of each :data:`ACCELERATIONS` name but ``"none"``, called as the driver's
