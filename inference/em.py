@@ -234,6 +234,7 @@ class VariationalEM:
             n_symbols,
             e_step_max_iter=self.e_step_max_iter,
             e_step_tol=self.e_step_tol,
+            m_step=self.m_step,
             **options,
         )
 

@@ -270,7 +270,7 @@ class FitSettings:
         'B(alpha)``); ``"paper"`` holds q(theta_m) fixed as in the paper and needs many more EM '
         "iterations (concentrations grow a little per iteration; see "
         ":mod:`ldhmm.inference.cavi.maximization`). Neither decreases the ELBO.",
-        to=(VariationalEM,),
+        to=(VariationalEM, PartitionWorker),
     )
     effort: str = _setting(
         "standard",

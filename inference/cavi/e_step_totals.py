@@ -34,7 +34,8 @@ class EStepTotals:
     local_elbo : float
         ``sum_m`` of the per-sequence local ELBO parts.
     sum_expected_log : dict[str, Tensor]
-        Per-sequence groups: ``sum_m E_q[log theta_m]``.
+        Per-sequence groups: ``sum_m E_q[log theta_m]`` (the paper's M-step's statistics;
+        empty where the E-step was told not to form them, ``log_sums=False``).
     total_counts : dict[str, Tensor]
         Every group: expected counts summed over sequences.
     max_sweeps : int
@@ -64,16 +65,15 @@ def _plain_sums(st: BucketState, bucket: Bucket) -> _BucketSums:
     return _BucketSums(st.counts, st.local_elbo, st.sum_expected_log, bucket.n_sequences)
 
 
-def _weighted_sums(params: VariantParameters, st: BucketState, bucket: Bucket) -> _BucketSums:
+def _weighted_sums(params: VariantParameters, st: BucketState, bucket: Bucket, log_sums: bool) -> _BucketSums:
     """A bucket whose rows stand for ``bucket.weights`` identical sequences each: every row's
-    numbers times its weight, and the E log theta sums formed anew with the weights (the
-    E-step's own are of one copy each)."""
+    numbers times its weight, and (``log_sums``) the E log theta sums formed anew with the
+    weights (the E-step's own are of one copy each)."""
     w = bucket.weights
     counts = {g: c * w.to(c.dtype).reshape((-1,) + (1,) * (c.dim() - 1)) for g, c in st.counts.items()}
     n = int(round(float(w.sum())))
-    return _BucketSums(
-        counts, st.local_elbo * w.to(st.local_elbo.dtype), sequence_log_sums(params, st.counts, bucket), n
-    )
+    sum_elog = sequence_log_sums(params, st.counts, bucket) if log_sums else {}
+    return _BucketSums(counts, st.local_elbo * w.to(st.local_elbo.dtype), sum_elog, n)
 
 
 def e_step(
@@ -86,6 +86,7 @@ def e_step(
     progress: Callable | None = None,
     starts: tuple = (),
     iteration: int | None = None,
+    log_sums: bool = True,
 ) -> tuple[list[BucketState], EStepTotals]:
     """Run :func:`e_step_bucket` on every bucket and reduce the sufficient statistics.
 
@@ -93,14 +94,16 @@ def e_step(
     in place and then dropped from the list, so only one copy of the per-sequence state lives.
     With ``starts`` (see :data:`STARTS`), every bucket runs :func:`best_of_starts` with its
     warm state among the runs. ``iteration`` (the EM iteration; None outside a fit) goes to
-    the guide's ``update_hidden`` where it takes it.
+    the guide's ``update_hidden`` where it takes it. ``log_sums`` False: the totals' and the
+    merged states' ``sum_expected_log`` are left empty (only the paper's M-step reads them).
     """
     states = states if states is not None else [None] * len(buckets)
     new_states = []
     seq_groups = params.sharing.groups(SEQUENCE)
     if not seq_groups:
         starts = ()  # q(Z) given database-level parameters is exact: every start ends alike
-    sum_elog = {g: EmissionLogSums() if g == "B" else 0.0 for g in seq_groups}
+    log_groups = seq_groups if log_sums else []
+    sum_elog = {g: EmissionLogSums() if g == "B" else 0.0 for g in log_groups}
     totals = {g: 0.0 for g in GROUPS}
     # B's total counts are added in place into one (K, V) array (the sparse layout touches only
     # each bucket's symbols; float64: other dtypes add a bucket's sum as before).
@@ -112,7 +115,15 @@ def e_step(
     for i, bucket in enumerate(buckets):
         if starts:
             st = best_of_starts(
-                bucket, params, guide, starts, states[i], max_iter=max_iter, tol=tol, iteration=iteration
+                bucket,
+                params,
+                guide,
+                starts,
+                states[i],
+                max_iter=max_iter,
+                tol=tol,
+                iteration=iteration,
+                log_sums=log_sums,
             )
         else:
             st = e_step_bucket(
@@ -127,8 +138,11 @@ def e_step(
             )
         states[i] = None
         new_states.append(st)
-        sums = _weighted_sums(params, st, bucket) if bucket.weights is not None else _plain_sums(st, bucket)
-        for g in seq_groups:
+        if bucket.weights is not None:
+            sums = _weighted_sums(params, st, bucket, log_sums)
+        else:
+            sums = _plain_sums(st, bucket)
+        for g in log_groups:
             if g == "B":
                 # absorbed into one K x V buffer; the bucket's per-slot terms (as large as its
                 # B counts) are let go

@@ -77,7 +77,8 @@ class BucketState:
         The part of ``elbo`` that depends on nothing database-level except the priors:
         entropy plus the per-sequence groups' expected-log terms minus their KLs.
     sum_expected_log : dict[str, Tensor]
-        ``sum_m E_q[log theta_m]`` of every per-sequence group over this bucket.
+        ``sum_m E_q[log theta_m]`` of every per-sequence group over this bucket (empty where the
+        best of several starts was kept without them: ``best_of_starts(..., log_sums=False)``).
     n_sweeps : int
     symbols : LongTensor (M_b, W), optional
         Sparse emission layout: the symbol of each slot of ``counts["B"]`` (the bucket's

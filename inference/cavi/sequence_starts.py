@@ -280,9 +280,11 @@ def best_of_starts(
     max_iter: int = 100,
     tol: float = 1e-6,
     iteration: int | None = None,
+    log_sums: bool = True,
 ) -> BucketState:
     """Coordinate ascent from each start (and from ``warm``, if given), keeping for every
-    sequence the run with the highest ELBO (ties: the earlier run, ``warm`` first).
+    sequence the run with the highest ELBO (ties: the earlier run, ``warm`` first); the kept
+    state's sums of E log theta formed anew where ``log_sums`` (else left empty).
 
     Each sequence's bound is its own, so the per-sequence maximum is a bound of the same
     family; with ``warm`` among the runs the result is never below its warm continuation, so
@@ -320,13 +322,16 @@ def best_of_starts(
         # Folded as the runs come (the first maximum is kept, as over the whole list): two
         # runs' state in memory, however many starts.
         if len(runs) == 2:
-            runs = [_best_per_sequence(runs, bucket, params, guide)]
-    return _best_per_sequence(runs, bucket, params, guide)
+            runs = [_best_per_sequence(runs, bucket, params, guide, log_sums)]
+    return _best_per_sequence(runs, bucket, params, guide, log_sums)
 
 
-def _best_per_sequence(runs: list, bucket: Bucket, params: VariantParameters, guide) -> BucketState:
+def _best_per_sequence(
+    runs: list, bucket: Bucket, params: VariantParameters, guide, log_sums: bool = True
+) -> BucketState:
     """Each sequence's state from the run with the highest ELBO (first maximum on ties; a run
-    that went non-finite never wins), with the bucket's sums of E log theta recomputed."""
+    that went non-finite never wins), with the bucket's sums of E log theta recomputed where
+    ``log_sums`` (else empty)."""
     best = runs[0]
     if len(runs) == 1:
         return best
@@ -344,6 +349,6 @@ def _best_per_sequence(runs: list, bucket: Bucket, params: VariantParameters, gu
             counts[g][idx] = run.counts[g][idx]
         guide_state = guide.scatter_state(guide_state, idx, guide.select_state(run.guide_state, idx))
         entropy[idx], elbo[idx], local[idx] = run.entropy[idx], run.elbo[idx], run.local_elbo[idx]
-    sum_elog = sequence_log_sums(params, counts, bucket)
+    sum_elog = sequence_log_sums(params, counts, bucket) if log_sums else {}
     n_sweeps = max(r.n_sweeps for r in runs)
     return BucketState(counts, entropy, guide_state, elbo, local, sum_elog, n_sweeps, bucket.symbols)

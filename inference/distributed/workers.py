@@ -90,6 +90,10 @@ class PartitionWorker:
         content (:mod:`ldhmm.inference.copies`); the per-sequence outputs are one row per input
         sequence, in the partition's order. ``"each"``: a row per sequence, in bucket order, its
         random starts hashed from ``index``.
+    m_step : {"collapsed", "paper"}, optional
+        The M-step the E-step's sums serve: ``"collapsed"`` needs no sums of E log theta
+        (:attr:`ldhmm.inference.cavi.e_step_totals.EStepTotals.sum_expected_log`), so they are
+        not formed; ``"paper"`` or None (a caller that does not say): formed.
     """
 
     def __init__(
@@ -103,6 +107,7 @@ class PartitionWorker:
         e_step_tol: float = 1e-6,
         index=None,
         identical_sequences: str = "each",
+        m_step: str | None = None,
     ):
         if identical_sequences not in IDENTICAL_SEQUENCES:
             raise ValueError(
@@ -155,6 +160,9 @@ class PartitionWorker:
         self.bucket_cells = bucket_cells
         self.e_step_max_iter = e_step_max_iter
         self.e_step_tol = e_step_tol
+        # Only the paper's M-step reads the sums of E log theta: a collapsed fit's E-steps skip
+        # forming them (the numbers of its fit are the same).
+        self.log_sums = m_step != "collapsed"
         self.states = None
         self._count_table = None
 
@@ -270,6 +278,7 @@ class PartitionWorker:
             tol=self.e_step_tol,
             starts=starts,
             iteration=iteration,
+            log_sums=self.log_sums,
         )
         return totals
 
