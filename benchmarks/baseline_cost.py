@@ -18,6 +18,12 @@ Two tables, each from one process, the fits interleaved:
    VB baselines' bound and importance-sampled log p(x)), the mean fold difference to the
    reference with its standard error and the held-out rule's verdicts
    (:func:`effort_held_out.fold_verdicts`).
+3. **Identical sequences** (``--copies``): CPU seconds per EM iteration of the ``HMM`` baseline,
+   whose E-step computes each distinct sequence once and weighs it by its copies, against the
+   same fit with every copy computed (:func:`every_copy_buckets`, the E-step's buckets before),
+   interleaved, the minimum over ``--repeats``; the share of distinct sequences and the
+   largest relative difference between the two fits' objective histories (the same trajectory
+   up to rounding).
 
 Run with ``NUMBA_NUM_THREADS=1`` (CPU seconds with one thread each)::
 
@@ -28,6 +34,8 @@ Run with ``NUMBA_NUM_THREADS=1`` (CPU seconds with one thread each)::
         --candidates 'thorough={}' 'standard={"effort": "standard"}' 'quick={"effort": "quick"}'
     NUMBA_NUM_THREADS=1 python benchmarks/baseline_cost.py --data-dir ../shared/data --model HMM \
         --candidates 'v5={}' 'screen1e-5={"screen_tol": 1e-5}' --held-out 5 --states 4 8
+    NUMBA_NUM_THREADS=1 python benchmarks/baseline_cost.py --data-dir ../shared/data --copies \
+        --datasets entree msnbc msnbc-short:100000 --states 8
 """
 
 from __future__ import annotations
@@ -39,18 +47,29 @@ import time
 import warnings
 
 import numpy as np
+import torch
 from _common import benchmark_parser, print_table_header
 from effort_grid import cell_rows, dataset_sequences
 from effort_held_out import fold_verdicts
 from hmmlearn.hmm import CategoricalHMM
 from hmmlearn.vhmm import VariationalCategoricalHMM
 
-from ldhmm.baselines.hmm import HMM
+from ldhmm.baselines import hmm as hmm_module
+from ldhmm.baselines.hmm import HMM, TrainingBuckets
 from ldhmm.baselines.hmmv import HMMV
 from ldhmm.baselines.vbhmm import VBHMM
 from ldhmm.data import kfold_indices, resolve_data_dir
+from ldhmm.inference import make_buckets
 
-__all__ = ["main", "parse_candidate", "final_objective", "per_iteration_row", "BASELINES"]
+__all__ = [
+    "main",
+    "parse_candidate",
+    "final_objective",
+    "per_iteration_row",
+    "copies_row",
+    "every_copy_buckets",
+    "BASELINES",
+]
 
 #: ``--model`` name -> class
 BASELINES = {"HMM": HMM, "VBHMM": VBHMM, "HMMV": HMMV}
@@ -104,6 +123,53 @@ def per_iteration_row(seqs, K: int, V: int, iterations: int) -> dict:
     model = VBHMM(K, n_symbols=V, max_iter=iterations, tol=0.0, n_init=1, effort="thorough").fit(seqs)
     row["VBHMM"] = (time.process_time() - start) / len(model.elbo_history_)
     return row
+
+
+def every_copy_buckets(sequences: list, max_cells: int = 1 << 18) -> TrainingBuckets:
+    """The HMM's E-step buckets with every input sequence a row of its own (weight 1): what
+    :func:`ldhmm.baselines.hmm.training_buckets` gave before it computed identical sequences
+    once, the reference of the ``--copies`` table."""
+    buckets = make_buckets(sequences, max_cells=max_cells)
+    for bucket in buckets:
+        bucket.weights = torch.ones(bucket.n_sequences, dtype=torch.float64)
+    emitted = [bucket.tokens[bucket.mask] for bucket in buckets]
+    return TrainingBuckets(buckets, emitted, int(sum(len(s) for s in sequences)))
+
+
+def copies_row(seqs, K: int, V: int, iterations: int) -> dict:
+    """One repeat of the ``--copies`` comparison: CPU seconds per iteration of the HMM baseline
+    (one run from seed 0, ``iterations`` iterations) with its E-step over the distinct sequences
+    (``"once"``) and over every copy (``"each"``), and the two objective histories."""
+    row = {}
+    for label in ("each", "once"):
+        original = hmm_module.training_buckets
+        if label == "each":
+            hmm_module.training_buckets = every_copy_buckets
+        try:
+            start = time.process_time()
+            model = HMM(K, n_symbols=V, max_iter=iterations, tol=0.0, n_init=1, seeded_start="none").fit(seqs)
+            row[label] = (time.process_time() - start) / model.n_iter_
+        finally:
+            hmm_module.training_buckets = original
+        row[f"{label} history"] = np.asarray(model.objective_history_)
+    return row
+
+
+def _copies(args, data_dir) -> None:
+    print_table_header(
+        "| data | K | sequences | distinct | HMM s/iter, every copy | HMM s/iter, each distinct once | "
+        "ratio | objective histories: largest relative difference |"
+    )
+    for dataset, seqs, V, K in cells(args.datasets, args.states, data_dir):
+        reps = [copies_row(seqs, K, V, args.iterations) for _ in range(args.repeats)]
+        each, once = (min(r[label] for r in reps) for label in ("each", "once"))
+        a, b = reps[0]["each history"], reps[0]["once history"]
+        n_distinct = len({s.tobytes() for s in seqs})
+        print(
+            f"| {dataset} | {K} | {len(seqs):,} | {n_distinct / len(seqs):.0%} | {each:.4f} | {once:.4f} | "
+            f"{once / each:.2f}x | {float(np.max(np.abs(a - b) / np.abs(a))):.1e} |",
+            flush=True,
+        )
 
 
 def cells(datasets, states, data_dir):
@@ -208,6 +274,7 @@ def main(argv=None) -> int:
     p.add_argument("--per-iteration", action="store_true", help="the per-iteration table")
     p.add_argument("--iterations", type=int, default=15, help="per-iteration table: iterations per fit")
     p.add_argument("--repeats", type=int, default=3, help="per-iteration table: the minimum of this many")
+    p.add_argument("--copies", action="store_true", help="the identical-sequences table of the HMM")
     p.add_argument("--model", choices=sorted(BASELINES), help="the settings table of this baseline")
     p.add_argument("--candidates", nargs="+", type=parse_candidate, default=[("defaults", {})])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -215,13 +282,15 @@ def main(argv=None) -> int:
     p.add_argument("--held-out", type=int, default=0, metavar="FOLDS", help="the held-out table, FOLDS folds")
     p.add_argument("--is-samples", type=int, default=50, help="held-out table: importance samples")
     args = p.parse_args(argv)
-    if not args.per_iteration and args.model is None:
-        p.error("give --per-iteration, --model NAME, or both")
+    if not (args.per_iteration or args.copies) and args.model is None:
+        p.error("give --per-iteration, --copies or --model NAME (or several)")
     data_dir = resolve_data_dir(args.data_dir)
     logging.getLogger("hmmlearn").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module="hmmlearn")
     if args.per_iteration:
         _per_iteration(args, data_dir)
+    if args.copies:
+        _copies(args, data_dir)
     if args.model is not None:
         (_held_out if args.held_out else _settings)(args, data_dir)
     return 0

@@ -394,3 +394,35 @@ def test_bucket_stats_match_hmmlearn_estep_across_chunks():
         np.testing.assert_allclose(start, stats["start"], rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(trans, stats["trans"], rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(obs, stats["obs"], rtol=1e-10, atol=1e-12)
+
+
+def test_hmm_computes_identical_sequences_once_and_ignores_their_order():
+    """A log of many copies: the E-step's buckets hold each distinct sequence once, weighed by
+    its copies, and give hmmlearn's own per-sequence statistics (every copy computed); the fit
+    and its scores are bit for bit the same for any order of the input, one row per input."""
+    rng = np.random.default_rng(9)
+    distinct = sample_hmm(rng, 12, k=3, v=4, min_len=1, max_len=9)
+    seqs = [distinct[i] for i in rng.integers(0, len(distinct), size=90)]
+    n_distinct = len({s.tobytes() for s in seqs})
+    training = training_buckets(seqs, 40)
+    assert sum(b.n_sequences for b in training.buckets) == n_distinct < len(seqs)
+    assert sum(float(b.weights.sum()) for b in training.buckets) == len(seqs)
+    assert training.n_tokens == sum(len(s) for s in seqs)
+    model = HMM(3, max_iter=3, seed=0, fast_estep=False).fit(seqs)
+    stats, lp = model.model_._do_estep(np.concatenate(seqs).reshape(-1, 1), np.array([len(s) for s in seqs]))
+    lp2, start, trans, obs = bucket_stats(model.startprob_, model.transmat_, model.emissionprob_, training)
+    assert lp2 == pytest.approx(lp, rel=1e-12)
+    for got, want in ((start, stats["start"]), (trans, stats["trans"]), (obs, stats["obs"])):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+    order = rng.permutation(len(seqs))
+    fit = HMM(3, max_iter=30, tol=0.0, n_init=2, seed=1).fit(seqs)
+    shuffled = HMM(3, max_iter=30, tol=0.0, n_init=2, seed=1).fit([seqs[i] for i in order])
+    assert fit.objective_history_ == shuffled.objective_history_
+    for attr in ("startprob_", "transmat_", "emissionprob_"):
+        np.testing.assert_array_equal(getattr(fit, attr), getattr(shuffled, attr))
+    scores = fit.score_samples(seqs)
+    assert scores.shape == (len(seqs),)
+    np.testing.assert_array_equal(shuffled.score_samples([seqs[i] for i in order]), scores[order])
+    one_by_one = np.array([fit.score_samples([s])[0] for s in seqs])
+    np.testing.assert_allclose(scores, one_by_one, rtol=1e-13)

@@ -306,6 +306,12 @@ def test_the_baseline_benchmark_reads_candidates_and_times_an_iteration_of_each_
     assert bench.final_objective(model) == model.objective_history_[-1]
     score, logp = bench.held_out_scores(model, seqs[:5], is_samples=2)
     assert score == logp == pytest.approx(model.score_samples(seqs[:5]).sum() / sum(map(len, seqs[:5])))
+    copies = [seqs[i % 4] for i in range(12)]
+    row = bench.copies_row(copies, 2, 4, iterations=4)
+    assert row["each"] > 0 and row["once"] > 0
+    np.testing.assert_allclose(row["once history"], row["each history"], rtol=1e-12)
+    assert bench.hmm_module.training_buckets is not bench.every_copy_buckets  # put back
+    assert sum(b.n_sequences for b in bench.every_copy_buckets(copies).buckets) == 12
 
 
 # ------------------------------------------------------------------ context_smoothing.py
