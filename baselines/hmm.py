@@ -560,15 +560,16 @@ class HMM(NextSymbolRows, SequenceModel):
         """The forward filter: ``p(x_(n+1) = v | x_1..x_n) = sum_(i,j) alpha_n[i] transmat_[i, j]
         emissionprob_[j, v]`` with ``alpha_n = p(z_n | x_1..x_n)`` the normalized forward message
         at the last position (the chain core's last state marginal)."""
-        out = np.empty((len(seqs), self.n_symbols_))
+        copies = collapse_copies(seqs)  # each distinct prefix once, given back to every copy
+        out = np.empty((len(copies.distinct), self.n_symbols_))
         step = self.transmat_ @ self.emissionprob_  # (K, V)
-        buckets = make_buckets(seqs, max_cells=1 << 19)
+        buckets = make_buckets(copies.distinct, max_cells=1 << 19)
         for bucket, post in _posteriors(self.startprob_, self.transmat_, self.emissionprob_, buckets):
             rows = torch.arange(bucket.n_sequences)
             alpha = post.state_marginals[rows, bucket.lengths.long() - 1].numpy()  # (M_b, K)
             p = alpha @ step
             out[bucket.index.numpy()] = p / p.sum(-1, keepdims=True)
-        return out
+        return out[copies.inverse]
 
     def decode(self, sequences) -> list:
         """Most probable hidden-state path of each sequence (Viterbi, :func:`ldhmm.inference.viterbi_log`).
@@ -586,9 +587,10 @@ class HMM(NextSymbolRows, SequenceModel):
         log_start, log_trans, log_emit_t = _log_parameters(
             self.startprob_, self.transmat_, self.emissionprob_
         )
-        out = [None] * len(seqs)
-        for bucket in make_buckets(seqs, max_cells=1 << 19):
+        copies = collapse_copies(seqs)  # each distinct sequence once; every copy its own array
+        out = [None] * len(copies.distinct)
+        for bucket in make_buckets(copies.distinct, max_cells=1 << 19):
             paths = viterbi_log(log_start, log_trans, log_emit_t[bucket.tokens], bucket.mask)
             for i, path in zip(bucket.index.tolist(), unpad_paths(paths)):
                 out[i] = path
-        return out
+        return [out[r].copy() for r in copies.inverse]

@@ -426,3 +426,10 @@ def test_hmm_computes_identical_sequences_once_and_ignores_their_order():
     np.testing.assert_array_equal(shuffled.score_samples([seqs[i] for i in order]), scores[order])
     one_by_one = np.array([fit.score_samples([s])[0] for s in seqs])
     np.testing.assert_allclose(scores, one_by_one, rtol=1e-13)
+    proba, paths = fit.predict_next_proba(seqs), fit.decode(seqs)
+    assert proba.shape == (len(seqs), 4) and len(paths) == len(seqs)
+    for i in range(0, len(seqs), 7):
+        np.testing.assert_allclose(proba[i], fit.predict_next_proba([seqs[i]])[0], rtol=1e-13)
+        np.testing.assert_array_equal(paths[i], fit.decode([seqs[i]])[0])
+    paths[0][:] = -1  # each copy its own array
+    assert all((p >= 0).all() for p in paths[1:])
