@@ -15,8 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from ldhmm.inference import PFGuide, VariationalEM
+from ldhmm.inference.batch import make_buckets
+from ldhmm.inference.cavi.expectation import e_step_bucket
 from ldhmm.inference.distributed.workers import LocalBackend, PartitionWorker
 from ldhmm.models import LDHMM
 
@@ -24,6 +27,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 #: Every benchmark script; those that need Dask's ``distributed`` to load.
 SCRIPTS = (
+    "annealed_start",
     "baseline_cost",
     "context_smoothing",
     "contextual_emissions",
@@ -338,3 +342,36 @@ def test_the_shop_log_is_seeded_short_and_follows_its_funnel():
     # "delivery" follows "cart" far more often than its share of all pages
     share = np.mean(np.concatenate(db.sequences) == pages["delivery"])
     assert np.mean(after_cart == pages["delivery"]) > 3 * share
+
+
+# ------------------------------------------------------------------------ annealed_start.py
+
+
+def test_the_annealed_start_cools_to_the_guides_own_update():
+    """The schedule rises from t0 to 1 and stays there; at t0 = 1 the annealed E-step is the
+    guide's own cold E-step number for number, and from a lower t0 it ends at a fixed point of
+    the guide's update (one more sweep moves no bound); best-of-starts over runs is each
+    sequence's maximum, and a set's work the sum of its runs'."""
+    bench = benchmark("annealed_start")
+    schedule = [bench.temperature(s, 0.05, 4) for s in range(1, 7)]
+    assert schedule[0] == pytest.approx(0.05) and schedule[4:] == [1.0, 1.0]
+    assert all(a < b for a, b in zip(schedule[:4], schedule[1:5]))
+    truth = LDHMM.from_hyperparameters([2.0, 1.0], [[4, 1], [1, 4]], [[3, 3, 0.3, 0.3], [0.3, 0.3, 3, 3]])
+    seqs = truth.sample(40, lengths=np.full(40, 12), seed=3)
+    model = LDHMM(2, seed=0, n_init=1, max_iter=20).fit(seqs)
+    (bucket,) = make_buckets(seqs, max_cells=1 << 30)
+    guide = PFGuide(compiled=False)
+    plain = e_step_bucket(bucket, model.params_, guide, None, max_iter=200, tol=1e-10)
+    at_one = bench.AnnealedGuide(PFGuide(compiled=False), 1.0, 4)
+    same = e_step_bucket(bucket, model.params_, at_one, None, max_iter=200, tol=1e-10)
+    assert torch.equal(same.elbo, plain.elbo) and at_one.work >= 40
+    annealed = bench.AnnealedGuide(PFGuide(compiled=False), 0.05, 4)
+    run = e_step_bucket(bucket, model.params_, annealed, None, max_iter=200, tol=1e-10)
+    assert annealed.work >= 5 * 40  # every sequence ran the 4 tempered sweeps and one at t = 1
+    again = e_step_bucket(bucket, model.params_, guide, run, max_iter=1, tol=0.0)
+    torch.testing.assert_close(again.elbo, run.elbo, rtol=1e-8, atol=0)
+    bounds, work = bench.best_per_sequence({"a": (run.elbo, 10.0), "b": (plain.elbo, 5.0)}, ("a", "b"))
+    assert work == 15.0 and torch.equal(bounds, torch.maximum(run.elbo, plain.elbo))
+    sets = bench.start_sets(("prior", "mean", "random:0"), ["annealed:0.05"])
+    assert sets["today: prior, mean, random:0"] == ("prior", "mean", "random:0")
+    assert sets["prior, mean, annealed:0.05"] == ("prior", "mean", "annealed:0.05")
