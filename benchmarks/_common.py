@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 
 __all__ = [
     "benchmark_parser",
+    "parse_candidate",
     "add_dask_arguments",
     "add_projection_arguments",
     "projection_line",
@@ -27,6 +29,15 @@ def benchmark_parser(doc: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--data-dir", default=None)
     return p
+
+
+def parse_candidate(text: str) -> tuple[str, dict]:
+    """``'label={"tol": 1e-5}'`` -> ("label", {"tol": 1e-5}): a benchmark's candidate setting
+    (``--candidates LABEL=JSON``)."""
+    label, sep, options = text.partition("=")
+    if not sep or not label:
+        raise argparse.ArgumentTypeError(f"a candidate is LABEL=JSON, got {text!r}")
+    return label, json.loads(options or "{}")
 
 
 def add_dask_arguments(p: argparse.ArgumentParser, partitions_help: str | None = None) -> None:

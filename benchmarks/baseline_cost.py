@@ -40,7 +40,6 @@ Run with ``NUMBA_NUM_THREADS=1`` (CPU seconds with one thread each)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import time
@@ -48,7 +47,7 @@ import warnings
 
 import numpy as np
 import torch
-from _common import benchmark_parser, print_table_header
+from _common import benchmark_parser, parse_candidate, print_table_header
 from effort_grid import cell_rows, dataset_sequences
 from effort_held_out import fold_verdicts
 from hmmlearn.hmm import CategoricalHMM
@@ -73,14 +72,6 @@ __all__ = [
 
 #: ``--model`` name -> class
 BASELINES = {"HMM": HMM, "VBHMM": VBHMM, "HMMV": HMMV}
-
-
-def parse_candidate(text: str) -> tuple[str, dict]:
-    """``'label={"tol": 1e-5}'`` -> ("label", {"tol": 1e-5})."""
-    label, sep, options = text.partition("=")
-    if not sep or not label:
-        raise argparse.ArgumentTypeError(f"a candidate is LABEL=JSON, got {text!r}")
-    return label, json.loads(options or "{}")
 
 
 def final_objective(model) -> float:

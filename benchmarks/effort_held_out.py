@@ -8,15 +8,19 @@ seed for every effort). One row per cell and effort: the mean over folds of both
 fold difference to the reference effort (``--reference``, default ``thorough``) with its
 standard error, and the rule's verdicts: the mean log p(x) at least the reference's minus one
 standard error of the fold differences, the median bound at least the reference's minus 0.005.
+``--candidates LABEL=JSON`` adds a row per candidate: the fit at ``--candidate-effort`` with
+those settings besides (``--reference`` may name a candidate's label)::
 
     NUMBA_NUM_THREADS=1 python benchmarks/effort_held_out.py --data-dir ../shared/data \\
         --datasets entree msnbc:3000 --states 4 --guides pf
+    NUMBA_NUM_THREADS=1 python benchmarks/effort_held_out.py --data-dir ../shared/data \\
+        --efforts standard --reference standard --candidates 'one-draw={"random_starts": 1}'
 """
 
 from __future__ import annotations
 
 import numpy as np
-from _common import benchmark_parser, print_table_header
+from _common import benchmark_parser, parse_candidate, print_table_header
 from effort_grid import dataset_sequences
 
 from ldhmm.data import kfold_indices, resolve_data_dir
@@ -58,11 +62,23 @@ def main(argv=None) -> int:
     p.add_argument("--states", type=int, nargs="+", default=[4])
     p.add_argument("--guides", nargs="+", default=["pf"], choices=["pf", "ff"])
     p.add_argument("--efforts", nargs="+", default=["standard", "thorough"], choices=EFFORTS)
-    p.add_argument("--reference", default="thorough", choices=EFFORTS)
+    p.add_argument("--reference", default="thorough", help="an effort of --efforts or a candidate's label")
+    p.add_argument(
+        "--candidates",
+        nargs="+",
+        type=parse_candidate,
+        default=[],
+        help="LABEL=JSON: a further row, the fit at --candidate-effort with these settings",
+    )
+    p.add_argument("--candidate-effort", default="standard", choices=EFFORTS)
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--is-samples", type=int, default=50)
     args = p.parse_args(argv)
+    # (row label, effort, further settings) of every fit of a fold
+    fits = [(e, e, {}) for e in args.efforts] + [(c, args.candidate_effort, o) for c, o in args.candidates]
+    if args.reference not in [label for label, _, _ in fits]:
+        p.error(f"--reference {args.reference!r} is neither an effort of --efforts nor a candidate's label")
     data_dir = resolve_data_dir(args.data_dir)
     print_table_header(
         "| data | K | guide | effort | held-out bound/tok (mean) | log p(x)/tok (mean, IS) | "
@@ -73,19 +89,20 @@ def main(argv=None) -> int:
         splits = kfold_indices(len(seqs), args.folds, seed=args.seed)
         for K in args.states:
             for guide in args.guides:
-                per_fold: dict[str, list] = {e: [] for e in args.efforts}
+                per_fold: dict[str, list] = {label: [] for label, _, _ in fits}
                 for train_idx, test_idx in splits:
                     train = [seqs[i] for i in train_idx]
                     test = [seqs[i] for i in test_idx]
                     n_test = sum(map(len, test))
-                    for effort in args.efforts:
-                        model = LDHMM(K, n_symbols=V, seed=args.seed, guide=guide, effort=effort).fit(train)
+                    for label, effort, options in fits:
+                        model = LDHMM(K, n_symbols=V, seed=args.seed, guide=guide, effort=effort, **options)
+                        model.fit(train)
                         bound = float(model.score_samples(test).sum()) / n_test
                         logp = (
                             float(model.log_marginal_is(test, n_samples=args.is_samples, seed=0).sum())
                             / n_test
                         )
-                        per_fold[effort].append((bound, logp))
+                        per_fold[label].append((bound, logp))
                 for row in fold_verdicts(per_fold, args.reference):
                     logp_rule = "holds" if row["logp_holds"] else "**fails**"
                     bound_rule = "holds" if row["bound_holds"] else "**fails**"

@@ -375,3 +375,19 @@ def test_the_annealed_start_cools_to_the_guides_own_update():
     sets = bench.start_sets(("prior", "mean", "random:0"), ["annealed:0.05"])
     assert sets["today: prior, mean, random:0"] == ("prior", "mean", "random:0")
     assert sets["prior, mean, annealed:0.05"] == ("prior", "mean", "annealed:0.05")
+
+
+def test_the_held_out_benchmark_fits_a_candidate_beside_the_efforts(capsys, monkeypatch):
+    """A candidate's row is the fit at ``--candidate-effort`` with its settings besides, judged
+    against a reference that may be a candidate; a reference that names no row is one line."""
+    held = benchmark("effort_held_out")
+    monkeypatch.setattr(held, "LDHMM", functools.partial(LDHMM, max_iter=3))  # a short fit will do
+    common = ["--datasets", "synthetic:40", "--states", "2", "--folds", "2", "--is-samples", "4"]
+    held.main(
+        [*common, "--efforts", "quick", "--reference", "one", "--candidates", 'one={"random_starts": 1}']
+    )
+    rows = [line.split("|")[4].strip() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert rows == ["quick", "one"]
+    with pytest.raises(SystemExit):
+        held.main([*common, "--efforts", "quick", "--reference", "standard"])
+    assert "--reference 'standard' is neither" in capsys.readouterr().err
