@@ -198,8 +198,13 @@ def emission_log_sums(prior_B: torch.Tensor, counts_B: torch.Tensor, bucket: Buc
         return EmissionLogSums(bucket.n_sequences, rows, [(delta, symbols)])
     weights = bucket.weights.double().numpy()
     delta *= weights[:, None, None]
-    # psi(beta_0 + n_m0) per sequence, weighed (the kernel's ``rows`` are their plain sum)
-    psi_rows = torch.digamma(torch.from_numpy(sequential_row_sums(prior)[None, :] + counts.sum(-1))).numpy()
+    # psi(beta_0 + n_m0) per sequence, weighed (the kernel's ``rows`` are their plain sum). Each
+    # n_m0 added left to right, as the kernel does: numpy's vectorized sum groups the additions
+    # by position, so the dense layout's zeros would change the rounding against the sparse one's
+    # slots (and a last-bit difference here is amplified by the paper's M-step).
+    M, K, W = counts.shape
+    totals = sequential_row_sums(np.ascontiguousarray(counts).reshape(M * K, W)).reshape(M, K)
+    psi_rows = torch.digamma(torch.from_numpy(sequential_row_sums(prior)[None, :] + totals)).numpy()
     return EmissionLogSums(int(round(weights.sum())), weights @ psi_rows, [(delta, symbols)])
 
 
