@@ -84,6 +84,7 @@ from .next_symbol import NextSymbolRows
 __all__ = [
     "HMM",
     "forward_log_likelihood",
+    "training_log_likelihood",
     "TrainingBuckets",
     "training_buckets",
     "bucket_stats",
@@ -270,6 +271,24 @@ def training_buckets(sequences: list[np.ndarray], max_cells: int = 1 << 18) -> T
         bucket.weights = counts[bucket.index]
     emitted = [bucket.tokens[bucket.mask] for bucket in buckets]
     return TrainingBuckets(buckets, emitted, int(sum(len(s) for s in sequences)))
+
+
+def training_log_likelihood(
+    startprob: np.ndarray, transmat: np.ndarray, emissionprob: np.ndarray, training: TrainingBuckets
+) -> float:
+    """``sum_m log p(x_m)`` over a training set cut by :func:`training_buckets`: each distinct
+    sequence's exact log-likelihood once, times its copies (``Bucket.weights``), added in the
+    buckets' content order, so the total does not depend on the order of the input.
+
+    Parameters
+    ----------
+    startprob : (K,), transmat : (K, K), emissionprob : (K, V)
+    training : TrainingBuckets
+    """
+    total = 0.0
+    for bucket, post in _posteriors(startprob, transmat, emissionprob, training.buckets):
+        total += float(bucket.weights.double() @ post.log_normalizer.double())
+    return total
 
 
 def bucket_stats(
@@ -507,12 +526,12 @@ class HMM(NextSymbolRows, SequenceModel):
         with quiet_logger("hmmlearn", self.verbose):
             kept, model, _ = best_of(
                 [lambda s=s, start=start: run(s, start) for s, start in runs],
-                lambda fitted: self._final_objective(fitted, sequences)[0],
+                lambda fitted: self._final_objective(fitted, sequences, training)[0],
             )
             self.start_kind_ = "restart" if runs[kept][1] is None else "seeded"
             if screening:
                 model = self._continue_run(model, X, lengths)
-        ll = self._final_objective(model, sequences)[1]
+        ll = self._final_objective(model, sequences, training)[1]
         self.model_ = model
         self.startprob_ = np.array(model.startprob_, dtype=np.float64)
         self.transmat_ = np.array(model.transmat_, dtype=np.float64)
@@ -524,11 +543,15 @@ class HMM(NextSymbolRows, SequenceModel):
         self.train_log_likelihood_ = ll
 
     @staticmethod
-    def _final_objective(model, sequences) -> tuple[float, float]:
-        """(MAP objective, log-likelihood) of ``model``'s final parameters on ``sequences``."""
-        ll = float(
-            forward_log_likelihood(model.startprob_, model.transmat_, model.emissionprob_, sequences).sum()
-        )
+    def _final_objective(model, sequences, training: TrainingBuckets | None = None) -> tuple[float, float]:
+        """(MAP objective, log-likelihood) of ``model``'s final parameters on ``sequences``, read
+        from their ``training`` buckets where given (each distinct sequence once, in content
+        order: the same sum for any order of the input)."""
+        parameters = (model.startprob_, model.transmat_, model.emissionprob_)
+        if training is not None:
+            ll = training_log_likelihood(*parameters, training)
+        else:
+            ll = float(forward_log_likelihood(*parameters, sequences).sum())
         return ll + model._log_prior(), ll
 
     def _continue_run(self, screened, X, lengths):

@@ -10,7 +10,13 @@ from gensim.models import LdaModel
 from hmmlearn.hmm import CategoricalHMM
 from scipy.special import digamma, gammaln, logsumexp
 
-from ldhmm.baselines.hmm import HMM, bucket_stats, forward_log_likelihood, training_buckets
+from ldhmm.baselines.hmm import (
+    HMM,
+    bucket_stats,
+    forward_log_likelihood,
+    training_buckets,
+    training_log_likelihood,
+)
 from ldhmm.baselines.lda import LDA, _vectorized_inference, to_bow_corpus, to_bow_matrix
 from ldhmm.data.seeds import derived_seeds
 from ldhmm.experiments.plugins import check_protocol
@@ -423,6 +429,12 @@ def test_hmm_computes_identical_sequences_once_and_ignores_their_order():
         np.testing.assert_array_equal(getattr(fit, attr), getattr(shuffled, attr))
     scores = fit.score_samples(seqs)
     assert scores.shape == (len(seqs),)
+    # the training log-likelihood read from the buckets: every copy counted, any input order
+    assert fit.train_log_likelihood_ == shuffled.train_log_likelihood_
+    assert fit.train_log_likelihood_ == pytest.approx(float(scores.sum()), rel=1e-13)
+    assert training_log_likelihood(
+        fit.startprob_, fit.transmat_, fit.emissionprob_, training
+    ) == pytest.approx(float(scores.sum()), rel=1e-13)
     np.testing.assert_array_equal(shuffled.score_samples([seqs[i] for i in order]), scores[order])
     one_by_one = np.array([fit.score_samples([s])[0] for s in seqs])
     np.testing.assert_allclose(scores, one_by_one, rtol=1e-13)
