@@ -4,7 +4,8 @@ For every (K, seed) it fits ``LDHMM(K, n_symbols=V, seed=seed, n_init=N, guide=G
 package defaults and prints one row: the final training ELBO per token, EM iterations, the
 E-step work in *sequence-sweeps per sequence* (one sweep of one sequence's coordinate ascent;
 the unit the compiled kernel repeats), split into the E-steps that run every start (the
-first one and each refresh: ``starts``) and the warm ones (``plain``), and CPU and wall
+first one and each refresh: ``starts``), those that run one start beside each sequence's warm
+run (the rotating start: ``one start``) and the warm ones alone (``plain``), and CPU and wall
 seconds. Work is counted, not timed, so the split holds on a busy machine too.
 
 ``--hmmlearn`` first fits hmmlearn's ``CategoricalHMM(K)`` to the same data until the relative
@@ -61,8 +62,9 @@ def sequences(name: str, data_dir, n: int | None) -> tuple[list, int]:
 
 
 def instrument() -> collections.Counter:
-    """Count sequence-sweeps of the compiled E-step, split by E-steps with and without starts
-    (wraps the functions in place; returns the counter they add to)."""
+    """Count sequence-sweeps of the compiled E-step, split by E-steps with every start
+    (``starts``), with one (``one start``) and without (``plain``) (wraps the functions in place;
+    returns the counter they add to)."""
     work = collections.Counter()
     compiled, e_step = expectation._e_step_compiled, workers.e_step
 
@@ -74,7 +76,8 @@ def instrument() -> collections.Counter:
     def counting_e_step(*args, **kwargs):
         before = work["sweeps"]
         result = e_step(*args, **kwargs)
-        kind = "starts" if kwargs.get("starts") else "plain"
+        n_starts = len(kwargs.get("starts") or ())
+        kind = "plain" if not n_starts else "one start" if n_starts == 1 else "starts"
         work[kind] += work["sweeps"] - before
         work[kind + " calls"] += 1
         return result
@@ -128,8 +131,8 @@ def main(argv=None) -> int:
     options = {} if args.n_init is None else {"n_init": args.n_init}
     print(f"{args.dataset}: {len(seqs)} sequences, {n_tokens} tokens, V = {V}, guide {args.guide}, {options}")
     print_table_header(
-        "| K | seed | ELBO/tok | iters | sweeps/seq | starts (E-steps) | plain (E-steps) | CPU s | wall s |"
-        + (" CPU / hmmlearn |" if args.hmmlearn else "")
+        "| K | seed | ELBO/tok | iters | sweeps/seq | starts (E-steps) | one start (E-steps) | "
+        "plain (E-steps) | CPU s | wall s |" + (" CPU / hmmlearn |" if args.hmmlearn else "")
     )
     for K in args.states:
         reference = hmmlearn_fit(seqs, K, V) if args.hmmlearn else None
@@ -142,6 +145,7 @@ def main(argv=None) -> int:
             row = (
                 f"| {K} | {seed} | {model.elbo_history_[-1] / n_tokens:.6f} | {len(model.elbo_history_)} | "
                 f"{work['sweeps'] / M:.0f} | {work['starts'] / M:.0f} ({work['starts calls']}) | "
+                f"{work['one start'] / M:.0f} ({work['one start calls']}) | "
                 f"{work['plain'] / M:.0f} ({work['plain calls']}) | {cpu:.1f} | {wall:.1f} |"
             )
             if reference is not None:
