@@ -34,7 +34,7 @@ from fit_cost import instrument
 from ldhmm.data import resolve_data_dir
 from ldhmm.inference.batch import make_buckets
 from ldhmm.inference.cavi.expectation import e_step_bucket
-from ldhmm.inference.cavi.guides import FFGuide, PFGuide
+from ldhmm.inference.cavi.guides import resolve_guide
 from ldhmm.inference.cavi.sequence_starts import default_starts, start_state
 from ldhmm.models import LDHMM
 
@@ -111,9 +111,8 @@ def _runs(buckets, params, guide, starts, annealing, work) -> dict:
         ]
         runs[start] = (torch.cat([s.elbo for s in states]), work["sweeps"] - before)
     for label, (t0, n_sweeps) in annealing.items():
-        # the torch route: the base guide without its compiled declaration
-        base = PFGuide(compiled=False) if guide.name == "pf" else FFGuide(compiled=False)
-        annealed = AnnealedGuide(base, t0, n_sweeps)
+        # the torch route: the same guide without its compiled declaration
+        annealed = AnnealedGuide(type(guide)(compiled=False), t0, n_sweeps)
         states = [e_step_bucket(b, params, annealed, None, max_iter=100 + n_sweeps) for b in buckets]
         runs[label] = (torch.cat([s.elbo for s in states]), annealed.work)
     return runs
@@ -144,7 +143,7 @@ def main(argv=None) -> int:
             for guide_name in args.guides:
                 for seed in args.seeds:
                     model = LDHMM(K, n_symbols=V, seed=seed, guide=guide_name).fit(seqs)
-                    guide = PFGuide() if guide_name == "pf" else FFGuide()
+                    guide = resolve_guide(guide_name)
                     today = default_starts(guide)
                     runs = _runs(buckets, model.params_, guide, today, annealing, work)
                     reference, reference_work = best_per_sequence(runs, today)
