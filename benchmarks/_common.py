@@ -14,6 +14,7 @@ import json
 
 __all__ = [
     "benchmark_parser",
+    "add_grid_arguments",
     "parse_candidate",
     "add_dask_arguments",
     "add_projection_arguments",
@@ -29,6 +30,19 @@ def benchmark_parser(doc: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--data-dir", default=None)
     return p
+
+
+def add_grid_arguments(
+    p: argparse.ArgumentParser, states=(4, 8), guides=("pf",), seeds: tuple | None = (0,)
+) -> None:
+    """The cells of a check-grid benchmark: ``--datasets`` (``NAME`` or ``NAME:N``, its first N
+    sequences; default Entree and the first 3,000 of MSNBC's subset), ``--states``, ``--guides``
+    and ``--seeds`` (left out where ``seeds`` is None), with these defaults."""
+    p.add_argument("--datasets", nargs="+", default=["entree", "msnbc:3000"], help="NAME or NAME:N (first N)")
+    p.add_argument("--states", type=int, nargs="+", default=list(states))
+    p.add_argument("--guides", nargs="+", default=list(guides), choices=["pf", "ff"])
+    if seeds is not None:
+        p.add_argument("--seeds", type=int, nargs="+", default=list(seeds))
 
 
 def parse_candidate(text: str) -> tuple[str, dict]:

@@ -27,7 +27,7 @@ measured by ``benchmarks/fit_cost.py``::
 from __future__ import annotations
 
 import torch
-from _common import benchmark_parser, print_table_header
+from _common import add_grid_arguments, benchmark_parser, print_table_header
 from effort_grid import dataset_sequences
 from fit_cost import instrument
 
@@ -120,10 +120,7 @@ def _runs(buckets, params, guide, starts, annealing, work) -> dict:
 
 def main(argv=None) -> int:
     p = benchmark_parser(__doc__)
-    p.add_argument("--datasets", nargs="+", default=["entree", "msnbc:3000"], help="NAME or NAME:N (first N)")
-    p.add_argument("--states", type=int, nargs="+", default=[4, 8])
-    p.add_argument("--guides", nargs="+", default=["pf"], choices=["pf", "ff"])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    add_grid_arguments(p)
     p.add_argument(
         "--t0", type=float, nargs="+", default=[0.05, 0.2], help="the annealed starts' first temperatures"
     )

@@ -28,7 +28,7 @@ import json
 import statistics
 import time
 
-from _common import benchmark_parser, print_table_header, write_rows
+from _common import add_grid_arguments, benchmark_parser, print_table_header, write_rows
 from fit_cost import hmmlearn_model, instrument, sequences
 
 from ldhmm.data import resolve_data_dir
@@ -93,10 +93,7 @@ def cell_rows(
 
 def main(argv=None) -> int:
     p = benchmark_parser(__doc__)
-    p.add_argument("--datasets", nargs="+", default=["entree", "msnbc:3000"], help="NAME or NAME:N (first N)")
-    p.add_argument("--states", type=int, nargs="+", default=[2, 4, 8])
-    p.add_argument("--guides", nargs="+", default=["pf", "ff"], choices=["pf", "ff"])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    add_grid_arguments(p, states=(2, 4, 8), guides=("pf", "ff"), seeds=(0, 1, 2, 3, 4))
     p.add_argument("--efforts", nargs="+", default=list(EFFORTS), choices=EFFORTS)
     p.add_argument(
         "--reference", default="thorough", help="an effort, or EFFORT/VALUE (see --identical-sequences)"

@@ -20,7 +20,7 @@ those settings besides (``--reference`` may name a candidate's label)::
 from __future__ import annotations
 
 import numpy as np
-from _common import benchmark_parser, parse_candidate, print_table_header
+from _common import add_grid_arguments, benchmark_parser, parse_candidate, print_table_header
 from effort_grid import dataset_sequences
 
 from ldhmm.data import kfold_indices, resolve_data_dir
@@ -58,9 +58,7 @@ def fold_verdicts(per_fold: dict, reference: str) -> list[dict]:
 
 def main(argv=None) -> int:
     p = benchmark_parser(__doc__)
-    p.add_argument("--datasets", nargs="+", default=["entree", "msnbc:3000"], help="NAME or NAME:N (first N)")
-    p.add_argument("--states", type=int, nargs="+", default=[4])
-    p.add_argument("--guides", nargs="+", default=["pf"], choices=["pf", "ff"])
+    add_grid_arguments(p, states=(4,), seeds=None)
     p.add_argument("--efforts", nargs="+", default=["standard", "thorough"], choices=EFFORTS)
     p.add_argument("--reference", default="thorough", help="an effort of --efforts or a candidate's label")
     p.add_argument(

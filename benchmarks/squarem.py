@@ -24,7 +24,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from _common import benchmark_parser, print_table_header, write_rows
+from _common import add_grid_arguments, benchmark_parser, print_table_header, write_rows
 from effort_grid import dataset_sequences
 from fit_cost import instrument
 
@@ -75,10 +75,7 @@ def summary_rows(fits: list[dict]) -> list[dict]:
 
 def main(argv=None) -> int:
     p = benchmark_parser(__doc__)
-    p.add_argument("--datasets", nargs="+", default=["entree", "msnbc:3000"], help="NAME or NAME:N (first N)")
-    p.add_argument("--states", type=int, nargs="+", default=[4, 8])
-    p.add_argument("--guides", nargs="+", default=["pf"], choices=["pf", "ff"])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    add_grid_arguments(p, seeds=(0, 1, 2))
     p.add_argument("--effort", default="standard", choices=EFFORTS)
     p.add_argument("--accelerations", nargs="+", default=list(ACCELERATIONS), choices=ACCELERATIONS)
     p.add_argument("--csv", default=None, help="write one row per fit here")

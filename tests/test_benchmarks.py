@@ -42,6 +42,7 @@ SCRIPTS = (
     "kernel_profile",
     "memory_estimates",
     "room_sizes",
+    "rotating_start",
     "squarem",
     "startup",
     "vocabulary_size",
@@ -375,6 +376,46 @@ def test_the_annealed_start_cools_to_the_guides_own_update():
     sets = bench.start_sets(("prior", "mean", "random:0"), ["annealed:0.05"])
     assert sets["today: prior, mean, random:0"] == ("prior", "mean", "random:0")
     assert sets["prior, mean, annealed:0.05"] == ("prior", "mean", "annealed:0.05")
+
+
+# ------------------------------------------------------------------------ rotating_start.py
+
+
+def test_the_capped_rotating_start_keeps_the_ascent_and_today_is_the_uncapped_one(monkeypatch):
+    """Uncapped, the stand-in fits what the package fits, number for number, and its screen
+    (runs on copies, not counted) changes neither the fit nor its counted work; capped, the EM
+    history still never decreases and the rotating E-steps do less work; the summary's shares
+    are shares."""
+    bench = benchmark("rotating_start")
+    fit_cost = benchmark("fit_cost")
+    # what instrument() and install() replace in place, put back after the test
+    monkeypatch.setattr(fit_cost.expectation, "_e_step_compiled", fit_cost.expectation._e_step_compiled)
+    monkeypatch.setattr(fit_cost.workers, "e_step", fit_cost.workers.e_step)
+    monkeypatch.setattr(bench.e_step_totals, "best_of_starts", bench.e_step_totals.best_of_starts)
+    truth = LDHMM.from_hyperparameters([2.0, 1.0], [[4, 1], [1, 4]], [[3, 3, 0.3, 0.3], [0.3, 0.3, 3, 3]])
+    seqs = truth.sample(60, lengths=np.full(60, 15), seed=4)
+    today = LDHMM(2, seed=0).fit(seqs)
+    work = fit_cost.instrument()
+    stand_in = bench.CappedStarts(work, screen=(2,))
+    stand_in.install()
+    screened = LDHMM(2, seed=0).fit(seqs)
+    screened_work = dict(work)
+    work.clear()
+    stand_in.screen = ()
+    plain = LDHMM(2, seed=0).fit(seqs)
+    assert np.array_equal(screened.elbo_history_, today.elbo_history_)
+    assert np.array_equal(plain.elbo_history_, today.elbo_history_)
+    assert screened_work["sweeps"] == work["sweeps"] and stand_in.records
+    work.clear()
+    stand_in.cap = 1
+    capped = LDHMM(2, seed=0).fit(seqs)
+    history = capped.elbo_history_
+    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(history, history[1:]))
+    per_call = work["one start"] / work["one start calls"]
+    assert per_call < screened_work["one start"] / screened_work["one start calls"]
+    summary = bench.screen_summary(stand_in.records, sum(map(len, seqs)), (2,))
+    assert 0.0 <= summary["wins"] <= 1.0 and summary["gain"] >= 0.0
+    assert 0.0 <= summary["behind after 2"] <= 1.0 and 0.0 <= summary["lost after 2"] <= 1.0
 
 
 def test_the_held_out_benchmark_fits_a_candidate_beside_the_efforts(capsys, monkeypatch):
