@@ -40,8 +40,8 @@ __all__ = ["CappedStarts", "screen_summary", "main"]
 class CappedStarts:
     """A stand-in for :func:`ldhmm.inference.cavi.sequence_starts.best_of_starts` (installed
     with :meth:`install`): the rotating E-step (a warm state and one start) stops the start
-    after ``cap`` sweeps (None: to convergence, as today) and keeps, per sequence, the better of
-    the warm run and the start's; every other call is today's. With ``screen`` set it also
+    after ``cap`` sweeps and keeps, per sequence, the better of the warm run and the start's;
+    every other call, and every call with ``cap`` None, is today's. With ``screen`` set it also
     records, for each rotating E-step of an uncapped run, every sequence's warm bound, the
     start's bound after each of ``screen`` sweeps and at convergence, and its weight; these
     runs are left out of ``work`` (:func:`fit_cost.instrument`'s counter)."""
@@ -57,7 +57,9 @@ class CappedStarts:
     def __call__(
         self, bucket, params, guide, starts, warm=None, max_iter=100, tol=1e-6, iteration=None, log_sums=True
     ):
-        if warm is None or len(starts) != 1:
+        if warm is None or len(starts) != 1 or self.cap is None:
+            if self.screen and warm is not None and len(starts) == 1:
+                self._record(bucket, params, guide, starts[0], warm, max_iter, tol, iteration)
             return self.today(
                 bucket,
                 params,
@@ -69,8 +71,6 @@ class CappedStarts:
                 iteration=iteration,
                 log_sums=log_sums,
             )
-        if self.screen and self.cap is None:
-            self._record(bucket, params, guide, starts[0], warm, max_iter, tol, iteration)
         run = e_step_bucket(
             bucket, params, guide, warm, max_iter=max_iter, tol=tol, consume_state=True, iteration=iteration
         )
@@ -80,7 +80,7 @@ class CappedStarts:
             params,
             guide,
             begin,
-            max_iter=max_iter if self.cap is None else self.cap,
+            max_iter=self.cap,
             tol=tol,
             consume_state=True,
             iteration=iteration,
