@@ -13,9 +13,9 @@ defaults) and prints the final training ELBO per token against the uncapped fit 
 seed, and the work in sequence-sweeps per sequence (all E-steps; the rotating E-steps apart),
 counted, not timed, so the table holds on a busy machine. ``--screen`` adds, per uncapped fit,
 how the rotating start's runs go: how often and by how much a start ends above the warm run,
-its share of the rotating E-steps' sweeps, and for each S of ``--caps`` the share of sequences
-where it is still below the warm run after S sweeps and the share of its final gains these
-hold (what a cap or a screen after S sweeps gives up at the first E-step)::
+and for each S of ``--caps`` the share of sequences where it is still below the warm run after
+S sweeps and the share of its final gains these hold (what a cap or a screen after S sweeps
+gives up at that E-step)::
 
     NUMBA_NUM_THREADS=1 python benchmarks/rotating_start.py --data-dir ../shared/data \\
         --datasets entree msnbc:3000 --states 4 8 --guides pf ff --seeds 0 1 --caps none 3 5 --screen
