@@ -10,7 +10,12 @@ few favourites. For each V, in a fresh subprocess (so that its peak RSS is its o
   iteration and the process's peak RSS. When the memory estimate refuses the fit (it is about
   ``2 M K V`` float64 values of per-sequence emission counts while the state is dense), the row
   says so with the estimate;
-* ``hmmlearn``: ``CategoricalHMM(K, n_iter=ITERS)`` on the same data, where it runs.
+* ``hmmlearn``: ``CategoricalHMM(K, n_iter=ITERS, implementation=...)`` on the same data, where it
+  runs; ``implementation="scaling"`` by default, the peer at its fastest (``--hmmlearn-implementation
+  log`` for the v2 table's setting).
+
+Threads: LDHMM's numba kernels use ``NUMBA_NUM_THREADS`` (printed above the table); run with
+``NUMBA_NUM_THREADS=1`` to compare CPU seconds with hmmlearn's one thread.
 
 Run: ``python benchmarks/vocabulary_size.py --vocab 1000 50000 1000000 --n-sequences 100000``
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -56,7 +62,12 @@ def _one(args) -> dict:
         else:
             X = np.concatenate(seqs)[:, None]
             hmm = CategoricalHMM(
-                args.states, n_iter=args.iters, tol=0, random_state=0, n_features=args.one_vocab
+                args.states,
+                n_iter=args.iters,
+                tol=0,
+                random_state=0,
+                n_features=args.one_vocab,
+                implementation=args.hmmlearn_implementation,
             )
             hmm.fit(X, [len(s) for s in seqs])
             n_iter = args.iters
@@ -77,6 +88,7 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--lengths", default="msnbc", help="msnbc (default) or uniform:A:B")
     p.add_argument("--layout", default="auto", help="LDHMM's emission_layout: auto, dense or sparse")
+    p.add_argument("--hmmlearn-implementation", default="scaling", choices=["scaling", "log"])
     p.add_argument("--one-vocab", type=int, help=argparse.SUPPRESS)
     p.add_argument("--one-model", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -84,7 +96,11 @@ def main(argv=None) -> list[dict]:
         print(json.dumps(_one(args)))
         return []
     rows = []
-    print(f"lengths: {args.lengths}; LDHMM emission_layout: {args.layout}")
+    threads = os.environ.get("NUMBA_NUM_THREADS", f"unset: numba's default, {os.cpu_count()} CPUs")
+    print(
+        f"lengths: {args.lengths}; LDHMM emission_layout: {args.layout}; NUMBA_NUM_THREADS: {threads}; "
+        f"hmmlearn implementation: {args.hmmlearn_implementation}"
+    )
     print_table_header("| model | V | sequences | K | s / EM iteration | peak RSS (MB) | note |")
     for V in args.vocab:
         for model in args.models:
@@ -98,6 +114,7 @@ def main(argv=None) -> list[dict]:
                 str(args.states),
             ]
             cmd += ["--iters", str(args.iters), "--lengths", args.lengths, "--layout", args.layout]
+            cmd += ["--hmmlearn-implementation", args.hmmlearn_implementation]
             if args.data_dir:
                 cmd += ["--data-dir", args.data_dir]
             out = subprocess.run(cmd, capture_output=True, text=True)
