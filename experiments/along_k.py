@@ -37,8 +37,10 @@ continues as the uninterrupted path does: it depends on the saved fit's paramete
 and, where every start of the next K falls below it, its per-sequence state
 (:func:`ldhmm.models.path.continue_previous`), which is saved beside the newest K's model file
 (``.state.npz``, a file of :mod:`ldhmm.inference.state_store`; one written before that store is
-read too); a saved fit whose state file cannot be read resumes the path from its first K. The
-global random generators are re-seeded at every K to keep that so.
+read too); a saved fit of ldhmm's ``fit_path`` without its state file (the state of all but
+the newest K is released once that K's rows are made; a path's last K keeps none) or whose
+state file cannot be read resumes the path from its first K. The global random generators
+are re-seeded at every K to keep that so.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from .tables import NO_K
 __all__ = [
     "FitPlan",
     "FitStore",
+    "keeps_path_state",
     "fits_along_k",
     "has_states",
     "plan_states",
@@ -309,6 +312,15 @@ def _restarts_of(name: str, restarts) -> int | None:
 _TAGGED = re.compile(r"[0-9a-f]{12}\.json")
 
 
+def keeps_path_state(cls) -> bool:
+    """Whether ``cls.fit_path`` is ldhmm's (:func:`ldhmm.models.path.fit_path`), which keeps each
+    K's per-sequence state for the next K: a path resumed from a saved fit then needs that
+    state to go on as the uninterrupted path does. A class with a ``fit_path`` of its own (a
+    plug-in's, the contextual models') keeps none."""
+    own = getattr(getattr(cls, "fit_path", None), "__func__", None)
+    return own is VariantHMM.fit_path.__func__
+
+
 class FitStore:
     """The base's fits of one task, one model file per K under a run's ``models`` folder.
 
@@ -359,13 +371,17 @@ class FitStore:
 
     def load_state(self, K: int, model) -> bool:
         """Read ``K``'s per-sequence state into ``model`` (its saved fit) where it was saved;
-        False where it is unreadable or refused (the path is then refitted from its first K:
-        resumed without it, it could differ from the uninterrupted one); a file of before the
-        state store is read. None was saved for a path's last K and by a ``fit_path`` that keeps
-        none (a plug-in's): True, nothing read."""
+        False where it is missing, unreadable or refused: the path is then refitted from its
+        first K, since resumed without it, it could differ from the uninterrupted one. A missing
+        file of a class whose ``fit_path`` keeps the state (:func:`keeps_path_state`) was
+        released (once the next K's rows were made: the rows of a group on a cluster's worker
+        reach the driver's disk after that) or never kept (a path's last K): either way the
+        next K cannot grow from it as an uninterrupted path would. A ``fit_path`` of its own that
+        keeps none (a plug-in's) has nothing to read: True. A file of before the state store is
+        read."""
         path = self.state_path(K)
         if not path.is_file():
-            return True
+            return not keeps_path_state(self.cls)
         try:
             load_path_state(model, path)
         except (OSError, ValueError):

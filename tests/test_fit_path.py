@@ -372,9 +372,10 @@ def test_cli_path_writes_models_and_table_and_resumes(log_file, tmp_path, capsys
     assert json.loads((out / "K2.json").read_text())["vocabulary"] == sorted(SYMBOLS)
     first = (out / "K4.json").read_bytes()
     (out / "K4.json").unlink()
+    # K = 3's state went once K = 4 was written: the path is fitted again, to the same file
     code, text, err = fit_cli(capsys, *argv)
     assert code == 0, err
-    assert text.splitlines()[0] == "resuming at K = 4"
+    assert text.splitlines()[0].endswith("fitting the path again from K = 2")
     assert (out / "K4.json").read_bytes() == first
     # other settings in the same --out are refused, in one line
     code, _, err = fit_cli(
@@ -500,3 +501,22 @@ def test_path_does_not_fall_across_random_configurations(config):
     train = truth.sample(40, lengths=rng.integers(5, 100, size=40), seed=config)
     models = LDHMM.fit_path(train, range(2, 5), n_symbols=V, seed=config, n_init=1)
     assert_not_falling(models)
+
+
+def test_cli_range_extended_past_a_finished_path_ends_at_the_uninterrupted_files(log_file, tmp_path, capsys):
+    # a finished path's last K keeps no per-sequence state: K = 4 grown from K = 3 without it
+    # could end elsewhere than on the uninterrupted path, so the path is fitted again from K = 2
+    common = ("--restarts", "1", "--max-iter", "5")
+    ref = tmp_path / "ref"
+    assert fit_cli(capsys, log_file, "--states", "2..4", *common, "--quiet", "--out", ref)[0] == 0
+    out = tmp_path / "grown"
+    assert fit_cli(capsys, log_file, "--states", "2..3", *common, "--quiet", "--out", out)[0] == 0
+    assert not list(out.glob("*.state.npz"))
+    code, text, err = fit_cli(capsys, log_file, "--states", "2..4", *common, "--out", out)
+    assert code == 0, err
+    said = "keeps no per-sequence state to grow K = 4 from: fitting the path again from K = 2"
+    assert text.splitlines()[0].endswith(said)
+    for k in (2, 3, 4):
+        mine = json.loads((out / f"K{k}.json").read_text())
+        theirs = json.loads((ref / f"K{k}.json").read_text())
+        assert mine["prior"] == theirs["prior"] and mine["elbo_history"] == theirs["elbo_history"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -24,6 +25,7 @@ from ldhmm.experiments.compare import compare_groups
 from ldhmm.experiments.datasets import synthetic_database
 from ldhmm.experiments.tasks import run_task_groups
 from ldhmm.models import LDHMM, fit_starts
+from ldhmm.models.contextual import ContextualLDHMM
 from ldhmm.models.registry import EM_SETTINGS, register, unregister
 
 SMALL = dict(folds=2, n_sequences=30, max_iter=2, restarts=1, quiet=True, seed=0)
@@ -318,3 +320,29 @@ def test_a_path_stopped_between_a_ks_fit_and_its_rows_resumes_from_the_k_before(
     assert resumed.ok
     pd.testing.assert_frame_equal(_scores(resumed.folds), _scores(ref.folds), check_exact=True)
     assert not list(out.rglob("*.state.npz"))
+
+
+def test_a_row_lost_after_its_k_before_released_its_state_refits_the_path(tmp_path):
+    # a cluster's driver killed while it writes one group's rows (the worker had already released
+    # K = 2's state once K = 3's rows were made): K = 2's row saved, K = 3's not, no state file.
+    # Grown from K = 2's fit without its state, K = 3 of fold 1 ended 8.6 nats below the
+    # uninterrupted row (a CI run hit it); the path is refitted from its first K instead.
+    db = synthetic_database(40, seed=0)
+    data = tmp_path / "sequences.txt"
+    data.write_text("".join(" ".join(db.vocabulary[v] for v in s) + "\n" for s in db.sequences))
+    run = dict(states=[2, 3], folds=3, max_iter=3, restarts=1, is_samples=3, quiet=True, jobs=1)
+    ref = ldhmm.compare(["LDHMM-PF"], data, out=tmp_path / "ref", **run)
+    assert not list((tmp_path / "ref").rglob("*.state.npz"))  # released, and the last K keeps none
+    out = tmp_path / "run"
+    shutil.copytree(tmp_path / "ref", out)
+    for fold in range(3):
+        (out / "tasks" / f"LDHMM-PF__K3__fold{fold}.json").unlink()
+    resumed = ldhmm.compare(["LDHMM-PF"], data, out=out, **run)
+    assert resumed.ok
+    pd.testing.assert_frame_equal(_scores(resumed.folds), _scores(ref.folds), check_exact=True)
+
+
+def test_only_ldhmms_own_fit_path_keeps_the_state_a_resumed_path_needs(path_models):
+    assert along_k.keeps_path_state(LDHMM)
+    # a fit_path of its own keeps none: its saved fits are grown from as they are
+    assert not along_k.keeps_path_state(PathLDHMM) and not along_k.keeps_path_state(ContextualLDHMM)

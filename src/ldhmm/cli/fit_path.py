@@ -13,7 +13,8 @@ from :meth:`ldhmm.models.variant_hmm.VariantHMM.fit_path`: each K after the firs
 the one before. A run that stopped resumes at the first K without a model file, grown from the
 last one saved (the same models as an uninterrupted run; a directory written by an ldhmm before
 the state store too); one with other settings in ``--out``, or whose state file cannot be read,
-is refused in one line.
+is refused in one line. A range that goes past the last K of a finished run (a path's last K
+keeps no state) is fitted again from its first K, to the models of an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -351,6 +352,12 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
     options = _options(args, guide, db.n_symbols)
     saved = _saved(out, states, options, cls)
     _check_saved_data(out, saved, training_record(train.sequences, "")["sha256"])
+    regrown = None
+    if cls is LDHMM and saved and len(saved) < len(states) and not _state_file(out, max(saved)).is_file():
+        # the newest saved K keeps no per-sequence state (it ended an earlier, shorter range):
+        # grown without it, the next K could end elsewhere than on an uninterrupted path (below
+        # that fit, where every start falls under it), so the path is fitted again from its first K
+        regrown, saved = max(saved), {}
     table = _read_table(out)
     rows, held_scores = [], {}
 
@@ -364,7 +371,12 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
         rows.append(row)
     todo = [K for K in states if K not in saved]
     if not args.quiet:
-        if saved and todo:
+        if regrown is not None:
+            print(
+                f"K = {regrown} in {shown(out)} keeps no per-sequence state to grow K = {regrown + 1} "
+                f"from: fitting the path again from K = {states[0]}"
+            )
+        elif saved and todo:
             print(f"resuming at K = {todo[0]}")
         elif not todo:
             print(f"every K of {states[0]}..{states[-1]} is already fitted in {out}")
