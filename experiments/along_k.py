@@ -61,13 +61,13 @@ from ..models.file_format import named_side_file, read_model_file, write_model_f
 from ..models.fit_settings import EFFORT_PRESETS
 from ..models.path import load_path_state, save_path_state
 from ..models.registry import get_spec
+from ..models.variant_hmm import keeps_path_state
 from .lineup import model_names, options_from_settings
 from .tables import NO_K
 
 __all__ = [
     "FitPlan",
     "FitStore",
-    "keeps_path_state",
     "fits_along_k",
     "has_states",
     "plan_states",
@@ -310,15 +310,6 @@ def _restarts_of(name: str, restarts) -> int | None:
 # ------------------------------------------------------------------------ saved fits
 #: what follows the key in a saved fit's file name (:meth:`FitStore.path`)
 _TAGGED = re.compile(r"[0-9a-f]{12}\.json")
-
-
-def keeps_path_state(cls) -> bool:
-    """Whether ``cls.fit_path`` is ldhmm's (:func:`ldhmm.models.path.fit_path`), which keeps each
-    K's per-sequence state for the next K: a path resumed from a saved fit then needs that
-    state to go on as the uninterrupted path does. A class with a ``fit_path`` of its own (a
-    plug-in's, the contextual models') keeps none."""
-    own = getattr(getattr(cls, "fit_path", None), "__func__", None)
-    return own is VariantHMM.fit_path.__func__
 
 
 class FitStore:

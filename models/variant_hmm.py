@@ -45,7 +45,7 @@ from .path import fit_path
 from .placement import Placement
 from .variant_fit import buckets_of, check_fit_arguments, fit_in_process, fit_partitioned
 
-__all__ = ["VariantHMM", "FORMAT_VERSION"]
+__all__ = ["VariantHMM", "FORMAT_VERSION", "keeps_path_state"]
 
 
 class VariantHMM(SequenceModel, TakesFitSettings):
@@ -413,3 +413,12 @@ class VariantHMM(SequenceModel, TakesFitSettings):
     @classmethod
     def _from_config(cls, config, sharing, guide):
         return cls(sharing=sharing, guide=guide, **config)
+
+
+def keeps_path_state(cls) -> bool:
+    """Whether ``cls.fit_path`` is this module's (:meth:`VariantHMM.fit_path`, which runs
+    :func:`ldhmm.models.path.fit_path`): it keeps each K's per-sequence state for the next K, so a
+    path resumed from a saved fit needs that state to go on as the uninterrupted path does. A
+    class with a ``fit_path`` of its own (a plug-in's, the contextual models') keeps none."""
+    own = getattr(getattr(cls, "fit_path", None), "__func__", None)
+    return own is VariantHMM.fit_path.__func__

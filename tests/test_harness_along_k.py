@@ -27,6 +27,7 @@ from ldhmm.experiments.tasks import run_task_groups
 from ldhmm.models import LDHMM, fit_starts
 from ldhmm.models.contextual import ContextualLDHMM
 from ldhmm.models.registry import EM_SETTINGS, register, unregister
+from ldhmm.models.variant_hmm import keeps_path_state
 
 SMALL = dict(folds=2, n_sequences=30, max_iter=2, restarts=1, quiet=True, seed=0)
 LDHMM_ALONG_K = callable(getattr(LDHMM, "fit_path", None))
@@ -343,6 +344,6 @@ def test_a_row_lost_after_its_k_before_released_its_state_refits_the_path(tmp_pa
 
 
 def test_only_ldhmms_own_fit_path_keeps_the_state_a_resumed_path_needs(path_models):
-    assert along_k.keeps_path_state(LDHMM)
+    assert keeps_path_state(LDHMM)
     # a fit_path of its own keeps none: its saved fits are grown from as they are
-    assert not along_k.keeps_path_state(PathLDHMM) and not along_k.keeps_path_state(ContextualLDHMM)
+    assert not keeps_path_state(PathLDHMM) and not keeps_path_state(ContextualLDHMM)

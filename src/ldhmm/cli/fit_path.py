@@ -38,6 +38,7 @@ from ..models.choice_of_k import suggest_k
 from ..models.collapse import diagnose_collapse
 from ..models.contextual import ContextualLDHMM
 from ..models.path import GrownStarts, load_path_state, save_path_state
+from ..models.variant_hmm import keeps_path_state
 from .data_options import DATA_OPTIONS, read_data
 from .outputs import with_unknown, write_table
 
@@ -352,8 +353,8 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
     options = _options(args, guide, db.n_symbols)
     saved = _saved(out, states, options, cls)
     _check_saved_data(out, saved, training_record(train.sequences, "")["sha256"])
-    regrown = None
-    if cls is LDHMM and saved and len(saved) < len(states) and not _state_file(out, max(saved)).is_file():
+    regrown, keeps_state = None, keeps_path_state(cls)
+    if keeps_state and saved and len(saved) < len(states) and not _state_file(out, max(saved)).is_file():
         # the newest saved K keeps no per-sequence state (it ended an earlier, shorter range):
         # grown without it, the next K could end elsewhere than on an uninterrupted path (below
         # that fit, where every start falls under it), so the path is fitted again from its first K
@@ -390,7 +391,7 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
         # file that says K is fitted (a run killed between the two refits K from K - 1, whose
         # state is still there, rather than growing the next K from a fit without its state);
         # a contextual path fits every K afresh and keeps no state
-        if cls is LDHMM:
+        if keeps_state:
             save_path_state(model, _state_file(out, K))
         model.save(out / f"K{K}.json", vocabulary=db.vocabulary)
         for k in states:  # only the newest K's state is needed to go on
@@ -405,7 +406,7 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
 
     previous = saved[max(saved)] if saved else None
     last = [max(saved), previous] if saved else [None, None]
-    if cls is LDHMM and previous is not None and todo and _state_file(out, max(saved)).is_file():
+    if keeps_state and previous is not None and todo and _state_file(out, max(saved)).is_file():
         # a state file of before the state store is read too; one that cannot be is one line
         load_path_state(
             previous, _state_file(out, max(saved)), f"delete {shown(out)} or choose another --out"
