@@ -30,7 +30,8 @@ __all__ = [
 #: (:func:`hmm_started_parameters`): the row's probabilities times this. Large enough that
 #: every sequence starts near the HMM's own posterior, small enough that the first M-step moves
 #: the priors freely (10 and 100 end within 0.002 nats/token of it on Entree and MSNBC;
-#: docs/performance.md, "Effort presets").
+#: docs/performance.md, "Effort presets"). The default of the fitting setting
+#: ``hmm_start_concentration``.
 HMM_START_CONCENTRATION = 30.0
 #: The Dirichlet event dimensions of each group's arrays.
 EVENT_DIMS = {"pi": (-1,), "A": (-1, -2), "B": (-1, -2)}

@@ -33,7 +33,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from ..inference import M_STEP_METHODS, RANDOM_STARTS, VariationalEM
+from ..inference import HMM_START_CONCENTRATION, M_STEP_METHODS, RANDOM_STARTS, VariationalEM
 from ..inference.acceleration import ACCELERATIONS
 from ..inference.cavi.emissions import EMISSION_LAYOUTS
 from ..inference.copies import IDENTICAL_SEQUENCES
@@ -291,9 +291,19 @@ class FitSettings:
         'symbol-seeded one (``seeded_start``), the best kept. ``"hmm"``: one run from the '
         "database-level HMM (fitted by Baum-Welch from ``n_init`` random starts and the "
         "symbol-seeded one; each learned prior row its probabilities times "
-        ':data:`ldhmm.inference.parameters.HMM_START_CONCENTRATION`). ``"hmm_and_seeded"``: '
+        '``hmm_start_concentration``). ``"hmm_and_seeded"``: '
         "that run and one from the symbol-seeded start (where ``seeded_start`` asks for it and "
         "K symbols occur), the better kept. None: ``effort``'s.",
+    )
+    hmm_start_concentration: float = _setting(
+        HMM_START_CONCENTRATION,
+        _Number(1e-3),
+        "The total concentration of each learned prior row of the run from the database-level HMM "
+        '(``start_policy`` ``"hmm"``, ``"hmm_and_seeded"``): the HMM\'s row times it. The '
+        "default starts every sequence near the HMM's own posterior, so that the run ends at or "
+        "above the HMM it contains; a loose start (1) lets the per-sequence parameters spread "
+        "from the first E-step and reaches other optima (on splice's classes at K = 2 higher "
+        'ones; docs/performance.md, "Where the splice AUCs come from").',
     )
     refresh_max: int | None = _setting(
         None,

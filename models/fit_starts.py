@@ -257,6 +257,7 @@ def _from_database_hmm(
     start = hmm_started_parameters(
         model.sharing,
         hmm.params,
+        concentration=model.fit_settings.hmm_start_concentration,
         prior_concentration=model.prior_concentration,
         n_tokens=float(np.sum(symbol_counts)),
     )

@@ -9,6 +9,7 @@ import argparse
 import csv
 import functools
 import importlib.util
+import itertools
 import runpy
 import sys
 from pathlib import Path
@@ -43,6 +44,7 @@ SCRIPTS = (
     "memory_estimates",
     "room_sizes",
     "rotating_start",
+    "splice_starts",
     "squarem",
     "startup",
     "vocabulary_size",
@@ -432,3 +434,42 @@ def test_the_held_out_benchmark_fits_a_candidate_beside_the_efforts(capsys, monk
     with pytest.raises(SystemExit):
         held.main([*common, "--efforts", "quick", "--reference", "standard"])
     assert "--reference 'standard' is neither" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ splice_starts.py
+
+
+def test_the_splice_tables_pair_each_candidate_with_the_reference_fold_by_fold():
+    bench = benchmark("splice_starts")
+    aucs = {("EI-IE", "standard"): [0.7, 0.8, 0.9], ("EI-IE", "restarts"): [0.8, 0.8, 1.0]}
+    rows = {r["candidate"]: r for r in bench.auc_rows(aucs, "standard")}
+    assert rows["standard"]["diff"] == 0.0 and rows["standard"]["auc"] == pytest.approx(0.8)
+    assert rows["restarts"]["diff"] == pytest.approx(0.2 / 3)
+    assert rows["restarts"]["diff_se"] == pytest.approx(np.std([0.1, 0.0, 0.1], ddof=1) / np.sqrt(3))
+
+    def run(elbo, start):
+        return {"elbo": elbo, "start": start, "held_out": -1.0, "cpu": 2.0}
+
+    fits = {
+        ("N", "standard"): [run(-1.37, "seeded"), run(-1.36, "hmm")],
+        ("N", "restarts"): [run(-1.36, "restart"), run(-1.37, "restart")],
+    }
+    rows = {r["candidate"]: r for r in bench.class_rows(fits, "standard")}
+    restarts = rows["restarts"]
+    assert restarts["diff"] == pytest.approx(0.0) and restarts["diff_low"] == pytest.approx(-0.01)
+    assert restarts["diff_high"] == pytest.approx(0.01) and restarts["starts"] == "restart 2"
+    assert rows["standard"]["starts"] == "seeded 1, hmm 1"
+
+
+def test_a_raced_candidate_keeps_its_best_fit_and_sums_their_seconds(monkeypatch):
+    bench = benchmark("splice_starts")
+    clock = itertools.count()  # each fit reads the clock twice: one second per fit
+    monkeypatch.setattr(bench.time, "process_time", lambda: float(next(clock)))
+    rng = np.random.default_rng(0)
+    seqs = [rng.integers(0, 3, size=12) for _ in range(20)]
+    alone, cpu_alone = bench.fit_candidate({"effort": "quick"}, 2, 3, 0, seqs)
+    restart = {"start_policy": "restarts", "n_init": 1, "seeded_start": "none", "effort": "quick"}
+    other, _ = bench.fit_candidate(restart, 2, 3, 0, seqs)
+    raced, cpu = bench.fit_candidate([{"effort": "quick"}, restart], 2, 3, 0, seqs)
+    assert raced.elbo_history_[-1] == max(alone.elbo_history_[-1], other.elbo_history_[-1])
+    assert cpu_alone == 1.0 and cpu == 2.0

@@ -15,7 +15,12 @@ from ldhmm import LDHMM
 from ldhmm.baselines import HMM, HMMV, VBHMM
 from ldhmm.data import load_paper_subset
 from ldhmm.experiments.fit_quality import truth_hyperparameters
-from ldhmm.inference import VariationalEM, hmm_started_parameters, symbol_seeded_parameters
+from ldhmm.inference import (
+    HMM_START_CONCENTRATION,
+    VariationalEM,
+    hmm_started_parameters,
+    symbol_seeded_parameters,
+)
 from ldhmm.inference.cavi import expectation
 from ldhmm.inference.cavi.sequence_starts import rotating_start
 from ldhmm.inference.distributed.workers import LocalBackend
@@ -125,6 +130,28 @@ def test_the_hmm_start_gives_every_prior_the_hmms_rows(small_db):
         )
     # the HMM's point estimates are those of the HMM baseline's model (MAP, pseudocount 0.01)
     assert START_HMM_SHARING.pseudocount == pytest.approx(1e-2)
+
+
+@pytest.mark.parametrize("concentration", [None, 1.0])
+def test_the_run_from_the_hmm_starts_at_the_settings_concentration(concentration, small_db, monkeypatch):
+    """``hmm_start_concentration`` (default :data:`HMM_START_CONCENTRATION`) is each learned prior
+    row's total at the start of the run from the database-level HMM; the HMM's own runs and the
+    fit's other settings do not see it."""
+    starts = []
+    fit_backend = VariationalEM.fit_backend
+
+    def recording(self, runner, start, *args, **kwargs):
+        starts.append((kwargs.get("label"), start))
+        return fit_backend(self, runner, start, *args, **kwargs)
+
+    monkeypatch.setattr(VariationalEM, "fit_backend", recording)
+    given = {} if concentration is None else {"hmm_start_concentration": concentration}
+    LDHMM(3, seed=0, effort="quick", max_iter=3, **given).fit(small_db)
+    (start,) = [s for label, s in starts if label == "from the database-level HMM"]
+    total = HMM_START_CONCENTRATION if concentration is None else concentration
+    for g in ("pi", "A", "B"):
+        np.testing.assert_allclose(start.prior[g].sum(-1).numpy(), total)
+    assert sum(1 for label, _ in starts if label.startswith("database-level HMM")) == 4  # 3 random + seeded
 
 
 @pytest.mark.parametrize("effort", EFFORTS)

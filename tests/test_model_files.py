@@ -144,9 +144,9 @@ def test_a_loaded_model_is_written_back_unchanged(tmp_path):
     """fixtures/model_format2.json (an HMMV with a vocabulary) was written by the save code as it
     was before it moved to models/file_format.py: loaded and saved again, the same document
     (every value exactly; the config's keys now follow the settings table's order; settings
-    added since, ``seeded_start`` and ``path_n_init``, at the defaults the file was loaded
-    with, and ``effort`` "thorough": the v4 policy it was fitted with), and a second round trip
-    gives the same bytes."""
+    added since, ``seeded_start``, ``path_n_init`` and ``hmm_start_concentration``, at the
+    defaults the file was loaded with, and ``effort`` "thorough": the v4 policy it was fitted
+    with), and a second round trip gives the same bytes."""
     model = load_model(FIXTURES / "model_format2.json")
     assert model.vocabulary_ == [f"s{i}" for i in range(6)]
     model.save(tmp_path / "again.json")
@@ -154,6 +154,7 @@ def test_a_loaded_model_is_written_back_unchanged(tmp_path):
     expected = json.loads((FIXTURES / "model_format2.json").read_text())
     expected["config"]["seeded_start"] = "symbols"
     expected["config"]["path_n_init"] = None
+    expected["config"]["hmm_start_concentration"] = 30.0
     # a file from before v5: fitted with v4's restarts and refreshes, which "thorough" names
     expected["config"].update(
         effort="thorough",
