@@ -346,6 +346,7 @@ class Classification(Experiment):
             col_models,
             outcome.db.name,
             errors=outcome.errors,
+            class_fits=class_fit_cells(outcome, self.names),
         )
         atomic_write_text(outcome.out / "summary.md", md)
         return ClassificationResult.of(outcome, df, md)
@@ -392,6 +393,29 @@ def _auc_rows(outcome: RunOutcome, pairs, models) -> list[dict]:
                         }
                     )
     return rows
+
+
+def class_fit_cells(outcome: RunOutcome, models) -> dict:
+    """How well each class model fits its own class held out: (class, K, model) -> (mean, std)
+    over folds of the model's score (``score_kind``: a bound for the variational models, exact
+    for the HMM and the chains) of the fold's test sequences of that class, per symbol. A model
+    without states is placed at every K of the run."""
+    db, states = outcome.db, outcome.states
+    lengths = np.asarray(db.lengths)
+    per_cell: dict = {}
+    for r in outcome.records:
+        if "cls" not in r or r["model"] not in models:
+            continue
+        idx = np.asarray(r["test_index"])
+        own = db.labels[idx] == db.label_names.index(r["cls"])
+        n_symbols = int(lengths[idx[own]].sum())
+        if n_symbols == 0:
+            continue
+        value = float(np.asarray(r["test_scores"], dtype=np.float64)[own].sum()) / n_symbols
+        K = part_k(r["K"])
+        for k in states if K is None else [K]:
+            per_cell.setdefault((r["cls"], int(k), r["model"]), []).append(value)
+    return {key: mean_std(values)[:2] for key, values in per_cell.items()}
 
 
 def _lr_rows(records) -> list[dict]:
@@ -499,9 +523,12 @@ def classify(
     return run_experiment(run, Classification(resolve_lineup(models, extra=plugins), tasks, lr, lr_c))
 
 
-def _auc_table(cells, task_names, states, col_models, bold=True):
+def _auc_table(cells, task_names, states, col_models, bold=True, first: str = "task", digits: int = 3):
+    """A Markdown table of ``cells`` ((row, K, model) -> (mean, std)): a line per row name of
+    ``task_names`` and K, a column per model (headed ``first``, ``K``, the models), each cell
+    ``mean ± std`` to ``digits`` decimals, the highest of each line in bold."""
     lines = [
-        "| task | K | " + " | ".join(model_label(m) for m in col_models) + " |",
+        f"| {first} | K | " + " | ".join(model_label(m) for m in col_models) + " |",
         "|---|---|" + "---|" * len(col_models),
     ]
     for t in task_names:
@@ -515,8 +542,9 @@ def _auc_table(cells, task_names, states, col_models, bold=True):
                 if v is None or not np.isfinite(v[0]):
                     out.append("n/a")
                     continue
-                s = f"{v[0]:.3f} ± {v[1]:.3f}"
-                out.append(f"**{s}**" if bold and top is not None and round(v[0], 3) == round(top, 3) else s)
+                s = f"{v[0]:.{digits}f} ± {v[1]:.{digits}f}"
+                best = top is not None and round(v[0], digits) == round(top, digits)
+                out.append(f"**{s}**" if bold and best else s)
             lines.append(f"| {t} | {K} | " + " | ".join(out) + " |")
     return "\n".join(lines)
 
@@ -573,7 +601,9 @@ def _markov_verdicts(cells, task_names, states, col_models) -> list[str]:
     ]
 
 
-def summary_markdown(df, what, settings, task_names, states, col_models, db_name, errors=()) -> str:
+def summary_markdown(
+    df, what, settings, task_names, states, col_models, db_name, errors=(), class_fits=None
+) -> str:
     cells = {}
     for (t, K, m), g in spread_over_k(df, states).groupby(["task", "K", "model"]):
         mean, std, n = mean_std(g["auc"].to_numpy(float))
@@ -608,6 +638,20 @@ def summary_markdown(df, what, settings, task_names, states, col_models, db_name
                 _auc_table(pcells, [t for t in task_names if t in SPLICE_TASKS], ks, paper_cols),
                 "",
             ]
+    if class_fits:
+        classes = list(dict.fromkeys(c for c, _, _ in class_fits))
+        fit_models = [m for m in col_models if any(m == key[2] for key in class_fits)]
+        lines += [
+            "## Held-out fit of each class model (score per symbol, mean ± std over folds)",
+            "",
+            "Each class model's score of its own class's test sequences of the fold, per symbol "
+            "(higher is better; a lower bound for LDHMM, VBHMM, HMMV and LDA, exact for the HMM "
+            "and the chains): how well the model fits the class, which the AUCs above do not "
+            "measure (a better fit of each class can separate the classes less well).",
+            "",
+            _auc_table(class_fits, classes, states, fit_models, first="class", digits=4),
+            "",
+        ]
     lines += ["## Verdict (per task: the highest mean AUC against the runner-up at its K)", ""]
     lines += _verdicts(spread_over_k(df, states), task_names, col_models) + [""]
     lines += _markov_verdicts(cells, task_names, states, col_models)

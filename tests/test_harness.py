@@ -13,6 +13,7 @@ from ldhmm.cli import main
 from ldhmm.experiments import along_k
 from ldhmm.experiments import compare as compare_mod
 from ldhmm.experiments import harness as H
+from ldhmm.experiments.datasets import labelled_synthetic_database
 
 TINY = [
     "--dataset",
@@ -228,6 +229,37 @@ def test_classify_tiny(tmp_path, capsys):
     # the verdict, with its test against the runner-up, in the summary and the terminal alike
     verdict = summary.split("## Verdict")[1].split("\n\n")[1]
     assert verdict.startswith("- A-B: ") and "the runner-up at K=2" in verdict and verdict in stdout
+
+
+def test_classify_reports_how_well_each_class_model_fits_its_own_class_held_out(tmp_path, capsys):
+    """summary.md's class-fit table: per class and model, the mean over folds of the class
+    model's held-out score of its own class's test sequences per symbol, recomputed here from
+    the task files and the database."""
+    out = tmp_path / "cls"
+    argv = ["classify", *TINY, "--models", "HMM", "MARKOV1", "--no-lr", "--out", str(out)]
+    code, _, _ = run_cli(argv, capsys)
+    assert code == 0
+    db = labelled_synthetic_database(12, seed=0)
+    lengths = np.asarray(db.lengths)
+    expected = {}
+    for path in sorted((out / "tasks").glob("*.json")):
+        record = json.loads(path.read_text())
+        idx = np.asarray(record["test_index"])
+        own = db.labels[idx] == db.label_names.index(record["cls"])
+        value = np.asarray(record["test_scores"])[own].sum() / lengths[idx[own]].sum()
+        expected.setdefault((record["cls"], record["model"]), []).append(value)
+    summary = (out / "summary.md").read_text()
+    table = summary.split("## Held-out fit of each class model")[1].split("\n\n")[2].splitlines()
+    assert table[0] == "| class | K | HMM | MARKOV1 (no K) |"
+    rows = {line.split(" | ")[0].strip("| "): line for line in table[2:]}
+    assert set(rows) == set(db.label_names) == {"A", "B"}
+    for c, line in rows.items():
+        cells = [cell.strip("* ") for cell in line.strip("|").split("|")[2:]]
+        for model, cell in zip(["HMM", "MARKOV1"], cells):
+            mean = float(cell.split(" ± ")[0])
+            assert len(expected[(c, model)]) == 2  # one per fold
+            assert mean == pytest.approx(np.mean(expected[(c, model)]), abs=5e-5)
+            assert mean < 0
 
 
 def test_classify_task_parsing():
