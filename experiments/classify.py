@@ -399,23 +399,25 @@ def class_fit_cells(outcome: RunOutcome, models) -> dict:
     """How well each class model fits its own class held out: (class, K, model) -> (mean, std)
     over folds of the model's score (``score_kind``: a bound for the variational models, exact
     for the HMM and the chains) of the fold's test sequences of that class, per symbol. A model
-    without states is placed at every K of the run."""
-    db, states = outcome.db, outcome.states
-    lengths = np.asarray(db.lengths)
-    per_cell: dict = {}
+    without states is placed at every K of the run (:func:`spread_over_k`, as its AUCs are)."""
+    db, lengths = outcome.db, np.asarray(outcome.db.lengths)
+    rows = []
     for r in outcome.records:
         if "cls" not in r or r["model"] not in models:
             continue
         idx = np.asarray(r["test_index"])
         own = db.labels[idx] == db.label_names.index(r["cls"])
         n_symbols = int(lengths[idx[own]].sum())
-        if n_symbols == 0:
-            continue
-        value = float(np.asarray(r["test_scores"], dtype=np.float64)[own].sum()) / n_symbols
-        K = part_k(r["K"])
-        for k in states if K is None else [K]:
-            per_cell.setdefault((r["cls"], int(k), r["model"]), []).append(value)
-    return {key: mean_std(values)[:2] for key, values in per_cell.items()}
+        if n_symbols:
+            score = float(np.asarray(r["test_scores"], dtype=np.float64)[own].sum()) / n_symbols
+            rows.append({"class": r["cls"], "K": part_k(r["K"]), "model": r["model"], "score": score})
+    if not rows:
+        return {}
+    df = spread_over_k(pd.DataFrame(rows).astype({"K": "float64"}), outcome.states)
+    return {
+        (c, int(K), m): mean_std(g["score"].to_numpy(float))[:2]
+        for (c, K, m), g in df.groupby(["class", "K", "model"], sort=False)
+    }
 
 
 def _lr_rows(records) -> list[dict]:
@@ -523,7 +525,7 @@ def classify(
     return run_experiment(run, Classification(resolve_lineup(models, extra=plugins), tasks, lr, lr_c))
 
 
-def _auc_table(cells, task_names, states, col_models, bold=True, first: str = "task", digits: int = 3):
+def _mean_std_table(cells, task_names, states, col_models, bold=True, first: str = "task", digits: int = 3):
     """A Markdown table of ``cells`` ((row, K, model) -> (mean, std)): a line per row name of
     ``task_names`` and K, a column per model (headed ``first``, ``K``, the models), each cell
     ``mean ± std`` to ``digits`` decimals, the highest of each line in bold."""
@@ -624,7 +626,7 @@ def summary_markdown(
         "task A-B positive; HMM's score is exact, the others' are lower bounds). `+LR` columns: "
         "posterior means of pi, A, B of one LDHMM fitted on both classes -> logistic regression.",
         "",
-        _auc_table(cells, task_names, states, col_models),
+        _mean_std_table(cells, task_names, states, col_models),
         "",
     ]
     if db_name == "splice":
@@ -635,7 +637,7 @@ def summary_markdown(
             lines += [
                 "## The paper's Table 3 (for reference; its LDHMM-nf is LDHMM-PF)",
                 "",
-                _auc_table(pcells, [t for t in task_names if t in SPLICE_TASKS], ks, paper_cols),
+                _mean_std_table(pcells, [t for t in task_names if t in SPLICE_TASKS], ks, paper_cols),
                 "",
             ]
     if class_fits:
@@ -649,7 +651,7 @@ def summary_markdown(
             "and the chains): how well the model fits the class, which the AUCs above do not "
             "measure (a better fit of each class can separate the classes less well).",
             "",
-            _auc_table(class_fits, classes, states, fit_models, first="class", digits=4),
+            _mean_std_table(class_fits, classes, states, fit_models, first="class", digits=4),
             "",
         ]
     lines += ["## Verdict (per task: the highest mean AUC against the runner-up at its K)", ""]
