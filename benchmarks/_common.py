@@ -1,5 +1,6 @@
-"""What the benchmark scripts share: their parser's start, the Dask and projection options (and
-the projection's sentence), the header of the Markdown tables they print, and their CSV files.
+"""What the benchmark scripts share: their parser's start, the check grid's cells and the
+candidate settings fitted beside the effort presets, the Dask and projection options (and the
+projection's sentence), the header of the Markdown tables they print, and their CSV files.
 
 The scripts run as ``python benchmarks/NAME.py``, which puts this folder on ``sys.path``: they
 import it as ``from _common import ...`` (as they import each other, e.g. ``from fit_cost import
@@ -12,10 +13,14 @@ import argparse
 import csv
 import json
 
+from ldhmm.models.fit_settings import EFFORTS
+
 __all__ = [
     "benchmark_parser",
     "add_grid_arguments",
     "parse_candidate",
+    "add_candidate_arguments",
+    "labelled_fits",
     "add_dask_arguments",
     "add_projection_arguments",
     "projection_line",
@@ -52,6 +57,32 @@ def parse_candidate(text: str) -> tuple[str, dict]:
     if not sep or not label:
         raise argparse.ArgumentTypeError(f"a candidate is LABEL=JSON, got {text!r}")
     return label, json.loads(options or "{}")
+
+
+def add_candidate_arguments(p: argparse.ArgumentParser, default_effort: str = "standard") -> None:
+    """``--candidates LABEL=JSON ...`` (a further row each: the fit at ``--candidate-effort``
+    with those settings besides) and ``--candidate-effort``."""
+    p.add_argument(
+        "--candidates",
+        nargs="+",
+        type=parse_candidate,
+        default=[],
+        help="LABEL=JSON: a further row, the fit at --candidate-effort with these settings",
+    )
+    p.add_argument("--candidate-effort", default=default_effort, choices=EFFORTS)
+
+
+def labelled_fits(
+    p: argparse.ArgumentParser, args, efforts: list[tuple[str, str, dict]], reference_required: bool = True
+) -> list:
+    """``efforts`` (row label, effort, settings) and then one per candidate of ``args``
+    (:func:`add_candidate_arguments`): the fits of a benchmark's cell, as (label, effort,
+    settings). A ``--reference`` that names none of their labels is the parser's one-line error
+    where ``reference_required`` (else those rows print no difference)."""
+    fits = list(efforts) + [(c, args.candidate_effort, o) for c, o in args.candidates]
+    if reference_required and args.reference not in [label for label, _, _ in fits]:
+        p.error(f"--reference {args.reference!r} is neither an effort of --efforts nor a candidate's label")
+    return fits
 
 
 def add_dask_arguments(p: argparse.ArgumentParser, partitions_help: str | None = None) -> None:

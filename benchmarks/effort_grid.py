@@ -17,8 +17,12 @@ Run with ``NUMBA_NUM_THREADS=1`` (CPU seconds with one thread each, the unit of 
     NUMBA_NUM_THREADS=1 python benchmarks/effort_grid.py --data-dir ../shared/data \\
         --datasets entree msnbc:3000 --states 2 4 8 --guides pf ff --seeds 0 1 2 3 4
 
-``--csv FILE`` also writes one row per fit. ``--identical-sequences once each`` fits every effort
-both ways (rows ``standard/once``, ``standard/each``; ``--reference standard/each``).
+``--candidates LABEL=JSON ...`` adds a row per candidate: the fit at ``--candidate-effort``
+(default ``standard``) with those settings besides (the frontier around a preset; ``--reference``
+may name a candidate's label). ``--csv FILE`` also writes one row per fit (hmmlearn's too, its
+log-likelihood per token in the ``elbo`` column); a line per fit goes to stderr as it ends
+(``--quiet``: the table only). ``--identical-sequences once each`` fits every effort both ways
+(rows ``standard/once``, ``standard/each``; ``--reference standard/each``).
 """
 
 from __future__ import annotations
@@ -26,9 +30,17 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
+import sys
 import time
 
-from _common import add_grid_arguments, benchmark_parser, print_table_header, write_rows
+from _common import (
+    add_candidate_arguments,
+    add_grid_arguments,
+    benchmark_parser,
+    labelled_fits,
+    print_table_header,
+    write_rows,
+)
 from fit_cost import hmmlearn_model, instrument, sequences
 
 from ldhmm.data import resolve_data_dir
@@ -91,6 +103,17 @@ def cell_rows(
     return rows
 
 
+def report_fit(args, fit: str, per_token: float, cpu: float, iterations: int) -> None:
+    """A line on stderr as each fit ends, unless ``--quiet`` (a cell of the full MSNBC subset
+    takes an hour)."""
+    if not args.quiet:
+        print(
+            f"{fit}: {per_token:.6f} per token, CPU {cpu:.1f} s, {iterations} iterations",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def main(argv=None) -> int:
     p = benchmark_parser(__doc__)
     add_grid_arguments(p, states=(2, 4, 8), guides=("pf", "ff"), seeds=(0, 1, 2, 3, 4))
@@ -109,8 +132,21 @@ def main(argv=None) -> int:
     )
     p.add_argument("--no-hmmlearn", action="store_true")
     p.add_argument("--csv", default=None, help="write one row per fit here")
+    p.add_argument("--quiet", action="store_true", help="no line per fit on stderr, the table only")
+    add_candidate_arguments(p)
     args = p.parse_args(argv)
     options = json.loads(args.options)
+    # (row label, effort, settings) of every fit of a seed, in the order they run
+    fits = labelled_fits(
+        p,
+        args,
+        [
+            (effort if identical is None else f"{effort}/{identical}", effort,
+             {} if identical is None else {"identical_sequences": identical})
+            for effort, identical in itertools.product(args.efforts, args.identical_sequences)
+        ],
+        reference_required=False,
+    )  # fmt: skip
     data_dir = resolve_data_dir(args.data_dir)
     work = instrument()
     records = []
@@ -123,30 +159,43 @@ def main(argv=None) -> int:
         LDHMM(2, n_symbols=V, seed=0, n_init=1, max_iter=2).fit(seqs[:50])  # numba's caches loaded
         for K in args.states:
             for guide in args.guides:
-                fits, peer = [], []
+                cell, peer = [], []
                 for seed in args.seeds:
                     if not args.no_hmmlearn:
-                        peer.append(hmmlearn_scaling_fit(seqs, K, V, seed)[0])
-                    for effort, identical in itertools.product(args.efforts, args.identical_sequences):
+                        cpu, iters, loglik = hmmlearn_scaling_fit(seqs, K, V, seed)
+                        peer.append(cpu)
+                        # the peer's own row in the CSV (its log-likelihood per token in "elbo")
+                        records.append(
+                            {"data": dataset, "K": K, "guide": guide, "seed": seed, "effort": "hmmlearn",
+                             "elbo": loglik, "cpu": cpu, "iters": iters, "sweeps": iters, "start": "random"}
+                        )  # fmt: skip
+                        report_fit(args, f"{dataset} K={K} {guide} seed {seed} hmmlearn", loglik, cpu, iters)
+                    for label, effort, setting in fits:
                         work.clear()
                         cpu = time.process_time()
-                        setting = {} if identical is None else {"identical_sequences": identical}
                         model = LDHMM(
-                            K, n_symbols=V, seed=seed, guide=guide, effort=effort, **setting, **options
+                            K, n_symbols=V, seed=seed, guide=guide, effort=effort, **{**options, **setting}
                         )
                         model.fit(seqs)
                         cpu = time.process_time() - cpu
                         fit = {
                             "data": dataset, "K": K, "guide": guide, "seed": seed,
-                            "effort": effort if identical is None else f"{effort}/{identical}",
+                            "effort": label,
                             "elbo": float(model.elbo_history_[-1]) / n_tokens, "cpu": cpu,
                             "iters": len(model.elbo_history_), "sweeps": work["sweeps"] / M,
                             "start": model.start_kind_,
                         }  # fmt: skip
-                        fits.append(fit)
+                        cell.append(fit)
+                        report_fit(
+                            args,
+                            f"{dataset} K={K} {guide} seed {seed} {label}",
+                            fit["elbo"],
+                            cpu,
+                            fit["iters"],
+                        )
                         records.append(fit)
                 hmmlearn_cpu = statistics.median(peer) if peer else None
-                for row in cell_rows(fits, args.reference, args.allowed, hmmlearn_cpu):
+                for row in cell_rows(cell, args.reference, args.allowed, hmmlearn_cpu):
                     diff = "" if row["diff"] is None else f"{row['diff']:+.6f}"
                     holds = "" if row["holds"] is None else ("holds" if row["holds"] else "**fails**")
                     ratio = "" if row["ratio"] is None else f"{row['ratio']:.1f}x ({hmmlearn_cpu:.2f} s)"

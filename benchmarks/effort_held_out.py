@@ -20,7 +20,13 @@ those settings besides (``--reference`` may name a candidate's label)::
 from __future__ import annotations
 
 import numpy as np
-from _common import add_grid_arguments, benchmark_parser, parse_candidate, print_table_header
+from _common import (
+    add_candidate_arguments,
+    add_grid_arguments,
+    benchmark_parser,
+    labelled_fits,
+    print_table_header,
+)
 from effort_grid import dataset_sequences
 
 from ldhmm.data import kfold_indices, resolve_data_dir
@@ -61,22 +67,13 @@ def main(argv=None) -> int:
     add_grid_arguments(p, states=(4,), seeds=None)
     p.add_argument("--efforts", nargs="+", default=["standard", "thorough"], choices=EFFORTS)
     p.add_argument("--reference", default="thorough", help="an effort of --efforts or a candidate's label")
-    p.add_argument(
-        "--candidates",
-        nargs="+",
-        type=parse_candidate,
-        default=[],
-        help="LABEL=JSON: a further row, the fit at --candidate-effort with these settings",
-    )
-    p.add_argument("--candidate-effort", default="standard", choices=EFFORTS)
+    add_candidate_arguments(p)
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--is-samples", type=int, default=50)
     args = p.parse_args(argv)
     # (row label, effort, further settings) of every fit of a fold
-    fits = [(e, e, {}) for e in args.efforts] + [(c, args.candidate_effort, o) for c, o in args.candidates]
-    if args.reference not in [label for label, _, _ in fits]:
-        p.error(f"--reference {args.reference!r} is neither an effort of --efforts nor a candidate's label")
+    fits = labelled_fits(p, args, [(e, e, {}) for e in args.efforts])
     data_dir = resolve_data_dir(args.data_dir)
     print_table_header(
         "| data | K | guide | effort | held-out bound/tok (mean) | log p(x)/tok (mean, IS) | "

@@ -420,6 +420,47 @@ def test_the_capped_rotating_start_keeps_the_ascent_and_today_is_the_uncapped_on
     assert 0.0 <= summary["behind after 2"] <= 1.0 and 0.0 <= summary["lost after 2"] <= 1.0
 
 
+def test_the_effort_grid_fits_each_candidate_at_its_effort_with_its_settings(capsys, monkeypatch, tmp_path):
+    """A candidate's row is the fit at ``--candidate-effort`` with its settings over
+    ``--options``; the rows are judged against a candidate named as reference, and a reference
+    that names no row leaves the differences empty (the grid's older use, efforts alone)."""
+    grid = benchmark("effort_grid")
+    made = []
+
+    def short_fit(K, **settings):
+        made.append(settings)
+        return LDHMM(K, **{"max_iter": 3, **settings})
+
+    monkeypatch.setattr(grid, "LDHMM", short_fit)
+    common = ["--datasets", "synthetic:30", "--states", "2", "--guides", "pf", "--seeds", "0"]
+    out = tmp_path / "fits.csv"
+    grid.main(
+        [*common, "--efforts", "standard", "--reference", "fast", "--options", '{"tol": 1e-3}',
+         "--candidate-effort", "quick", "--candidates", 'fast={"start_every": 0, "tol": 1e-2}',
+         "--csv", str(out)]
+    )  # fmt: skip
+    printed = capsys.readouterr()
+    rows = [line.split("|")[4:7] for line in printed.out.splitlines()[2:]]
+    assert [r[0].strip() for r in rows] == ["standard", "fast"] and rows[1][2].strip() == "+0.000000"
+    assert [line.partition(": ")[0] for line in printed.err.splitlines()] == [
+        "synthetic:30 K=2 pf seed 0 hmmlearn",
+        "synthetic:30 K=2 pf seed 0 standard",
+        "synthetic:30 K=2 pf seed 0 fast",
+    ]  # a line per fit as it ends
+    fitted = [m for m in made if m.get("guide") == "pf"]  # not the warm-up fit
+    assert fitted[0]["effort"] == "standard" and fitted[0]["tol"] == 1e-3
+    assert fitted[1] == {**fitted[0], "effort": "quick", "start_every": 0, "tol": 1e-2}
+    written = list(csv.DictReader(out.open()))
+    assert [r["effort"] for r in written] == ["hmmlearn", "standard", "fast"]
+    assert int(written[0]["iters"]) >= 1 and float(written[0]["elbo"]) < 0  # its log-likelihood per token
+    grid.main(
+        [*common, "--efforts", "quick", "--quiet", "--no-hmmlearn"]
+    )  # the default reference, thorough, is not fitted
+    printed = capsys.readouterr()
+    rows = [line.split("|")[4:7] for line in printed.out.splitlines()[2:]]
+    assert [r[0].strip() for r in rows] == ["quick"] and rows[0][2].strip() == "" and printed.err == ""
+
+
 def test_the_held_out_benchmark_fits_a_candidate_beside_the_efforts(capsys, monkeypatch):
     """A candidate's row is the fit at ``--candidate-effort`` with its settings besides, judged
     against a reference that may be a candidate; a reference that names no row is one line."""
