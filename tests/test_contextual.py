@@ -501,6 +501,10 @@ def test_fit_command_writes_a_contextual_model_and_refuses_what_it_lacks(tmp_pat
         (["--checkpoint", str(tmp_path / "ck")], "an --emission-context fit takes no --checkpoint"),
         (["--states", "2..3", "--partitions", "2"], "along K fits in this process: takes no --partitions"),
         (["--context-smoothing", "-1"], "context_smoothing must be 'chain' or a finite number >= 0"),
+        # LDHMM's search settings: refused, not dropped (the fit would be another than asked)
+        (["--effort", "quick"], "an --emission-context fit takes no --effort"),
+        (["--seeded-start", "none", "--m-step", "paper"], "takes no --seeded-start none, --m-step paper"),
+        (["--states", "2..3", "--path-restarts", "1"], "in this process: takes no --path-restarts"),
     ]:
         assert main([*argv, *extra, "--out", str(tmp_path / "x.json")]) == 1
         err = capsys.readouterr().err

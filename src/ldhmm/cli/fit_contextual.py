@@ -53,8 +53,17 @@ def parse_context_smoothing(text: str):
 
 def refuse_contextual_settings(args: argparse.Namespace, one_k: bool = False) -> None:
     """One line naming the settings given that a contextual fit lacks (a path of several K, or
-    ``one_k``: a single fit, which takes the backend and the partitions)."""
+    ``one_k``: a single fit, which takes the backend and the partitions). LDHMM's search settings
+    count where they differ from their defaults (``--effort`` and ``--path-restarts`` where given):
+    :class:`ldhmm.models.contextual.ContextualLDHMM` has no effort preset, no symbol-seeded start,
+    no paper M-step and no path, and dropping them would fit something else than was asked."""
     flags = [("--init", args.init), ("--checkpoint", args.checkpoint)]
+    flags += [
+        ("--effort", args.effort is not None),
+        ("--seeded-start none", args.seeded_start != "symbols"),
+        ("--m-step paper", args.m_step != "collapsed"),
+        ("--path-restarts", args.path_restarts is not None),
+    ]
     if not one_k:
         flags += [("--backend dask", args.backend != "local"), ("--partitions", args.partitions is not None)]
     unsupported = [flag for flag, given in flags if given]
