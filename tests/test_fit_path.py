@@ -443,6 +443,24 @@ def test_cli_path_needs_an_out_directory(log_file, tmp_path, capsys):
     assert code == 1 and "--holdout needs several K" in err
 
 
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (["--states", "2", "--path-restarts", "1"], "--path-restarts needs several K (--states 2..8)"),
+        (["--states", "2", "--context-smoothing", "0"], "--context-smoothing needs --emission-context"),
+        (
+            ["--states", "2..3", "--min-context-count", "5", "--context-smoothing", "1"],
+            "--min-context-count and --context-smoothing need --emission-context",
+        ),
+    ],
+)
+def test_cli_refuses_a_setting_its_fit_would_drop(log_file, tmp_path, capsys, given, message):
+    """A setting the asked fit has no use for is one line naming it, not a fit without it."""
+    code, _, err = fit_cli(capsys, log_file, *given, "--out", tmp_path / "o")
+    assert code == 1 and err.count("\n") == 1 and message in err
+    assert not (tmp_path / "o").exists()  # nothing written
+
+
 def test_cli_interrupted_path_says_how_to_resume(log_file, tmp_path, capsys, monkeypatch):
     def interrupt(*args):
         raise KeyboardInterrupt

@@ -215,6 +215,18 @@ def run_fit(args: argparse.Namespace) -> int:
             f"(to fit a model that can score unseen symbols later: --unknown reserve)"
         )
     states = parse_states(args.states) if args.states is not None else None
+    context_only = [
+        flag
+        for flag, given in [
+            ("--min-context-count", args.min_context_count != 20),
+            ("--context-smoothing", args.context_smoothing != "chain"),
+        ]
+        if given
+    ]
+    if args.emission_context is None and context_only:  # a plain fit has no use for them: not dropped
+        raise ValueError(
+            f"{' and '.join(context_only)} {'needs' if len(context_only) == 1 else 'need'} --emission-context"
+        )
     if args.emission_context is not None:
         args.emission_context = parse_emission_context(args.emission_context)
         if states is None:
@@ -226,8 +238,9 @@ def run_fit(args: argparse.Namespace) -> int:
     if states is not None and len(states) > 1:
         with _path_directory(args):
             return run_fit_path(args, states)
-    if args.holdout is not None:
-        raise ValueError("--holdout needs several K (--states 2..8)")
+    for flag, given in [("--holdout", args.holdout), ("--path-restarts", args.path_restarts)]:
+        if given is not None:
+            raise ValueError(f"{flag} needs several K (--states 2..8)")
     n_states_arg = states[0] if states is not None else None
     out = check_out(args.out if args.out is not None else "model.json", suffixes=(".json",))
     init_params, start = None, None
