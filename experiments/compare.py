@@ -179,7 +179,11 @@ def _more_draws_settings(min_ess, max_samples, is_samples) -> dict:
             f"is_max_samples must be an integer >= is_samples ({is_samples}), got {max_samples!r}"
         )
     if min_ess == 0:
+        if max_samples is not None:  # it would cap nothing: refused, not dropped
+            raise ValueError("is_max_samples needs is_min_ess > 0 (it caps the draws that rule adds)")
         return {}
+    if not is_samples:
+        raise ValueError("is_min_ess needs is_samples > 0 (it adds draws to those)")
     return {"is_min_ess": float(min_ess), "is_max_samples": int(max_samples or 8 * is_samples)}
 
 

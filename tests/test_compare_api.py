@@ -320,9 +320,20 @@ def test_builtins_by_name_as_values_or_a_list():
     assert [e.name for e in resolve_lineup(["HMM", "LDHMM-PF"])] == ["LDHMM-PF", "HMM"]
 
 
-@pytest.mark.parametrize("setting", [{"restarts": 0}, {"m_step": "bogus"}, {"jobs": 0}, {"tol": -1.0}])
-def test_bad_settings_are_refused_before_the_out_dir(setting, tmp_path):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"restarts": 0}, None),
+        ({"m_step": "bogus"}, None),
+        ({"jobs": 0}, None),
+        ({"tol": -1.0}, None),
+        # the rule for more importance draws without what it acts on would change nothing
+        ({"is_samples": 0, "is_min_ess": 3.0}, "is_min_ess needs is_samples > 0"),
+        ({"is_samples": 4, "is_max_samples": 32}, "is_max_samples needs is_min_ess > 0"),
+    ],
+)
+def test_bad_settings_are_refused_before_the_out_dir(setting, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
         ldhmm.compare("HMM", "synthetic", out=tmp_path / "o", **{**TINY, **setting})
     assert not (tmp_path / "o").exists()
 

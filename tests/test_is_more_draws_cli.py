@@ -54,3 +54,27 @@ def test_compare_takes_the_rule_and_rejects_a_bad_value(fitted, tmp_path, capsys
     assert (folds["is_samples"] >= 4).all() and np.isfinite(folds["heldout_is"]).all()
     assert main([*argv, "--is-min-ess", "-1", "--out", str(tmp_path / "c2")]) != 0
     assert "--is-min-ess" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["score", "compare"])
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (["--is-samples", "0", "--is-min-ess", "3"], "--is-min-ess needs --is-samples N > 0"),
+        (["--is-samples", "4", "--is-max-samples", "32"], "--is-max-samples needs --is-min-ess ESS"),
+    ],
+)
+def test_a_part_of_the_rule_without_what_it_acts_on_is_refused(
+    fitted, tmp_path, capsys, command, given, message
+):
+    """Either option alone changes nothing: one line naming it, nothing written (not a run
+    without it)."""
+    d, _, _ = fitted
+    if command == "score":
+        argv = ["score", str(d / "model.json"), str(d / "log.txt")]
+    else:
+        argv = ["compare", "--file", str(d / "log.txt"), "--models", "HMM", "--states", "2", "--folds", "2"]
+    out = tmp_path / ("s.csv" if command == "score" else "c")
+    assert main([*argv, *given, "--quiet", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and not out.exists()

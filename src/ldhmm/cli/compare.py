@@ -15,7 +15,7 @@ from .common import (
     print_files,
     report_failures,
 )
-from .options import add_options
+from .options import add_options, check_more_draws
 
 __all__ = ["DESCRIPTION", "add_arguments", "run_compare"]
 
@@ -49,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_compare(args: argparse.Namespace) -> int:
     """The ``compare`` command: the API call, then the one table a user reads first."""
+    check_more_draws(args)
     data, data_dir, note = default_data(args)
     if note:
         print(note, flush=True)

@@ -23,6 +23,7 @@ __all__ = [
     "memory_size",
     "SHARED_OPTIONS",
     "add_options",
+    "check_more_draws",
     "add_run_options",
     "call_with_args",
 ]
@@ -159,6 +160,16 @@ SHARED_OPTIONS = {
         "help": "refuse work whose memory estimate exceeds SIZE (e.g. 64G; default: the machine's memory)",
     },
 }
+
+
+def check_more_draws(args: argparse.Namespace) -> None:
+    """The importance sampler's rule for more draws, as given on the command line: ``--is-min-ess``
+    needs draws to add to (``--is-samples`` N > 0) and ``--is-max-samples`` the rule it caps
+    (``--is-min-ess``). Either alone would change nothing: refused in one line, not dropped."""
+    if args.is_min_ess and not args.is_samples:
+        raise ValueError("--is-min-ess needs --is-samples N > 0 (it adds draws to those N)")
+    if args.is_max_samples is not None and not args.is_min_ess:
+        raise ValueError("--is-max-samples needs --is-min-ess ESS (it caps the draws that rule adds)")
 
 
 def add_options(p: argparse.ArgumentParser, *flags: str, **own: dict) -> None:

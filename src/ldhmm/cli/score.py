@@ -11,7 +11,7 @@ from ..data import is_partitioned, read_manifest
 from ..data.storage import is_url
 from ..models.base import importance_estimate
 from .cluster import dask_client, placement_options
-from .options import add_options
+from .options import add_options, check_more_draws
 from .outputs import (
     add_model_data_arguments,
     check_out,
@@ -42,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_score(args: argparse.Namespace) -> int:
     """The ``score`` command."""
+    check_more_draws(args)
     placed = args.backend != "local" or args.partitions is not None or is_url(args.data)
     if placed and is_partitioned(args.data):
         return _score_partitioned(args)
