@@ -294,6 +294,10 @@ def test_timing_and_hinton_tiny(tmp_path, capsys):
     df = pd.read_csv(tmp_path / "t" / "timing.csv")
     assert set(df["model"]) == {"LDHMM-FF", "LDHMM-PF"} and (df["fit_seconds"] > 0).all()
     assert (tmp_path / "t" / "timing_vs_K.png").is_file() and (tmp_path / "t" / "timing.md").is_file()
+    # any registry name is timed ("timing --help"), not only the LDHMM family, which alone takes init
+    others = ["--models", "HMM", "MARKOV1", "--out", str(tmp_path / "t2")]
+    code, _, _ = run_cli(["timing", *TINY_FIGURE_RUN, *others], capsys)
+    assert code == 0 and set(pd.read_csv(tmp_path / "t2" / "timing.csv")["model"]) == {"HMM", "MARKOV1"}
     code, _, _ = run_cli(["hinton", *TINY_FIGURE_RUN, "--out", str(tmp_path / "h")], capsys)
     assert code == 0
     assert (tmp_path / "h" / "hinton.png").stat().st_size > 1000
