@@ -452,13 +452,47 @@ def test_cli_path_needs_an_out_directory(log_file, tmp_path, capsys):
             ["--states", "2..3", "--min-context-count", "5", "--context-smoothing", "1"],
             "--min-context-count and --context-smoothing need --emission-context",
         ),
+        (
+            ["--states", "2", "--emission-context", "previous", "--min-context-count", "5"],
+            "--min-context-count needs --emission-context N with N > 1",
+        ),
+        (
+            ["--states", "2", "--emission-context", "previous", "--holdout", "0.3"],
+            "--holdout needs several K",
+        ),
+        (
+            ["--states", "2..3", "--force"],
+            "--force starts a checkpointed fit over: it needs --checkpoint DIR",
+        ),
+        (["--states", "2", "--emission-context", "1", "--force"], "it needs --checkpoint DIR"),
+        (["--states", "2..3", "--worker-threads", "2"], "no --backend, --partitions or Dask options"),
+        (["--states", "2..3", "--scheduler-timeout", "5"], "no --backend, --partitions or Dask options"),
+        (["--init", "SAVED", "--unknown", "reserve"], "--unknown reserve adds <unk> to a new vocabulary"),
+        (
+            ["--init", "SAVED", "--restarts", "7"],
+            "--init gives a fit of one K its only start: it takes no --restarts",
+        ),
+        (["--init", "SAVED", "--seeded-start", "none"], "it takes no --seeded-start none"),
     ],
 )
 def test_cli_refuses_a_setting_its_fit_would_drop(log_file, tmp_path, capsys, given, message):
     """A setting the asked fit has no use for is one line naming it, not a fit without it."""
+    if "SAVED" in given:  # a saved model to start from
+        assert (
+            fit_cli(capsys, log_file, "--states", "2", "--max-iter", "2", "--out", tmp_path / "m.json")[0]
+            == 0
+        )
+        given = [str(tmp_path / "m.json") if g == "SAVED" else g for g in given]
     code, _, err = fit_cli(capsys, log_file, *given, "--out", tmp_path / "o")
     assert code == 1 and err.count("\n") == 1 and message in err
     assert not (tmp_path / "o").exists()  # nothing written
+
+
+def test_cli_a_path_from_a_saved_model_still_takes_restarts_for_its_later_k(log_file, tmp_path, capsys):
+    """With several K, ``--init`` starts the first K only: ``--restarts`` is the later K's."""
+    assert fit_cli(capsys, log_file, "--states", "2", "--max-iter", "2", "--out", tmp_path / "m.json")[0] == 0
+    argv = ["--init", tmp_path / "m.json", "--states", "2..3", "--restarts", "1", "--max-iter", "2"]
+    assert fit_cli(capsys, log_file, *argv, "--out", tmp_path / "p")[0] == 0
 
 
 def test_cli_interrupted_path_says_how_to_resume(log_file, tmp_path, capsys, monkeypatch):

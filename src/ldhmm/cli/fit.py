@@ -13,6 +13,7 @@ from ..data import UNKNOWN, is_partitioned, read_manifest
 from ..data.directory_lock import DirectoryLockedError, locked_directory
 from ..data.terminal_text import shown
 from ..inference.checkpoint import CheckpointError, describe_checkpoint, discard_checkpoint
+from ..inference.contexts import context_order
 from ..models import LDHMM
 from ..models.collapse import diagnose_collapse
 from ..models.path import parse_states
@@ -24,7 +25,7 @@ from .fit_contextual import (
     refuse_contextual_settings,
     run_fit_contextual,
 )
-from .fit_path import fit_data, load_init, model_options, run_fit_path
+from .fit_path import check_path_arguments, fit_data, load_init, model_options, run_fit_path
 from .options import add_options
 from .outputs import check_out, stopping_report
 
@@ -165,9 +166,7 @@ def _path_directory(args):
 def _checkpoint_directory(args):
     """Hold ``--checkpoint DIR``'s lock for the whole command (created; emptied of its checkpoint
     with ``--force``): a second fit on DIR is refused in one line before it reads anything."""
-    if args.checkpoint is None:
-        if args.force:
-            raise ValueError("--force starts a checkpointed fit over: it needs --checkpoint DIR")
+    if args.checkpoint is None:  # --force without it is refused before (_refuse_dropped_settings)
         yield
         return
     directory = Path(args.checkpoint)
@@ -207,14 +206,13 @@ def _resume_hint(directory) -> str:
     return f"the checkpoint {shown(directory)} holds {where}: the same command resumes there"
 
 
-def run_fit(args: argparse.Namespace) -> int:
-    """The ``fit`` command."""
-    if args.unknown == "map" and not args.init:
-        raise ValueError(
-            f"--unknown map maps symbols a saved model lacks to its {UNKNOWN}: it needs --init MODEL "
-            f"(to fit a model that can score unseen symbols later: --unknown reserve)"
-        )
-    states = parse_states(args.states) if args.states is not None else None
+def _refuse_dropped_settings(args: argparse.Namespace, several_k: bool) -> None:
+    """One line naming a setting that the asked fit would have no use for (a fit without it is
+    not what was asked): the emission context's settings without one (or, for the minimum count,
+    with an order-1 context, which backs off to nothing), a path's settings with one K, ``--force``
+    without a checkpoint, and with ``--init`` (which gives the vocabulary and, for one K, the only
+    start) ``--unknown reserve``, ``--restarts`` and ``--seeded-start none``. Options with a
+    default count where they differ from it."""
     context_only = [
         flag
         for flag, given in [
@@ -223,12 +221,46 @@ def run_fit(args: argparse.Namespace) -> int:
         ]
         if given
     ]
-    if args.emission_context is None and context_only:  # a plain fit has no use for them: not dropped
+    if args.emission_context is None and context_only:
+        verb = "needs" if len(context_only) == 1 else "need"
+        raise ValueError(f"{' and '.join(context_only)} {verb} --emission-context")
+    if (
+        args.emission_context is not None
+        and context_order(args.emission_context) == 1
+        and "--min-context-count" in context_only
+    ):
         raise ValueError(
-            f"{' and '.join(context_only)} {'needs' if len(context_only) == 1 else 'need'} --emission-context"
+            "--min-context-count needs --emission-context N with N > 1 (the previous event alone "
+            "backs off to no shorter history)"
         )
+    if not several_k:
+        for flag, given in [("--holdout", args.holdout), ("--path-restarts", args.path_restarts)]:
+            if given is not None:
+                raise ValueError(f"{flag} needs several K (--states 2..8)")
+    if args.force and args.checkpoint is None:
+        raise ValueError("--force starts a checkpointed fit over: it needs --checkpoint DIR")
+    if args.init and args.unknown == "reserve":
+        raise ValueError(
+            f"--unknown reserve adds {UNKNOWN} to a new vocabulary: --init keeps the saved model's"
+        )
+    starts = [("--restarts", args.restarts != 3), ("--seeded-start none", args.seeded_start != "symbols")]
+    chosen = [flag for flag, given in starts if given]
+    if args.init and not several_k and chosen:
+        raise ValueError(f"--init gives a fit of one K its only start: it takes no {', '.join(chosen)}")
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    """The ``fit`` command."""
+    if args.unknown == "map" and not args.init:
+        raise ValueError(
+            f"--unknown map maps symbols a saved model lacks to its {UNKNOWN}: it needs --init MODEL "
+            f"(to fit a model that can score unseen symbols later: --unknown reserve)"
+        )
+    states = parse_states(args.states) if args.states is not None else None
     if args.emission_context is not None:
         args.emission_context = parse_emission_context(args.emission_context)
+    _refuse_dropped_settings(args, several_k=states is not None and len(states) > 1)
+    if args.emission_context is not None:
         if states is None:
             raise ValueError("--emission-context needs --states K (or a range of K)")
         if len(states) == 1:
@@ -236,11 +268,9 @@ def run_fit(args: argparse.Namespace) -> int:
             return run_fit_contextual(args, states[0], out)
         refuse_contextual_settings(args)
     if states is not None and len(states) > 1:
+        check_path_arguments(args)
         with _path_directory(args):
             return run_fit_path(args, states)
-    for flag, given in [("--holdout", args.holdout), ("--path-restarts", args.path_restarts)]:
-        if given is not None:
-            raise ValueError(f"{flag} needs several K (--states 2..8)")
     n_states_arg = states[0] if states is not None else None
     out = check_out(args.out if args.out is not None else "model.json", suffixes=(".json",))
     init_params, start = None, None

@@ -50,6 +50,7 @@ __all__ = [
     "effort_option",
     "model_options",
     "format_table",
+    "check_path_arguments",
     "run_fit_path",
 ]
 
@@ -323,11 +324,14 @@ def _state_file(out: Path, K: int) -> Path:
     return out / f"K{K}.state.npz"
 
 
-def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
-    """``ldhmm fit DATA --states K1..Kn``: see the module docstring."""
-    if args.backend != "local" or args.partitions is not None or args.scheduler or args.workers:
+def check_path_arguments(args: argparse.Namespace) -> None:
+    """One line naming what a fit along K cannot take (called before its ``--out`` directory is
+    made, so that a refused command leaves nothing behind)."""
+    dask_options = args.scheduler or args.workers or args.worker_threads or args.scheduler_timeout is not None
+    if args.backend != "local" or args.partitions is not None or dask_options:
         raise ValueError(
-            "--states with several K fits in this process: no --backend, --partitions or --workers"
+            "--states with several K fits in this process: no --backend, --partitions or Dask options "
+            "(--scheduler, --scheduler-timeout, --workers, --worker-threads)"
         )
     if args.out is None:
         raise ValueError("--states with several K needs --out DIRECTORY (one model file per K)")
@@ -335,6 +339,11 @@ def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
         raise ValueError(
             "--checkpoint is for one K: a path along K resumes at the first K without a model file"
         )
+
+
+def run_fit_path(args: argparse.Namespace, states: list[int]) -> int:
+    """``ldhmm fit DATA --states K1..Kn``: see the module docstring (its arguments checked by
+    :func:`check_path_arguments` first)."""
     out = Path(args.out)
     cls = ContextualLDHMM if _context_settings(args) else LDHMM
     db, start = fit_data(args)
