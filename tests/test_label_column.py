@@ -58,3 +58,19 @@ def test_classify_takes_a_labelled_log(log, tmp_path, capsys):
     assert folds["auc"].between(0.5, 1.0).all()  # the classes differ in their event frequencies
     assert main([*argv[:9], "--states", "2", "--out", str(tmp_path / "o2")]) != 0
     assert "needs a labelled database" in capsys.readouterr().err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", ["fit", "score", "compare"])
+def test_a_command_that_reads_no_classes_refuses_the_label_column(log, tmp_path, capsys, command):
+    """Not read and dropped: one line naming the commands that read classes, nothing written."""
+    path, _ = log
+    columns = ["--sequence-col", "user", "--event-col", "event", "--label-col", "group"]
+    out = tmp_path / "o"
+    argv = {
+        "fit": ["fit", str(path), "--states", "2", "--out", str(out)],
+        "score": ["score", str(tmp_path / "m.json"), str(path), "--out", str(out)],
+        "compare": ["compare", "--file", str(path), "--models", "HMM", "--out", str(out)],
+    }[command]
+    assert main([*argv, *columns]) == 2 and not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--label-col: this command does not read classes" in err and "ldhmm classify" in err

@@ -81,6 +81,19 @@ def check_partitions(db: SequenceDatabase, directory: Path, n_partitions: int) -
     return specs
 
 
+def test_event_log_columns_are_refused_where_nothing_reads_them(tmp_path):
+    """A partitioned data set's sequences are coded already and a plain token file has no
+    columns: an event log's column options there are one line naming them, not dropped."""
+    out = write_partitioned(make_db(), tmp_path / "data", n_files=2)
+    with pytest.raises(ValueError, match="holds coded sequences; --sequence-col, --event-col, --time-col"):
+        load_path(out, sequence_col="user", event_col="event", time_col="t")
+    with pytest.raises(ValueError, match="holds coded sequences; --sep"):
+        load_path(out, sep=",")
+    (tmp_path / "log.txt").write_text("a b c\nb c\n")
+    with pytest.raises(ValueError, match="an event log needs --sequence-col and --event-col"):
+        load_path(tmp_path / "log.txt", time_col="t")
+
+
 # ============================================================================ round trips
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("labels,ids", [(True, True), (False, False), (True, False), (False, True)])

@@ -32,6 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p,
         datasets=["splice", "synthetic"],
         file_help="a labelled file in the ldhmm-sequences text format (default data: splice)",
+        labels=True,
     )
     p.add_argument(
         "--task",

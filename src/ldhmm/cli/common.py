@@ -37,8 +37,11 @@ __all__ = [
 OFFLINE_ENV_VAR = "LDHMM_OFFLINE"
 
 
-def add_data_arguments(p: argparse.ArgumentParser, datasets, file_help: str | None = None) -> None:
-    """``--dataset`` or ``--file`` (with the data options of :mod:`ldhmm.cli.data_options`)."""
+def add_data_arguments(
+    p: argparse.ArgumentParser, datasets, file_help: str | None = None, labels: bool = False
+) -> None:
+    """``--dataset`` or ``--file`` (with the data options of :mod:`ldhmm.cli.data_options`;
+    ``labels``: the command reads each sequence's class, ``--label-col``)."""
     src = p.add_mutually_exclusive_group()
     src.add_argument(
         "--dataset", choices=list(datasets), help="a named data set (entree/msnbc: the paper's subsets)"
@@ -49,7 +52,7 @@ def add_data_arguments(p: argparse.ArgumentParser, datasets, file_help: str | No
         or "a user's data file: one sequence of tokens per line, the ldhmm-sequences text format, "
         "or a CSV/TSV/Parquet event log (with --sequence-col and --event-col)",
     )
-    add_data_options(p)
+    add_data_options(p, labels=labels)
 
 
 def experiment_data(args: argparse.Namespace, data):

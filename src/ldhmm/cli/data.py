@@ -111,7 +111,7 @@ def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"a data set ({', '.join(DATASET_NAMES)}), a file, or a partitioned data set's directory",
     )
     parser.add_argument("--data-dir", default=None, help="data directory (default: $LDHMM_DATA)")
-    add_data_options(parser)
+    add_data_options(parser, labels=True)
 
 
 def _positive_int(text: str) -> int:

@@ -112,12 +112,23 @@ def _dest(flag: str) -> str:
     return flag[2:].replace("-", "_")
 
 
-def add_data_options(p: argparse.ArgumentParser) -> None:
-    """Add the data options (:data:`DATA_OPTIONS`) to ``p``, as the group "data options"."""
+def _labels_unused(text: str) -> str:
+    raise argparse.ArgumentTypeError(
+        "this command does not read classes; a labelled event log's classes are for `ldhmm classify` "
+        "and `ldhmm data`"
+    )
+
+
+def add_data_options(p: argparse.ArgumentParser, labels: bool = False) -> None:
+    """Add the data options (:data:`DATA_OPTIONS`) to ``p``, as the group "data options".
+    ``labels``: the command reads each sequence's class (``--label-col``); elsewhere the option is
+    hidden and refused in one line naming the commands that read it (not read and dropped)."""
     group = p.add_argument_group(
         "data options", "how a data file is read, and which of its events and sequences are used"
     )
     for flag, keywords in DATA_OPTIONS.items():
+        if flag == "--label-col" and not labels:
+            keywords = {"type": _labels_unused, "help": argparse.SUPPRESS}
         group.add_argument(flag, default=None, **keywords)
 
 

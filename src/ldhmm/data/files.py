@@ -63,15 +63,25 @@ def load_path(
         error in the file, naming file and line (for a directory: one without ``dataset.json``,
         or any error :func:`~ldhmm.data.load_partitioned` reports).
     """
-    if is_url(path):
+    columns = {
+        "--sequence-col": sequence_col,
+        "--event-col": event_col,
+        "--time-col": time_col,
+        "--label-col": label_col,
+        "--sep": sep,
+    }
+    columns_given = [flag for flag, value in columns.items() if value is not None]
+    if is_url(path) or Path(path).is_dir():
+        if columns_given:  # its sequences are coded already: the columns would be dropped
+            raise ValueError(
+                f"{path}: a partitioned data set holds coded sequences; {', '.join(columns_given)} "
+                f"read an event log file"
+            )
         return load_partitioned(path)
     path = Path(path)
-    if path.is_dir():
-        return load_partitioned(path)
     with open_regular(path, "data file"):  # no such file, or a FIFO, a device: one line, never a hang
         pass
     suffixes = [s.lower() for s in path.suffixes]
-    columns_given = sequence_col or event_col or label_col or sep is not None
     if columns_given or any(s in EVENT_LOG_SUFFIXES for s in suffixes[-2:]):
         if not (sequence_col and event_col):
             raise ValueError(f"{path}: an event log needs --sequence-col and --event-col")
