@@ -92,3 +92,34 @@ def test_progress_bars_are_labelled_and_quiet_off_a_terminal(small_db, capsys):
     for label in ("database-level HMM, start 1 of 3", "from the database-level HMM", "symbol-seeded start"):
         assert f"variational EM ({label})" in err, label
     assert np.isfinite(LDHMM(2, seed=0, max_iter=3).fit(small_db[:20]).elbo_history_).all()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["compare", "--file", "LOG", "--data-dir", "DIR"],
+            "--data-dir holds the named data sets (--dataset): not",
+        ),
+        (
+            ["classify", "--file", "LOG", "--data-dir", "DIR"],
+            "--data-dir holds the named data sets (--dataset): not",
+        ),
+        (["compare", "--file", "LOG", "--backend", "dask", "--jobs", "2"], "--jobs is for --backend local"),
+        (
+            ["score", "MODEL", "LOG", "--seed", "5"],
+            "--seed seeds the importance samples: it needs --is-samples",
+        ),
+    ],
+)
+def test_an_option_the_run_would_not_use_is_refused_in_one_line(log, tmp_path, capsys, argv, message):
+    """Not a run without it: the option is named, with what it needs, and nothing is written."""
+    LDHMM(2, n_symbols=3, seed=0, max_iter=2).fit([[0, 1, 2], [1, 0]]).save(
+        tmp_path / "m.json", vocabulary=["a", "b", "c"]
+    )
+    columns = ["--sequence-col", "user", "--event-col", "event", "--time-col", "timestamp"]
+    given = {"LOG": str(log), "DIR": str(tmp_path), "MODEL": str(tmp_path / "m.json")}
+    out = tmp_path / ("s.csv" if argv[0] == "score" else "o")
+    assert main([given.get(a, a) for a in argv] + columns + ["--quiet", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and not out.exists()

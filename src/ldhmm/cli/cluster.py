@@ -70,6 +70,10 @@ def dask_client(args: argparse.Namespace):
             raise ValueError("--scheduler, --workers and --worker-threads need --backend dask")
         yield None
         return
+    if getattr(args, "jobs", 1) != 1:  # the harness's worker processes: Dask runs the tasks instead
+        raise ValueError(
+            "--jobs is for --backend local; with --backend dask the workers run the tasks (--workers)"
+        )
     if args.scheduler and (args.workers or args.worker_threads):
         raise ValueError("--workers and --worker-threads shape a LocalCluster: not with --scheduler")
     if args.scheduler_timeout is not None and not args.scheduler:

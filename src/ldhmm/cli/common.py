@@ -60,6 +60,8 @@ def experiment_data(args: argparse.Namespace, data):
     (:func:`ldhmm.cli.data_options.read_data`), else ``data`` (a data set name or None), which
     the data options do not apply to."""
     if args.file is not None:
+        if getattr(args, "data_dir", None) is not None:  # nothing would be read from it
+            raise ValueError("--data-dir holds the named data sets (--dataset): not with --file")
         return read_data(args, args.file)
     refuse_data_options(args, f"--dataset {data}" if data else "the default data set")
     return data

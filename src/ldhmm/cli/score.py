@@ -43,6 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_score(args: argparse.Namespace) -> int:
     """The ``score`` command."""
     check_more_draws(args)
+    if args.seed != 0 and not args.is_samples:  # it would seed nothing
+        raise ValueError("--seed seeds the importance samples: it needs --is-samples N > 0")
     placed = args.backend != "local" or args.partitions is not None or is_url(args.data)
     if placed and is_partitioned(args.data):
         return _score_partitioned(args)
