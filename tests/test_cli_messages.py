@@ -123,3 +123,19 @@ def test_an_option_the_run_would_not_use_is_refused_in_one_line(log, tmp_path, c
     assert main([given.get(a, a) for a in argv] + columns + ["--quiet", "--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and not out.exists()
+
+
+def test_a_setting_of_a_part_the_run_leaves_out_is_refused(log, tmp_path, capsys):
+    """``--lr-c`` with ``--no-lr`` (no logistic regression rows to set) and ``--row-group-tokens``
+    with the events layout (which plans no row groups by tokens): one line, nothing written."""
+    columns = ["--sequence-col", "user", "--event-col", "event", "--time-col", "timestamp"]
+    out = tmp_path / "c"
+    argv = ["classify", "--file", str(log), *columns, "--label-col", "user", "--no-lr", "--lr-c", "0.5"]
+    assert main([*argv, "--quiet", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--lr-c sets the logistic regression rows: not with --no-lr" in err
+    argv = ["data", "export", str(log), str(out), *columns, "--layout", "events", "--row-group-tokens", "5"]
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--row-group-tokens plans the sequences layout's row groups" in err
+    assert not out.exists()

@@ -143,3 +143,9 @@ def test_the_command_without_data_and_its_errors(fitted, tmp_path, capsys):
     assert main(["report", str(tmp_path / "m.json"), "--out", str(tmp_path / "m.txt")]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "expected a file ending in .html" in err
+    # what describes users, without users: one line naming it, no page (not a page without them)
+    about_users = ["--clusters", "5", "--seed", "3", "--min-length", "2"]
+    assert main(["report", str(tmp_path / "m.json"), *about_users, "--out", str(tmp_path / "u.html")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--min-length, --clusters, --seed: about the users of DATA" in err
+    assert not (tmp_path / "u.html").exists()

@@ -48,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_classify(args: argparse.Namespace) -> int:
     """The ``classify`` command: the API call, then the AUC table."""
+    if args.no_lr and args.lr_c != 1.0:  # no logistic regression to set
+        raise ValueError("--lr-c sets the logistic regression rows: not with --no-lr")
     data = experiment_data(args, args.dataset)
     with dask_client(args) as client:
         result = classify(

@@ -217,6 +217,10 @@ def run_info(args) -> int:
 
 def run_export(args) -> int:
     """Handler of ``ldhmm data export``."""
+    if args.layout != "sequences" and args.row_group_tokens != ROW_GROUP_TOKENS:  # it plans nothing there
+        return _fail(
+            f"--row-group-tokens plans the sequences layout's row groups: not with --layout {args.layout}"
+        )
     try:
         db, _ = _load_source(args)
         out = write_partitioned(
