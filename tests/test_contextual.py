@@ -503,7 +503,7 @@ def test_fit_command_writes_a_contextual_model_and_refuses_what_it_lacks(tmp_pat
         (["--context-smoothing", "-1"], "context_smoothing must be 'chain' or a finite number >= 0"),
         # LDHMM's search settings: refused, not dropped (the fit would be another than asked)
         (["--effort", "quick"], "an --emission-context fit takes no --effort"),
-        (["--seeded-start", "none", "--m-step", "paper"], "takes no --seeded-start none, --m-step paper"),
+        (["--seeded-start", "none", "--m-step", "paper"], "takes no --seeded-start, --m-step"),
         (["--states", "2..3", "--path-restarts", "1"], "in this process: takes no --path-restarts"),
     ]:
         assert main([*argv, *extra, "--out", str(tmp_path / "x.json")]) == 1

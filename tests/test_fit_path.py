@@ -472,7 +472,7 @@ def test_cli_path_needs_an_out_directory(log_file, tmp_path, capsys):
             ["--init", "SAVED", "--restarts", "7"],
             "--init gives a fit of one K its only start: it takes no --restarts",
         ),
-        (["--init", "SAVED", "--seeded-start", "none"], "it takes no --seeded-start none"),
+        (["--init", "SAVED", "--seeded-start", "none"], "it takes no --seeded-start"),
     ],
 )
 def test_cli_refuses_a_setting_its_fit_would_drop(log_file, tmp_path, capsys, given, message):

@@ -14,6 +14,7 @@ from .common import (
     print_files,
     report_failures,
 )
+from .options import options_given
 
 __all__ = ["DESCRIPTION", "add_arguments", "run_classify"]
 
@@ -48,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_classify(args: argparse.Namespace) -> int:
     """The ``classify`` command: the API call, then the AUC table."""
-    if args.no_lr and args.lr_c != 1.0:  # no logistic regression to set
+    if args.no_lr and options_given(args, "--lr-c"):  # no logistic regression to set
         raise ValueError("--lr-c sets the logistic regression rows: not with --no-lr")
     data = experiment_data(args, args.dataset)
     with dask_client(args) as client:

@@ -26,7 +26,7 @@ from .fit_contextual import (
     run_fit_contextual,
 )
 from .fit_path import check_path_arguments, fit_data, load_init, model_options, run_fit_path
-from .options import add_options
+from .options import add_options, options_given
 from .outputs import check_out, stopping_report
 
 __all__ = ["DESCRIPTION", "add_arguments", "run_fit"]
@@ -211,16 +211,9 @@ def _refuse_dropped_settings(args: argparse.Namespace, several_k: bool) -> None:
     not what was asked): the emission context's settings without one (or, for the minimum count,
     with an order-1 context, which backs off to nothing), a path's settings with one K, ``--force``
     without a checkpoint, and with ``--init`` (which gives the vocabulary and, for one K, the only
-    start) ``--unknown reserve``, ``--restarts`` and ``--seeded-start none``. Options with a
-    default count where they differ from it."""
-    context_only = [
-        flag
-        for flag, given in [
-            ("--min-context-count", args.min_context_count != 20),
-            ("--context-smoothing", args.context_smoothing != "chain"),
-        ]
-        if given
-    ]
+    start) ``--unknown reserve``, ``--restarts`` and ``--seeded-start``. Options with a default
+    count where they differ from it (:func:`ldhmm.cli.options.options_given`)."""
+    context_only = options_given(args, "--min-context-count", "--context-smoothing")
     if args.emission_context is None and context_only:
         verb = "needs" if len(context_only) == 1 else "need"
         raise ValueError(f"{' and '.join(context_only)} {verb} --emission-context")
@@ -243,8 +236,7 @@ def _refuse_dropped_settings(args: argparse.Namespace, several_k: bool) -> None:
         raise ValueError(
             f"--unknown reserve adds {UNKNOWN} to a new vocabulary: --init keeps the saved model's"
         )
-    starts = [("--restarts", args.restarts != 3), ("--seeded-start none", args.seeded_start != "symbols")]
-    chosen = [flag for flag, given in starts if given]
+    chosen = options_given(args, "--restarts", "--seeded-start")
     if args.init and not several_k and chosen:
         raise ValueError(f"--init gives a fit of one K its only start: it takes no {', '.join(chosen)}")
 

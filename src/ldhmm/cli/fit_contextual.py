@@ -17,6 +17,7 @@ from ..models.contextual import ContextualLDHMM
 from .cluster import dask_client
 from .data_options import given_data_options
 from .fit_path import fit_data, model_options
+from .options import options_given
 from .outputs import stopping_report
 
 __all__ = [
@@ -54,15 +55,13 @@ def parse_context_smoothing(text: str):
 def refuse_contextual_settings(args: argparse.Namespace, one_k: bool = False) -> None:
     """One line naming the settings given that a contextual fit lacks (a path of several K, or
     ``one_k``: a single fit, which takes the backend and the partitions). LDHMM's search settings
-    count where they differ from their defaults (``--effort`` and ``--path-restarts`` where given):
+    count where they differ from their defaults (:func:`ldhmm.cli.options.options_given`):
     :class:`ldhmm.models.contextual.ContextualLDHMM` has no effort preset, no symbol-seeded start,
     no paper M-step and no path, and dropping them would fit something else than was asked."""
     flags = [("--init", args.init), ("--checkpoint", args.checkpoint)]
     flags += [
-        ("--effort", args.effort is not None),
-        ("--seeded-start none", args.seeded_start != "symbols"),
-        ("--m-step paper", args.m_step != "collapsed"),
-        ("--path-restarts", args.path_restarts is not None),
+        (flag, True)
+        for flag in options_given(args, "--effort", "--seeded-start", "--m-step", "--path-restarts")
     ]
     if not one_k:
         flags += [("--backend dask", args.backend != "local"), ("--partitions", args.partitions is not None)]

@@ -55,6 +55,7 @@ def add_command(subparsers, name: str, module) -> argparse.ArgumentParser:
     command table's (:data:`ldhmm.cli.commands.COMMANDS`)."""
     p = subparsers.add_parser(name, help=command_help(name), description=module.DESCRIPTION)
     module.add_arguments(p)
+    p.set_defaults(default_of=p.get_default)  # what options_given compares with
     return p
 
 

@@ -23,13 +23,14 @@ __all__ = [
     "memory_size",
     "SHARED_OPTIONS",
     "add_options",
+    "options_given",
     "check_more_draws",
     "add_run_options",
     "call_with_args",
 ]
 
 #: argparse bookkeeping in a parsed namespace, never an argument of an experiment function
-_BOOKKEEPING = ("command", "func", "data_command", "max_memory")
+_BOOKKEEPING = ("command", "func", "data_command", "max_memory", "default_of")
 
 
 def int_at_least(minimum: int, maximum: int | None = None):
@@ -160,6 +161,14 @@ SHARED_OPTIONS = {
         "help": "refuse work whose memory estimate exceeds SIZE (e.g. 64G; default: the machine's memory)",
     },
 }
+
+
+def options_given(args: argparse.Namespace, *flags: str) -> list[str]:
+    """Those of ``flags`` (``"--restarts"``) whose value differs from their command's default
+    (the command's parser, :func:`ldhmm.cli.main.add_command`): the options a user gave, as far as
+    a handler can tell (a default given explicitly counts as not given, which changes nothing)."""
+    dests = {flag: flag[2:].replace("-", "_") for flag in flags}
+    return [flag for flag, dest in dests.items() if getattr(args, dest) != args.default_of(dest)]
 
 
 def check_more_draws(args: argparse.Namespace) -> None:

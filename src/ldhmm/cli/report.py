@@ -8,7 +8,7 @@ from pathlib import Path
 from ..modelfiles import load_model
 from ..report_html import write_report
 from .data_options import add_data_options, given_data_options, read_data
-from .options import add_options, nonneg_int, positive_int
+from .options import add_options, nonneg_int, options_given, positive_int
 from .outputs import add_unknown_argument, check_out, refuse_impossible
 
 __all__ = ["DESCRIPTION", "add_arguments", "run_report", "BASELINE"]
@@ -63,16 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_report(args: argparse.Namespace) -> int:
     """The ``report`` command."""
     if args.data is None:  # what describes users needs users: not a page without them
-        about_users = given_data_options(args) + [
-            flag
-            for flag, given in [
-                ("--clusters", args.clusters != 3),
-                ("--examples", args.examples != 2),
-                ("--seed", args.seed != 0),
-                ("--unknown", args.unknown != "error"),
-            ]
-            if given
-        ]
+        about_users = given_data_options(args) + options_given(
+            args, "--clusters", "--examples", "--seed", "--unknown"
+        )
         if about_users:
             raise ValueError(f"{', '.join(about_users)}: about the users of DATA, which is not given")
     out = check_out(args.out, suffixes=(".html", ".htm"))

@@ -11,7 +11,7 @@ from ..data import is_partitioned, read_manifest
 from ..data.storage import is_url
 from ..models.base import importance_estimate
 from .cluster import dask_client, placement_options
-from .options import add_options, check_more_draws
+from .options import add_options, check_more_draws, options_given
 from .outputs import (
     add_model_data_arguments,
     check_out,
@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_score(args: argparse.Namespace) -> int:
     """The ``score`` command."""
     check_more_draws(args)
-    if args.seed != 0 and not args.is_samples:  # it would seed nothing
+    if options_given(args, "--seed") and not args.is_samples:  # it would seed nothing
         raise ValueError("--seed seeds the importance samples: it needs --is-samples N > 0")
     placed = args.backend != "local" or args.partitions is not None or is_url(args.data)
     if placed and is_partitioned(args.data):
