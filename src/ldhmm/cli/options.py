@@ -166,7 +166,9 @@ SHARED_OPTIONS = {
 def options_given(args: argparse.Namespace, *flags: str) -> list[str]:
     """Those of ``flags`` (``"--restarts"``) whose value differs from their command's default
     (the command's parser, :func:`ldhmm.cli.main.add_command`): the options a user gave, as far as
-    a handler can tell (a default given explicitly counts as not given, which changes nothing)."""
+    a handler can tell (a default given explicitly counts as not given, which changes nothing).
+    Not for the options of a nested sub-command (``ldhmm data export``): ``default_of`` is the
+    top command's parser's, which does not hold them."""
     dests = {flag: flag[2:].replace("-", "_") for flag in flags}
     return [flag for flag, dest in dests.items() if getattr(args, dest) != args.default_of(dest)]
 
